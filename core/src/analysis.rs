@@ -1,0 +1,404 @@
+//! Turn diffs: how much of each turn's prompt the previous turn's cache covers, and where and
+//! why the rest diverges.
+
+use std::collections::HashSet;
+
+use serde::Serialize;
+
+use crate::diagnostic::Span;
+use crate::error::InputError;
+use crate::path::PartPath;
+use crate::render::{Rendered, Renderer};
+use crate::request::{Part, Request};
+use crate::session::{SessionFile, Turn};
+
+/// Tokens shown on each side of a divergence.
+const WINDOW_BEFORE: usize = 4;
+const WINDOW_AFTER: usize = 8;
+
+/// Where turn i stops being an extension of turn i−1.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Divergence {
+    /// Index of the first token that differs (equal to the reused token count).
+    pub token: usize,
+    /// The request part of the later turn the first differing byte belongs to.
+    pub part: PartPath,
+    /// Byte offset of the first differing byte inside that part's text.
+    pub byte: usize,
+    pub line: usize,
+    pub column: usize,
+    /// The changed region in the file, when it can be placed.
+    #[serde(skip)]
+    pub span: Option<Span>,
+    /// Decoded tokens around the divergence, previous turn then this turn.
+    #[serde(skip)]
+    pub previous_window: String,
+    #[serde(skip)]
+    pub current_window: String,
+    /// Byte offset of the first differing byte in the rendered texts (equal in both).
+    #[serde(skip)]
+    pub rendered_byte: usize,
+}
+
+/// The analysis of one turn against the one before it.
+#[derive(Clone, Debug, Serialize)]
+pub struct TurnDiff {
+    pub index: usize,
+    pub prompt_tokens: usize,
+    pub reused_tokens: usize,
+    pub first_divergence: Option<Divergence>,
+}
+
+/// A session rendered and diffed turn by turn.
+pub struct SessionAnalysis<'a> {
+    pub session: &'a SessionFile,
+    pub rendered: Vec<Rendered>,
+    pub turns: Vec<TurnDiff>,
+}
+
+impl<'a> SessionAnalysis<'a> {
+    pub fn new(session: &'a SessionFile, renderer: &Renderer) -> Result<Self, InputError> {
+        let mut rendered = Vec::with_capacity(session.turns.len());
+        for turn in &session.turns {
+            rendered.push(renderer.render(&turn.request)?);
+        }
+        let tokenizer = renderer.tokenizer();
+        let mut turns = Vec::with_capacity(rendered.len());
+        for (index, current) in rendered.iter().enumerate() {
+            let previous = index.checked_sub(1).map(|previous| &rendered[previous]);
+            let reused_tokens = previous.map_or(0, |previous| {
+                common_prefix_len(&previous.tokens.ids, &current.tokens.ids)
+            });
+            let first_divergence = previous
+                .filter(|previous| reused_tokens < previous.tokens.len())
+                .map(|previous| {
+                    divergence(
+                        session,
+                        (&session.turns[index - 1].request, &session.turns[index]),
+                        previous,
+                        current,
+                        reused_tokens,
+                        tokenizer,
+                    )
+                });
+            turns.push(TurnDiff {
+                index,
+                prompt_tokens: current.tokens.len(),
+                reused_tokens,
+                first_divergence,
+            });
+        }
+        Ok(Self {
+            session,
+            rendered,
+            turns,
+        })
+    }
+
+    /// The pairs whose later turn does not extend the earlier one.
+    pub fn broken_pairs(&self) -> impl Iterator<Item = TurnPair<'_>> {
+        self.turns.iter().filter_map(move |diff| {
+            let divergence = diff.first_divergence.as_ref()?;
+            let index = diff.index;
+            Some(TurnPair {
+                index,
+                previous: &self.session.turns[index - 1],
+                current: &self.session.turns[index],
+                previous_rendered: &self.rendered[index - 1],
+                current_rendered: &self.rendered[index],
+                divergence,
+            })
+        })
+    }
+
+    pub fn prompt_tokens(&self) -> usize {
+        self.turns.iter().map(|turn| turn.prompt_tokens).sum()
+    }
+
+    pub fn reused_tokens(&self) -> usize {
+        self.turns.iter().map(|turn| turn.reused_tokens).sum()
+    }
+}
+
+fn common_prefix_len<T: PartialEq>(a: &[T], b: &[T]) -> usize {
+    a.iter().zip(b).take_while(|(a, b)| a == b).count()
+}
+
+fn divergence(
+    session: &SessionFile,
+    (previous_request, turn): (&Request, &Turn),
+    previous: &Rendered,
+    current: &Rendered,
+    reused_tokens: usize,
+    tokenizer: &crate::tokenize::Tokenizer,
+) -> Divergence {
+    let token_start = current
+        .tokens
+        .starts
+        .get(reused_tokens)
+        .copied()
+        .unwrap_or(current.text.len());
+    // The first differing token may share its first bytes; point at the first differing byte.
+    let same_bytes = common_prefix_len(
+        &previous.text.as_bytes()[token_start.min(previous.text.len())..],
+        &current.text.as_bytes()[token_start.min(current.text.len())..],
+    );
+    let rendered_byte = floor_boundary(&current.text, token_start + same_bytes);
+    let segment = current.segment_at(rendered_byte);
+    let part = segment.map(|segment| &turn.request.parts[segment.part]);
+    // Where this turn has only scaffolding (a message ends) but the earlier turn had
+    // content (a block this turn dropped), name the dropped content.
+    let previous_content = previous
+        .segment_at(rendered_byte)
+        .map(|segment| &previous_request.parts[segment.part])
+        .filter(|previous_part| !previous_part.kind.is_structural());
+    let part_path = match (part, previous_content) {
+        (Some(part), Some(previous_part)) if part.kind.is_structural() => previous_part.path.clone(),
+        (Some(part), _) => part.path.clone(),
+        (None, _) => PartPath::default(),
+    };
+    // Offsets inside the part are only meaningful when the segment is the part's own text.
+    let own_text = segment
+        .zip(part)
+        .filter(|(segment, part)| current.text.get(segment.range.clone()) == Some(part.text.as_str()));
+    let byte = own_text.map_or(0, |(segment, _)| rendered_byte - segment.range.start);
+    let change_end = own_text.map_or(byte, |(_, part)| {
+        let previous_text = previous_request
+            .parts
+            .iter()
+            .find(|previous_part| previous_part.path == part.path && previous_part.kind == part.kind)
+            .map_or("", |previous_part| previous_part.text.as_str());
+        let change = change_between(previous_text, &part.text);
+        (part.text.len() - change.kept_suffix.len()).max(byte + 1).min(part.text.len())
+    });
+    let start = session.locate(turn, &part_path, byte);
+    let end = session.locate(turn, &part_path, change_end);
+    let position = start.map(|start| session.line_column(start));
+    let span = start.zip(end).map(|(start, end)| {
+        let end = end.max(start + 1);
+        let from = session.line_column(start);
+        let to = session.line_column(end);
+        Span {
+            line: from.line,
+            column: from.column,
+            end_line: to.line,
+            end_column: to.column,
+            offset: start,
+            len: end - start,
+        }
+    });
+    let window = |rendered: &Rendered| {
+        let from = reused_tokens.saturating_sub(WINDOW_BEFORE);
+        let to = (reused_tokens + WINDOW_AFTER).min(rendered.tokens.len());
+        tokenizer.decode(rendered.tokens.ids.get(from..to).unwrap_or_default())
+    };
+    Divergence {
+        token: reused_tokens,
+        part: part_path,
+        byte,
+        line: position.map_or(0, |position| position.line),
+        column: position.map_or(0, |position| position.column),
+        span,
+        previous_window: window(previous),
+        current_window: window(current),
+        rendered_byte,
+    }
+}
+
+fn common_suffix_len(a: &[u8], b: &[u8]) -> usize {
+    a.iter().rev().zip(b.iter().rev()).take_while(|(a, b)| a == b).count()
+}
+
+fn floor_boundary(text: &str, offset: usize) -> usize {
+    crate::locate::floor_char_boundary(text, offset)
+}
+
+/// Two consecutive turns where the later one does not extend the earlier: what rules see.
+pub struct TurnPair<'a> {
+    /// Index of the later turn.
+    pub index: usize,
+    pub previous: &'a Turn,
+    pub current: &'a Turn,
+    pub previous_rendered: &'a Rendered,
+    pub current_rendered: &'a Rendered,
+    pub divergence: &'a Divergence,
+}
+
+/// The text that changed inside the diverging part: what the previous turn had and what
+/// this turn has instead, between their common prefix and common suffix.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Change<'a> {
+    pub before: &'a str,
+    pub after: &'a str,
+    /// The text both share after the change.
+    pub kept_suffix: &'a str,
+    /// The whole part text, previous and current.
+    pub previous_text: &'a str,
+    pub current_text: &'a str,
+}
+
+impl<'a> TurnPair<'a> {
+    /// The part of the later turn where the divergence is.
+    pub fn current_part(&self) -> Option<&'a Part> {
+        part_at(self.current_rendered, &self.current.request, self.divergence.rendered_byte)
+    }
+
+    /// The part of the earlier turn at the same rendered position.
+    pub fn previous_part(&self) -> Option<&'a Part> {
+        part_at(self.previous_rendered, &self.previous.request, self.divergence.rendered_byte)
+    }
+
+    /// The earlier turn's part with the same path as the diverging part, if it had one.
+    pub fn previous_part_at_same_path(&self) -> Option<&'a Part> {
+        let current = self.current_part()?;
+        self.previous
+            .request
+            .parts
+            .iter()
+            .find(|part| part.path == current.path && part.kind == current.kind)
+    }
+
+    /// What changed inside the diverging part, when both turns have that part and it is
+    /// content, not scaffolding.
+    pub fn change(&self) -> Option<Change<'a>> {
+        let current = self.current_part().filter(|part| !part.kind.is_structural())?;
+        let previous = self.previous_part_at_same_path()?;
+        Some(change_between(&previous.text, &current.text))
+    }
+
+    /// The earlier turn's content parts after the one the divergence is in.
+    fn previous_later_parts(&self) -> &'a [Part] {
+        let parts = &self.previous.request.parts;
+        let first_later = self
+            .previous_part()
+            .and_then(|part| parts.iter().position(|candidate| std::ptr::eq(candidate, part)))
+            .map_or(parts.len(), |position| position + 1);
+        &parts[first_later..]
+    }
+
+    /// What the earlier turn had from the divergence on, as texts: the changed text of the
+    /// diverging part (or the whole part when this turn has none like it), then every later
+    /// content part.
+    pub fn previous_tail(&self) -> Vec<&'a str> {
+        let mut tail = Vec::new();
+        match (self.change(), self.previous_part()) {
+            (Some(change), _) => tail.push(change.before),
+            (None, Some(part)) if !part.kind.is_structural() => tail.push(part.text.as_str()),
+            _ => {}
+        }
+        tail.extend(
+            self.previous_later_parts()
+                .iter()
+                .filter(|part| !part.kind.is_structural())
+                .map(|part| part.text.as_str()),
+        );
+        tail
+    }
+
+    /// This turn's rendered text from the divergence on.
+    pub fn current_tail_text(&self) -> &'a str {
+        self.current_rendered
+            .text
+            .get(self.divergence.rendered_byte..)
+            .unwrap_or_default()
+    }
+
+    /// Whether content the earlier turn had after the divergence is sent again in this turn
+    /// and must be recomputed. When it is not, the earlier turn's tail was volatile and is
+    /// simply dropped: the recommended placement for per-turn content.
+    pub fn recomputes_kept_content(&self) -> bool {
+        if self.change().is_some_and(|change| has_content(change.kept_suffix)) {
+            return true;
+        }
+        let previous = &self.previous.request;
+        let current = &self.current.request;
+        let divergence_part = self.current_part().map_or(0, |part| {
+            current
+                .parts
+                .iter()
+                .position(|candidate| std::ptr::eq(candidate, part))
+                .unwrap_or(0)
+        });
+        let current_later: HashSet<&str> = current.parts[divergence_part..]
+            .iter()
+            .filter(|part| !part.kind.is_structural())
+            .map(|part| part.text.as_str())
+            .collect();
+        let previous_last_message = previous.messages.len().checked_sub(1);
+        let current_last_message = current.messages.len().checked_sub(1);
+        self.previous_later_parts()
+            .iter()
+            .filter(|part| !part.kind.is_structural() && has_content(&part.text))
+            .filter(|part| current_later.contains(part.text.as_str()))
+            .any(|part| {
+                // A trailing note sent again as the newest message is a moved tail, not kept
+                // history: it was at the end before and is at the end again.
+                let moved_tail = part.message.is_some() && part.message == previous_last_message && {
+                    current.parts.iter().rev().find(|candidate| candidate.text == part.text).is_some_and(
+                        |candidate| candidate.message.is_some() && candidate.message == current_last_message,
+                    )
+                };
+                !moved_tail
+            })
+    }
+
+    /// Tokens the earlier turn had past the divergence point.
+    pub fn tokens_lost(&self) -> usize {
+        self.previous_rendered
+            .tokens
+            .len()
+            .saturating_sub(self.divergence.token)
+    }
+}
+
+fn part_at<'a>(rendered: &Rendered, request: &'a Request, offset: usize) -> Option<&'a Part> {
+    rendered
+        .segment_at(offset)
+        .and_then(|segment| request.parts.get(segment.part))
+}
+
+/// The change between two versions of a text, cut at char boundaries.
+pub fn change_between<'a>(previous: &'a str, current: &'a str) -> Change<'a> {
+    let prefix = floor_boundary(previous, common_prefix_len(previous.as_bytes(), current.as_bytes()));
+    let max_suffix = previous.len().min(current.len()) - prefix;
+    let suffix = common_suffix_len(previous[prefix..].as_bytes(), current[prefix..].as_bytes()).min(max_suffix);
+    let previous_end = ceil_boundary(previous, previous.len() - suffix);
+    let current_end = ceil_boundary(current, current.len() - suffix);
+    Change {
+        before: &previous[prefix..previous_end],
+        after: &current[prefix..current_end],
+        kept_suffix: &current[current_end..],
+        previous_text: previous,
+        current_text: current,
+    }
+}
+
+fn ceil_boundary(text: &str, offset: usize) -> usize {
+    let mut offset = offset.min(text.len());
+    while !text.is_char_boundary(offset) {
+        offset += 1;
+    }
+    offset
+}
+
+/// Whether a text holds something a reader would call content: a word, not punctuation.
+fn has_content(text: &str) -> bool {
+    text.split(|c: char| !c.is_alphanumeric())
+        .any(|word| word.chars().count() >= 2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn change_is_cut_between_common_prefix_and_suffix() {
+        let change = change_between("Time: 10:22:31. Be brief.", "Time: 10:22:32. Be brief.");
+        assert_eq!((change.before, change.after), ("1", "2"));
+        assert_eq!(change.kept_suffix, ". Be brief.");
+        let change = change_between("Hi\n\nreminder: 5 left", "Hi");
+        assert_eq!((change.before, change.after, change.kept_suffix), ("\n\nreminder: 5 left", "", ""));
+        let change = change_between("é", "è");
+        assert_eq!((change.before, change.after), ("é", "è"));
+    }
+}

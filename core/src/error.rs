@@ -1,0 +1,85 @@
+//! Typed errors for bad input: each names the file, the place and what was expected.
+
+use std::sync::Arc;
+
+use miette::{Diagnostic, NamedSource, SourceSpan};
+use thiserror::Error;
+
+/// A problem with an input file, a template or a tokenizer.
+///
+/// Every variant that points into a file carries the file's text, so miette can show the place.
+#[derive(Debug, Error, Diagnostic)]
+pub enum InputError {
+    #[error("cannot read {path}: {source}")]
+    #[diagnostic(code(kvlint::io))]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error("{path} is empty")]
+    #[diagnostic(
+        code(kvlint::empty_input),
+        help("expected agent request bodies: one JSON object per line (JSONL) or a JSON array")
+    )]
+    Empty { path: String },
+
+    #[error("{path}:{line}:{column}: invalid JSON: {message}")]
+    #[diagnostic(code(kvlint::invalid_json))]
+    Json {
+        path: String,
+        line: usize,
+        column: usize,
+        message: String,
+        #[source_code]
+        source_code: NamedSource<Arc<str>>,
+        #[label("{message}")]
+        span: SourceSpan,
+    },
+
+    #[error("{path}:{line}:{column}: {message}")]
+    #[diagnostic(code(kvlint::invalid_body))]
+    Body {
+        path: String,
+        line: usize,
+        column: usize,
+        message: String,
+        #[help]
+        expected: Option<String>,
+        #[source_code]
+        source_code: NamedSource<Arc<str>>,
+        #[label("here")]
+        span: SourceSpan,
+    },
+
+    #[error("cannot load tokenizer {path}: {message}")]
+    #[diagnostic(
+        code(kvlint::tokenizer),
+        help("expected a Hugging Face `tokenizer.json`")
+    )]
+    Tokenizer { path: String, message: String },
+
+    #[error("chat template {path}: {message}")]
+    #[diagnostic(code(kvlint::template))]
+    Template {
+        path: String,
+        message: String,
+        #[help]
+        help: Option<String>,
+    },
+}
+
+impl InputError {
+    /// The file this error is about.
+    pub fn path(&self) -> &str {
+        match self {
+            Self::Io { path, .. }
+            | Self::Empty { path }
+            | Self::Json { path, .. }
+            | Self::Body { path, .. }
+            | Self::Tokenizer { path, .. }
+            | Self::Template { path, .. } => path,
+        }
+    }
+}

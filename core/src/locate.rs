@@ -1,0 +1,265 @@
+//! Finding where a value sits in the user's file.
+//!
+//! `serde_json` parses values but forgets where they were. Diagnostics need the exact
+//! place, so this module scans the raw JSON text again, only along the one path that is
+//! asked for, and maps offsets inside decoded strings back to the file's bytes.
+
+use std::ops::Range;
+
+use crate::path::PathSegment;
+
+/// A 1-based line and column (in characters) in a text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct LineColumn {
+    pub line: usize,
+    pub column: usize,
+}
+
+impl LineColumn {
+    pub fn of_offset(text: &str, offset: usize) -> Self {
+        let offset = floor_char_boundary(text, offset.min(text.len()));
+        let before = &text[..offset];
+        let line = before.matches('\n').count() + 1;
+        let line_start = before.rfind('\n').map_or(0, |newline| newline + 1);
+        let column = before[line_start..].chars().count() + 1;
+        Self { line, column }
+    }
+}
+
+/// The largest char boundary at or below `offset`.
+pub fn floor_char_boundary(text: &str, offset: usize) -> usize {
+    let mut offset = offset.min(text.len());
+    while !text.is_char_boundary(offset) {
+        offset -= 1;
+    }
+    offset
+}
+
+/// The byte range of the value at `path` inside the JSON document `json`.
+///
+/// Returns `None` when the text is not valid JSON along the way or the path does not exist.
+pub fn value_range(json: &str, path: &[PathSegment]) -> Option<Range<usize>> {
+    let mut scanner = Scanner {
+        bytes: json.as_bytes(),
+        position: 0,
+    };
+    scanner.skip_whitespace();
+    for segment in path {
+        match (segment, scanner.peek()?) {
+            (PathSegment::Key(wanted), b'{') => scanner.enter_member(wanted)?,
+            (PathSegment::Index(wanted), b'[') => scanner.enter_element(*wanted)?,
+            _ => return None,
+        }
+    }
+    let start = scanner.position;
+    scanner.skip_value()?;
+    Some(start..scanner.position)
+}
+
+/// Maps a byte offset inside a decoded JSON string to the byte offset in its raw literal.
+///
+/// `literal` is the raw text of the string value, quotes included.
+pub fn raw_offset_in_string(literal: &str, decoded_offset: usize) -> usize {
+    let bytes = literal.as_bytes();
+    let mut raw = 1; // after the opening quote
+    let mut decoded = 0;
+    while raw < bytes.len() && decoded < decoded_offset {
+        match bytes[raw] {
+            b'"' => break,
+            b'\\' => {
+                let escape_len = if bytes.get(raw + 1) == Some(&b'u') {
+                    6
+                } else {
+                    2
+                };
+                let code_unit = literal
+                    .get(raw + 2..raw + 6)
+                    .and_then(|hex| u16::from_str_radix(hex, 16).ok());
+                let decoded_len = match (escape_len, code_unit) {
+                    (6, Some(unit)) if (0xD800..0xDC00).contains(&unit) => {
+                        // A surrogate pair: two escapes make one 4-byte character.
+                        raw += 6;
+                        4
+                    }
+                    (6, Some(unit)) => char::from_u32(u32::from(unit)).map_or(3, char::len_utf8),
+                    _ => 1,
+                };
+                raw += escape_len;
+                decoded += decoded_len;
+            }
+            byte => {
+                let char_len = utf8_len(byte);
+                raw += char_len;
+                decoded += char_len;
+            }
+        }
+    }
+    raw.min(bytes.len())
+}
+
+fn utf8_len(first_byte: u8) -> usize {
+    match first_byte {
+        0x00..=0x7F => 1,
+        0xC0..=0xDF => 2,
+        0xE0..=0xEF => 3,
+        _ => 4,
+    }
+}
+
+struct Scanner<'a> {
+    bytes: &'a [u8],
+    position: usize,
+}
+
+impl Scanner<'_> {
+    fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.position).copied()
+    }
+
+    fn skip_whitespace(&mut self) {
+        while matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+            self.position += 1;
+        }
+    }
+
+    fn expect(&mut self, byte: u8) -> Option<()> {
+        self.skip_whitespace();
+        (self.peek()? == byte).then(|| self.position += 1)
+    }
+
+    /// Positions the scanner at the value of member `wanted` of the object it is on.
+    fn enter_member(&mut self, wanted: &str) -> Option<()> {
+        self.expect(b'{')?;
+        loop {
+            self.skip_whitespace();
+            if self.peek()? == b'}' {
+                return None;
+            }
+            let key_start = self.position;
+            self.skip_string()?;
+            let key: String = serde_json::from_slice(&self.bytes[key_start..self.position]).ok()?;
+            self.expect(b':')?;
+            self.skip_whitespace();
+            if key == wanted {
+                return Some(());
+            }
+            self.skip_value()?;
+            self.skip_whitespace();
+            if self.peek()? == b',' {
+                self.position += 1;
+            }
+        }
+    }
+
+    /// Positions the scanner at element `wanted` of the array it is on.
+    fn enter_element(&mut self, wanted: usize) -> Option<()> {
+        self.expect(b'[')?;
+        for _ in 0..wanted {
+            self.skip_whitespace();
+            if self.peek()? == b']' {
+                return None;
+            }
+            self.skip_value()?;
+            self.expect(b',')?;
+        }
+        self.skip_whitespace();
+        (self.peek()? != b']').then_some(())
+    }
+
+    fn skip_string(&mut self) -> Option<()> {
+        (self.peek()? == b'"').then_some(())?;
+        self.position += 1;
+        loop {
+            match self.peek()? {
+                b'\\' => self.position += 2,
+                b'"' => {
+                    self.position += 1;
+                    return Some(());
+                }
+                _ => self.position += 1,
+            }
+        }
+    }
+
+    fn skip_value(&mut self) -> Option<()> {
+        self.skip_whitespace();
+        match self.peek()? {
+            b'"' => self.skip_string(),
+            b'{' | b'[' => {
+                let mut depth = 0usize;
+                loop {
+                    match self.peek()? {
+                        b'"' => {
+                            self.skip_string()?;
+                            continue;
+                        }
+                        b'{' | b'[' => depth += 1,
+                        b'}' | b']' => {
+                            depth -= 1;
+                            if depth == 0 {
+                                self.position += 1;
+                                return Some(());
+                            }
+                        }
+                        _ => {}
+                    }
+                    self.position += 1;
+                }
+            }
+            _ => {
+                while !matches!(
+                    self.peek(),
+                    None | Some(b',' | b'}' | b']' | b' ' | b'\n' | b'\r' | b'\t')
+                ) {
+                    self.position += 1;
+                }
+                Some(())
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::path::PartPath;
+
+    const BODY: &str = r#"{"model": "m", "messages": [ {"role":"system","content":"Now: \"12:00\"\n\u00e9x"},
+      {"role": "user", "content": [{"type": "text", "text": "hi"}]} ]}"#;
+
+    fn slice(path: &PartPath) -> &'static str {
+        let range = value_range(BODY, path.segments()).unwrap_or(0..0);
+        &BODY[range]
+    }
+
+    #[test]
+    fn finds_nested_values() {
+        let messages = PartPath::root().key("messages");
+        assert_eq!(slice(&messages.index(0).key("role")), r#""system""#);
+        assert_eq!(
+            slice(&messages.index(1).key("content").index(0).key("text")),
+            r#""hi""#
+        );
+        assert!(value_range(BODY, messages.index(2).segments()).is_none());
+        assert!(value_range(BODY, PartPath::root().key("tools").segments()).is_none());
+    }
+
+    #[test]
+    fn maps_decoded_offsets_through_escapes() {
+        let literal = slice(&PartPath::root().key("messages").index(0).key("content"));
+        // Decoded: `Now: "12:00"\néx`; the `1` is at decoded byte 6, raw byte 8.
+        assert_eq!(raw_offset_in_string(literal, 6), 8);
+        // `x` follows `é` (2 bytes decoded, 6 raw), after `\n` (1 decoded, 2 raw).
+        let decoded_x = "Now: \"12:00\"\né".len();
+        assert_eq!(&literal[raw_offset_in_string(literal, decoded_x)..], "x\"");
+    }
+
+    #[test]
+    fn line_and_column_count_characters() {
+        let text = "ab\ncdé€f";
+        assert_eq!(
+            LineColumn::of_offset(text, text.find('f').unwrap_or(0)),
+            LineColumn { line: 2, column: 5 }
+        );
+    }
+}

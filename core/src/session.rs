@@ -1,0 +1,245 @@
+//! Reading session files: one file is one agent session, its turns in file order.
+//!
+//! Accepted containers: JSONL with one request body per line, a JSON array of bodies,
+//! OpenAI Batch lines (`{custom_id, method, url, body}`) and `{request, response}` pairs.
+
+use std::ops::Range;
+use std::path::Path;
+use std::sync::Arc;
+
+use miette::NamedSource;
+use serde_json::Value;
+
+use crate::error::InputError;
+use crate::locate::{LineColumn, raw_offset_in_string, value_range};
+use crate::path::{PartPath, PathSegment};
+use crate::request::{BodyError, Request};
+
+/// One recorded request of a session, parsed.
+#[derive(Debug, Clone)]
+pub struct Turn {
+    pub request: Request,
+    /// The engine's answer, when the file records `{request, response}` pairs.
+    pub response: Option<Value>,
+    /// The JSON document holding this turn: a line of a JSONL file, or the whole file.
+    document: Range<usize>,
+    /// From the document's root to the request body (`[3]`, `body`, `request`, or nothing).
+    body_path: PartPath,
+}
+
+/// A session file and its turns.
+#[derive(Debug, Clone)]
+pub struct SessionFile {
+    pub path: String,
+    pub text: Arc<str>,
+    pub turns: Vec<Turn>,
+}
+
+impl SessionFile {
+    pub fn read(path: &Path) -> Result<Self, InputError> {
+        let display = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| InputError::Io {
+            path: display.clone(),
+            source,
+        })?;
+        Self::parse(display, Arc::from(text))
+    }
+
+    pub fn parse(path: String, text: Arc<str>) -> Result<Self, InputError> {
+        let mut session = Self {
+            path,
+            text,
+            turns: Vec::new(),
+        };
+        let trimmed_start = session.text.len() - session.text.trim_start().len();
+        match session.text.as_bytes().get(trimmed_start) {
+            None => {
+                return Err(InputError::Empty {
+                    path: session.path.clone(),
+                });
+            }
+            Some(b'[') => session.read_array(trimmed_start)?,
+            Some(_) => session.read_lines()?,
+        }
+        Ok(session)
+    }
+
+    fn read_array(&mut self, start: usize) -> Result<(), InputError> {
+        let document = start..self.text.len();
+        let value = self.parse_json(document.clone())?;
+        let Value::Array(items) = value else {
+            return Ok(());
+        };
+        for (index, item) in items.into_iter().enumerate() {
+            let turn = self.turn(item, document.clone(), PartPath::root().index(index))?;
+            self.turns.push(turn);
+        }
+        Ok(())
+    }
+
+    fn read_lines(&mut self) -> Result<(), InputError> {
+        let text = Arc::clone(&self.text);
+        let mut line_start = 0;
+        for line in text.split_inclusive('\n') {
+            let document = line_start..line_start + line.trim_end().len();
+            line_start += line.len();
+            if line.trim().is_empty() {
+                continue;
+            }
+            let value = self.parse_json(document.clone())?;
+            let turn = self.turn(value, document, PartPath::root())?;
+            self.turns.push(turn);
+        }
+        Ok(())
+    }
+
+    fn parse_json(&self, document: Range<usize>) -> Result<Value, InputError> {
+        serde_json::from_str(&self.text[document.clone()]).map_err(|error| {
+            let document_text = &self.text[document.clone()];
+            let offset_in_document = byte_offset_of(document_text, error.line(), error.column());
+            let offset = document.start + offset_in_document;
+            let position = LineColumn::of_offset(&self.text, offset);
+            let message = error.to_string();
+            let message = message
+                .split(" at line ")
+                .next()
+                .unwrap_or(&message)
+                .to_owned();
+            InputError::Json {
+                path: self.path.clone(),
+                line: position.line,
+                column: position.column,
+                message,
+                source_code: self.named_source(),
+                span: (offset, 1).into(),
+            }
+        })
+    }
+
+    /// Unwraps the known containers around a request body and parses the body.
+    fn turn(
+        &self,
+        value: Value,
+        document: Range<usize>,
+        path_in_document: PartPath,
+    ) -> Result<Turn, InputError> {
+        let Value::Object(mut object) = value else {
+            return Err(self.body_error(
+                &document,
+                &path_in_document,
+                BodyError::new(
+                    PartPath::root(),
+                    format!("expected a request body object, found {}", kind_of(&value)),
+                ),
+            ));
+        };
+        let is_batch_line = object.contains_key("custom_id") || object.contains_key("method");
+        let (body, response, body_path) = match (object.remove("body"), object.remove("request")) {
+            (Some(body), _) if is_batch_line => (body, None, path_in_document.key("body")),
+            (_, Some(request)) if request.is_object() => {
+                (request, object.remove("response"), path_in_document.key("request"))
+            }
+            (body, request) => {
+                if let Some(body) = body {
+                    object.insert("body".into(), body);
+                }
+                if let Some(request) = request {
+                    object.insert("request".into(), request);
+                }
+                (Value::Object(object), None, path_in_document)
+            }
+        };
+        let request = Request::from_body(&body)
+            .map_err(|error| self.body_error(&document, &body_path, error))?;
+        Ok(Turn {
+            request,
+            response,
+            document,
+            body_path,
+        })
+    }
+
+    fn body_error(&self, document: &Range<usize>, body_path: &PartPath, error: BodyError) -> InputError {
+        let offset = self
+            .locate_value(document, body_path, &error.path)
+            .map_or(document.start, |range| range.start);
+        let position = LineColumn::of_offset(&self.text, offset);
+        let at = if error.path.segments().is_empty() {
+            String::new()
+        } else {
+            format!(" (at `{}`)", error.path)
+        };
+        InputError::Body {
+            path: self.path.clone(),
+            line: position.line,
+            column: position.column,
+            message: format!("{}{at}", error.message),
+            expected: error.expected,
+            source_code: self.named_source(),
+            span: (offset, 1).into(),
+        }
+    }
+
+    fn locate_value(
+        &self,
+        document: &Range<usize>,
+        body_path: &PartPath,
+        part: &PartPath,
+    ) -> Option<Range<usize>> {
+        let mut segments: Vec<PathSegment> = body_path.segments().to_vec();
+        segments.extend_from_slice(part.segments());
+        let range = value_range(&self.text[document.clone()], &segments)?;
+        Some(document.start + range.start..document.start + range.end)
+    }
+
+    /// The byte offset in the file of `offset_in_part` bytes into the decoded value of `part`.
+    ///
+    /// For string values the offset is mapped through JSON escapes; for other values (a tool
+    /// schema, an object) the start of the value is returned.
+    pub fn locate(&self, turn: &Turn, part: &PartPath, offset_in_part: usize) -> Option<usize> {
+        let mut part = part.clone();
+        let mut range = self.locate_value(&turn.document, &turn.body_path, &part);
+        // A path may name a key the body left out (e.g. a message's `content: null`):
+        // fall back to the closest enclosing value that exists.
+        while range.is_none() && !part.segments().is_empty() {
+            part = part.truncated(part.segments().len() - 1);
+            range = self.locate_value(&turn.document, &turn.body_path, &part);
+        }
+        let range = range?;
+        let literal = &self.text[range.clone()];
+        if literal.starts_with('"') {
+            Some(range.start + raw_offset_in_string(literal, offset_in_part))
+        } else {
+            Some(range.start)
+        }
+    }
+
+    pub fn line_column(&self, offset: usize) -> LineColumn {
+        LineColumn::of_offset(&self.text, offset)
+    }
+
+    pub fn named_source(&self) -> NamedSource<Arc<str>> {
+        NamedSource::new(&self.path, Arc::clone(&self.text)).with_language("json")
+    }
+}
+
+/// serde_json reports a 1-based line and column (column counted in bytes).
+fn byte_offset_of(text: &str, line: usize, column: usize) -> usize {
+    let line_start: usize = text
+        .split_inclusive('\n')
+        .take(line.saturating_sub(1))
+        .map(str::len)
+        .sum();
+    (line_start + column.saturating_sub(1)).min(text.len())
+}
+
+pub(crate) fn kind_of(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}

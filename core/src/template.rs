@@ -1,0 +1,379 @@
+//! Chat templates rendered the way Hugging Face transformers renders them.
+//!
+//! transformers compiles a chat template in a Jinja environment with `trim_blocks` and
+//! `lstrip_blocks`, the loop-controls extension, a `tojson` filter that keeps key order and
+//! does not HTML-escape (`json.dumps(x, ensure_ascii=False)`), `raise_exception` and
+//! `strftime_now`. The template sees `messages`, `tools`, `add_generation_prompt`, the
+//! special tokens of the tokenizer config and any extra keyword arguments.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use chrono::NaiveDateTime;
+use minijinja::syntax::SyntaxConfig;
+use minijinja::value::{Kwargs, Serde, Value as JinjaValue};
+use minijinja::{AutoEscape, Environment, Error as JinjaError, ErrorKind};
+use serde_json::{Map, Value};
+
+use crate::error::InputError;
+
+/// A loaded chat template with the context transformers gives it.
+pub struct ChatTemplate {
+    environment: Environment<'static>,
+    path: String,
+    /// `bos_token`, `eos_token` and the other special tokens of the tokenizer config.
+    special_tokens: Map<String, Value>,
+    /// Extra variables, as `chat_template_kwargs` on an engine.
+    pub kwargs: Map<String, Value>,
+    has_tool_use_variant: bool,
+}
+
+impl std::fmt::Debug for ChatTemplate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChatTemplate").field("path", &self.path).finish()
+    }
+}
+
+const DEFAULT_NAME: &str = "default";
+const TOOL_USE_NAME: &str = "tool_use";
+
+impl ChatTemplate {
+    /// Loads a Jinja chat template, or the `chat_template` of a `tokenizer_config.json`.
+    ///
+    /// `now` is the clock `strftime_now` reads; pin it for reproducible output.
+    pub fn from_file(path: &Path, now: NaiveDateTime) -> Result<Self, InputError> {
+        let display = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| InputError::Io {
+            path: display.clone(),
+            source,
+        })?;
+        let is_config = path.extension().is_some_and(|extension| extension == "json");
+        if is_config {
+            Self::from_tokenizer_config(&display, &text, now)
+        } else {
+            Self::from_source(display, vec![(DEFAULT_NAME.to_owned(), text)], Map::new(), now)
+        }
+    }
+
+    fn from_tokenizer_config(path: &str, text: &str, now: NaiveDateTime) -> Result<Self, InputError> {
+        let config: Value = serde_json::from_str(text).map_err(|error| InputError::Template {
+            path: path.to_owned(),
+            message: format!("invalid JSON at line {}, column {}: {error}", error.line(), error.column()),
+            help: None,
+        })?;
+        let templates = match config.get("chat_template") {
+            Some(Value::String(source)) => vec![(DEFAULT_NAME.to_owned(), source.clone())],
+            Some(Value::Array(named)) => named
+                .iter()
+                .filter_map(|entry| {
+                    Some((
+                        entry.get("name")?.as_str()?.to_owned(),
+                        entry.get("template")?.as_str()?.to_owned(),
+                    ))
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        if templates.is_empty() {
+            return Err(InputError::Template {
+                path: path.to_owned(),
+                message: "no `chat_template` in this tokenizer config".into(),
+                help: Some("expected a Jinja file, or a tokenizer_config.json with a `chat_template` string or list".into()),
+            });
+        }
+        let special_tokens = config
+            .as_object()
+            .map(|object| {
+                object
+                    .iter()
+                    .filter(|(key, _)| key.ends_with("_token"))
+                    .filter_map(|(key, value)| {
+                        let content = value.as_str().or_else(|| value.get("content")?.as_str())?;
+                        Some((key.clone(), Value::String(content.to_owned())))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        Self::from_source(path.to_owned(), templates, special_tokens, now)
+    }
+
+    fn from_source(
+        path: String,
+        templates: Vec<(String, String)>,
+        special_tokens: Map<String, Value>,
+        now: NaiveDateTime,
+    ) -> Result<Self, InputError> {
+        let mut environment = transformers_environment(now);
+        let has_tool_use_variant = templates.iter().any(|(name, _)| name == TOOL_USE_NAME);
+        let default_name = templates
+            .iter()
+            .map(|(name, _)| name.clone())
+            .find(|name| name == DEFAULT_NAME)
+            .or_else(|| templates.first().map(|(name, _)| name.clone()))
+            .unwrap_or_default();
+        for (name, source) in templates {
+            let name = if name == default_name { DEFAULT_NAME.to_owned() } else { name };
+            environment
+                .add_template_owned(name, source)
+                .map_err(|error| template_error(&path, &error))?;
+        }
+        Ok(Self {
+            environment,
+            path,
+            special_tokens,
+            kwargs: Map::new(),
+            has_tool_use_variant,
+        })
+    }
+
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// Renders a conversation given as chat-format `messages` and `tools`.
+    pub fn render(
+        &self,
+        messages: &[Value],
+        tools: Option<&[Value]>,
+        add_generation_prompt: bool,
+    ) -> Result<String, InputError> {
+        let name = if tools.is_some() && self.has_tool_use_variant {
+            TOOL_USE_NAME
+        } else {
+            DEFAULT_NAME
+        };
+        let template = self
+            .environment
+            .get_template(name)
+            .map_err(|error| template_error(&self.path, &error))?;
+        let mut context = self.special_tokens.clone();
+        context.insert("messages".into(), Value::Array(messages.to_vec()));
+        context.insert(
+            "tools".into(),
+            tools.map_or(Value::Null, |tools| Value::Array(tools.to_vec())),
+        );
+        context.insert("add_generation_prompt".into(), Value::Bool(add_generation_prompt));
+        for (key, value) in &self.kwargs {
+            context.insert(key.clone(), value.clone());
+        }
+        template
+            .render(JinjaValue::from(Serde(&context)))
+            .map_err(|error| template_error(&self.path, &error))
+    }
+}
+
+fn template_error(path: &str, error: &JinjaError) -> InputError {
+    let place = error
+        .line()
+        .map(|line| format!(" at line {line}"))
+        .unwrap_or_default();
+    let detail = error
+        .detail()
+        .map(|detail| format!(": {detail}"))
+        .unwrap_or_default();
+    let message = if error.kind() == ErrorKind::InvalidOperation && error.detail().is_some() {
+        format!("the template raised an exception{place}{detail}")
+    } else {
+        format!("{}{place}{detail}", error.kind())
+    };
+    InputError::Template {
+        path: path.to_owned(),
+        message,
+        help: None,
+    }
+}
+
+/// A Jinja environment configured like transformers' `_compile_jinja_template`.
+fn transformers_environment(now: NaiveDateTime) -> Environment<'static> {
+    let mut environment = Environment::new();
+    if let Ok(syntax) = SyntaxConfig::builder().trim_blocks(true).lstrip_blocks(true).build() {
+        environment.set_syntax(syntax);
+    }
+    environment.set_auto_escape_callback(|_| AutoEscape::None);
+    environment.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+    minijinja_contrib::add_to_environment(&mut environment);
+    environment.add_filter("tojson", python_tojson);
+    environment.add_function("raise_exception", |message: String| -> Result<JinjaValue, JinjaError> {
+        Err(JinjaError::new(ErrorKind::InvalidOperation, message))
+    });
+    let clock = Arc::new(now);
+    environment.add_function("strftime_now", move |format: String| -> String {
+        clock.format(&format).to_string()
+    });
+    environment
+}
+
+/// `json.dumps(value, ensure_ascii=False, indent=indent, separators=separators, sort_keys=sort_keys)`.
+fn python_tojson(value: JinjaValue, kwargs: Kwargs) -> Result<JinjaValue, JinjaError> {
+    let indent: Option<usize> = kwargs.get("indent")?;
+    let sort_keys: Option<bool> = kwargs.get("sort_keys")?;
+    let separators: Option<Vec<String>> = kwargs.get("separators")?;
+    let _ensure_ascii: Option<bool> = kwargs.get("ensure_ascii")?;
+    kwargs.assert_all_used()?;
+    let json = serde_json::to_value(&value)
+        .map_err(|error| JinjaError::new(ErrorKind::BadSerialization, error.to_string()))?;
+    let (item_separator, key_separator) = match separators.as_deref() {
+        Some([item, key]) => (item.clone(), key.clone()),
+        _ if indent.is_some() => (",".to_owned(), ": ".to_owned()),
+        _ => (", ".to_owned(), ": ".to_owned()),
+    };
+    let style = PythonJson {
+        indent,
+        sort_keys: sort_keys.unwrap_or(false),
+        item_separator,
+        key_separator,
+    };
+    let mut out = String::new();
+    style.write(&json, 0, &mut out);
+    Ok(JinjaValue::from_safe_string(out))
+}
+
+/// Python's `json.dumps` layout.
+pub struct PythonJson {
+    pub indent: Option<usize>,
+    pub sort_keys: bool,
+    pub item_separator: String,
+    pub key_separator: String,
+}
+
+impl PythonJson {
+    /// `json.dumps(value, ensure_ascii=False)`: `{"a": 1, "b": [1, 2]}`.
+    pub fn compact() -> Self {
+        Self {
+            indent: None,
+            sort_keys: false,
+            item_separator: ", ".into(),
+            key_separator: ": ".into(),
+        }
+    }
+
+    pub fn dumps(&self, value: &Value) -> String {
+        let mut out = String::new();
+        self.write(value, 0, &mut out);
+        out
+    }
+
+    fn newline(&self, depth: usize, out: &mut String) {
+        if let Some(indent) = self.indent {
+            out.push('\n');
+            out.extend(std::iter::repeat_n(' ', indent * depth));
+        }
+    }
+
+    fn write(&self, value: &Value, depth: usize, out: &mut String) {
+        match value {
+            Value::Array(items) if !items.is_empty() => {
+                out.push('[');
+                for (index, item) in items.iter().enumerate() {
+                    if index > 0 {
+                        out.push_str(&self.item_separator);
+                    }
+                    self.newline(depth + 1, out);
+                    self.write(item, depth + 1, out);
+                }
+                self.newline(depth, out);
+                out.push(']');
+            }
+            Value::Object(object) if !object.is_empty() => {
+                let mut entries: Vec<(&String, &Value)> = object.iter().collect();
+                if self.sort_keys {
+                    entries.sort_by(|a, b| a.0.cmp(b.0));
+                }
+                out.push('{');
+                for (index, (key, item)) in entries.into_iter().enumerate() {
+                    if index > 0 {
+                        out.push_str(&self.item_separator);
+                    }
+                    self.newline(depth + 1, out);
+                    write_python_string(key, out);
+                    out.push_str(&self.key_separator);
+                    self.write(item, depth + 1, out);
+                }
+                self.newline(depth, out);
+                out.push('}');
+            }
+            Value::String(text) => write_python_string(text, out),
+            Value::Number(number) => {
+                let text = number.to_string();
+                // Python writes whole floats with `.0`; serde_json agrees except for exponents.
+                out.push_str(&text);
+            }
+            other => out.push_str(&other.to_string()),
+        }
+    }
+}
+
+fn write_python_string(text: &str, out: &mut String) {
+    out.push('"');
+    for character in text.chars() {
+        match character {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{08}' => out.push_str("\\b"),
+            '\u{0c}' => out.push_str("\\f"),
+            control if u32::from(control) < 0x20 => {
+                out.push_str(&format!("\\u{:04x}", u32::from(control)));
+            }
+            other => out.push(other),
+        }
+    }
+    out.push('"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn now() -> NaiveDateTime {
+        chrono::NaiveDate::from_ymd_opt(2026, 11, 29)
+            .and_then(|date| date.and_hms_opt(10, 0, 0))
+            .unwrap()
+    }
+
+    fn template(source: &str) -> ChatTemplate {
+        ChatTemplate::from_source("t.jinja".into(), vec![("default".into(), source.into())], Map::new(), now())
+            .unwrap()
+    }
+
+    #[test]
+    fn tojson_matches_python_json_dumps() {
+        let rendered = template("{{ tools | tojson }}|{{ tools[0] | tojson(indent=2) }}")
+            .render(&[], Some(&[json!({"z": "é<>", "a": [1, 2.5], "e": {}})]), false)
+            .unwrap();
+        assert_eq!(
+            rendered,
+            "[{\"z\": \"é<>\", \"a\": [1, 2.5], \"e\": {}}]|{\n  \"z\": \"é<>\",\n  \"a\": [\n    1,\n    2.5\n  ],\n  \"e\": {}\n}"
+        );
+    }
+
+    #[test]
+    fn blocks_are_trimmed_like_transformers() {
+        let source = "{% for m in messages %}\n  {% if m.role == 'user' %}\n<{{ m.content }}>\n  {% endif %}\n{% endfor %}\n";
+        let rendered = template(source)
+            .render(&[json!({"role": "user", "content": "a"}), json!({"role": "x", "content": "b"})], None, false)
+            .unwrap();
+        assert_eq!(rendered, "<a>\n");
+    }
+
+    #[test]
+    fn strftime_now_reads_the_pinned_clock_and_exceptions_surface() {
+        let rendered = template("{{ strftime_now('%d %b %Y') }}").render(&[], None, false).unwrap();
+        assert_eq!(rendered, "29 Nov 2026");
+        let error = template("{{ raise_exception('no system role') }}")
+            .render(&[], None, false)
+            .unwrap_err();
+        assert!(error.to_string().contains("no system role"), "{error}");
+    }
+
+    #[test]
+    fn python_string_methods_work() {
+        let rendered = template("{{ 'a,b'.split(',') | join('+') }}{{ ' x '.strip() }}{% if 'ab'.startswith('a') %}y{% endif %}")
+            .render(&[], None, false)
+            .unwrap();
+        assert_eq!(rendered, "a+bxy");
+    }
+}

@@ -1,0 +1,88 @@
+use kvlint_core::analysis::TurnPair;
+use kvlint_core::request::PartKind;
+
+use crate::{Finding, Rule, RuleMeta, declare_rule};
+
+declare_rule! {
+    /// ## What it does
+    /// Finds an earlier message that is not sent again exactly as before: edited, dropped,
+    /// truncated, whitespace- or Unicode-normalized, or with its reasoning removed.
+    ///
+    /// ## Why is this bad?
+    /// The conversation is the longest part of an agent's prompt. Rewriting message 5 of 80
+    /// makes the engine recompute messages 5 to 80 on this turn. Agents do it to save
+    /// tokens (pruning old tool output, a sliding window that drops one message per turn),
+    /// by accident (stripping whitespace, normalizing Unicode when re-loading history), or
+    /// through a chat template that drops earlier reasoning.
+    ///
+    /// ## Example
+    /// ```python
+    /// for m in messages[:-4]:
+    ///     if m["role"] == "tool":
+    ///         m["content"] = "(output omitted)"     # rewrites old history every turn
+    /// ```
+    ///
+    /// ## Use instead
+    /// Treat history as append-only. Compact rarely and in large steps (drop half the
+    /// history once, not one message per turn), so the cost is paid once.
+    pub struct HistoryRewrite {
+        name: "history-rewrite",
+        code: "KV301",
+        summary: "an earlier message was edited, dropped or truncated",
+    }
+}
+
+impl Rule for HistoryRewrite {
+    fn meta(&self) -> &'static RuleMeta {
+        &Self::META
+    }
+
+    fn check(&self, pair: &TurnPair<'_>) -> Option<Finding> {
+        let previous_part = pair.previous_part()?;
+        let index = previous_part.message?;
+        let previous = &pair.previous.request;
+        let current = &pair.current.request;
+        let message = previous.messages.get(index)?;
+        // The system prompt as the first message is the head of the prompt, not history.
+        if index == 0 && matches!(message.role.as_str(), "system" | "developer") {
+            return None;
+        }
+        let path = &message.path;
+        let same_at = |offset: usize| {
+            current
+                .messages
+                .get(index + offset)
+                .zip(previous.messages.get(index))
+                .is_some_and(|(after, before)| after.value == before.value)
+        };
+        let how = if previous.messages.get(index + 1).is_some_and(|next| {
+            current.messages.get(index).is_some_and(|now| now.value == next.value)
+        }) {
+            format!("`{path}` was dropped")
+        } else if same_at(1) {
+            format!("a message was inserted before `{path}`")
+        } else if previous_part.kind == PartKind::Reasoning
+            && pair.current_part().is_none_or(|part| part.kind != PartKind::Reasoning)
+        {
+            format!("the reasoning of `{path}` was removed")
+        } else if let Some(change) = pair.change() {
+            let squash = |text: &str| text.split_whitespace().collect::<Vec<_>>().join(" ");
+            let ascii = |text: &str| text.chars().filter(char::is_ascii).collect::<String>();
+            if squash(change.previous_text) == squash(change.current_text) {
+                format!("whitespace in `{}` was changed", pair.divergence.part)
+            } else if ascii(change.previous_text) == ascii(change.current_text) {
+                format!("Unicode in `{}` was normalized", pair.divergence.part)
+            } else if change.after.is_empty() || change.previous_text.len() > change.current_text.len() * 2 {
+                format!("`{}` was truncated", pair.divergence.part)
+            } else {
+                format!("`{}` was edited", pair.divergence.part)
+            }
+        } else {
+            format!("`{path}` was changed")
+        };
+        Some(Finding {
+            message: format!("history rewritten: {how}"),
+            help: "treat history as append-only; compact rarely and in large steps so the cost is paid once".into(),
+        })
+    }
+}

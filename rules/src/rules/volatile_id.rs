@@ -1,0 +1,42 @@
+use kvlint_core::analysis::TurnPair;
+
+use crate::volatile::VolatileClass;
+use crate::{Finding, Rule, RuleMeta, declare_rule};
+
+declare_rule! {
+    /// ## What it does
+    /// Finds an identifier that changes between turns inside content the next turn sends
+    /// again: a UUID, a request or session id, a hex or base64 nonce, a sandbox id.
+    ///
+    /// ## Why is this bad?
+    /// A fresh id near the top of the prompt makes every turn's prompt new from that point:
+    /// nothing after it is served from cache. Ids that change on reconnect or restart break
+    /// the cache for every session at once.
+    ///
+    /// ## Example
+    /// ```python
+    /// system = f"Session: {uuid.uuid4()}\n" + INSTRUCTIONS
+    /// ```
+    ///
+    /// ## Use instead
+    /// Send request ids in headers or metadata, not in the prompt. An id the model must see
+    /// goes at the end of the newest message, or stays fixed for the whole session.
+    pub struct VolatileId {
+        name: "volatile-id",
+        code: "KV102",
+        summary: "an id or nonce that changes every turn sits inside the cached prefix",
+    }
+}
+
+impl Rule for VolatileId {
+    fn meta(&self) -> &'static RuleMeta {
+        &Self::META
+    }
+
+    fn check(&self, pair: &TurnPair<'_>) -> Option<Finding> {
+        VolatileClass::Id.explains(pair).then(|| Finding {
+            message: format!("an id changes in `{}`", pair.divergence.part),
+            help: "move request and session ids to headers or metadata; an id the model needs goes at the end of the newest message".into(),
+        })
+    }
+}

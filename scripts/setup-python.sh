@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Create the Python venv used by scripts/reference_render.py (reference chat-template
+# renderings made with the real HuggingFace `transformers`), OUTSIDE the repo:
+#
+#   ${KVLINT_VENV:-$HOME/.cache/kvlint/venv}
+#
+# Pinned: transformers / tokenizers / jinja2, plus the full resolved dependency set so
+# reruns on a fresh machine give the same renderer. No torch (transformers only warns).
+# Idempotent: a stamp in the venv records the pin set; a second run is a no-op.
+# Quiet: prints one summary line on success; on failure prints pip's output.
+# Prints nothing else, so `VENV_PY=$(scripts/setup-python.sh --print-python)` also works.
+set -euo pipefail
+
+VENV="${KVLINT_VENV:-$HOME/.cache/kvlint/venv}"
+PYTHON="${PYTHON:-python3}"
+
+# Top-level pins (what we care about) ...
+REQUIREMENTS="
+transformers==5.24.0
+tokenizers==0.23.3
+jinja2==3.1.6
+"
+# ... and the rest of the set pip resolved for them (Python 3.11, linux x86_64).
+CONSTRAINTS="
+annotated-doc==0.0.7
+annotated-types==0.8.0
+anyio==4.16.0
+click==8.5.1
+filelock==4.3.1
+fsspec==2026.9.0
+h11==0.16.0
+hf-xet==1.8.0
+httpcore2==2.16.2
+httpx2==2.16.2
+huggingface_hub==2.4.0
+idna==3.20
+MarkupSafe==3.0.4
+markdown-it-py==4.3.0
+mdurl==0.1.2
+numpy==2.4.6
+packaging==26.4
+pydantic==2.14.4
+pydantic_core==2.50.5
+Pygments==2.21.0
+PyYAML==6.0.4
+regex==2026.11.19
+rich==15.0.0
+safetensors==0.8.0
+shellingham==1.5.4
+tqdm==4.70.1
+truststore==0.10.5
+typer==0.29.2
+typing-inspection==0.4.5
+typing_extensions==4.16.0
+"
+
+print_python=0
+[[ "${1:-}" == "--print-python" ]] && print_python=1
+
+die() { echo "setup-python: $*" >&2; exit 1; }
+
+STAMP="$VENV/.kvlint-stamp"
+want_stamp="$(printf '%s\n%s\n' "$REQUIREMENTS" "$CONSTRAINTS" | sha256sum | cut -d' ' -f1)"
+
+done_line() {
+  if [[ $print_python == 1 ]]; then echo "$VENV/bin/python"; else echo "kvlint venv $1: $VENV (transformers 5.24.0, tokenizers 0.23.3, jinja2 3.1.6)"; fi
+}
+
+if [[ -x "$VENV/bin/python" && -f "$STAMP" && "$(cat "$STAMP")" == "$want_stamp" ]]; then
+  done_line "up to date"
+  exit 0
+fi
+
+command -v "$PYTHON" >/dev/null || die "$PYTHON not found (set PYTHON=...)"
+"$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)' \
+  || die "transformers 5 needs Python >= 3.10 ($("$PYTHON" --version 2>&1))"
+
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+printf '%s\n' "$REQUIREMENTS" >"$tmp/requirements.txt"
+printf '%s\n' "$CONSTRAINTS" >"$tmp/constraints.txt"
+
+quiet() {
+  if ! "$@" >"$tmp/log" 2>&1; then cat "$tmp/log" >&2; die "command failed: $*"; fi
+}
+
+if [[ ! -x "$VENV/bin/python" ]]; then
+  mkdir -p "$(dirname "$VENV")"
+  quiet "$PYTHON" -m venv "$VENV"
+fi
+rm -f "$STAMP"
+quiet "$VENV/bin/python" -m pip install --disable-pip-version-check --no-input \
+  -r "$tmp/requirements.txt" -c "$tmp/constraints.txt"
+quiet "$VENV/bin/python" -c 'import transformers, tokenizers, jinja2'
+printf '%s' "$want_stamp" >"$STAMP"
+done_line "ready"
