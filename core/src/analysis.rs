@@ -59,35 +59,33 @@ pub struct SessionAnalysis<'a> {
 impl<'a> SessionAnalysis<'a> {
     pub fn new(session: &'a SessionFile, renderer: &Renderer) -> Result<Self, InputError> {
         let mut rendered = Vec::with_capacity(session.turns.len());
-        for turn in &session.turns {
-            rendered.push(renderer.render(&turn.request)?);
+        for (index, turn) in session.turns.iter().enumerate() {
+            let turn_rendered =
+                renderer
+                    .render(&turn.request)
+                    .map_err(|source| InputError::Turn {
+                        path: session.path.clone(),
+                        line: session.turn_line(turn),
+                        turn: index,
+                        source: Box::new(source) as Box<dyn miette::Diagnostic + Send + Sync>,
+                    })?;
+            rendered.push(turn_rendered);
         }
-        let tokenizer = renderer.tokenizer();
-        let mut turns = Vec::with_capacity(rendered.len());
-        for (index, current) in rendered.iter().enumerate() {
-            let previous = index.checked_sub(1).map(|previous| &rendered[previous]);
-            let reused_tokens = previous.map_or(0, |previous| {
-                common_prefix_len(&previous.tokens.ids, &current.tokens.ids)
-            });
-            let first_divergence = previous
-                .filter(|previous| reused_tokens < previous.tokens.len())
-                .map(|previous| {
-                    divergence(
-                        session,
-                        (&session.turns[index - 1].request, &session.turns[index]),
-                        previous,
-                        current,
-                        reused_tokens,
-                        tokenizer,
-                    )
-                });
-            turns.push(TurnDiff {
-                index,
-                prompt_tokens: current.tokens.len(),
-                reused_tokens,
-                first_divergence,
-            });
-        }
+        let turns = rendered
+            .iter()
+            .enumerate()
+            .map(|(index, current)| {
+                let previous = index
+                    .checked_sub(1)
+                    .map(|previous| (&session.turns[previous].request, &rendered[previous]));
+                diff_turns(
+                    previous,
+                    (session, &session.turns[index], current),
+                    index,
+                    renderer,
+                )
+            })
+            .collect();
         Ok(Self {
             session,
             rendered,
@@ -120,6 +118,37 @@ impl<'a> SessionAnalysis<'a> {
     }
 }
 
+/// Diffs a turn against the one before it (`None` for a first turn). `current` names the
+/// file the later turn is in, where the divergence is placed.
+pub fn diff_turns(
+    previous: Option<(&Request, &Rendered)>,
+    (session, turn, current): (&SessionFile, &Turn, &Rendered),
+    index: usize,
+    renderer: &Renderer,
+) -> TurnDiff {
+    let reused_tokens = previous.map_or(0, |(_, previous)| {
+        common_prefix_len(&previous.tokens.ids, &current.tokens.ids)
+    });
+    let first_divergence = previous
+        .filter(|(_, previous)| reused_tokens < previous.tokens.len())
+        .map(|(previous_request, previous)| {
+            divergence(
+                session,
+                (previous_request, turn),
+                previous,
+                current,
+                reused_tokens,
+                renderer.tokenizer(),
+            )
+        });
+    TurnDiff {
+        index,
+        prompt_tokens: current.tokens.len(),
+        reused_tokens,
+        first_divergence,
+    }
+}
+
 fn common_prefix_len<T: PartialEq>(a: &[T], b: &[T]) -> usize {
     a.iter().zip(b).take_while(|(a, b)| a == b).count()
 }
@@ -144,32 +173,47 @@ fn divergence(
         &current.text.as_bytes()[token_start.min(current.text.len())..],
     );
     let rendered_byte = floor_boundary(&current.text, token_start + same_bytes);
-    let segment = current.segment_at(rendered_byte);
-    let part = segment.map(|segment| &turn.request.parts[segment.part]);
-    // Where this turn has only scaffolding (a message ends) but the earlier turn had
-    // content (a block this turn dropped), name the dropped content.
+    let part_index = current
+        .segment_at(rendered_byte)
+        .map(|segment| segment.part);
+    // Where this turn has only scaffolding (its message ends) but the earlier turn had
+    // content (text this turn cut, a block it dropped), name that content.
     let previous_content = previous
         .segment_at(rendered_byte)
         .map(|segment| &previous_request.parts[segment.part])
-        .filter(|previous_part| !previous_part.kind.is_structural());
-    let part_path = match (part, previous_content) {
-        (Some(part), Some(previous_part)) if part.kind.is_structural() => previous_part.path.clone(),
+        .filter(|part| !part.kind.is_structural());
+    let part_path = match (
+        part_index.map(|index| &turn.request.parts[index]),
+        previous_content,
+    ) {
+        (Some(part), Some(previous_part)) if part.kind.is_structural() => {
+            previous_part.path.clone()
+        }
         (Some(part), _) => part.path.clone(),
         (None, _) => PartPath::default(),
     };
-    // Offsets inside the part are only meaningful when the segment is the part's own text.
-    let own_text = segment
-        .zip(part)
-        .filter(|(segment, part)| current.text.get(segment.range.clone()) == Some(part.text.as_str()));
-    let byte = own_text.map_or(0, |(segment, _)| rendered_byte - segment.range.start);
-    let change_end = own_text.map_or(byte, |(_, part)| {
+    // The offset inside this turn's text of that part, when it is rendered verbatim.
+    let own_text = current.segments.iter().find(|segment| {
+        let part = &turn.request.parts[segment.part];
+        part.path == part_path
+            && current.text.get(segment.range.clone()) == Some(part.text.as_str())
+    });
+    let byte = own_text.map_or(0, |segment| {
+        rendered_byte.clamp(segment.range.start, segment.range.end) - segment.range.start
+    });
+    let change_end = own_text.map_or(byte, |segment| {
+        let part = &turn.request.parts[segment.part];
         let previous_text = previous_request
             .parts
             .iter()
-            .find(|previous_part| previous_part.path == part.path && previous_part.kind == part.kind)
+            .find(|previous_part| {
+                previous_part.path == part.path && previous_part.kind == part.kind
+            })
             .map_or("", |previous_part| previous_part.text.as_str());
         let change = change_between(previous_text, &part.text);
-        (part.text.len() - change.kept_suffix.len()).max(byte + 1).min(part.text.len())
+        (part.text.len() - change.kept_suffix.len())
+            .max(byte + 1)
+            .min(part.text.len())
     });
     let start = session.locate(turn, &part_path, byte);
     let end = session.locate(turn, &part_path, change_end);
@@ -206,7 +250,11 @@ fn divergence(
 }
 
 fn common_suffix_len(a: &[u8], b: &[u8]) -> usize {
-    a.iter().rev().zip(b.iter().rev()).take_while(|(a, b)| a == b).count()
+    a.iter()
+        .rev()
+        .zip(b.iter().rev())
+        .take_while(|(a, b)| a == b)
+        .count()
 }
 
 fn floor_boundary(text: &str, offset: usize) -> usize {
@@ -240,29 +288,39 @@ pub struct Change<'a> {
 impl<'a> TurnPair<'a> {
     /// The part of the later turn where the divergence is.
     pub fn current_part(&self) -> Option<&'a Part> {
-        part_at(self.current_rendered, &self.current.request, self.divergence.rendered_byte)
+        part_at(
+            self.current_rendered,
+            &self.current.request,
+            self.divergence.rendered_byte,
+        )
     }
 
     /// The part of the earlier turn at the same rendered position.
     pub fn previous_part(&self) -> Option<&'a Part> {
-        part_at(self.previous_rendered, &self.previous.request, self.divergence.rendered_byte)
+        part_at(
+            self.previous_rendered,
+            &self.previous.request,
+            self.divergence.rendered_byte,
+        )
     }
 
-    /// The earlier turn's part with the same path as the diverging part, if it had one.
-    pub fn previous_part_at_same_path(&self) -> Option<&'a Part> {
-        let current = self.current_part()?;
-        self.previous
-            .request
-            .parts
-            .iter()
-            .find(|part| part.path == current.path && part.kind == current.kind)
-    }
-
-    /// What changed inside the diverging part, when both turns have that part and it is
-    /// content, not scaffolding.
+    /// What changed inside the diverging content part, when both turns have it: the part
+    /// this turn diverges in, or, where this turn has only scaffolding there (its message
+    /// ends), the earlier turn's part.
     pub fn change(&self) -> Option<Change<'a>> {
-        let current = self.current_part().filter(|part| !part.kind.is_structural())?;
-        let previous = self.previous_part_at_same_path()?;
+        let content = |part: &&Part| !part.kind.is_structural();
+        let same = |parts: &'a [Part], like: &Part| {
+            parts
+                .iter()
+                .find(|part| part.path == like.path && part.kind == like.kind)
+        };
+        let (previous, current) = match self.current_part().filter(content) {
+            Some(current) => (same(&self.previous.request.parts, current)?, current),
+            None => {
+                let previous = self.previous_part().filter(content)?;
+                (previous, same(&self.current.request.parts, previous)?)
+            }
+        };
         Some(change_between(&previous.text, &current.text))
     }
 
@@ -271,7 +329,11 @@ impl<'a> TurnPair<'a> {
         let parts = &self.previous.request.parts;
         let first_later = self
             .previous_part()
-            .and_then(|part| parts.iter().position(|candidate| std::ptr::eq(candidate, part)))
+            .and_then(|part| {
+                parts
+                    .iter()
+                    .position(|candidate| std::ptr::eq(candidate, part))
+            })
             .map_or(parts.len(), |position| position + 1);
         &parts[first_later..]
     }
@@ -307,7 +369,10 @@ impl<'a> TurnPair<'a> {
     /// and must be recomputed. When it is not, the earlier turn's tail was volatile and is
     /// simply dropped: the recommended placement for per-turn content.
     pub fn recomputes_kept_content(&self) -> bool {
-        if self.change().is_some_and(|change| has_content(change.kept_suffix)) {
+        if self
+            .change()
+            .is_some_and(|change| has_content(change.kept_suffix))
+        {
             return true;
         }
         let previous = &self.previous.request;
@@ -333,11 +398,18 @@ impl<'a> TurnPair<'a> {
             .any(|part| {
                 // A trailing note sent again as the newest message is a moved tail, not kept
                 // history: it was at the end before and is at the end again.
-                let moved_tail = part.message.is_some() && part.message == previous_last_message && {
-                    current.parts.iter().rev().find(|candidate| candidate.text == part.text).is_some_and(
-                        |candidate| candidate.message.is_some() && candidate.message == current_last_message,
-                    )
-                };
+                let moved_tail =
+                    part.message.is_some() && part.message == previous_last_message && {
+                        current
+                            .parts
+                            .iter()
+                            .rev()
+                            .find(|candidate| candidate.text == part.text)
+                            .is_some_and(|candidate| {
+                                candidate.message.is_some()
+                                    && candidate.message == current_last_message
+                            })
+                    };
                 !moved_tail
             })
     }
@@ -359,9 +431,13 @@ fn part_at<'a>(rendered: &Rendered, request: &'a Request, offset: usize) -> Opti
 
 /// The change between two versions of a text, cut at char boundaries.
 pub fn change_between<'a>(previous: &'a str, current: &'a str) -> Change<'a> {
-    let prefix = floor_boundary(previous, common_prefix_len(previous.as_bytes(), current.as_bytes()));
+    let prefix = floor_boundary(
+        previous,
+        common_prefix_len(previous.as_bytes(), current.as_bytes()),
+    );
     let max_suffix = previous.len().min(current.len()) - prefix;
-    let suffix = common_suffix_len(previous[prefix..].as_bytes(), current[prefix..].as_bytes()).min(max_suffix);
+    let suffix = common_suffix_len(previous[prefix..].as_bytes(), current[prefix..].as_bytes())
+        .min(max_suffix);
     let previous_end = ceil_boundary(previous, previous.len() - suffix);
     let current_end = ceil_boundary(current, current.len() - suffix);
     Change {
@@ -397,7 +473,10 @@ mod tests {
         assert_eq!((change.before, change.after), ("1", "2"));
         assert_eq!(change.kept_suffix, ". Be brief.");
         let change = change_between("Hi\n\nreminder: 5 left", "Hi");
-        assert_eq!((change.before, change.after, change.kept_suffix), ("\n\nreminder: 5 left", "", ""));
+        assert_eq!(
+            (change.before, change.after, change.kept_suffix),
+            ("\n\nreminder: 5 left", "", "")
+        );
         let change = change_between("é", "è");
         assert_eq!((change.before, change.after), ("é", "è"));
     }

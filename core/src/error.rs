@@ -1,16 +1,16 @@
 //! Typed errors for bad input: each names the file, the place and what was expected.
 
-use std::sync::Arc;
-
-use miette::{Diagnostic, NamedSource, SourceSpan};
+use miette::{Diagnostic, SourceSpan};
 use thiserror::Error;
+
+use crate::excerpt::Excerpt;
 
 /// A problem with an input file, a template or a tokenizer.
 ///
 /// Every variant that points into a file carries the file's text, so miette can show the place.
 #[derive(Debug, Error, Diagnostic)]
 pub enum InputError {
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}")]
     #[diagnostic(code(kvlint::io))]
     Io {
         path: String,
@@ -33,7 +33,7 @@ pub enum InputError {
         column: usize,
         message: String,
         #[source_code]
-        source_code: NamedSource<Arc<str>>,
+        source_code: Excerpt,
         #[label("{message}")]
         span: SourceSpan,
     },
@@ -48,9 +48,19 @@ pub enum InputError {
         #[help]
         expected: Option<String>,
         #[source_code]
-        source_code: NamedSource<Arc<str>>,
+        source_code: Excerpt,
         #[label("here")]
         span: SourceSpan,
+    },
+
+    #[error("{path}:{line}: turn {turn} cannot be rendered")]
+    #[diagnostic(code(kvlint::render))]
+    Turn {
+        path: String,
+        line: usize,
+        turn: usize,
+        #[diagnostic_source]
+        source: Box<dyn Diagnostic + Send + Sync>,
     },
 
     #[error("cannot load tokenizer {path}: {message}")]
@@ -78,6 +88,7 @@ impl InputError {
             | Self::Empty { path }
             | Self::Json { path, .. }
             | Self::Body { path, .. }
+            | Self::Turn { path, .. }
             | Self::Tokenizer { path, .. }
             | Self::Template { path, .. } => path,
         }

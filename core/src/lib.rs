@@ -26,6 +26,7 @@
 pub mod analysis;
 pub mod diagnostic;
 pub mod error;
+pub mod excerpt;
 pub mod locate;
 pub mod path;
 pub mod render;

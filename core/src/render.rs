@@ -45,7 +45,9 @@ impl Rendered {
 
 /// How requests become tokens.
 pub enum Renderer {
-    Provider { tokenizer: Tokenizer },
+    Provider {
+        tokenizer: Tokenizer,
+    },
     Engine {
         template: ChatTemplate,
         tokenizer: Tokenizer,
@@ -65,7 +67,11 @@ impl Renderer {
     pub fn name(&self) -> String {
         match self {
             Self::Provider { tokenizer } => format!("provider:{}", tokenizer.name()),
-            Self::Engine { template, tokenizer, .. } => {
+            Self::Engine {
+                template,
+                tokenizer,
+                ..
+            } => {
                 format!("engine:{}+{}", file_name(template.path()), tokenizer.name())
             }
         }
@@ -139,14 +145,23 @@ fn locate_parts(text: &str, request: &Request) -> Vec<Segment> {
     for (index, part) in request.parts.iter().enumerate() {
         if !matches!(
             part.kind,
-            PartKind::Tool | PartKind::System | PartKind::Text | PartKind::Arguments | PartKind::ToolResult | PartKind::Reasoning
+            PartKind::Tool
+                | PartKind::System
+                | PartKind::Text
+                | PartKind::Arguments
+                | PartKind::ToolResult
+                | PartKind::Reasoning
         ) {
             continue;
         }
         let found = needles(part.kind, &part.text)
             .into_iter()
             .filter(|needle| !needle.is_empty())
-            .find_map(|needle| text[cursor..].find(&needle).map(|at| (cursor + at, needle.len())));
+            .find_map(|needle| {
+                text[cursor..]
+                    .find(&needle)
+                    .map(|at| (cursor + at, needle.len()))
+            });
         if let Some((start, len)) = found {
             located.push(Segment {
                 range: start..start + len,
@@ -235,7 +250,10 @@ fn openai_chat_message(message: &Value) -> Value {
     if let Some(Value::Array(calls)) = message.get_mut("tool_calls") {
         for call in calls {
             if let Some(arguments) = call.pointer_mut("/function/arguments") {
-                if let Some(parsed) = arguments.as_str().and_then(|text| serde_json::from_str::<Value>(text).ok()) {
+                if let Some(parsed) = arguments
+                    .as_str()
+                    .and_then(|text| serde_json::from_str::<Value>(text).ok())
+                {
                     *arguments = parsed;
                 }
             }
@@ -250,7 +268,12 @@ fn joined_text(blocks: &[Value]) -> Option<String> {
         .iter()
         .map(|block| match block {
             Value::String(text) => Some(text.as_str()),
-            block if matches!(block.get("type").and_then(Value::as_str), Some("text" | "input_text" | "output_text")) => {
+            block
+                if matches!(
+                    block.get("type").and_then(Value::as_str),
+                    Some("text" | "input_text" | "output_text")
+                ) =>
+            {
                 block.get("text").and_then(Value::as_str)
             }
             _ => None,
@@ -259,13 +282,20 @@ fn joined_text(blocks: &[Value]) -> Option<String> {
     texts.map(|texts| texts.join("\n"))
 }
 
-fn function_tool(name: Option<&Value>, description: Option<&Value>, parameters: Option<&Value>) -> Value {
+fn function_tool(
+    name: Option<&Value>,
+    description: Option<&Value>,
+    parameters: Option<&Value>,
+) -> Value {
     let mut function = Map::new();
     function.insert("name".into(), name.cloned().unwrap_or(Value::Null));
     if let Some(description) = description {
         function.insert("description".into(), description.clone());
     }
-    function.insert("parameters".into(), parameters.cloned().unwrap_or_else(|| json!({})));
+    function.insert(
+        "parameters".into(),
+        parameters.cloned().unwrap_or_else(|| json!({})),
+    );
     json!({"type": "function", "function": function})
 }
 
@@ -280,7 +310,12 @@ fn anthropic_chat_view(body: &Map<String, Value>) -> (Vec<Value>, Option<Vec<Val
         }
         _ => {}
     }
-    for message in body.get("messages").and_then(Value::as_array).into_iter().flatten() {
+    for message in body
+        .get("messages")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         let role = message.get("role").cloned().unwrap_or(Value::Null);
         let blocks = match message.get("content") {
             Some(Value::Array(blocks)) => blocks.clone(),
@@ -299,7 +334,9 @@ fn anthropic_chat_view(body: &Map<String, Value>) -> (Vec<Value>, Option<Vec<Val
                 })),
                 Some("tool_result") => {
                     let content = match block.get("content") {
-                        Some(Value::Array(inner)) => joined_text(inner).map(Value::String).unwrap_or(Value::Null),
+                        Some(Value::Array(inner)) => {
+                            joined_text(inner).map(Value::String).unwrap_or(Value::Null)
+                        }
                         Some(other) => other.clone(),
                         None => Value::String(String::new()),
                     };
@@ -316,7 +353,10 @@ fn anthropic_chat_view(body: &Map<String, Value>) -> (Vec<Value>, Option<Vec<Val
         converted.insert("role".into(), role);
         converted.insert("content".into(), Value::String(texts.join("\n")));
         if !reasoning.is_empty() {
-            converted.insert("reasoning_content".into(), Value::String(reasoning.join("\n")));
+            converted.insert(
+                "reasoning_content".into(),
+                Value::String(reasoning.join("\n")),
+            );
         }
         if !tool_calls.is_empty() {
             converted.insert("tool_calls".into(), Value::Array(tool_calls));
@@ -326,7 +366,13 @@ fn anthropic_chat_view(body: &Map<String, Value>) -> (Vec<Value>, Option<Vec<Val
     let tools = body.get("tools").and_then(Value::as_array).map(|tools| {
         tools
             .iter()
-            .map(|tool| function_tool(tool.get("name"), tool.get("description"), tool.get("input_schema")))
+            .map(|tool| {
+                function_tool(
+                    tool.get("name"),
+                    tool.get("description"),
+                    tool.get("input_schema"),
+                )
+            })
             .collect()
     });
     (messages, tools)
@@ -345,17 +391,27 @@ fn responses_chat_view(body: &Map<String, Value>) -> (Vec<Value>, Option<Vec<Val
     for item in items {
         match item.get("type").and_then(Value::as_str) {
             Some("function_call") => {
-                let arguments = item.get("arguments").and_then(Value::as_str).unwrap_or("{}");
-                let arguments = serde_json::from_str(arguments).unwrap_or_else(|_| Value::String(arguments.to_owned()));
+                let arguments = item
+                    .get("arguments")
+                    .and_then(Value::as_str)
+                    .unwrap_or("{}");
+                let arguments = serde_json::from_str(arguments)
+                    .unwrap_or_else(|_| Value::String(arguments.to_owned()));
                 let call = json!({
                     "id": item.get("call_id"),
                     "type": "function",
                     "function": {"name": item.get("name"), "arguments": arguments},
                 });
-                let previous_is_call = messages.last().is_some_and(|last| last.get("tool_calls").is_some());
-                match messages.last_mut().and_then(|last| last.get_mut("tool_calls")) {
+                let previous_is_call = messages
+                    .last()
+                    .is_some_and(|last| last.get("tool_calls").is_some());
+                match messages
+                    .last_mut()
+                    .and_then(|last| last.get_mut("tool_calls"))
+                {
                     Some(Value::Array(calls)) if previous_is_call => calls.push(call),
-                    _ => messages.push(json!({"role": "assistant", "content": "", "tool_calls": [call]})),
+                    _ => messages
+                        .push(json!({"role": "assistant", "content": "", "tool_calls": [call]})),
                 }
             }
             Some("function_call_output") => messages.push(json!({
@@ -366,7 +422,9 @@ fn responses_chat_view(body: &Map<String, Value>) -> (Vec<Value>, Option<Vec<Val
             Some("reasoning") => {}
             _ => {
                 let content = match item.get("content") {
-                    Some(Value::Array(blocks)) => joined_text(blocks).map(Value::String).unwrap_or(Value::Null),
+                    Some(Value::Array(blocks)) => joined_text(blocks)
+                        .map(Value::String)
+                        .unwrap_or(Value::Null),
                     Some(other) => other.clone(),
                     None => Value::Null,
                 };
@@ -382,7 +440,13 @@ fn responses_chat_view(body: &Map<String, Value>) -> (Vec<Value>, Option<Vec<Val
     let tools = body.get("tools").and_then(Value::as_array).map(|tools| {
         tools
             .iter()
-            .map(|tool| function_tool(tool.get("name"), tool.get("description"), tool.get("parameters")))
+            .map(|tool| {
+                function_tool(
+                    tool.get("name"),
+                    tool.get("description"),
+                    tool.get("parameters"),
+                )
+            })
             .collect()
     });
     (messages, tools)
@@ -400,8 +464,14 @@ mod tests {
         let rendered = Renderer::provider().render(&request).unwrap();
         let system = rendered.text.find("You are").unwrap();
         let segment = rendered.segment_at(system).unwrap();
-        assert_eq!(request.parts[segment.part].path.to_string(), "messages[0].content");
-        assert_eq!(rendered.segments.last().map(|s| s.range.end), Some(rendered.text.len()));
+        assert_eq!(
+            request.parts[segment.part].path.to_string(),
+            "messages[0].content"
+        );
+        assert_eq!(
+            rendered.segments.last().map(|s| s.range.end),
+            Some(rendered.text.len())
+        );
     }
 
     #[test]
@@ -414,7 +484,9 @@ mod tests {
             "{% for m in messages %}<{{ m.role }}>{% if loop.first %}Date: {{ strftime_now('%Y-%m-%d') }}\n{% endif %}{{ m.content }}</>{% endfor %}",
         )
         .unwrap();
-        let now = NaiveDate::from_ymd_opt(2026, 1, 2).and_then(|d| d.and_hms_opt(0, 0, 0)).unwrap();
+        let now = NaiveDate::from_ymd_opt(2026, 1, 2)
+            .and_then(|d| d.and_hms_opt(0, 0, 0))
+            .unwrap();
         let renderer = Renderer::Engine {
             template: ChatTemplate::from_file(&path, now).unwrap(),
             tokenizer: Tokenizer::o200k_base(),
@@ -423,11 +495,21 @@ mod tests {
         let body = json!({"messages": [{"role": "system", "content": "Be terse."}, {"role": "user", "content": "hi"}]});
         let request = Request::from_body(&body).unwrap();
         let rendered = renderer.render(&request).unwrap();
-        assert_eq!(rendered.text, "<system>Date: 2026-01-02\nBe terse.</><user>hi</>");
-        let date = rendered.segment_at(rendered.text.find("2026").unwrap()).unwrap();
+        assert_eq!(
+            rendered.text,
+            "<system>Date: 2026-01-02\nBe terse.</><user>hi</>"
+        );
+        let date = rendered
+            .segment_at(rendered.text.find("2026").unwrap())
+            .unwrap();
         assert_eq!(request.parts[date.part].path.to_string(), "messages[0]");
-        let hi = rendered.segment_at(rendered.text.find("hi").unwrap()).unwrap();
-        assert_eq!(request.parts[hi.part].path.to_string(), "messages[1].content");
+        let hi = rendered
+            .segment_at(rendered.text.find("hi").unwrap())
+            .unwrap();
+        assert_eq!(
+            request.parts[hi.part].path.to_string(),
+            "messages[1].content"
+        );
         std::fs::remove_dir_all(&dir).ok();
     }
 }

@@ -66,7 +66,10 @@ impl BodyFormat {
                 )
         });
         if !openai_roles
-            && (body.contains_key("system") || anthropic_tools || anthropic_blocks || model_is_claude)
+            && (body.contains_key("system")
+                || anthropic_tools
+                || anthropic_blocks
+                || model_is_claude)
         {
             Some(Self::AnthropicMessages)
         } else {
@@ -198,7 +201,10 @@ impl Request {
         }
         Ok(Self {
             format,
-            model: object.get("model").and_then(Value::as_str).map(str::to_owned),
+            model: object
+                .get("model")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
             tools: builder.tools,
             messages: builder.messages,
             parts: builder.parts,
@@ -254,7 +260,12 @@ impl Builder {
                 .unwrap_or_default()
                 .to_owned();
             let definition = without_cache_control(tool);
-            self.push(path.clone(), PartKind::Tool, compact_json(&definition), None);
+            self.push(
+                path.clone(),
+                PartKind::Tool,
+                compact_json(&definition),
+                None,
+            );
             self.tools.push(Tool {
                 name,
                 path,
@@ -273,15 +284,26 @@ impl Builder {
                 for (index, block) in blocks.iter().enumerate() {
                     let block_path = path.index(index);
                     let text = block.get("text").and_then(Value::as_str).ok_or_else(|| {
-                        BodyError::new(block_path.clone(), "a system block must have a `text` string")
+                        BodyError::new(
+                            block_path.clone(),
+                            "a system block must have a `text` string",
+                        )
                     })?;
-                    self.push(block_path.key("text"), PartKind::System, text.to_owned(), None);
+                    self.push(
+                        block_path.key("text"),
+                        PartKind::System,
+                        text.to_owned(),
+                        None,
+                    );
                 }
             }
             Some(other) => {
                 return Err(BodyError::new(
                     path,
-                    format!("`system` must be a string or an array of text blocks, found {}", kind_of(other)),
+                    format!(
+                        "`system` must be a string or an array of text blocks, found {}",
+                        kind_of(other)
+                    ),
                 ));
             }
         }
@@ -304,7 +326,13 @@ impl Builder {
         if let Some(instructions) = body.get("instructions").filter(|value| !value.is_null()) {
             let path = PartPath::root().key("instructions");
             let text = instructions.as_str().ok_or_else(|| {
-                BodyError::new(path.clone(), format!("`instructions` must be a string, found {}", kind_of(instructions)))
+                BodyError::new(
+                    path.clone(),
+                    format!(
+                        "`instructions` must be a string, found {}",
+                        kind_of(instructions)
+                    ),
+                )
             })?;
             self.push(path, PartKind::System, text.to_owned(), None);
         }
@@ -325,15 +353,21 @@ impl Builder {
             }
             Some(other) => Err(BodyError::new(
                 path,
-                format!("`input` must be a string or an array of items, found {}", kind_of(other)),
+                format!(
+                    "`input` must be a string or an array of items, found {}",
+                    kind_of(other)
+                ),
             )),
         }
     }
 
     fn responses_item(&mut self, path: PartPath, item: &Value) -> Result<(), BodyError> {
-        let object = item
-            .as_object()
-            .ok_or_else(|| BodyError::new(path.clone(), format!("an input item must be an object, found {}", kind_of(item))))?;
+        let object = item.as_object().ok_or_else(|| {
+            BodyError::new(
+                path.clone(),
+                format!("an input item must be an object, found {}", kind_of(item)),
+            )
+        })?;
         let item_type = object.get("type").and_then(Value::as_str);
         if object.contains_key("role") && matches!(item_type, None | Some("message")) {
             return self.message(path, item);
@@ -344,14 +378,22 @@ impl Builder {
             "function_call" | "custom_tool_call" => {
                 self.string_field(&path, object, "call_id", PartKind::ToolCallId, message)?;
                 self.string_field(&path, object, "name", PartKind::ToolCallName, message)?;
-                let arguments_key = if object.contains_key("input") { "input" } else { "arguments" };
+                let arguments_key = if object.contains_key("input") {
+                    "input"
+                } else {
+                    "arguments"
+                };
                 self.string_field(&path, object, arguments_key, PartKind::Arguments, message)?;
             }
             "function_call_output" | "custom_tool_call_output" => {
                 self.string_field(&path, object, "call_id", PartKind::ToolCallId, message)?;
                 match object.get("output") {
-                    Some(Value::Array(blocks)) => self.blocks(&path.key("output"), blocks, message)?,
-                    Some(_) => self.string_field(&path, object, "output", PartKind::ToolResult, message)?,
+                    Some(Value::Array(blocks)) => {
+                        self.blocks(&path.key("output"), blocks, message)?
+                    }
+                    Some(_) => {
+                        self.string_field(&path, object, "output", PartKind::ToolResult, message)?
+                    }
                     None => {}
                 }
             }
@@ -361,10 +403,20 @@ impl Builder {
                 }
                 if let Some(Value::String(encrypted)) = object.get("encrypted_content") {
                     let text = format!("[encrypted reasoning {}]", short_hash(encrypted));
-                    self.push(path.key("encrypted_content"), PartKind::Reasoning, text, Some(message));
+                    self.push(
+                        path.key("encrypted_content"),
+                        PartKind::Reasoning,
+                        text,
+                        Some(message),
+                    );
                 }
             }
-            _ => self.push(path.clone(), PartKind::Media, compact_json(item), Some(message)),
+            _ => self.push(
+                path.clone(),
+                PartKind::Media,
+                compact_json(item),
+                Some(message),
+            ),
         }
         self.close_message(path, message);
         Ok(())
@@ -377,22 +429,38 @@ impl Builder {
             role: role.to_owned(),
             value,
         });
-        self.push(path, PartKind::Header, format!("<|im_start|>{role}\n"), Some(index));
+        self.push(
+            path,
+            PartKind::Header,
+            format!("<|im_start|>{role}\n"),
+            Some(index),
+        );
         index
     }
 
     fn close_message(&mut self, path: PartPath, message: usize) {
-        self.push(path, PartKind::End, "<|im_end|>\n".to_owned(), Some(message));
+        self.push(
+            path,
+            PartKind::End,
+            "<|im_end|>\n".to_owned(),
+            Some(message),
+        );
     }
 
     fn message(&mut self, path: PartPath, message: &Value) -> Result<(), BodyError> {
-        let object = message
-            .as_object()
-            .ok_or_else(|| BodyError::new(path.clone(), format!("a message must be an object, found {}", kind_of(message))))?;
+        let object = message.as_object().ok_or_else(|| {
+            BodyError::new(
+                path.clone(),
+                format!("a message must be an object, found {}", kind_of(message)),
+            )
+        })?;
         let role = match object.get("role") {
             Some(Value::String(role)) => role.as_str(),
             Some(other) => {
-                return Err(BodyError::new(path.key("role"), format!("`role` must be a string, found {}", kind_of(other))));
+                return Err(BodyError::new(
+                    path.key("role"),
+                    format!("`role` must be a string, found {}", kind_of(other)),
+                ));
             }
             None => return Err(BodyError::new(path, "a message must have a `role`")),
         };
@@ -408,23 +476,38 @@ impl Builder {
             }
         }
         let content_path = path.key("content");
-        let content_kind = if role == "tool" { PartKind::ToolResult } else { PartKind::Text };
+        let content_kind = if role == "tool" {
+            PartKind::ToolResult
+        } else {
+            PartKind::Text
+        };
         match object.get("content") {
             None | Some(Value::Null) => {}
-            Some(Value::String(text)) => self.push(content_path, content_kind, text.clone(), Some(index)),
+            Some(Value::String(text)) => {
+                self.push(content_path, content_kind, text.clone(), Some(index))
+            }
             Some(Value::Array(blocks)) => self.blocks(&content_path, blocks, index)?,
             Some(other) => {
                 return Err(BodyError::new(
                     content_path,
-                    format!("`content` must be a string, null or an array of content blocks, found {}", kind_of(other)),
+                    format!(
+                        "`content` must be a string, null or an array of content blocks, found {}",
+                        kind_of(other)
+                    ),
                 ));
             }
         }
         if let Some(tool_calls) = object.get("tool_calls").filter(|calls| !calls.is_null()) {
             let calls_path = path.key("tool_calls");
-            let calls = tool_calls
-                .as_array()
-                .ok_or_else(|| BodyError::new(calls_path.clone(), format!("`tool_calls` must be an array, found {}", kind_of(tool_calls))))?;
+            let calls = tool_calls.as_array().ok_or_else(|| {
+                BodyError::new(
+                    calls_path.clone(),
+                    format!(
+                        "`tool_calls` must be an array, found {}",
+                        kind_of(tool_calls)
+                    ),
+                )
+            })?;
             for (call_index, call) in calls.iter().enumerate() {
                 self.tool_call(calls_path.index(call_index), call, index)?;
             }
@@ -434,9 +517,12 @@ impl Builder {
     }
 
     fn tool_call(&mut self, path: PartPath, call: &Value, message: usize) -> Result<(), BodyError> {
-        let object = call
-            .as_object()
-            .ok_or_else(|| BodyError::new(path.clone(), format!("a tool call must be an object, found {}", kind_of(call))))?;
+        let object = call.as_object().ok_or_else(|| {
+            BodyError::new(
+                path.clone(),
+                format!("a tool call must be an object, found {}", kind_of(call)),
+            )
+        })?;
         if object.contains_key("id") {
             self.string_field(&path, object, "id", PartKind::ToolCallId, message)?;
         }
@@ -444,19 +530,43 @@ impl Builder {
         let function = object
             .get("function")
             .and_then(Value::as_object)
-            .ok_or_else(|| BodyError::new(function_path.clone(), "a tool call must have a `function` object"))?;
-        self.string_field(&function_path, function, "name", PartKind::ToolCallName, message)?;
+            .ok_or_else(|| {
+                BodyError::new(
+                    function_path.clone(),
+                    "a tool call must have a `function` object",
+                )
+            })?;
+        self.string_field(
+            &function_path,
+            function,
+            "name",
+            PartKind::ToolCallName,
+            message,
+        )?;
         match function.get("arguments") {
             Some(Value::String(arguments)) => {
-                self.push(function_path.key("arguments"), PartKind::Arguments, arguments.clone(), Some(message));
+                self.push(
+                    function_path.key("arguments"),
+                    PartKind::Arguments,
+                    arguments.clone(),
+                    Some(message),
+                );
             }
             Some(arguments @ Value::Object(_)) => {
-                self.push(function_path.key("arguments"), PartKind::Arguments, compact_json(arguments), Some(message));
+                self.push(
+                    function_path.key("arguments"),
+                    PartKind::Arguments,
+                    compact_json(arguments),
+                    Some(message),
+                );
             }
             Some(other) => {
                 return Err(BodyError::new(
                     function_path.key("arguments"),
-                    format!("`arguments` must be a JSON string, found {}", kind_of(other)),
+                    format!(
+                        "`arguments` must be a JSON string, found {}",
+                        kind_of(other)
+                    ),
                 ));
             }
             None => {}
@@ -486,7 +596,12 @@ impl Builder {
     }
 
     /// Content blocks of any of the three APIs.
-    fn blocks(&mut self, path: &PartPath, blocks: &[Value], message: usize) -> Result<(), BodyError> {
+    fn blocks(
+        &mut self,
+        path: &PartPath,
+        blocks: &[Value],
+        message: usize,
+    ) -> Result<(), BodyError> {
         for (index, block) in blocks.iter().enumerate() {
             let block_path = path.index(index);
             let object = match block {
@@ -498,7 +613,10 @@ impl Builder {
                 other => {
                     return Err(BodyError::new(
                         block_path,
-                        format!("a content block must be an object, found {}", kind_of(other)),
+                        format!(
+                            "a content block must be an object, found {}",
+                            kind_of(other)
+                        ),
                     ));
                 }
             };
@@ -506,37 +624,79 @@ impl Builder {
             match block_type {
                 "text" | "input_text" | "output_text" | "summary_text" | "reasoning_text" => {
                     let text = object.get("text").and_then(Value::as_str).ok_or_else(|| {
-                        BodyError::new(block_path.key("text"), format!("a `{block_type}` block must have a `text` string"))
+                        BodyError::new(
+                            block_path.key("text"),
+                            format!("a `{block_type}` block must have a `text` string"),
+                        )
                     })?;
-                    let kind = if block_type.ends_with("summary_text") || block_type == "reasoning_text" {
-                        PartKind::Reasoning
-                    } else {
-                        PartKind::Text
-                    };
+                    let kind =
+                        if block_type.ends_with("summary_text") || block_type == "reasoning_text" {
+                            PartKind::Reasoning
+                        } else {
+                            PartKind::Text
+                        };
                     self.push(block_path.key("text"), kind, text.to_owned(), Some(message));
                 }
                 "tool_use" | "server_tool_use" => {
                     self.string_field(&block_path, object, "id", PartKind::ToolCallId, message)?;
-                    self.string_field(&block_path, object, "name", PartKind::ToolCallName, message)?;
+                    self.string_field(
+                        &block_path,
+                        object,
+                        "name",
+                        PartKind::ToolCallName,
+                        message,
+                    )?;
                     if let Some(input) = object.get("input") {
-                        self.push(block_path.key("input"), PartKind::Arguments, compact_json(input), Some(message));
+                        self.push(
+                            block_path.key("input"),
+                            PartKind::Arguments,
+                            compact_json(input),
+                            Some(message),
+                        );
                     }
                 }
                 "tool_result" => {
-                    self.string_field(&block_path, object, "tool_use_id", PartKind::ToolCallId, message)?;
+                    self.string_field(
+                        &block_path,
+                        object,
+                        "tool_use_id",
+                        PartKind::ToolCallId,
+                        message,
+                    )?;
                     match object.get("content") {
-                        Some(Value::Array(inner)) => self.blocks(&block_path.key("content"), inner, message)?,
+                        Some(Value::Array(inner)) => {
+                            self.blocks(&block_path.key("content"), inner, message)?
+                        }
                         Some(Value::String(text)) => {
-                            self.push(block_path.key("content"), PartKind::ToolResult, text.clone(), Some(message));
+                            self.push(
+                                block_path.key("content"),
+                                PartKind::ToolResult,
+                                text.clone(),
+                                Some(message),
+                            );
                         }
                         _ => {}
                     }
                 }
-                "thinking" => self.string_field(&block_path, object, "thinking", PartKind::Reasoning, message)?,
+                "thinking" => self.string_field(
+                    &block_path,
+                    object,
+                    "thinking",
+                    PartKind::Reasoning,
+                    message,
+                )?,
                 "redacted_thinking" => {
-                    let data = object.get("data").and_then(Value::as_str).unwrap_or_default();
+                    let data = object
+                        .get("data")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default();
                     let text = format!("[redacted thinking {}]", short_hash(data));
-                    self.push(block_path.key("data"), PartKind::Reasoning, text, Some(message));
+                    self.push(
+                        block_path.key("data"),
+                        PartKind::Reasoning,
+                        text,
+                        Some(message),
+                    );
                 }
                 _ => {
                     // Images, audio, documents: their bytes are not prompt text, but a change
@@ -671,7 +831,11 @@ mod tests {
         let body = json!({"messages": [{"role": "user", "content": 3}]});
         let error = Request::from_body(&body).unwrap_err();
         assert_eq!(error.path.to_string(), "messages[0].content");
-        assert!(error.message.contains("found a number"), "{}", error.message);
+        assert!(
+            error.message.contains("found a number"),
+            "{}",
+            error.message
+        );
 
         let error = Request::from_body(&json!({"prompt": "x"})).unwrap_err();
         assert_eq!(error.message, "no known request format");

@@ -7,10 +7,10 @@ use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
 
-use miette::NamedSource;
 use serde_json::Value;
 
 use crate::error::InputError;
+use crate::excerpt::Excerpt;
 use crate::locate::{LineColumn, raw_offset_in_string, value_range};
 use crate::path::{PartPath, PathSegment};
 use crate::request::{BodyError, Request};
@@ -110,7 +110,7 @@ impl SessionFile {
                 line: position.line,
                 column: position.column,
                 message,
-                source_code: self.named_source(),
+                source_code: Excerpt::around(&self.path, &self.text, offset, 1),
                 span: (offset, 1).into(),
             }
         })
@@ -136,9 +136,11 @@ impl SessionFile {
         let is_batch_line = object.contains_key("custom_id") || object.contains_key("method");
         let (body, response, body_path) = match (object.remove("body"), object.remove("request")) {
             (Some(body), _) if is_batch_line => (body, None, path_in_document.key("body")),
-            (_, Some(request)) if request.is_object() => {
-                (request, object.remove("response"), path_in_document.key("request"))
-            }
+            (_, Some(request)) if request.is_object() => (
+                request,
+                object.remove("response"),
+                path_in_document.key("request"),
+            ),
             (body, request) => {
                 if let Some(body) = body {
                     object.insert("body".into(), body);
@@ -159,7 +161,12 @@ impl SessionFile {
         })
     }
 
-    fn body_error(&self, document: &Range<usize>, body_path: &PartPath, error: BodyError) -> InputError {
+    fn body_error(
+        &self,
+        document: &Range<usize>,
+        body_path: &PartPath,
+        error: BodyError,
+    ) -> InputError {
         let offset = self
             .locate_value(document, body_path, &error.path)
             .map_or(document.start, |range| range.start);
@@ -175,7 +182,7 @@ impl SessionFile {
             column: position.column,
             message: format!("{}{at}", error.message),
             expected: error.expected,
-            source_code: self.named_source(),
+            source_code: Excerpt::around(&self.path, &self.text, offset, 1),
             span: (offset, 1).into(),
         }
     }
@@ -208,18 +215,32 @@ impl SessionFile {
         let range = range?;
         let literal = &self.text[range.clone()];
         if literal.starts_with('"') {
-            Some(range.start + raw_offset_in_string(literal, offset_in_part))
-        } else {
-            Some(range.start)
+            return Some(range.start + raw_offset_in_string(literal, offset_in_part));
         }
+        // A tool schema or tool input is rendered compact; when the file has it compact too,
+        // offsets into the rendering are offsets into the file.
+        let compact =
+            serde_json::from_str::<Value>(literal).is_ok_and(|value| value.to_string() == literal);
+        Some(
+            range.start
+                + if compact {
+                    offset_in_part.min(literal.len())
+                } else {
+                    0
+                },
+        )
+    }
+
+    /// The line a turn starts on.
+    pub fn turn_line(&self, turn: &Turn) -> usize {
+        let start = self
+            .locate_value(&turn.document, &turn.body_path, &PartPath::root())
+            .map_or(turn.document.start, |range| range.start);
+        self.line_column(start).line
     }
 
     pub fn line_column(&self, offset: usize) -> LineColumn {
         LineColumn::of_offset(&self.text, offset)
-    }
-
-    pub fn named_source(&self) -> NamedSource<Arc<str>> {
-        NamedSource::new(&self.path, Arc::clone(&self.text)).with_language("json")
     }
 }
 

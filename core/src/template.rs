@@ -30,7 +30,9 @@ pub struct ChatTemplate {
 
 impl std::fmt::Debug for ChatTemplate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ChatTemplate").field("path", &self.path).finish()
+        f.debug_struct("ChatTemplate")
+            .field("path", &self.path)
+            .finish()
     }
 }
 
@@ -47,18 +49,33 @@ impl ChatTemplate {
             path: display.clone(),
             source,
         })?;
-        let is_config = path.extension().is_some_and(|extension| extension == "json");
+        let is_config = path
+            .extension()
+            .is_some_and(|extension| extension == "json");
         if is_config {
             Self::from_tokenizer_config(&display, &text, now)
         } else {
-            Self::from_source(display, vec![(DEFAULT_NAME.to_owned(), text)], Map::new(), now)
+            Self::from_source(
+                display,
+                vec![(DEFAULT_NAME.to_owned(), text)],
+                Map::new(),
+                now,
+            )
         }
     }
 
-    fn from_tokenizer_config(path: &str, text: &str, now: NaiveDateTime) -> Result<Self, InputError> {
+    fn from_tokenizer_config(
+        path: &str,
+        text: &str,
+        now: NaiveDateTime,
+    ) -> Result<Self, InputError> {
         let config: Value = serde_json::from_str(text).map_err(|error| InputError::Template {
             path: path.to_owned(),
-            message: format!("invalid JSON at line {}, column {}: {error}", error.line(), error.column()),
+            message: format!(
+                "invalid JSON at line {}, column {}: {error}",
+                error.line(),
+                error.column()
+            ),
             help: None,
         })?;
         let templates = match config.get("chat_template") {
@@ -112,7 +129,11 @@ impl ChatTemplate {
             .or_else(|| templates.first().map(|(name, _)| name.clone()))
             .unwrap_or_default();
         for (name, source) in templates {
-            let name = if name == default_name { DEFAULT_NAME.to_owned() } else { name };
+            let name = if name == default_name {
+                DEFAULT_NAME.to_owned()
+            } else {
+                name
+            };
             environment
                 .add_template_owned(name, source)
                 .map_err(|error| template_error(&path, &error))?;
@@ -147,12 +168,17 @@ impl ChatTemplate {
             .get_template(name)
             .map_err(|error| template_error(&self.path, &error))?;
         let mut context = self.special_tokens.clone();
-        context.insert("messages".into(), Value::Array(messages.to_vec()));
+        let messages = messages.iter().map(transformers_message).collect();
+        context.insert("messages".into(), Value::Array(messages));
+        context.insert("documents".into(), Value::Null);
         context.insert(
             "tools".into(),
             tools.map_or(Value::Null, |tools| Value::Array(tools.to_vec())),
         );
-        context.insert("add_generation_prompt".into(), Value::Bool(add_generation_prompt));
+        context.insert(
+            "add_generation_prompt".into(),
+            Value::Bool(add_generation_prompt),
+        );
         for (key, value) in &self.kwargs {
             context.insert(key.clone(), value.clone());
         }
@@ -160,6 +186,37 @@ impl ChatTemplate {
             .render(JinjaValue::from(Serde(&context)))
             .map_err(|error| template_error(&self.path, &error))
     }
+}
+
+/// Names a message's reasoning goes by; templates read the first.
+const REASONING_FIELDS: [&str; 3] = ["reasoning_content", "thinking", "reasoning"];
+
+/// A message as transformers hands it to the template: keys whose value is null dropped
+/// (`_normalize_chat_messages`), and the reasoning copied to `thinking` (first) and
+/// `reasoning_content` (`_alias_reasoning_fields`).
+fn transformers_message(message: &Value) -> Value {
+    let Some(object) = message.as_object() else {
+        return message.clone();
+    };
+    let object: Map<String, Value> = object
+        .iter()
+        .filter(|(_, value)| !value.is_null())
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect();
+    let Some(reasoning) = REASONING_FIELDS
+        .iter()
+        .find_map(|key| object.get(*key))
+        .cloned()
+    else {
+        return Value::Object(object);
+    };
+    let mut aliased = Map::new();
+    aliased.insert("thinking".into(), reasoning.clone());
+    for (key, value) in object {
+        aliased.insert(key, value);
+    }
+    aliased.insert("reasoning_content".into(), reasoning);
+    Value::Object(aliased)
 }
 
 fn template_error(path: &str, error: &JinjaError) -> InputError {
@@ -186,16 +243,23 @@ fn template_error(path: &str, error: &JinjaError) -> InputError {
 /// A Jinja environment configured like transformers' `_compile_jinja_template`.
 fn transformers_environment(now: NaiveDateTime) -> Environment<'static> {
     let mut environment = Environment::new();
-    if let Ok(syntax) = SyntaxConfig::builder().trim_blocks(true).lstrip_blocks(true).build() {
+    if let Ok(syntax) = SyntaxConfig::builder()
+        .trim_blocks(true)
+        .lstrip_blocks(true)
+        .build()
+    {
         environment.set_syntax(syntax);
     }
     environment.set_auto_escape_callback(|_| AutoEscape::None);
     environment.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
     minijinja_contrib::add_to_environment(&mut environment);
     environment.add_filter("tojson", python_tojson);
-    environment.add_function("raise_exception", |message: String| -> Result<JinjaValue, JinjaError> {
-        Err(JinjaError::new(ErrorKind::InvalidOperation, message))
-    });
+    environment.add_function(
+        "raise_exception",
+        |message: String| -> Result<JinjaValue, JinjaError> {
+            Err(JinjaError::new(ErrorKind::InvalidOperation, message))
+        },
+    );
     let clock = Arc::new(now);
     environment.add_function("strftime_now", move |format: String| -> String {
         clock.format(&format).to_string()
@@ -335,14 +399,23 @@ mod tests {
     }
 
     fn template(source: &str) -> ChatTemplate {
-        ChatTemplate::from_source("t.jinja".into(), vec![("default".into(), source.into())], Map::new(), now())
-            .unwrap()
+        ChatTemplate::from_source(
+            "t.jinja".into(),
+            vec![("default".into(), source.into())],
+            Map::new(),
+            now(),
+        )
+        .unwrap()
     }
 
     #[test]
     fn tojson_matches_python_json_dumps() {
         let rendered = template("{{ tools | tojson }}|{{ tools[0] | tojson(indent=2) }}")
-            .render(&[], Some(&[json!({"z": "é<>", "a": [1, 2.5], "e": {}})]), false)
+            .render(
+                &[],
+                Some(&[json!({"z": "é<>", "a": [1, 2.5], "e": {}})]),
+                false,
+            )
             .unwrap();
         assert_eq!(
             rendered,
@@ -354,14 +427,23 @@ mod tests {
     fn blocks_are_trimmed_like_transformers() {
         let source = "{% for m in messages %}\n  {% if m.role == 'user' %}\n<{{ m.content }}>\n  {% endif %}\n{% endfor %}\n";
         let rendered = template(source)
-            .render(&[json!({"role": "user", "content": "a"}), json!({"role": "x", "content": "b"})], None, false)
+            .render(
+                &[
+                    json!({"role": "user", "content": "a"}),
+                    json!({"role": "x", "content": "b"}),
+                ],
+                None,
+                false,
+            )
             .unwrap();
         assert_eq!(rendered, "<a>\n");
     }
 
     #[test]
     fn strftime_now_reads_the_pinned_clock_and_exceptions_surface() {
-        let rendered = template("{{ strftime_now('%d %b %Y') }}").render(&[], None, false).unwrap();
+        let rendered = template("{{ strftime_now('%d %b %Y') }}")
+            .render(&[], None, false)
+            .unwrap();
         assert_eq!(rendered, "29 Nov 2026");
         let error = template("{{ raise_exception('no system role') }}")
             .render(&[], None, false)

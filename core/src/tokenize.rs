@@ -34,7 +34,8 @@ impl Tokens {
     /// Appends `chunk`, whose offsets are relative to a text starting at `offset`.
     fn extend(&mut self, chunk: &Tokens, offset: usize) {
         self.ids.extend_from_slice(&chunk.ids);
-        self.starts.extend(chunk.starts.iter().map(|start| start + offset));
+        self.starts
+            .extend(chunk.starts.iter().map(|start| start + offset));
     }
 
     /// The index of the token that covers byte `offset`.
@@ -68,28 +69,37 @@ pub struct Tokenizer {
 
 impl std::fmt::Debug for Tokenizer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Tokenizer").field("name", &self.name).finish()
+        f.debug_struct("Tokenizer")
+            .field("name", &self.name)
+            .finish()
     }
 }
 
 impl Tokenizer {
     /// OpenAI's `o200k_base`, embedded in the binary: no download, works offline.
     pub fn o200k_base() -> Self {
-        Self::with_backend(Backend::O200k(bpe_openai::o200k_base()), "o200k_base".into())
+        Self::with_backend(
+            Backend::O200k(bpe_openai::o200k_base()),
+            "o200k_base".into(),
+        )
     }
 
     /// A Hugging Face `tokenizer.json`.
     pub fn from_file(path: &Path) -> Result<Self, InputError> {
         let display = path.display().to_string();
-        let tokenizer = tokenizers::Tokenizer::from_file(path).map_err(|error| InputError::Tokenizer {
-            path: display.clone(),
-            message: error.to_string(),
-        })?;
+        let tokenizer =
+            tokenizers::Tokenizer::from_file(path).map_err(|error| InputError::Tokenizer {
+                path: display.clone(),
+                message: error.to_string(),
+            })?;
         let splitter = splitter(&tokenizer);
         let name = path
             .parent()
             .and_then(Path::file_name)
-            .filter(|_| path.file_name().is_some_and(|file| file == "tokenizer.json"))
+            .filter(|_| {
+                path.file_name()
+                    .is_some_and(|file| file == "tokenizer.json")
+            })
             .unwrap_or(path.as_os_str())
             .to_string_lossy()
             .into_owned();
@@ -145,7 +155,10 @@ impl Tokenizer {
         let mut chunk_start = 0;
         for special in splitter.matcher.find_iter(text) {
             if chunk_start < special.start() {
-                tokens.extend(&self.encode_cached(&text[chunk_start..special.start()]), chunk_start);
+                tokens.extend(
+                    &self.encode_cached(&text[chunk_start..special.start()]),
+                    chunk_start,
+                );
             }
             tokens.ids.push(splitter.ids[special.pattern().as_usize()]);
             tokens.starts.push(special.start());
@@ -165,14 +178,23 @@ impl Tokenizer {
 
     pub fn decode(&self, ids: &[u32]) -> String {
         match &self.backend {
-            Backend::O200k(tokenizer) => String::from_utf8_lossy(&tokenizer.bpe.decode_tokens(ids)).into_owned(),
-            Backend::HuggingFace { tokenizer, .. } => tokenizer.decode(ids, false).unwrap_or_default(),
+            Backend::O200k(tokenizer) => {
+                String::from_utf8_lossy(&tokenizer.bpe.decode_tokens(ids)).into_owned()
+            }
+            Backend::HuggingFace { tokenizer, .. } => {
+                tokenizer.decode(ids, false).unwrap_or_default()
+            }
         }
     }
 
     fn encode_cached(&self, text: &str) -> Arc<Tokens> {
         let key = blake3::hash(text.as_bytes());
-        if let Some(hit) = self.cache.lock().ok().and_then(|cache| cache.get(&key).cloned()) {
+        if let Some(hit) = self
+            .cache
+            .lock()
+            .ok()
+            .and_then(|cache| cache.get(&key).cloned())
+        {
             return hit;
         }
         let encoded = Arc::new(self.encode_uncached_inner(text));
@@ -197,7 +219,11 @@ impl Tokenizer {
             Backend::HuggingFace { tokenizer, .. } => match tokenizer.encode(text, false) {
                 Ok(encoding) => Tokens {
                     ids: encoding.get_ids().to_vec(),
-                    starts: encoding.get_offsets().iter().map(|(start, _)| *start).collect(),
+                    starts: encoding
+                        .get_offsets()
+                        .iter()
+                        .map(|(start, _)| *start)
+                        .collect(),
                 },
                 Err(_) => Tokens::default(),
             },
@@ -219,7 +245,9 @@ fn splitter(tokenizer: &tokenizers::Tokenizer) -> Option<Splitter> {
     let mut tokens: Vec<(String, u32)> = tokenizer
         .get_added_tokens_decoder()
         .into_iter()
-        .filter(|(_, token)| !token.normalized && !token.lstrip && !token.rstrip && !token.single_word)
+        .filter(|(_, token)| {
+            !token.normalized && !token.lstrip && !token.rstrip && !token.single_word
+        })
         .filter(|(_, token)| !token.content.is_empty())
         .map(|(id, token)| (token.content, id))
         .collect();
@@ -246,7 +274,10 @@ mod tests {
         assert!(tokens.len() > 5);
         for (index, start) in tokens.starts.iter().enumerate() {
             let decoded = tokenizer.decode(&tokens.ids[index..=index]);
-            assert!(text[*start..].starts_with(&decoded), "{decoded:?} at {start}");
+            assert!(
+                text[*start..].starts_with(&decoded),
+                "{decoded:?} at {start}"
+            );
         }
         assert_eq!(tokenizer.decode(&tokens.ids), text);
     }
@@ -258,7 +289,10 @@ mod tests {
         let half = tokens.len() / 2;
         assert_eq!(tokens.ids[..half], tokens.ids[half..]);
         assert_eq!(tokens.starts[half], 4);
-        assert_eq!(tokenizer.cache.lock().map(|cache| cache.len()).unwrap_or(0), 1);
+        assert_eq!(
+            tokenizer.cache.lock().map(|cache| cache.len()).unwrap_or(0),
+            1
+        );
         assert_eq!(tokens.token_at(5), half);
     }
 }

@@ -1,1 +1,261 @@
-fn main() {}
+//! `kvlint`: finds what breaks the prompt cache of LLM agents.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use chrono::NaiveDateTime;
+use clap::{Parser, Subcommand};
+use kvlint_core::diagnostic::Severity;
+use kvlint_core::render::Renderer;
+use kvlint_core::template::ChatTemplate;
+use kvlint_core::tokenize::Tokenizer;
+use miette::{IntoDiagnostic, WrapErr};
+
+mod check;
+mod diff;
+mod discover;
+mod emit;
+mod report;
+
+use emit::OutputFormat;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "kvlint",
+    version,
+    about = "Find what breaks the prompt cache of LLM agents"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Check recorded sessions: consecutive request bodies of one agent session per file.
+    Check {
+        /// Session files (JSONL, JSON arrays, OpenAI Batch, {request, response} pairs) or
+        /// directories to search for `*.jsonl` and `*.json`.
+        #[arg(default_value = ".")]
+        paths: Vec<PathBuf>,
+        #[command(flatten)]
+        render: RenderArgs,
+        #[arg(long, value_enum, default_value = "human")]
+        format: OutputFormat,
+    },
+    /// Compare two single requests token by token.
+    Diff {
+        previous: PathBuf,
+        current: PathBuf,
+        #[command(flatten)]
+        render: RenderArgs,
+        #[arg(long, value_enum, default_value = "human")]
+        format: OutputFormat,
+    },
+    /// Print a rule's documentation, or list all rules.
+    Rule {
+        /// A rule name (`volatile-timestamp`) or code (`KV101`).
+        name: Option<String>,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+struct RenderArgs {
+    /// Render through this chat template (a Jinja file, or a tokenizer_config.json holding
+    /// one), as an engine does.
+    #[arg(long, value_name = "FILE")]
+    chat_template: Option<PathBuf>,
+    /// Tokenize with this Hugging Face tokenizer.json instead of the embedded o200k_base.
+    #[arg(long, value_name = "FILE")]
+    tokenizer: Option<PathBuf>,
+    /// The time `strftime_now` returns in chat templates (`2026-11-29T10:00:00` or `2026-11-29`).
+    #[arg(long, value_name = "TIME", value_parser = parse_now)]
+    now: Option<NaiveDateTime>,
+    /// Extra template variables, as an engine's `chat_template_kwargs` (a JSON object).
+    #[arg(long, value_name = "JSON")]
+    chat_template_kwargs: Option<String>,
+    /// Render without the generation prompt (engines add it to every chat request).
+    #[arg(long)]
+    no_generation_prompt: bool,
+}
+
+fn parse_now(text: &str) -> Result<NaiveDateTime, String> {
+    NaiveDateTime::parse_from_str(text, "%Y-%m-%dT%H:%M:%S")
+        .or_else(|_| NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S"))
+        .or_else(|_| {
+            chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d")
+                .map(|date| date.and_time(chrono::NaiveTime::MIN))
+        })
+        .or_else(|_| chrono::DateTime::parse_from_rfc3339(text).map(|time| time.naive_local()))
+        .map_err(|_| {
+            format!(
+                "expected a time like 2026-11-29T10:00:00 or a date like 2026-11-29, got `{text}`"
+            )
+        })
+}
+
+impl RenderArgs {
+    fn renderer(&self) -> miette::Result<Renderer> {
+        let tokenizer_path = self.tokenizer.clone().or_else(|| {
+            // A tokenizer_config.json usually sits beside its tokenizer.json.
+            let template = self.chat_template.as_deref()?;
+            let sibling = template.with_file_name("tokenizer.json");
+            (template
+                .extension()
+                .is_some_and(|extension| extension == "json")
+                && sibling.is_file())
+            .then_some(sibling)
+        });
+        let tokenizer = match &tokenizer_path {
+            Some(path) => Tokenizer::from_file(path)?,
+            None => Tokenizer::o200k_base(),
+        };
+        let Some(template_path) = &self.chat_template else {
+            return Ok(Renderer::Provider { tokenizer });
+        };
+        let now = self
+            .now
+            .unwrap_or_else(|| chrono::Local::now().naive_local());
+        let mut template = ChatTemplate::from_file(template_path, now)?;
+        if let Some(kwargs) = &self.chat_template_kwargs {
+            let kwargs: serde_json::Value = serde_json::from_str(kwargs)
+                .into_diagnostic()
+                .wrap_err("--chat-template-kwargs must be a JSON object")?;
+            let serde_json::Value::Object(kwargs) = kwargs else {
+                miette::bail!("--chat-template-kwargs must be a JSON object");
+            };
+            template.kwargs = kwargs;
+        }
+        Ok(Renderer::Engine {
+            template,
+            tokenizer,
+            add_generation_prompt: !self.no_generation_prompt,
+        })
+    }
+}
+
+/// Exit codes: 0 clean, 1 error findings, 2 usage or input errors.
+const EXIT_FINDINGS: u8 = 1;
+const EXIT_INPUT: u8 = 2;
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => {
+            let _ = error.print();
+            return ExitCode::from(if error.use_stderr() { EXIT_INPUT } else { 0 });
+        }
+    };
+    match run(cli) {
+        Ok(code) => ExitCode::from(code),
+        Err(error) => {
+            eprintln!("{error:?}");
+            ExitCode::from(EXIT_INPUT)
+        }
+    }
+}
+
+fn terminal_width() -> usize {
+    std::env::var("COLUMNS")
+        .ok()
+        .and_then(|columns| columns.parse().ok())
+        .unwrap_or(100)
+}
+
+fn use_color() -> bool {
+    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
+}
+
+fn run(cli: Cli) -> miette::Result<u8> {
+    match cli.command {
+        Command::Check {
+            paths,
+            render,
+            format,
+        } => {
+            let renderer = render.renderer()?;
+            let report = check::check(&paths, &renderer);
+            let output = match format {
+                OutputFormat::Human => emit::human::render(&report, use_color(), terminal_width()),
+                OutputFormat::Json => emit::json::render(&report),
+            };
+            print!("{output}");
+            Ok(if !report.errors.is_empty() {
+                EXIT_INPUT
+            } else if report.count(Severity::Error) > 0 {
+                EXIT_FINDINGS
+            } else {
+                0
+            })
+        }
+        Command::Diff {
+            previous,
+            current,
+            render,
+            format,
+        } => {
+            let renderer = render.renderer()?;
+            let (result, current_file) = diff::diff(&previous, &current, &renderer)?;
+            match format {
+                OutputFormat::Json => print!(
+                    "{}",
+                    serde_json::to_string_pretty(&result).unwrap_or_default() + "\n"
+                ),
+                OutputFormat::Human => print!(
+                    "{}",
+                    emit::human::render_diff(&result, &current_file, use_color(), terminal_width())
+                ),
+            }
+            Ok(match &result.finding {
+                Some(finding) if finding.severity == Severity::Error => EXIT_FINDINGS,
+                _ => 0,
+            })
+        }
+        Command::Rule { name } => {
+            print!("{}", rule_docs(name.as_deref())?);
+            Ok(0)
+        }
+    }
+}
+
+fn rule_docs(name: Option<&str>) -> miette::Result<String> {
+    let Some(name) = name else {
+        let mut listing = String::new();
+        for rule in kvlint_rules::RULES {
+            let meta = rule.meta();
+            listing.push_str(&format!(
+                "{}  {:<20} {}\n",
+                meta.code, meta.name, meta.summary
+            ));
+        }
+        return Ok(listing);
+    };
+    let rule = kvlint_rules::rule(name).ok_or_else(|| {
+        let names: Vec<&str> = kvlint_rules::RULES
+            .iter()
+            .map(|rule| rule.meta().name)
+            .collect();
+        miette::miette!(
+            help = format!("known rules: {}", names.join(", ")),
+            "unknown rule `{name}`"
+        )
+    })?;
+    let meta = rule.meta();
+    Ok(format!(
+        "# {} ({})\n\n{}.\n\n{}",
+        meta.name,
+        meta.code,
+        meta.summary,
+        unindent(meta.docs)
+    ))
+}
+
+/// Doc comments arrive with a leading space per line.
+fn unindent(docs: &str) -> String {
+    docs.lines()
+        .map(|line| line.strip_prefix(' ').unwrap_or(line))
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
+}

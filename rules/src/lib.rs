@@ -104,7 +104,10 @@ pub fn diagnose(pair: &TurnPair<'_>) -> Diagnostic {
     };
     let tokens_lost = pair.tokens_lost();
     let message = match severity {
-        Severity::Error => format!("{}: {tokens_lost} cached tokens recomputed", finding.message),
+        Severity::Error => format!(
+            "{}: {tokens_lost} cached tokens recomputed",
+            finding.message
+        ),
         _ => format!(
             "{}: a per-turn tail of {tokens_lost} tokens that the next turn drops",
             finding.message
@@ -134,7 +137,12 @@ mod tests {
     fn every_rule_documents_every_section() {
         for rule in RULES {
             let meta = rule.meta();
-            for section in ["## What it does", "## Why is this bad?", "## Example", "## Use instead"] {
+            for section in [
+                "## What it does",
+                "## Why is this bad?",
+                "## Example",
+                "## Use instead",
+            ] {
                 assert!(meta.docs.contains(section), "{} lacks {section}", meta.name);
             }
             assert!(meta.code.starts_with("KV"), "{}", meta.code);
@@ -151,6 +159,9 @@ mod tests {
         codes.dedup();
         assert_eq!(names.len(), RULES.len());
         assert_eq!(codes.len(), RULES.len());
-        assert_eq!(rule("kv101").map(|rule| rule.meta().name), Some("volatile-timestamp"));
+        assert_eq!(
+            rule("kv101").map(|rule| rule.meta().name),
+            Some("volatile-timestamp")
+        );
     }
 }

@@ -24,7 +24,8 @@ const WEEKDAY: &str = "(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)[a-z]*";
 static TIMESTAMP: LazyLock<Option<Regex>> = LazyLock::new(|| {
     let patterns = [
         // 2025-03-04, 2025-03-04T10:22:31.123Z, 2025-03-04 10:22:31+01:00
-        r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?".to_owned(),
+        r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?"
+            .to_owned(),
         // 10:22, 10:22:31, 10:22:31.5 PM
         r"\b\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:\s?[AaPp]\.?[Mm]\.?)?".to_owned(),
         // 3/4/2025
@@ -70,7 +71,12 @@ impl VolatileClass {
                 let has_lower = value.bytes().any(|byte| byte.is_ascii_lowercase());
                 let has_separator = value.contains(['_', '-']);
                 // Hex ids and prefixed ids mix digits and letters; base64 ids mix cases too.
-                has_digit && has_letter && (has_separator || value.len() < 16 || (has_upper && has_lower) || value.bytes().all(|byte| byte.is_ascii_hexdigit()))
+                has_digit
+                    && has_letter
+                    && (has_separator
+                        || value.len() < 16
+                        || (has_upper && has_lower)
+                        || value.bytes().all(|byte| byte.is_ascii_hexdigit()))
             }
             Self::Timestamp | Self::Counter => true,
         }
@@ -78,8 +84,11 @@ impl VolatileClass {
 
     /// Whether the text holds a value of this class.
     pub fn occurs_in(self, text: &str) -> bool {
-        self.pattern()
-            .is_some_and(|pattern| pattern.find_iter(text).any(|found| self.accepts(found.as_str())))
+        self.pattern().is_some_and(|pattern| {
+            pattern
+                .find_iter(text)
+                .any(|found| self.accepts(found.as_str()))
+        })
     }
 
     /// The text with every value of this class replaced by a placeholder.
@@ -104,7 +113,9 @@ impl VolatileClass {
     /// Whether this class of value explains the pair's break.
     pub fn explains(self, pair: &TurnPair<'_>) -> bool {
         if let Some(change) = pair.change() {
-            if self.occurs_in(change.previous_text) && self.differs_only_in_values(change.previous_text, change.current_text) {
+            if self.occurs_in(change.previous_text)
+                && self.differs_only_in_values(change.previous_text, change.current_text)
+            {
                 // Inside a message, the rest of the message must be the same too: a message
                 // dropped from history can leave two different messages whose first
                 // difference is an id.
@@ -115,7 +126,8 @@ impl VolatileClass {
                         .map(|message| message.value.to_string())
                 };
                 match (message(pair.previous), message(pair.current)) {
-                    (Some(before), Some(after)) if !self.differs_only_in_values(&before, &after) => {}
+                    (Some(before), Some(after))
+                        if !self.differs_only_in_values(&before, &after) => {}
                     _ => return true,
                 }
             }
@@ -140,14 +152,24 @@ mod tests {
     fn timestamps_of_common_shapes_normalize_away() {
         for (before, after) in [
             ("Now: 2025-03-04T10:22:31Z.", "Now: 2025-03-04T10:23:02Z."),
-            ("Current time: Tue Mar 4 10:22:31 2025", "Current time: Wed Mar 5 09:01:07 2025"),
+            (
+                "Current time: Tue Mar 4 10:22:31 2025",
+                "Current time: Wed Mar 5 09:01:07 2025",
+            ),
             ("Today is March 4th, 2025", "Today is March 5th, 2025"),
             ("epoch=1741083751", "epoch=1741083815"),
             ("date 3/4/2025", "date 3/5/2025"),
         ] {
-            assert_eq!(Timestamp.normalize(before), Timestamp.normalize(after), "{before}");
+            assert_eq!(
+                Timestamp.normalize(before),
+                Timestamp.normalize(after),
+                "{before}"
+            );
         }
-        assert_ne!(Timestamp.normalize("You have 7 steps"), Timestamp.normalize("You have 6 steps"));
+        assert_ne!(
+            Timestamp.normalize("You have 7 steps"),
+            Timestamp.normalize("You have 6 steps")
+        );
     }
 
     #[test]
@@ -161,6 +183,9 @@ mod tests {
 
     #[test]
     fn counters_are_numbers() {
-        assert_eq!(Counter.normalize("7 steps left, 1,532 tokens"), "\u{1} steps left, \u{1} tokens");
+        assert_eq!(
+            Counter.normalize("7 steps left, 1,532 tokens"),
+            "\u{1} steps left, \u{1} tokens"
+        );
     }
 }

@@ -21,7 +21,9 @@ fn sessions() -> Vec<PathBuf> {
             for entry in std::fs::read_dir(&folder).into_iter().flatten() {
                 let path = entry.unwrap().path();
                 let name = path.file_name().unwrap().to_string_lossy().into_owned();
-                if !name.ends_with(".expect.json") && (name.ends_with(".jsonl") || name.ends_with(".json")) {
+                if !name.ends_with(".expect.json")
+                    && (name.ends_with(".jsonl") || name.ends_with(".json"))
+                {
                     sessions.push(path);
                 }
             }
@@ -35,8 +37,14 @@ fn sessions() -> Vec<PathBuf> {
 type Row = (String, usize, String, String);
 
 fn expected(session: &Path) -> Vec<Row> {
-    let stem = session.to_string_lossy().trim_end_matches(".jsonl").trim_end_matches(".json").to_owned();
-    let expect: Value = serde_json::from_str(&std::fs::read_to_string(format!("{stem}.expect.json")).unwrap()).unwrap();
+    let stem = session
+        .to_string_lossy()
+        .trim_end_matches(".jsonl")
+        .trim_end_matches(".json")
+        .to_owned();
+    let expect: Value =
+        serde_json::from_str(&std::fs::read_to_string(format!("{stem}.expect.json")).unwrap())
+            .unwrap();
     expect["findings"]
         .as_array()
         .unwrap()
@@ -73,7 +81,10 @@ fn actual(session: &Path, renderer: &Renderer) -> Vec<Row> {
 /// (`messages[1].content[0]` for `messages[1].content[0].thinking`).
 fn same_place(expected: &str, actual: &str) -> bool {
     let within = |outer: &str, inner: &str| {
-        inner == outer || inner.strip_prefix(outer).is_some_and(|rest| rest.starts_with(['.', '[']))
+        inner == outer
+            || inner
+                .strip_prefix(outer)
+                .is_some_and(|rest| rest.starts_with(['.', '[']))
     };
     within(expected, actual) || within(actual, expected)
 }
@@ -82,7 +93,11 @@ fn same_place(expected: &str, actual: &str) -> bool {
 fn every_fixture_gets_the_findings_it_expects() {
     let renderer = Renderer::provider();
     let sessions = sessions();
-    assert!(sessions.len() >= 40, "found only {} fixture sessions", sessions.len());
+    assert!(
+        sessions.len() >= 40,
+        "found only {} fixture sessions",
+        sessions.len()
+    );
     let mut failures = Vec::new();
     for session in &sessions {
         let expected = expected(session);
@@ -92,9 +107,21 @@ fn every_fixture_gets_the_findings_it_expects() {
                 want.0 == got.0 && want.1 == got.1 && want.2 == got.2 && same_place(&want.3, &got.3)
             });
         if !matches {
-            let name = session.strip_prefix(fixtures_root()).unwrap().display().to_string();
-            failures.push(format!("{name}\n  expected {expected:?}\n  actual   {actual:?}"));
+            let name = session
+                .strip_prefix(fixtures_root())
+                .unwrap()
+                .display()
+                .to_string();
+            failures.push(format!(
+                "{name}\n  expected {expected:?}\n  actual   {actual:?}"
+            ));
         }
     }
-    assert!(failures.is_empty(), "{} of {} fixtures differ:\n{}", failures.len(), sessions.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {} fixtures differ:\n{}",
+        failures.len(),
+        sessions.len(),
+        failures.join("\n")
+    );
 }

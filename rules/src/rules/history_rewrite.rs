@@ -47,6 +47,12 @@ impl Rule for HistoryRewrite {
         if index == 0 && matches!(message.role.as_str(), "system" | "developer") {
             return None;
         }
+        // The newest message rewritten while the conversation does not move on is a prompt
+        // being rebuilt (independent requests), not history.
+        if index + 1 == previous.messages.len() && current.messages.len() <= previous.messages.len()
+        {
+            return None;
+        }
         let path = &message.path;
         let same_at = |offset: usize| {
             current
@@ -56,13 +62,18 @@ impl Rule for HistoryRewrite {
                 .is_some_and(|(after, before)| after.value == before.value)
         };
         let how = if previous.messages.get(index + 1).is_some_and(|next| {
-            current.messages.get(index).is_some_and(|now| now.value == next.value)
+            current
+                .messages
+                .get(index)
+                .is_some_and(|now| now.value == next.value)
         }) {
             format!("`{path}` was dropped")
         } else if same_at(1) {
             format!("a message was inserted before `{path}`")
         } else if previous_part.kind == PartKind::Reasoning
-            && pair.current_part().is_none_or(|part| part.kind != PartKind::Reasoning)
+            && pair
+                .current_part()
+                .is_none_or(|part| part.kind != PartKind::Reasoning)
         {
             format!("the reasoning of `{path}` was removed")
         } else if let Some(change) = pair.change() {
@@ -72,7 +83,9 @@ impl Rule for HistoryRewrite {
                 format!("whitespace in `{}` was changed", pair.divergence.part)
             } else if ascii(change.previous_text) == ascii(change.current_text) {
                 format!("Unicode in `{}` was normalized", pair.divergence.part)
-            } else if change.after.is_empty() || change.previous_text.len() > change.current_text.len() * 2 {
+            } else if change.after.is_empty()
+                || change.previous_text.len() > change.current_text.len() * 2
+            {
                 format!("`{}` was truncated", pair.divergence.part)
             } else {
                 format!("`{}` was edited", pair.divergence.part)

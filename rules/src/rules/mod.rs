@@ -27,18 +27,22 @@ pub(crate) fn diverges_in_tools(pair: &TurnPair<'_>) -> bool {
     let previous = &pair.previous.request.tools;
     let current = &pair.current.request.tools;
     let differ = previous.len() != current.len()
-        || previous
-            .iter()
-            .zip(current)
-            .any(|(before, after)| before.name != after.name || before.definition.to_string() != after.definition.to_string());
+        || previous.iter().zip(current).any(|(before, after)| {
+            before.name != after.name
+                || before.definition.to_string() != after.definition.to_string()
+        });
     if !differ {
         return false;
     }
-    let in_head = |part: Option<&kvlint_core::request::Part>, messages: &[kvlint_core::request::Message]| {
+    let in_head = |part: Option<&kvlint_core::request::Part>,
+                   messages: &[kvlint_core::request::Message]| {
         part.is_some_and(|part| match part.kind {
             PartKind::Tool | PartKind::Setting | PartKind::System => true,
             _ => part.message.is_some_and(|index| {
-                index == 0 && messages.first().is_some_and(|message| matches!(message.role.as_str(), "system" | "developer"))
+                index == 0
+                    && messages.first().is_some_and(|message| {
+                        matches!(message.role.as_str(), "system" | "developer")
+                    })
             }),
         })
     };

@@ -52,7 +52,11 @@ impl Rule for ToolOrder {
             .map(|(was, _)| *was)
             .collect();
         Some(Finding {
-            message: format!("the same {} tools are sent in another order ({} moved)", before.len(), quoted_list(&moved)),
+            message: format!(
+                "the same {} tools are sent in another order ({} moved)",
+                before.len(),
+                quoted_list(&moved)
+            ),
             help: "sort tools by name once per session and send the same list every turn".into(),
         })
     }

@@ -43,12 +43,24 @@ impl Rule for ToolSetChange {
         }
         let before = pair.previous.request.tool_names();
         let after = pair.current.request.tool_names();
-        let added: Vec<&str> = after.iter().filter(|name| !before.contains(name)).copied().collect();
-        let removed: Vec<&str> = before.iter().filter(|name| !after.contains(name)).copied().collect();
+        let added: Vec<&str> = after
+            .iter()
+            .filter(|name| !before.contains(name))
+            .copied()
+            .collect();
+        let removed: Vec<&str> = before
+            .iter()
+            .filter(|name| !after.contains(name))
+            .copied()
+            .collect();
         let message = match (added.is_empty(), removed.is_empty()) {
             (false, true) => format!("tool {} added", quoted_list(&added)),
             (true, false) => format!("tool {} removed", quoted_list(&removed)),
-            (false, false) => format!("tool {} replaced by {}", quoted_list(&removed), quoted_list(&added)),
+            (false, false) => format!(
+                "tool {} replaced by {}",
+                quoted_list(&removed),
+                quoted_list(&added)
+            ),
             (true, true) => {
                 let previous_tools = &pair.previous.request.tools;
                 let changed = pair
@@ -60,10 +72,16 @@ impl Rule for ToolSetChange {
                     .find(|(after, before)| after.definition != before.definition)?;
                 // Equal JSON in other serialization, or a volatile value inside a description,
                 // is another rule's finding.
-                let (before, after) = (changed.1.definition.to_string(), changed.0.definition.to_string());
+                let (before, after) = (
+                    changed.1.definition.to_string(),
+                    changed.0.definition.to_string(),
+                );
                 let volatile = [VolatileClass::Timestamp, VolatileClass::Id]
                     .iter()
-                    .any(|class| class.occurs_in(&before) && class.normalize(&before) == class.normalize(&after));
+                    .any(|class| {
+                        class.occurs_in(&before)
+                            && class.normalize(&before) == class.normalize(&after)
+                    });
                 if volatile {
                     return None;
                 }

@@ -1,0 +1,197 @@
+//! Human output: each finding through miette, with the place in the file, the diverging
+//! tokens of both turns side by side, the tokens lost and what to do instead.
+
+use std::fmt::Write as _;
+
+use kvlint_core::diagnostic::{Diagnostic, Severity};
+use kvlint_core::excerpt::Excerpt;
+use miette::{GraphicalReportHandler, GraphicalTheme, LabeledSpan, SourceCode};
+
+use crate::diff::RequestDiff;
+use crate::report::{Report, SessionReport};
+
+fn handler(color: bool, width: usize) -> GraphicalReportHandler {
+    let theme = if color {
+        GraphicalTheme::unicode()
+    } else {
+        GraphicalTheme::unicode_nocolor()
+    };
+    GraphicalReportHandler::new_themed(theme).with_width(width)
+}
+
+/// Renders the whole report. `color` picks the theme; `width` wraps messages.
+pub fn render(report: &Report, color: bool, width: usize) -> String {
+    let handler = handler(color, width);
+    let mut out = String::new();
+    for error in &report.input_errors {
+        // Writing into a String cannot fail.
+        let _ = handler.render_report(&mut out, error);
+    }
+    for session in &report.sessions {
+        for finding in &session.findings {
+            let _ = handler.render_report(
+                &mut out,
+                &FindingReport::new(&session.path, &session.source, finding),
+            );
+        }
+        let _ = writeln!(out, "{}", session_line(session));
+    }
+    let _ = writeln!(out, "{}", totals_line(report));
+    out
+}
+
+/// Renders `kvlint diff`: token counts, the finding, and the rendered prompts' diff.
+pub fn render_diff(diff: &RequestDiff, current_file: &str, color: bool, width: usize) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} → {} ({}): {} and {} prompt tokens, {} reused",
+        diff.previous.path,
+        diff.current.path,
+        diff.renderer,
+        diff.previous.prompt_tokens,
+        diff.current.prompt_tokens,
+        diff.reused_tokens,
+    );
+    match &diff.finding {
+        Some(finding) => {
+            let report = FindingReport::new(&diff.current.path, current_file, finding);
+            let _ = handler(color, width).render_report(&mut out, &report);
+            out.push_str(&diff.rendered_diff);
+        }
+        None => out.push_str("the second request extends the first: its whole prompt is a cache hit up to the new content\n"),
+    }
+    out
+}
+
+fn session_line(session: &SessionReport) -> String {
+    let summary = &session.summary;
+    let approximate = if session.approximate {
+        " (approximate counts)"
+    } else {
+        ""
+    };
+    format!(
+        "{}: {} turns, {} prompt tokens, {} reused ({:.0}%){approximate}, {} errors, {} info",
+        session.path,
+        summary.turns,
+        summary.prompt_tokens,
+        summary.reused_tokens,
+        summary.reuse_ratio * 100.0,
+        summary.errors,
+        summary.infos,
+    )
+}
+
+fn totals_line(report: &Report) -> String {
+    let errors = report.count(Severity::Error);
+    let infos = report.count(Severity::Info);
+    let unreadable = if report.errors.is_empty() {
+        String::new()
+    } else {
+        format!(", {} files could not be read", report.errors.len())
+    };
+    format!(
+        "checked {} sessions: {errors} errors, {infos} info{unreadable}",
+        report.sessions.len()
+    )
+}
+
+/// One finding as a miette diagnostic.
+#[derive(Debug)]
+struct FindingReport<'a> {
+    finding: &'a Diagnostic,
+    title: String,
+    source: Option<Excerpt>,
+    help: String,
+}
+
+impl<'a> FindingReport<'a> {
+    fn new(path: &str, file: &str, finding: &'a Diagnostic) -> Self {
+        let place = finding
+            .span
+            .map(|span| format!("{path}:{}:{}", span.line, span.column))
+            .unwrap_or_else(|| path.to_owned());
+        let title = format!(
+            "{place}: turn {}: {} [{}]",
+            finding.turn, finding.message, finding.rule
+        );
+        let source = finding
+            .span
+            .map(|span| Excerpt::around(path, file, span.offset, span.len));
+        let help = format!(
+            "{}\nturn {}: {}  ┃  turn {}: {}",
+            finding.help,
+            finding.turn.saturating_sub(1),
+            quoted(&finding.previous_window),
+            finding.turn,
+            quoted(&finding.current_window),
+        );
+        Self {
+            finding,
+            title,
+            source,
+            help,
+        }
+    }
+}
+
+/// A token window as one line: newlines and tabs shown escaped.
+fn quoted(window: &str) -> String {
+    let mut escaped = String::with_capacity(window.len() + 2);
+    escaped.push('"');
+    for character in window.chars() {
+        match character {
+            '\n' => escaped.push_str("\\n"),
+            '\r' => escaped.push_str("\\r"),
+            '\t' => escaped.push_str("\\t"),
+            '"' => escaped.push_str("\\\""),
+            '\\' => escaped.push_str("\\\\"),
+            other => escaped.push(other),
+        }
+    }
+    escaped.push('"');
+    escaped
+}
+
+impl std::fmt::Display for FindingReport<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.title)
+    }
+}
+
+impl std::error::Error for FindingReport<'_> {}
+
+impl miette::Diagnostic for FindingReport<'_> {
+    fn code<'b>(&'b self) -> Option<Box<dyn std::fmt::Display + 'b>> {
+        Some(Box::new(self.finding.code))
+    }
+
+    fn severity(&self) -> Option<miette::Severity> {
+        Some(match self.finding.severity {
+            Severity::Error => miette::Severity::Error,
+            Severity::Warning => miette::Severity::Warning,
+            Severity::Info => miette::Severity::Advice,
+        })
+    }
+
+    fn help<'b>(&'b self) -> Option<Box<dyn std::fmt::Display + 'b>> {
+        Some(Box::new(&self.help))
+    }
+
+    fn source_code(&self) -> Option<&dyn SourceCode> {
+        self.source.as_ref().map(|source| source as &dyn SourceCode)
+    }
+
+    fn labels(&self) -> Option<Box<dyn Iterator<Item = LabeledSpan> + '_>> {
+        let span = self.finding.span?;
+        let source = self.source.as_ref()?;
+        let label = format!(
+            "turn {} diverges here: {} tokens lost",
+            self.finding.turn, self.finding.tokens_lost
+        );
+        Some(Box::new(std::iter::once(
+            LabeledSpan::new_primary_with_span(Some(label), source.clip(span.offset, span.len)),
+        )))
+    }
+}
