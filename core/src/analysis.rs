@@ -436,8 +436,11 @@ pub fn change_between<'a>(previous: &'a str, current: &'a str) -> Change<'a> {
         common_prefix_len(previous.as_bytes(), current.as_bytes()),
     );
     let max_suffix = previous.len().min(current.len()) - prefix;
-    let suffix = common_suffix_len(previous[prefix..].as_bytes(), current[prefix..].as_bytes())
-        .min(max_suffix);
+    let suffix = common_suffix_len(
+        &previous.as_bytes()[prefix..],
+        &current.as_bytes()[prefix..],
+    )
+    .min(max_suffix);
     let previous_end = ceil_boundary(previous, previous.len() - suffix);
     let current_end = ceil_boundary(current, current.len() - suffix);
     Change {

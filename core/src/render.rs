@@ -49,7 +49,7 @@ pub enum Renderer {
         tokenizer: Tokenizer,
     },
     Engine {
-        template: ChatTemplate,
+        template: Box<ChatTemplate>,
         tokenizer: Tokenizer,
         add_generation_prompt: bool,
     },
@@ -101,7 +101,7 @@ impl Renderer {
             } => {
                 let (messages, tools) = chat_view(request);
                 let text = template.render(&messages, tools.as_deref(), *add_generation_prompt)?;
-                let segments = locate_parts(&text, request);
+                let segments = locate_parts(&text, request, tools.as_deref().unwrap_or_default());
                 let tokens = tokenizer.encode_text(&text);
                 Ok(Rendered {
                     text,
@@ -137,9 +137,13 @@ fn render_parts(request: &Request, tokenizer: &Tokenizer) -> Rendered {
     }
 }
 
-/// Engine mode: finds each content part of the request in the rendered text, in order, and
-/// gives the text between them (role headers, template text) to the part that follows.
-fn locate_parts(text: &str, request: &Request) -> Vec<Segment> {
+/// Engine mode: finds each content part of the request in the rendered text, and gives the
+/// text between them (role headers, template text) to a neighbouring part.
+///
+/// Parts are searched in request order from where the last one was found; templates that
+/// render a part elsewhere (Qwen puts the tools after the system message) are searched in
+/// the whole text.
+fn locate_parts(text: &str, request: &Request, chat_tools: &[Value]) -> Vec<Segment> {
     let mut located: Vec<Segment> = Vec::new();
     let mut cursor = 0;
     for (index, part) in request.parts.iter().enumerate() {
@@ -154,51 +158,71 @@ fn locate_parts(text: &str, request: &Request) -> Vec<Segment> {
         ) {
             continue;
         }
-        let found = needles(part.kind, &part.text)
+        let is_free = |range: &Range<usize>| {
+            located
+                .iter()
+                .all(|segment| segment.range.end <= range.start || range.end <= segment.range.start)
+        };
+        // Tools reach the template in chat form, whatever the request's API.
+        let tool_index = request.tools.iter().position(|tool| tool.path == part.path);
+        let text_as_sent = match tool_index.and_then(|index| chat_tools.get(index)) {
+            Some(chat_tool) => chat_tool.to_string(),
+            None => part.text.clone(),
+        };
+        let found = needles(part.kind, &text_as_sent)
             .into_iter()
             .filter(|needle| !needle.is_empty())
             .find_map(|needle| {
-                text[cursor..]
-                    .find(&needle)
-                    .map(|at| (cursor + at, needle.len()))
+                let after_cursor = text[cursor..].find(&needle).map(|at| cursor + at);
+                after_cursor
+                    .into_iter()
+                    .chain(text.match_indices(needle.as_str()).map(|(at, _)| at))
+                    .map(|start| start..start + needle.len())
+                    .find(|range| is_free(range))
             });
-        if let Some((start, len)) = found {
-            located.push(Segment {
-                range: start..start + len,
-                part: index,
-            });
-            cursor = start + len;
+        if let Some(range) = found {
+            cursor = cursor.max(range.end);
+            located.push(Segment { range, part: index });
         }
     }
-    // Fill the gaps: text between two located parts belongs to the first content part the
-    // search skipped there (a tool call the template re-serialized), else to the part right
-    // after the earlier one (a message end or the next header).
+    located.sort_by_key(|segment| segment.range.start);
+    let is_located = |part: usize| located.iter().any(|segment| segment.part == part);
+    // Text between two located parts belongs to the first content part the search could not
+    // find between them (a tool call the template re-serialized), else to the header of the
+    // message that follows, else to the part right after the earlier one.
     let gap_owner = |after: Option<usize>, before: usize| {
-        let first = after.map_or(0, |part| part + 1).min(before);
-        (first..before)
-            .find(|&part| !request.parts[part].kind.is_structural())
-            .unwrap_or(first)
+        let first = after.map_or(0, |part| part + 1);
+        if let Some(skipped) = (first..before)
+            .find(|&part| !request.parts[part].kind.is_structural() && !is_located(part))
+        {
+            return skipped;
+        }
+        let header = request.parts[before].message.and_then(|message| {
+            request.parts[..=before]
+                .iter()
+                .rposition(|part| part.message == Some(message) && part.kind == PartKind::Header)
+        });
+        header.unwrap_or(first.min(request.parts.len().saturating_sub(1)))
     };
     let mut segments = Vec::with_capacity(located.len() * 2 + 1);
     let mut previous_end = 0;
     let mut previous_part = None;
-    for segment in located {
+    for segment in &located {
         if previous_end < segment.range.start {
-            let part = gap_owner(previous_part, segment.part);
             segments.push(Segment {
                 range: previous_end..segment.range.start,
-                part,
+                part: gap_owner(previous_part, segment.part),
             });
         }
         previous_end = segment.range.end;
         previous_part = Some(segment.part);
-        segments.push(segment);
+        segments.push(segment.clone());
     }
     if previous_end < text.len() || segments.is_empty() {
-        let part = gap_owner(previous_part, request.parts.len().saturating_sub(1));
+        let last = request.parts.len().saturating_sub(1);
         segments.push(Segment {
             range: previous_end..text.len(),
-            part,
+            part: previous_part.map_or(0, |part| (part + 1).min(last)),
         });
     }
     segments
@@ -242,20 +266,19 @@ pub fn chat_view(request: &Request) -> (Vec<Value>, Option<Vec<Value>>) {
 
 fn openai_chat_message(message: &Value) -> Value {
     let mut message = message.as_object().cloned().unwrap_or_default();
-    if let Some(Value::Array(blocks)) = message.get("content") {
-        if let Some(text) = joined_text(blocks) {
-            message.insert("content".into(), Value::String(text));
-        }
+    if let Some(Value::Array(blocks)) = message.get("content")
+        && let Some(text) = joined_text(blocks)
+    {
+        message.insert("content".into(), Value::String(text));
     }
     if let Some(Value::Array(calls)) = message.get_mut("tool_calls") {
         for call in calls {
-            if let Some(arguments) = call.pointer_mut("/function/arguments") {
-                if let Some(parsed) = arguments
+            if let Some(arguments) = call.pointer_mut("/function/arguments")
+                && let Some(parsed) = arguments
                     .as_str()
                     .and_then(|text| serde_json::from_str::<Value>(text).ok())
-                {
-                    *arguments = parsed;
-                }
+            {
+                *arguments = parsed;
             }
         }
     }
@@ -488,7 +511,7 @@ mod tests {
             .and_then(|d| d.and_hms_opt(0, 0, 0))
             .unwrap();
         let renderer = Renderer::Engine {
-            template: ChatTemplate::from_file(&path, now).unwrap(),
+            template: Box::new(ChatTemplate::from_file(&path, now).unwrap()),
             tokenizer: Tokenizer::o200k_base(),
             add_generation_prompt: false,
         };

@@ -219,8 +219,7 @@ impl SessionFile {
         }
         // A tool schema or tool input is rendered compact; when the file has it compact too,
         // offsets into the rendering are offsets into the file.
-        let compact =
-            serde_json::from_str::<Value>(literal).is_ok_and(|value| value.to_string() == literal);
+        let compact = serde_json::from_str::<Value>(literal).is_ok_and(|value| value == literal);
         Some(
             range.start
                 + if compact {

@@ -98,20 +98,7 @@ impl ChatTemplate {
                 help: Some("expected a Jinja file, or a tokenizer_config.json with a `chat_template` string or list".into()),
             });
         }
-        let special_tokens = config
-            .as_object()
-            .map(|object| {
-                object
-                    .iter()
-                    .filter(|(key, _)| key.ends_with("_token"))
-                    .filter_map(|(key, value)| {
-                        let content = value.as_str().or_else(|| value.get("content")?.as_str())?;
-                        Some((key.clone(), Value::String(content.to_owned())))
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        Self::from_source(path.to_owned(), templates, special_tokens, now)
+        Self::from_source(path.to_owned(), templates, special_tokens(&config), now)
     }
 
     fn from_source(
@@ -135,7 +122,7 @@ impl ChatTemplate {
                 name
             };
             environment
-                .add_template_owned(name, source)
+                .add_template_owned(name, without_generation_blocks(&source))
                 .map_err(|error| template_error(&path, &error))?;
         }
         Ok(Self {
@@ -149,6 +136,27 @@ impl ChatTemplate {
 
     pub fn path(&self) -> &str {
         &self.path
+    }
+
+    /// Takes `bos_token`, `eos_token` and the other special tokens from a
+    /// `tokenizer_config.json`, as transformers does for a tokenizer's chat template.
+    pub fn with_special_tokens_from(mut self, config_path: &Path) -> Result<Self, InputError> {
+        let display = config_path.display().to_string();
+        let text = std::fs::read_to_string(config_path).map_err(|source| InputError::Io {
+            path: display.clone(),
+            source,
+        })?;
+        let config: Value = serde_json::from_str(&text).map_err(|error| InputError::Template {
+            path: display,
+            message: format!(
+                "invalid JSON at line {}, column {}: {error}",
+                error.line(),
+                error.column()
+            ),
+            help: None,
+        })?;
+        self.special_tokens = special_tokens(&config);
+        Ok(self)
     }
 
     /// Renders a conversation given as chat-format `messages` and `tools`.
@@ -219,6 +227,47 @@ fn transformers_message(message: &Value) -> Value {
     Value::Object(aliased)
 }
 
+/// The special tokens of a tokenizer config, as plain strings (configs also write them as
+/// `{"content": ...}` objects).
+fn special_tokens(config: &Value) -> Map<String, Value> {
+    config
+        .as_object()
+        .map(|object| {
+            object
+                .iter()
+                .filter(|(key, _)| key.ends_with("_token"))
+                .filter_map(|(key, value)| {
+                    let content = value.as_str().or_else(|| value.get("content")?.as_str())?;
+                    Some((key.clone(), Value::String(content.to_owned())))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// transformers' `{% generation %}` block marks assistant tokens and renders its body as
+/// is; an always-true `if` block keeps the same whitespace handling.
+fn without_generation_blocks(source: &str) -> String {
+    static TAGS: std::sync::LazyLock<Option<regex::Regex>> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"\{%(-|\+)?\s*(end)?generation\s*(-|\+)?%\}").ok()
+    });
+    match TAGS.as_ref() {
+        Some(tags) => tags
+            .replace_all(source, |captures: &regex::Captures<'_>| {
+                let open = captures.get(1).map_or("", |m| m.as_str());
+                let close = captures.get(3).map_or("", |m| m.as_str());
+                let statement = if captures.get(2).is_some() {
+                    "endif"
+                } else {
+                    "if true"
+                };
+                format!("{{%{open} {statement} {close}%}}")
+            })
+            .into_owned(),
+        None => source.to_owned(),
+    }
+}
+
 fn template_error(path: &str, error: &JinjaError) -> InputError {
     let place = error
         .line()
@@ -254,6 +303,10 @@ fn transformers_environment(now: NaiveDateTime) -> Environment<'static> {
     environment.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
     minijinja_contrib::add_to_environment(&mut environment);
     environment.add_filter("tojson", python_tojson);
+    // Python's `iterable`: none and undefined are not.
+    environment.add_test("iterable", |value: JinjaValue| {
+        !value.is_none() && !value.is_undefined() && value.try_iter().is_ok()
+    });
     environment.add_function(
         "raise_exception",
         |message: String| -> Result<JinjaValue, JinjaError> {

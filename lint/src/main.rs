@@ -1,5 +1,8 @@
 //! `kvlint`: finds what breaks the prompt cache of LLM agents.
 
+// Printing the report is the binary's job.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -128,7 +131,7 @@ impl RenderArgs {
             template.kwargs = kwargs;
         }
         Ok(Renderer::Engine {
-            template,
+            template: Box::new(template),
             tokenizer,
             add_generation_prompt: !self.no_generation_prompt,
         })

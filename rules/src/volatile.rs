@@ -112,24 +112,22 @@ impl VolatileClass {
 
     /// Whether this class of value explains the pair's break.
     pub fn explains(self, pair: &TurnPair<'_>) -> bool {
-        if let Some(change) = pair.change() {
-            if self.occurs_in(change.previous_text)
-                && self.differs_only_in_values(change.previous_text, change.current_text)
-            {
-                // Inside a message, the rest of the message must be the same too: a message
-                // dropped from history can leave two different messages whose first
-                // difference is an id.
-                let message = |turn: &kvlint_core::session::Turn| {
-                    pair.current_part()
-                        .and_then(|part| part.message)
-                        .and_then(|index| turn.request.messages.get(index))
-                        .map(|message| message.value.to_string())
-                };
-                match (message(pair.previous), message(pair.current)) {
-                    (Some(before), Some(after))
-                        if !self.differs_only_in_values(&before, &after) => {}
-                    _ => return true,
-                }
+        if let Some(change) = pair.change()
+            && self.occurs_in(change.previous_text)
+            && self.differs_only_in_values(change.previous_text, change.current_text)
+        {
+            // Inside a message, the rest of the message must be the same too: a message
+            // dropped from history can leave two different messages whose first
+            // difference is an id.
+            let message = |turn: &kvlint_core::session::Turn| {
+                pair.current_part()
+                    .and_then(|part| part.message)
+                    .and_then(|index| turn.request.messages.get(index))
+                    .map(|message| message.value.to_string())
+            };
+            match (message(pair.previous), message(pair.current)) {
+                (Some(before), Some(after)) if !self.differs_only_in_values(&before, &after) => {}
+                _ => return true,
             }
         }
         if pair.recomputes_kept_content() {

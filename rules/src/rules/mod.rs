@@ -28,8 +28,7 @@ pub(crate) fn diverges_in_tools(pair: &TurnPair<'_>) -> bool {
     let current = &pair.current.request.tools;
     let differ = previous.len() != current.len()
         || previous.iter().zip(current).any(|(before, after)| {
-            before.name != after.name
-                || before.definition.to_string() != after.definition.to_string()
+            before.name != after.name || before.definition != after.definition
         });
     if !differ {
         return false;

@@ -1,0 +1,300 @@
+//! Engine mode against the real thing: real chat templates (llama.cpp's collection of about
+//! 70 models' templates, and the tokenizer configs of Qwen3, Llama 3.1 and DeepSeek-V3)
+//! rendered by kvlint and by Hugging Face transformers itself, and real tokenizers.
+//!
+//! Needs the assets of `scripts/fetch-assets.sh` and the venv of `scripts/setup-python.sh`
+//! (both run by `scripts/test.sh`).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use chrono::NaiveDateTime;
+use kvlint_core::render::chat_view;
+use kvlint_core::request::Request;
+use kvlint_core::template::ChatTemplate;
+use kvlint_core::tokenize::Tokenizer;
+use serde_json::{Value, json};
+
+fn cache_dir(variable: &str, default: &str) -> PathBuf {
+    std::env::var_os(variable)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(&std::env::var_os("HOME").unwrap())
+                .join(".cache/kvlint")
+                .join(default)
+        })
+}
+
+fn assets() -> PathBuf {
+    let assets = cache_dir("KVLINT_ASSETS", "assets");
+    assert!(
+        assets.join("STAMP").is_file(),
+        "test assets missing in {}: run scripts/fetch-assets.sh",
+        assets.display()
+    );
+    assets
+}
+
+fn python() -> PathBuf {
+    let python = cache_dir("KVLINT_VENV", "venv").join("bin/python");
+    assert!(
+        python.is_file(),
+        "reference venv missing: run scripts/setup-python.sh"
+    );
+    python
+}
+
+fn now() -> NaiveDateTime {
+    NaiveDateTime::parse_from_str("2026-11-29T10:00:00", "%Y-%m-%dT%H:%M:%S").unwrap()
+}
+
+/// An agent conversation in OpenAI chat form: system, tools, a tool call and its result.
+fn agent_body() -> Value {
+    json!({
+        "model": "m",
+        "tools": [
+            {"type": "function", "function": {"name": "read_file", "description": "Read a file from the repository.",
+             "parameters": {"type": "object", "properties": {"path": {"type": "string", "description": "Path to read"}}, "required": ["path"]}}},
+            {"type": "function", "function": {"name": "run_tests", "description": "Run the test suite.",
+             "parameters": {"type": "object", "properties": {"filter": {"type": "string"}, "verbose": {"type": "boolean"}}}}}
+        ],
+        "messages": [
+            {"role": "system", "content": "You are a careful coding agent. Work in small steps."},
+            {"role": "user", "content": "The test `test_rounding` fails. Find out why — é, ü and 中文 are fine."},
+            {"role": "assistant", "content": "Let me read the file.", "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\": \"src/price.py\"}"}}]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "def price(x):\n    return round(x, 2)\n"},
+            {"role": "assistant", "content": "The function rounds half to even."},
+            {"role": "user", "content": "Fix it, then run the tests."}
+        ]
+    })
+}
+
+fn plain_body() -> Value {
+    json!({"messages": [
+        {"role": "user", "content": "Hello there."},
+        {"role": "assistant", "content": "Hi! How can I help?"},
+        {"role": "user", "content": "Summarize <b>this</b> & \"that\"\n\tplease."}
+    ]})
+}
+
+struct Case {
+    id: String,
+    template: PathBuf,
+    tokenizer_dir: PathBuf,
+    body: Value,
+    add_generation_prompt: bool,
+}
+
+fn cases(assets: &Path) -> Vec<Case> {
+    let tokenizers = assets.join("tokenizers");
+    let mut templates: Vec<(PathBuf, PathBuf)> = std::fs::read_dir(assets.join("templates"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| {
+            path.extension()
+                .is_some_and(|extension| extension == "jinja")
+        })
+        .map(|path| (path, tokenizers.join("qwen3")))
+        .collect();
+    templates.sort();
+    assert!(
+        templates.len() >= 60,
+        "expected llama.cpp's template collection"
+    );
+    for name in ["qwen3", "llama3_1", "deepseek_v3"] {
+        templates.push((
+            tokenizers.join(name).join("tokenizer_config.json"),
+            tokenizers.join(name),
+        ));
+    }
+    let mut cases = Vec::new();
+    for (template, tokenizer_dir) in templates {
+        let name = template.strip_prefix(assets).unwrap().display().to_string();
+        for (kind, body, add_generation_prompt) in [
+            ("agent", agent_body(), true),
+            ("plain", plain_body(), false),
+        ] {
+            cases.push(Case {
+                id: format!("{name} [{kind}]"),
+                template: template.clone(),
+                tokenizer_dir: tokenizer_dir.clone(),
+                body,
+                add_generation_prompt,
+            });
+        }
+    }
+    cases
+}
+
+/// Renders every case with transformers, in one Python process.
+fn reference(cases: &[Case]) -> Vec<Value> {
+    let input: Vec<Value> = cases
+        .iter()
+        .map(|case| {
+            let (messages, tools) = chat_view(&Request::from_body(&case.body).unwrap());
+            let mut entry = json!({
+                "id": case.id,
+                "tokenizer_dir": case.tokenizer_dir,
+                "messages": messages,
+                "tools": tools,
+                "add_generation_prompt": case.add_generation_prompt,
+                "kwargs": {},
+                "now": "2026-11-29T10:00:00",
+            });
+            if case
+                .template
+                .extension()
+                .is_some_and(|extension| extension == "jinja")
+            {
+                entry["chat_template_file"] = json!(case.template);
+            }
+            entry
+        })
+        .collect();
+    let input_path =
+        std::env::temp_dir().join(format!("kvlint-reference-{}.json", std::process::id()));
+    std::fs::write(
+        &input_path,
+        serde_json::to_string(&json!({"cases": input})).unwrap(),
+    )
+    .unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/reference_render.py");
+    let output = Command::new(python())
+        .arg(script)
+        .arg(&input_path)
+        .output()
+        .unwrap();
+    std::fs::remove_file(&input_path).ok();
+    assert!(
+        output.status.success(),
+        "reference_render.py failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let output: Value = serde_json::from_slice(&output.stdout).unwrap();
+    output["cases"].as_array().unwrap().clone()
+}
+
+#[test]
+fn renders_and_tokenizes_exactly_like_transformers() {
+    let assets = assets();
+    let cases = cases(&assets);
+    let references = reference(&cases);
+    assert_eq!(references.len(), cases.len());
+    let mut tokenizers = std::collections::HashMap::new();
+    let mut compared = 0;
+    let mut mismatches = Vec::new();
+    for (case, reference) in cases.iter().zip(&references) {
+        let tokenizer = tokenizers
+            .entry(case.tokenizer_dir.clone())
+            .or_insert_with(|| {
+                Tokenizer::from_file(&case.tokenizer_dir.join("tokenizer.json")).unwrap()
+            });
+        let (messages, tools) = chat_view(&Request::from_body(&case.body).unwrap());
+        let ours = ChatTemplate::from_file(&case.template, now())
+            .and_then(|template| {
+                template.with_special_tokens_from(&case.tokenizer_dir.join("tokenizer_config.json"))
+            })
+            .and_then(|template| {
+                template.render(&messages, tools.as_deref(), case.add_generation_prompt)
+            });
+        match (ours, reference.get("text").and_then(Value::as_str)) {
+            (Ok(text), Some(expected)) => {
+                compared += 1;
+                if text != expected {
+                    let at = text
+                        .bytes()
+                        .zip(expected.bytes())
+                        .take_while(|(a, b)| a == b)
+                        .count();
+                    let context = |s: &str| {
+                        s.get(at.saturating_sub(30)..(at + 40).min(s.len()))
+                            .unwrap_or("")
+                            .to_owned()
+                    };
+                    mismatches.push(format!(
+                        "{}: text differs at byte {at}: ours {:?} vs transformers {:?}",
+                        case.id,
+                        context(&text),
+                        context(expected)
+                    ));
+                    continue;
+                }
+                let ids: Vec<u32> = reference["ids"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|id| id.as_u64().unwrap() as u32)
+                    .collect();
+                if tokenizer.encode_text(&text).ids != ids {
+                    mismatches.push(format!("{}: token ids differ", case.id));
+                }
+            }
+            (Err(error), None) => {
+                // Both refuse: the template raises for this conversation in both.
+                let _ = error;
+            }
+            (Ok(_), None) => {
+                // Two failures are Python's alone: Jinja2 raises when a `for` loops over
+                // None (minijinja loops zero times) and when `tojson` meets a generator
+                // (minijinja's filters return lists). Any other must fail here too.
+                let error = reference["error"].as_str().unwrap_or_default();
+                let python_only = error.contains("'NoneType' object is not iterable")
+                    || error.contains("Object of type generator is not JSON serializable");
+                if !python_only {
+                    mismatches.push(format!(
+                        "{}: transformers failed ({error}) but kvlint rendered",
+                        case.id
+                    ));
+                }
+            }
+            (Err(error), Some(_)) => {
+                mismatches.push(format!("{}: kvlint failed: {error}", case.id))
+            }
+        }
+    }
+    assert!(compared >= 100, "only {compared} cases rendered by both");
+    assert!(
+        mismatches.is_empty(),
+        "{} of {} cases differ:\n{}",
+        mismatches.len(),
+        cases.len(),
+        mismatches.join("\n")
+    );
+}
+
+#[test]
+fn encoding_chunk_by_chunk_equals_encoding_whole() {
+    let assets = assets();
+    let (messages, tools) = chat_view(&Request::from_body(&agent_body()).unwrap());
+    for (tokenizer, template) in [
+        ("qwen3", "tokenizers/qwen3/tokenizer_config.json"),
+        (
+            "llama3_1",
+            "templates/meta-llama-Llama-3.1-8B-Instruct.jinja",
+        ),
+        (
+            "deepseek_v3",
+            "tokenizers/deepseek_v3/tokenizer_config.json",
+        ),
+        ("gptoss", "templates/openai-gpt-oss-120b.jinja"),
+    ] {
+        let tokenizer = Tokenizer::from_file(
+            &assets
+                .join("tokenizers")
+                .join(tokenizer)
+                .join("tokenizer.json"),
+        )
+        .unwrap();
+        let text = ChatTemplate::from_file(&assets.join(template), now())
+            .unwrap()
+            .render(&messages, tools.as_deref(), true)
+            .unwrap();
+        let chunked = tokenizer.encode_text(&text);
+        let whole = tokenizer.encode_uncached(&text);
+        assert_eq!(chunked.ids, whole.ids, "{template}");
+        assert_eq!(chunked.starts, whole.starts, "{template}");
+        assert_eq!(tokenizer.decode(&chunked.ids), text, "{template}");
+    }
+}
