@@ -716,6 +716,12 @@ pub fn compact_json(value: &Value) -> String {
     value.to_string()
 }
 
+/// Whether two values serialize to the same bytes. `==` on `serde_json::Value` ignores key
+/// order; the cache does not.
+pub fn same_bytes(a: &Value, b: &Value) -> bool {
+    compact_json(a) == compact_json(b)
+}
+
 fn without_cache_control(value: &Value) -> Value {
     match value {
         Value::Object(object) => Value::Object(

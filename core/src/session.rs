@@ -13,7 +13,7 @@ use crate::error::InputError;
 use crate::excerpt::Excerpt;
 use crate::locate::{LineColumn, raw_offset_in_string, value_range};
 use crate::path::{PartPath, PathSegment};
-use crate::request::{BodyError, Request};
+use crate::request::{BodyError, Request, compact_json};
 
 /// One recorded request of a session, parsed.
 #[derive(Debug, Clone)]
@@ -219,7 +219,8 @@ impl SessionFile {
         }
         // A tool schema or tool input is rendered compact; when the file has it compact too,
         // offsets into the rendering are offsets into the file.
-        let compact = serde_json::from_str::<Value>(literal).is_ok_and(|value| value == literal);
+        let compact = serde_json::from_str::<Value>(literal)
+            .is_ok_and(|value| compact_json(&value) == literal);
         Some(
             range.start
                 + if compact {

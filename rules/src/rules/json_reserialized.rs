@@ -1,5 +1,5 @@
 use kvlint_core::analysis::TurnPair;
-use kvlint_core::request::PartKind;
+use kvlint_core::request::{PartKind, same_bytes};
 use serde_json::Value;
 
 use super::diverges_in_tools;
@@ -39,50 +39,48 @@ impl Rule for JsonReserialized {
     }
 
     fn check(&self, pair: &TurnPair<'_>) -> Option<Finding> {
-        let (what, before, after) = if diverges_in_tools(pair) {
-            let previous_tools = &pair.previous.request.tools;
-            let (after, before) = pair
-                .current
-                .request
-                .tools
-                .iter()
-                .zip(previous_tools)
-                .find(|(after, before)| after.definition != before.definition)?;
-            if after.name != before.name {
-                return None;
-            }
-            (
-                format!("the schema of tool `{}`", after.name),
-                before.definition.to_string(),
-                after.definition.to_string(),
-            )
-        } else {
-            let part = pair.current_part()?;
-            if !matches!(
-                part.kind,
-                PartKind::Arguments | PartKind::ToolResult | PartKind::Text
-            ) {
-                return None;
-            }
-            let change = pair.change()?;
-            let what = if part.kind == PartKind::Arguments {
-                "tool-call arguments"
+        let (what, before, after) =
+            if diverges_in_tools(pair) {
+                let previous_tools = &pair.previous.request.tools;
+                let (after, before) =
+                    pair.current.request.tools.iter().zip(previous_tools).find(
+                        |(after, before)| !same_bytes(&after.definition, &before.definition),
+                    )?;
+                if after.name != before.name {
+                    return None;
+                }
+                (
+                    format!("the schema of tool `{}`", after.name),
+                    before.definition.to_string(),
+                    after.definition.to_string(),
+                )
             } else {
-                "JSON content"
+                let part = pair.current_part()?;
+                if !matches!(
+                    part.kind,
+                    PartKind::Arguments | PartKind::ToolResult | PartKind::Text
+                ) {
+                    return None;
+                }
+                let change = pair.change()?;
+                let what = if part.kind == PartKind::Arguments {
+                    "tool-call arguments"
+                } else {
+                    "JSON content"
+                };
+                (
+                    what.to_owned(),
+                    change.previous_text.to_owned(),
+                    change.current_text.to_owned(),
+                )
             };
-            (
-                what.to_owned(),
-                change.previous_text.to_owned(),
-                change.current_text.to_owned(),
-            )
-        };
         let before_value: Value = serde_json::from_str(&before).ok()?;
         let after_value: Value = serde_json::from_str(&after).ok()?;
         // serde_json's maps compare without regard to key order.
         if !(before_value.is_object() || before_value.is_array()) || before_value != after_value {
             return None;
         }
-        let difference = if before_value == after_value {
+        let difference = if same_bytes(&before_value, &after_value) {
             "spacing or escaping"
         } else {
             "key order"

@@ -19,7 +19,7 @@ pub use volatile_id::VolatileId;
 pub use volatile_timestamp::VolatileTimestamp;
 
 use kvlint_core::analysis::TurnPair;
-use kvlint_core::request::PartKind;
+use kvlint_core::request::{PartKind, same_bytes};
 
 /// Whether the pair diverges where tools are rendered (before the conversation) while the
 /// two turns send different tool lists.
@@ -28,7 +28,7 @@ pub(crate) fn diverges_in_tools(pair: &TurnPair<'_>) -> bool {
     let current = &pair.current.request.tools;
     let differ = previous.len() != current.len()
         || previous.iter().zip(current).any(|(before, after)| {
-            before.name != after.name || before.definition != after.definition
+            before.name != after.name || !same_bytes(&before.definition, &after.definition)
         });
     if !differ {
         return false;
