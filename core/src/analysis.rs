@@ -1,7 +1,8 @@
 //! Turn diffs: how much of each turn's prompt the previous turn's cache covers, and where and
 //! why the rest diverges.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -50,47 +51,40 @@ pub struct TurnDiff {
 }
 
 /// A session rendered and diffed turn by turn.
+///
+/// Turns are rendered one after the other, each against the one before; only the renderings
+/// of turns that take part in a broken pair are kept for the rules.
 pub struct SessionAnalysis<'a> {
     pub session: &'a SessionFile,
-    pub rendered: Vec<Rendered>,
     pub turns: Vec<TurnDiff>,
+    /// Renderings kept for broken pairs, by turn index.
+    kept: BTreeMap<usize, Arc<Rendered>>,
 }
 
 impl<'a> SessionAnalysis<'a> {
     pub fn new(session: &'a SessionFile, renderer: &Renderer) -> Result<Self, InputError> {
-        let mut rendered = Vec::with_capacity(session.turns.len());
+        let mut turns = Vec::with_capacity(session.turns.len());
+        let mut kept = BTreeMap::new();
+        let mut previous: Option<Arc<Rendered>> = None;
         for (index, turn) in session.turns.iter().enumerate() {
-            let turn_rendered =
-                renderer
-                    .render(&turn.request)
-                    .map_err(|source| InputError::Turn {
-                        path: session.path.clone(),
-                        line: session.turn_line(turn),
-                        turn: index,
-                        source: Box::new(source) as Box<dyn miette::Diagnostic + Send + Sync>,
-                    })?;
-            rendered.push(turn_rendered);
+            let previous_turn = index.checked_sub(1).map(|previous| &session.turns[previous].request);
+            let hint = previous_turn.zip(previous.as_deref());
+            let current = renderer.render_after(&turn.request, hint).map_err(|source| InputError::Turn {
+                path: session.path.clone(),
+                line: session.turn_line(turn),
+                turn: index,
+                source: Box::new(source) as Box<dyn miette::Diagnostic + Send + Sync>,
+            })?;
+            let current = Arc::new(current);
+            let diff = diff_turns(hint, (session, turn, &current), index, renderer);
+            if let (Some(_), Some(previous)) = (&diff.first_divergence, &previous) {
+                kept.insert(index - 1, Arc::clone(previous));
+                kept.insert(index, Arc::clone(&current));
+            }
+            turns.push(diff);
+            previous = Some(current);
         }
-        let turns = rendered
-            .iter()
-            .enumerate()
-            .map(|(index, current)| {
-                let previous = index
-                    .checked_sub(1)
-                    .map(|previous| (&session.turns[previous].request, &rendered[previous]));
-                diff_turns(
-                    previous,
-                    (session, &session.turns[index], current),
-                    index,
-                    renderer,
-                )
-            })
-            .collect();
-        Ok(Self {
-            session,
-            rendered,
-            turns,
-        })
+        Ok(Self { session, turns, kept })
     }
 
     /// The pairs whose later turn does not extend the earlier one.
@@ -102,8 +96,8 @@ impl<'a> SessionAnalysis<'a> {
                 index,
                 previous: &self.session.turns[index - 1],
                 current: &self.session.turns[index],
-                previous_rendered: &self.rendered[index - 1],
-                current_rendered: &self.rendered[index],
+                previous_rendered: self.kept.get(&(index - 1))?,
+                current_rendered: self.kept.get(&index)?,
                 divergence,
             })
         })
@@ -127,7 +121,7 @@ pub fn diff_turns(
     renderer: &Renderer,
 ) -> TurnDiff {
     let reused_tokens = previous.map_or(0, |(_, previous)| {
-        common_prefix_len(&previous.tokens.ids, &current.tokens.ids)
+        previous.tokens.common_prefix_len(&current.tokens)
     });
     let first_divergence = previous
         .filter(|(_, previous)| reused_tokens < previous.tokens.len())
@@ -163,9 +157,7 @@ fn divergence(
 ) -> Divergence {
     let token_start = current
         .tokens
-        .starts
-        .get(reused_tokens)
-        .copied()
+        .start(reused_tokens)
         .unwrap_or(current.text.len());
     // The first differing token may share its first bytes; point at the first differing byte.
     let same_bytes = common_prefix_len(
@@ -234,7 +226,7 @@ fn divergence(
     let window = |rendered: &Rendered| {
         let from = reused_tokens.saturating_sub(WINDOW_BEFORE);
         let to = (reused_tokens + WINDOW_AFTER).min(rendered.tokens.len());
-        tokenizer.decode(rendered.tokens.ids.get(from..to).unwrap_or_default())
+        tokenizer.decode(&rendered.tokens.ids_in(from..to))
     };
     Divergence {
         token: reused_tokens,

@@ -7,12 +7,14 @@
 //! - **engine**: the request rendered through a model's chat template (as transformers does)
 //!   and tokenized with its `tokenizer.json`: the tokens a self-hosted engine computes.
 
+use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::ops::Range;
 
 use serde_json::{Map, Value, json};
 
 use crate::error::InputError;
-use crate::request::{BodyFormat, PartKind, Request};
+use crate::request::{BodyFormat, Part, PartKind, Request};
 use crate::template::{ChatTemplate, PythonJson};
 use crate::tokenize::{Tokenizer, Tokens};
 
@@ -92,8 +94,18 @@ impl Renderer {
     }
 
     pub fn render(&self, request: &Request) -> Result<Rendered, InputError> {
+        self.render_after(request, None)
+    }
+
+    /// Renders a request knowing the turn before it: parts it sends again unchanged reuse
+    /// that turn's tokens without being hashed or encoded again.
+    pub fn render_after(
+        &self,
+        request: &Request,
+        previous: Option<(&Request, &Rendered)>,
+    ) -> Result<Rendered, InputError> {
         match self {
-            Self::Provider { tokenizer } => Ok(render_parts(request, tokenizer)),
+            Self::Provider { tokenizer } => Ok(render_parts(request, tokenizer, previous)),
             Self::Engine {
                 template,
                 tokenizer,
@@ -118,9 +130,11 @@ fn file_name(path: &str) -> &str {
 }
 
 /// Provider mode: the parts back to back, each tokenized on its own.
-fn render_parts(request: &Request, tokenizer: &Tokenizer) -> Rendered {
-    let mut text = String::new();
+fn render_parts(request: &Request, tokenizer: &Tokenizer, previous: Option<(&Request, &Rendered)>) -> Rendered {
+    let length = request.parts.iter().map(|part| part.text.len()).sum();
+    let mut text = String::with_capacity(length);
     let mut segments = Vec::with_capacity(request.parts.len());
+    let mut tokens = Tokens::default();
     for (index, part) in request.parts.iter().enumerate() {
         let start = text.len();
         text.push_str(&part.text);
@@ -128,8 +142,14 @@ fn render_parts(request: &Request, tokenizer: &Tokenizer) -> Rendered {
             range: start..text.len(),
             part: index,
         });
+        // The same part at the same place as in the previous turn: take its tokens.
+        let unchanged = previous.and_then(|(previous_request, previous_rendered)| {
+            let previous_part = previous_request.parts.get(index)?;
+            (previous_part.text == part.text).then(|| previous_rendered.tokens.piece(index)).flatten()
+        });
+        let chunk = unchanged.unwrap_or_else(|| tokenizer.encode_piece(&part.text));
+        tokens.push_piece(chunk, start);
     }
-    let tokens = tokenizer.encode_pieces(request.parts.iter().map(|part| part.text.as_str()));
     Rendered {
         text,
         segments,
@@ -140,11 +160,13 @@ fn render_parts(request: &Request, tokenizer: &Tokenizer) -> Rendered {
 /// Engine mode: finds each content part of the request in the rendered text, and gives the
 /// text between them (role headers, template text) to a neighbouring part.
 ///
-/// Parts are searched in request order from where the last one was found; templates that
-/// render a part elsewhere (Qwen puts the tools after the system message) are searched in
-/// the whole text.
+/// Parts are searched in request order from where the last one was found; tools and system
+/// text, which templates move (Qwen puts the tools after the system message), are searched
+/// in the whole text.
 fn locate_parts(text: &str, request: &Request, chat_tools: &[Value]) -> Vec<Segment> {
-    let mut located: Vec<Segment> = Vec::new();
+    // Located ranges by start, to check a candidate against its neighbours only.
+    let mut located: BTreeMap<usize, (usize, usize)> = BTreeMap::new();
+    let mut is_located = vec![false; request.parts.len()];
     let mut cursor = 0;
     for (index, part) in request.parts.iter().enumerate() {
         if !matches!(
@@ -159,34 +181,49 @@ fn locate_parts(text: &str, request: &Request, chat_tools: &[Value]) -> Vec<Segm
             continue;
         }
         let is_free = |range: &Range<usize>| {
-            located
-                .iter()
-                .all(|segment| segment.range.end <= range.start || range.end <= segment.range.start)
+            let before = located.range(..=range.start).next_back();
+            let after = located.range(range.start..).next();
+            before.is_none_or(|(_, (end, _))| *end <= range.start)
+                && after.is_none_or(|(start, _)| range.end <= *start)
         };
         // Tools reach the template in chat form, whatever the request's API.
-        let tool_index = request.tools.iter().position(|tool| tool.path == part.path);
-        let text_as_sent = match tool_index.and_then(|index| chat_tools.get(index)) {
-            Some(chat_tool) => chat_tool.to_string(),
-            None => part.text.clone(),
-        };
-        let found = needles(part.kind, &text_as_sent)
+        let chat_tool = (part.kind == PartKind::Tool)
+            .then(|| request.tools.iter().position(|tool| tool.path == part.path))
+            .flatten()
+            .and_then(|index| chat_tools.get(index));
+        let in_head = matches!(part.kind, PartKind::Tool | PartKind::System)
+            || part
+                .message
+                .and_then(|message| request.messages.get(message))
+                .is_some_and(|message| matches!(message.role.as_str(), "system" | "developer"));
+        let found = needles(part, chat_tool)
             .into_iter()
             .filter(|needle| !needle.is_empty())
             .find_map(|needle| {
-                let after_cursor = text[cursor..].find(&needle).map(|at| cursor + at);
+                let after_cursor = text[cursor..].find(needle.as_ref()).map(|at| cursor + at);
+                // Only the head of the prompt is rendered out of order by templates; searching
+                // the whole text for every part would make rendering quadratic.
+                let anywhere = in_head
+                    .then(|| text.match_indices(needle.as_ref()).map(|(at, _)| at))
+                    .into_iter()
+                    .flatten();
                 after_cursor
                     .into_iter()
-                    .chain(text.match_indices(needle.as_str()).map(|(at, _)| at))
+                    .chain(anywhere)
                     .map(|start| start..start + needle.len())
                     .find(|range| is_free(range))
             });
         if let Some(range) = found {
             cursor = cursor.max(range.end);
-            located.push(Segment { range, part: index });
+            located.insert(range.start, (range.end, index));
+            is_located[index] = true;
         }
     }
-    located.sort_by_key(|segment| segment.range.start);
-    let is_located = |part: usize| located.iter().any(|segment| segment.part == part);
+    let located: Vec<Segment> = located
+        .into_iter()
+        .map(|(start, (end, part))| Segment { range: start..end, part })
+        .collect();
+    let is_located = |part: usize| is_located[part];
     // Text between two located parts belongs to the first content part the search could not
     // find between them (a tool call the template re-serialized), else to the header of the
     // message that follows, else to the part right after the earlier one.
@@ -228,20 +265,23 @@ fn locate_parts(text: &str, request: &Request, chat_tools: &[Value]) -> Vec<Segm
     segments
 }
 
-/// The texts a part may appear as in a template's output.
-fn needles(kind: PartKind, text: &str) -> Vec<String> {
-    let parsed = matches!(kind, PartKind::Tool | PartKind::Arguments)
-        .then(|| serde_json::from_str::<Value>(text).ok())
-        .flatten();
+/// The texts a part may appear as in a template's output: as sent, trimmed, and for JSON
+/// (a tool, tool-call arguments) as Python's `json.dumps` writes it.
+fn needles<'a>(part: &'a Part, chat_tool: Option<&Value>) -> Vec<Cow<'a, str>> {
+    let parsed = match (part.kind, chat_tool) {
+        (PartKind::Tool, Some(chat_tool)) => Some(chat_tool.clone()),
+        (PartKind::Tool | PartKind::Arguments, _) => serde_json::from_str::<Value>(&part.text).ok(),
+        _ => None,
+    };
     let mut needles = Vec::new();
     if let Some(value) = &parsed {
-        needles.push(PythonJson::compact().dumps(value));
+        needles.push(Cow::Owned(PythonJson::compact().dumps(value)));
         if let Some(function) = value.get("function") {
-            needles.push(PythonJson::compact().dumps(function));
+            needles.push(Cow::Owned(PythonJson::compact().dumps(function)));
         }
     }
-    needles.push(text.to_owned());
-    needles.push(text.trim().to_owned());
+    needles.push(Cow::Borrowed(part.text.as_str()));
+    needles.push(Cow::Borrowed(part.text.trim()));
     needles
 }
 

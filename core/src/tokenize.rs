@@ -15,40 +15,116 @@ use std::sync::{Arc, Mutex};
 
 use crate::error::InputError;
 
-/// Token ids with the byte offset where each token starts in the encoded text.
+/// The encoding of one chunk of text: token ids and the byte offset each starts at.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Tokens {
+pub struct Chunk {
     pub ids: Vec<u32>,
     pub starts: Vec<usize>,
 }
 
+/// The tokens of a text, as a sequence of shared chunks.
+///
+/// Consecutive turns share most of their chunks (the same `Arc`), so comparing two turns
+/// skips shared chunks whole, and building a turn's tokens costs one pointer per chunk,
+/// not one copy per token.
+#[derive(Clone, Debug, Default)]
+pub struct Tokens {
+    /// Each chunk with the byte offset of its text and the index of its first token.
+    chunks: Vec<(Arc<Chunk>, usize, usize)>,
+    len: usize,
+}
+
 impl Tokens {
     pub fn len(&self) -> usize {
-        self.ids.len()
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.ids.is_empty()
+        self.len == 0
     }
 
-    /// Appends `chunk`, whose offsets are relative to a text starting at `offset`.
-    fn extend(&mut self, chunk: &Tokens, offset: usize) {
-        self.ids.extend_from_slice(&chunk.ids);
-        self.starts
-            .extend(chunk.starts.iter().map(|start| start + offset));
+    fn push(&mut self, chunk: Arc<Chunk>, offset: usize) {
+        if !chunk.ids.is_empty() {
+            self.push_piece(chunk, offset);
+        }
+    }
+
+    /// Appends the encoding of one piece, even an empty one, so that in tokens built piece
+    /// by piece chunk `k` is the encoding of piece `k`.
+    pub fn push_piece(&mut self, chunk: Arc<Chunk>, offset: usize) {
+        let count = chunk.ids.len();
+        self.chunks.push((chunk, offset, self.len));
+        self.len += count;
+    }
+
+    /// The encoding of piece `index` of tokens built with [`Tokens::push_piece`].
+    pub fn piece(&self, index: usize) -> Option<Arc<Chunk>> {
+        self.chunks.get(index).map(|(chunk, _, _)| Arc::clone(chunk))
+    }
+
+    /// The chunk holding token `index`, and the index inside it.
+    fn locate(&self, index: usize) -> Option<(&(Arc<Chunk>, usize, usize), usize)> {
+        let position = self.chunks.partition_point(|(_, _, first)| *first <= index).checked_sub(1)?;
+        let entry = &self.chunks[position];
+        (index < self.len).then_some((entry, index - entry.2))
+    }
+
+    /// The byte offset where token `index` starts.
+    pub fn start(&self, index: usize) -> Option<usize> {
+        self.locate(index).map(|((chunk, offset, _), inner)| offset + chunk.starts[inner])
+    }
+
+    /// All ids, in order.
+    pub fn ids(&self) -> Vec<u32> {
+        self.ids_in(0..self.len)
+    }
+
+    /// The ids of a range of tokens.
+    pub fn ids_in(&self, range: std::ops::Range<usize>) -> Vec<u32> {
+        self.iter().skip(range.start).take(range.len()).map(|(id, _)| id).collect()
+    }
+
+    /// All byte offsets where tokens start, in order.
+    pub fn starts(&self) -> Vec<usize> {
+        self.iter().map(|(_, start)| start).collect()
+    }
+
+    /// (id, start) of every token.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, usize)> + '_ {
+        self.chunks.iter().flat_map(|(chunk, offset, _)| {
+            chunk.ids.iter().zip(&chunk.starts).map(move |(id, start)| (*id, offset + start))
+        })
+    }
+
+    /// The number of leading tokens two texts share.
+    pub fn common_prefix_len(&self, other: &Tokens) -> usize {
+        // Shared chunks at the same token index are equal without looking inside.
+        let shared = self
+            .chunks
+            .iter()
+            .zip(&other.chunks)
+            .take_while(|(a, b)| Arc::ptr_eq(&a.0, &b.0) && a.2 == b.2)
+            .count();
+        let first = self.chunks.get(shared).map_or(self.len, |entry| entry.2);
+        first + self.ids_after(shared).zip(other.ids_after(shared)).take_while(|(a, b)| a == b).count()
+    }
+
+    fn ids_after(&self, first_chunk: usize) -> impl Iterator<Item = u32> + '_ {
+        self.chunks[first_chunk.min(self.chunks.len())..]
+            .iter()
+            .flat_map(|(chunk, _, _)| chunk.ids.iter().copied())
     }
 
     /// The index of the token that covers byte `offset`.
     pub fn token_at(&self, offset: usize) -> usize {
-        self.starts
-            .partition_point(|start| *start <= offset)
-            .saturating_sub(1)
+        self.iter().take_while(|(_, start)| *start <= offset).count().saturating_sub(1)
     }
 }
 
 struct Splitter {
     matcher: aho_corasick::AhoCorasick,
-    ids: Vec<u32>,
+    /// The one-token encoding of each special token, by pattern index.
+    tokens: Vec<Arc<Chunk>>,
 }
 
 enum Backend {
@@ -64,7 +140,7 @@ enum Backend {
 pub struct Tokenizer {
     backend: Backend,
     name: String,
-    cache: Mutex<HashMap<blake3::Hash, Arc<Tokens>>>,
+    cache: Mutex<HashMap<blake3::Hash, Arc<Chunk>>>,
 }
 
 impl std::fmt::Debug for Tokenizer {
@@ -136,7 +212,7 @@ impl Tokenizer {
         let mut tokens = Tokens::default();
         let mut offset = 0;
         for piece in pieces {
-            tokens.extend(&self.encode_cached(piece), offset);
+            tokens.push_piece(self.encode_piece(piece), offset);
             offset += piece.len();
         }
         tokens
@@ -155,25 +231,32 @@ impl Tokenizer {
         let mut chunk_start = 0;
         for special in splitter.matcher.find_iter(text) {
             if chunk_start < special.start() {
-                tokens.extend(
-                    &self.encode_cached(&text[chunk_start..special.start()]),
-                    chunk_start,
-                );
+                let chunk = self.encode_piece(&text[chunk_start..special.start()]);
+                tokens.push(chunk, chunk_start);
             }
-            tokens.ids.push(splitter.ids[special.pattern().as_usize()]);
-            tokens.starts.push(special.start());
+            let special_token = &splitter.tokens[special.pattern().as_usize()];
+            tokens.push(Arc::clone(special_token), special.start());
             chunk_start = special.end();
         }
         if chunk_start < text.len() {
-            tokens.extend(&self.encode_cached(&text[chunk_start..]), chunk_start);
+            tokens.push(self.encode_piece(&text[chunk_start..]), chunk_start);
         }
         tokens
     }
 
     /// Encodes the whole text in one call, without the chunk cache: the reference the cached
-    /// path must equal, and the baseline of the benchmark.
+    /// path must equal.
     pub fn encode_uncached(&self, text: &str) -> Tokens {
-        self.encode_uncached_inner(text)
+        let mut tokens = Tokens::default();
+        tokens.push(Arc::new(self.encode_chunk(text)), 0);
+        tokens
+    }
+
+    /// Forgets every cached encoding.
+    pub fn clear_cache(&self) {
+        if let Ok(mut cache) = self.cache.lock() {
+            cache.clear();
+        }
     }
 
     pub fn decode(&self, ids: &[u32]) -> String {
@@ -187,7 +270,8 @@ impl Tokenizer {
         }
     }
 
-    fn encode_cached(&self, text: &str) -> Arc<Tokens> {
+    /// The encoding of one piece of text, from the cache when it was seen before.
+    pub fn encode_piece(&self, text: &str) -> Arc<Chunk> {
         let key = blake3::hash(text.as_bytes());
         if let Some(hit) = self
             .cache
@@ -197,14 +281,14 @@ impl Tokenizer {
         {
             return hit;
         }
-        let encoded = Arc::new(self.encode_uncached_inner(text));
+        let encoded = Arc::new(self.encode_chunk(text));
         if let Ok(mut cache) = self.cache.lock() {
             cache.insert(key, Arc::clone(&encoded));
         }
         encoded
     }
 
-    fn encode_uncached_inner(&self, text: &str) -> Tokens {
+    fn encode_chunk(&self, text: &str) -> Chunk {
         match &self.backend {
             Backend::O200k(tokenizer) => {
                 let ids = tokenizer.encode(text);
@@ -214,10 +298,10 @@ impl Tokenizer {
                     starts.push(offset);
                     offset += tokenizer.bpe.token_len(*id);
                 }
-                Tokens { ids, starts }
+                Chunk { ids, starts }
             }
             Backend::HuggingFace { tokenizer, .. } => match tokenizer.encode(text, false) {
-                Ok(encoding) => Tokens {
+                Ok(encoding) => Chunk {
                     ids: encoding.get_ids().to_vec(),
                     starts: encoding
                         .get_offsets()
@@ -225,7 +309,7 @@ impl Tokenizer {
                         .map(|(start, _)| *start)
                         .collect(),
                 },
-                Err(_) => Tokens::default(),
+                Err(_) => Chunk::default(),
             },
         }
     }
@@ -258,7 +342,10 @@ fn splitter(tokenizer: &tokenizers::Tokenizer) -> Option<Splitter> {
         .ok()?;
     Some(Splitter {
         matcher,
-        ids: tokens.into_iter().map(|(_, id)| id).collect(),
+        tokens: tokens
+            .into_iter()
+            .map(|(_, id)| Arc::new(Chunk { ids: vec![id], starts: vec![0] }))
+            .collect(),
     })
 }
 
@@ -272,14 +359,11 @@ mod tests {
         let text = "Hello, world! Today is 2025-01-01.";
         let tokens = tokenizer.encode_text(text);
         assert!(tokens.len() > 5);
-        for (index, start) in tokens.starts.iter().enumerate() {
-            let decoded = tokenizer.decode(&tokens.ids[index..=index]);
-            assert!(
-                text[*start..].starts_with(&decoded),
-                "{decoded:?} at {start}"
-            );
+        for (id, start) in tokens.iter() {
+            let decoded = tokenizer.decode(&[id]);
+            assert!(text[start..].starts_with(&decoded), "{decoded:?} at {start}");
         }
-        assert_eq!(tokenizer.decode(&tokens.ids), text);
+        assert_eq!(tokenizer.decode(&tokens.ids()), text);
     }
 
     #[test]
@@ -287,12 +371,23 @@ mod tests {
         let tokenizer = Tokenizer::o200k_base();
         let tokens = tokenizer.encode_pieces(["abc ", "abc "]);
         let half = tokens.len() / 2;
-        assert_eq!(tokens.ids[..half], tokens.ids[half..]);
-        assert_eq!(tokens.starts[half], 4);
-        assert_eq!(
-            tokenizer.cache.lock().map(|cache| cache.len()).unwrap_or(0),
-            1
-        );
+        let ids = tokens.ids();
+        assert_eq!(ids[..half], ids[half..]);
+        assert_eq!(tokens.start(half), Some(4));
+        assert_eq!(tokenizer.cache.lock().map(|cache| cache.len()).unwrap_or(0), 1);
         assert_eq!(tokens.token_at(5), half);
+    }
+
+    #[test]
+    fn common_prefix_skips_shared_chunks_and_compares_the_rest() {
+        let tokenizer = Tokenizer::o200k_base();
+        let before = tokenizer.encode_pieces(["You are terse. ", "Time: 10:00:01", " Bye."]);
+        let after = tokenizer.encode_pieces(["You are terse. ", "Time: 10:00:07", " Bye."]);
+        let expected = before.ids().iter().zip(&after.ids()).take_while(|(a, b)| a == b).count();
+        assert!(expected > tokenizer.encode_pieces(["You are terse. "]).len());
+        assert_eq!(before.common_prefix_len(&after), expected);
+        assert_eq!(before.common_prefix_len(&before), before.len());
+        let longer = tokenizer.encode_pieces(["You are terse. ", "Time: 10:00:01", " Bye.", " More."]);
+        assert_eq!(before.common_prefix_len(&longer), before.len());
     }
 }

@@ -227,7 +227,7 @@ fn renders_and_tokenizes_exactly_like_transformers() {
                     .iter()
                     .map(|id| id.as_u64().unwrap() as u32)
                     .collect();
-                if tokenizer.encode_text(&text).ids != ids {
+                if tokenizer.encode_text(&text).ids() != ids {
                     mismatches.push(format!("{}: token ids differ", case.id));
                 }
             }
@@ -293,8 +293,8 @@ fn encoding_chunk_by_chunk_equals_encoding_whole() {
             .unwrap();
         let chunked = tokenizer.encode_text(&text);
         let whole = tokenizer.encode_uncached(&text);
-        assert_eq!(chunked.ids, whole.ids, "{template}");
-        assert_eq!(chunked.starts, whole.starts, "{template}");
-        assert_eq!(tokenizer.decode(&chunked.ids), text, "{template}");
+        assert_eq!(chunked.ids(), whole.ids(), "{template}");
+        assert_eq!(chunked.starts(), whole.starts(), "{template}");
+        assert_eq!(tokenizer.decode(&chunked.ids()), text, "{template}");
     }
 }
