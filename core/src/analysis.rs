@@ -67,14 +67,18 @@ impl<'a> SessionAnalysis<'a> {
         let mut kept = BTreeMap::new();
         let mut previous: Option<Arc<Rendered>> = None;
         for (index, turn) in session.turns.iter().enumerate() {
-            let previous_turn = index.checked_sub(1).map(|previous| &session.turns[previous].request);
+            let previous_turn = index
+                .checked_sub(1)
+                .map(|previous| &session.turns[previous].request);
             let hint = previous_turn.zip(previous.as_deref());
-            let current = renderer.render_after(&turn.request, hint).map_err(|source| InputError::Turn {
-                path: session.path.clone(),
-                line: session.turn_line(turn),
-                turn: index,
-                source: Box::new(source) as Box<dyn miette::Diagnostic + Send + Sync>,
-            })?;
+            let current = renderer
+                .render_after(&turn.request, hint)
+                .map_err(|source| InputError::Turn {
+                    path: session.path.clone(),
+                    line: session.turn_line(turn),
+                    turn: index,
+                    source: Box::new(source) as Box<dyn miette::Diagnostic + Send + Sync>,
+                })?;
             let current = Arc::new(current);
             let diff = diff_turns(hint, (session, turn, &current), index, renderer);
             if let (Some(_), Some(previous)) = (&diff.first_divergence, &previous) {
@@ -84,7 +88,11 @@ impl<'a> SessionAnalysis<'a> {
             turns.push(diff);
             previous = Some(current);
         }
-        Ok(Self { session, turns, kept })
+        Ok(Self {
+            session,
+            turns,
+            kept,
+        })
     }
 
     /// The pairs whose later turn does not extend the earlier one.

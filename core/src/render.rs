@@ -130,7 +130,11 @@ fn file_name(path: &str) -> &str {
 }
 
 /// Provider mode: the parts back to back, each tokenized on its own.
-fn render_parts(request: &Request, tokenizer: &Tokenizer, previous: Option<(&Request, &Rendered)>) -> Rendered {
+fn render_parts(
+    request: &Request,
+    tokenizer: &Tokenizer,
+    previous: Option<(&Request, &Rendered)>,
+) -> Rendered {
     let length = request.parts.iter().map(|part| part.text.len()).sum();
     let mut text = String::with_capacity(length);
     let mut segments = Vec::with_capacity(request.parts.len());
@@ -145,7 +149,9 @@ fn render_parts(request: &Request, tokenizer: &Tokenizer, previous: Option<(&Req
         // The same part at the same place as in the previous turn: take its tokens.
         let unchanged = previous.and_then(|(previous_request, previous_rendered)| {
             let previous_part = previous_request.parts.get(index)?;
-            (previous_part.text == part.text).then(|| previous_rendered.tokens.piece(index)).flatten()
+            (previous_part.text == part.text)
+                .then(|| previous_rendered.tokens.piece(index))
+                .flatten()
         });
         let chunk = unchanged.unwrap_or_else(|| tokenizer.encode_piece(&part.text));
         tokens.push_piece(chunk, start);
@@ -163,7 +169,7 @@ fn render_parts(request: &Request, tokenizer: &Tokenizer, previous: Option<(&Req
 /// Parts are searched in request order from where the last one was found; tools and system
 /// text, which templates move (Qwen puts the tools after the system message), are searched
 /// in the whole text.
-fn locate_parts(text: &str, request: &Request, chat_tools: &[Value]) -> Vec<Segment> {
+fn locate_parts(text: &str, request: &Request, chat_tools: &[Cow<'_, Value>]) -> Vec<Segment> {
     // Located ranges by start, to check a candidate against its neighbours only.
     let mut located: BTreeMap<usize, (usize, usize)> = BTreeMap::new();
     let mut is_located = vec![false; request.parts.len()];
@@ -190,7 +196,8 @@ fn locate_parts(text: &str, request: &Request, chat_tools: &[Value]) -> Vec<Segm
         let chat_tool = (part.kind == PartKind::Tool)
             .then(|| request.tools.iter().position(|tool| tool.path == part.path))
             .flatten()
-            .and_then(|index| chat_tools.get(index));
+            .and_then(|index| chat_tools.get(index))
+            .map(Cow::as_ref);
         let in_head = matches!(part.kind, PartKind::Tool | PartKind::System)
             || part
                 .message
@@ -221,7 +228,10 @@ fn locate_parts(text: &str, request: &Request, chat_tools: &[Value]) -> Vec<Segm
     }
     let located: Vec<Segment> = located
         .into_iter()
-        .map(|(start, (end, part))| Segment { range: start..end, part })
+        .map(|(start, (end, part))| Segment {
+            range: start..end,
+            part,
+        })
         .collect();
     let is_located = |part: usize| is_located[part];
     // Text between two located parts belongs to the first content part the search could not
@@ -287,25 +297,51 @@ fn needles<'a>(part: &'a Part, chat_tool: Option<&Value>) -> Vec<Cow<'a, str>> {
 
 /// The request as chat-format `messages` and `tools`, the shape chat templates expect and
 /// engines pass them: tool-call arguments as objects, text blocks joined.
-pub fn chat_view(request: &Request) -> (Vec<Value>, Option<Vec<Value>>) {
-    let body = request.body.as_object().cloned().unwrap_or_default();
-    let (messages, tools) = match request.format {
+pub fn chat_view(request: &Request) -> (Vec<Cow<'_, Value>>, Option<Vec<Cow<'_, Value>>>) {
+    let Some(body) = request.body.as_object() else {
+        return (Vec::new(), None);
+    };
+    let owned = |(messages, tools): (Vec<Value>, Option<Vec<Value>>)| {
+        (
+            messages.into_iter().map(Cow::Owned).collect(),
+            tools.map(|tools| tools.into_iter().map(Cow::Owned).collect()),
+        )
+    };
+    let (messages, tools): (Vec<Cow<'_, Value>>, Option<Vec<Cow<'_, Value>>>) = match request.format
+    {
         BodyFormat::OpenAiChat => (
             request
                 .messages
                 .iter()
                 .map(|message| openai_chat_message(&message.value))
                 .collect(),
-            body.get("tools").and_then(Value::as_array).cloned(),
+            body.get("tools")
+                .and_then(Value::as_array)
+                .map(|tools| tools.iter().map(Cow::Borrowed).collect()),
         ),
-        BodyFormat::AnthropicMessages => anthropic_chat_view(&body),
-        BodyFormat::OpenAiResponses => responses_chat_view(&body),
+        BodyFormat::AnthropicMessages => owned(anthropic_chat_view(body)),
+        BodyFormat::OpenAiResponses => owned(responses_chat_view(body)),
     };
     (messages, tools.filter(|tools| !tools.is_empty()))
 }
 
-fn openai_chat_message(message: &Value) -> Value {
-    let mut message = message.as_object().cloned().unwrap_or_default();
+/// An OpenAI chat message as engines hand it to templates: text blocks joined, tool-call
+/// arguments parsed. Borrowed when there is nothing to change.
+fn openai_chat_message(original: &Value) -> Cow<'_, Value> {
+    let has_blocks = original.get("content").is_some_and(Value::is_array);
+    let has_string_arguments = original
+        .get("tool_calls")
+        .and_then(Value::as_array)
+        .is_some_and(|calls| {
+            calls.iter().any(|call| {
+                call.pointer("/function/arguments")
+                    .is_some_and(Value::is_string)
+            })
+        });
+    if !has_blocks && !has_string_arguments {
+        return Cow::Borrowed(original);
+    }
+    let mut message = original.as_object().cloned().unwrap_or_default();
     if let Some(Value::Array(blocks)) = message.get("content")
         && let Some(text) = joined_text(blocks)
     {
@@ -322,7 +358,7 @@ fn openai_chat_message(message: &Value) -> Value {
             }
         }
     }
-    Value::Object(message)
+    Cow::Owned(Value::Object(message))
 }
 
 /// The text of content blocks that are all text, joined by newlines; `None` otherwise.

@@ -6,6 +6,7 @@
 //! `strftime_now`. The template sees `messages`, `tools`, `add_generation_prompt`, the
 //! special tokens of the tokenizer config and any extra keyword arguments.
 
+use std::borrow::Borrow;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -13,6 +14,8 @@ use chrono::NaiveDateTime;
 use minijinja::syntax::SyntaxConfig;
 use minijinja::value::{Kwargs, Serde, Value as JinjaValue};
 use minijinja::{AutoEscape, Environment, Error as JinjaError, ErrorKind};
+use serde::Serialize;
+use serde::ser::SerializeMap;
 use serde_json::{Map, Value};
 
 use crate::error::InputError;
@@ -160,10 +163,10 @@ impl ChatTemplate {
     }
 
     /// Renders a conversation given as chat-format `messages` and `tools`.
-    pub fn render(
+    pub fn render<M: Borrow<Value>>(
         &self,
-        messages: &[Value],
-        tools: Option<&[Value]>,
+        messages: &[M],
+        tools: Option<&[M]>,
         add_generation_prompt: bool,
     ) -> Result<String, InputError> {
         let name = if tools.is_some() && self.has_tool_use_variant {
@@ -175,25 +178,35 @@ impl ChatTemplate {
             .environment
             .get_template(name)
             .map_err(|error| template_error(&self.path, &error))?;
-        let mut context = self.special_tokens.clone();
-        let messages = messages.iter().map(transformers_message).collect();
-        context.insert("messages".into(), Value::Array(messages));
-        context.insert("documents".into(), Value::Null);
-        context.insert(
-            "tools".into(),
-            tools.map_or(Value::Null, |tools| Value::Array(tools.to_vec())),
-        );
-        context.insert(
-            "add_generation_prompt".into(),
-            Value::Bool(add_generation_prompt),
-        );
-        for (key, value) in &self.kwargs {
-            context.insert(key.clone(), value.clone());
-        }
+        let context = TemplateContext {
+            special_tokens: &self.special_tokens,
+            messages: messages
+                .iter()
+                .map(|message| TransformersMessage(message.borrow()))
+                .collect(),
+            documents: (),
+            tools: tools.map(|tools| tools.iter().map(Borrow::borrow).collect()),
+            add_generation_prompt,
+            kwargs: &self.kwargs,
+        };
         template
             .render(JinjaValue::from(Serde(&context)))
             .map_err(|error| template_error(&self.path, &error))
     }
+}
+
+/// What a template sees, serialized straight into template values without copying the
+/// conversation first. Later keys win, as in Python's `render(**special_tokens, ..., **kwargs)`.
+#[derive(Serialize)]
+struct TemplateContext<'a> {
+    #[serde(flatten)]
+    special_tokens: &'a Map<String, Value>,
+    messages: Vec<TransformersMessage<'a>>,
+    documents: (),
+    tools: Option<Vec<&'a Value>>,
+    add_generation_prompt: bool,
+    #[serde(flatten)]
+    kwargs: &'a Map<String, Value>,
 }
 
 /// Names a message's reasoning goes by; templates read the first.
@@ -202,29 +215,31 @@ const REASONING_FIELDS: [&str; 3] = ["reasoning_content", "thinking", "reasoning
 /// A message as transformers hands it to the template: keys whose value is null dropped
 /// (`_normalize_chat_messages`), and the reasoning copied to `thinking` (first) and
 /// `reasoning_content` (`_alias_reasoning_fields`).
-fn transformers_message(message: &Value) -> Value {
-    let Some(object) = message.as_object() else {
-        return message.clone();
-    };
-    let object: Map<String, Value> = object
-        .iter()
-        .filter(|(_, value)| !value.is_null())
-        .map(|(key, value)| (key.clone(), value.clone()))
-        .collect();
-    let Some(reasoning) = REASONING_FIELDS
-        .iter()
-        .find_map(|key| object.get(*key))
-        .cloned()
-    else {
-        return Value::Object(object);
-    };
-    let mut aliased = Map::new();
-    aliased.insert("thinking".into(), reasoning.clone());
-    for (key, value) in object {
-        aliased.insert(key, value);
+struct TransformersMessage<'a>(&'a Value);
+
+impl Serialize for TransformersMessage<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let Some(object) = self.0.as_object() else {
+            return self.0.serialize(serializer);
+        };
+        let present = |key: &str| object.get(key).filter(|value| !value.is_null());
+        let reasoning = REASONING_FIELDS.iter().find_map(|key| present(key));
+        let mut map = serializer.serialize_map(None)?;
+        if let Some(reasoning) = reasoning {
+            map.serialize_entry("thinking", present("thinking").unwrap_or(reasoning))?;
+        }
+        for (key, value) in object {
+            let aliased =
+                reasoning.is_some() && matches!(key.as_str(), "thinking" | "reasoning_content");
+            if !value.is_null() && !aliased {
+                map.serialize_entry(key, value)?;
+            }
+        }
+        if let Some(reasoning) = reasoning {
+            map.serialize_entry("reasoning_content", reasoning)?;
+        }
+        map.end()
     }
-    aliased.insert("reasoning_content".into(), reasoning);
-    Value::Object(aliased)
 }
 
 /// The special tokens of a tokenizer config, as plain strings (configs also write them as
@@ -495,11 +510,11 @@ mod tests {
     #[test]
     fn strftime_now_reads_the_pinned_clock_and_exceptions_surface() {
         let rendered = template("{{ strftime_now('%d %b %Y') }}")
-            .render(&[], None, false)
+            .render::<Value>(&[], None, false)
             .unwrap();
         assert_eq!(rendered, "29 Nov 2026");
         let error = template("{{ raise_exception('no system role') }}")
-            .render(&[], None, false)
+            .render::<Value>(&[], None, false)
             .unwrap_err();
         assert!(error.to_string().contains("no system role"), "{error}");
     }
@@ -507,7 +522,7 @@ mod tests {
     #[test]
     fn python_string_methods_work() {
         let rendered = template("{{ 'a,b'.split(',') | join('+') }}{{ ' x '.strip() }}{% if 'ab'.startswith('a') %}y{% endif %}")
-            .render(&[], None, false)
+            .render::<Value>(&[], None, false)
             .unwrap();
         assert_eq!(rendered, "a+bxy");
     }

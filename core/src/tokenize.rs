@@ -59,19 +59,25 @@ impl Tokens {
 
     /// The encoding of piece `index` of tokens built with [`Tokens::push_piece`].
     pub fn piece(&self, index: usize) -> Option<Arc<Chunk>> {
-        self.chunks.get(index).map(|(chunk, _, _)| Arc::clone(chunk))
+        self.chunks
+            .get(index)
+            .map(|(chunk, _, _)| Arc::clone(chunk))
     }
 
     /// The chunk holding token `index`, and the index inside it.
     fn locate(&self, index: usize) -> Option<(&(Arc<Chunk>, usize, usize), usize)> {
-        let position = self.chunks.partition_point(|(_, _, first)| *first <= index).checked_sub(1)?;
+        let position = self
+            .chunks
+            .partition_point(|(_, _, first)| *first <= index)
+            .checked_sub(1)?;
         let entry = &self.chunks[position];
         (index < self.len).then_some((entry, index - entry.2))
     }
 
     /// The byte offset where token `index` starts.
     pub fn start(&self, index: usize) -> Option<usize> {
-        self.locate(index).map(|((chunk, offset, _), inner)| offset + chunk.starts[inner])
+        self.locate(index)
+            .map(|((chunk, offset, _), inner)| offset + chunk.starts[inner])
     }
 
     /// All ids, in order.
@@ -81,7 +87,11 @@ impl Tokens {
 
     /// The ids of a range of tokens.
     pub fn ids_in(&self, range: std::ops::Range<usize>) -> Vec<u32> {
-        self.iter().skip(range.start).take(range.len()).map(|(id, _)| id).collect()
+        self.iter()
+            .skip(range.start)
+            .take(range.len())
+            .map(|(id, _)| id)
+            .collect()
     }
 
     /// All byte offsets where tokens start, in order.
@@ -92,7 +102,11 @@ impl Tokens {
     /// (id, start) of every token.
     pub fn iter(&self) -> impl Iterator<Item = (u32, usize)> + '_ {
         self.chunks.iter().flat_map(|(chunk, offset, _)| {
-            chunk.ids.iter().zip(&chunk.starts).map(move |(id, start)| (*id, offset + start))
+            chunk
+                .ids
+                .iter()
+                .zip(&chunk.starts)
+                .map(move |(id, start)| (*id, offset + start))
         })
     }
 
@@ -106,7 +120,12 @@ impl Tokens {
             .take_while(|(a, b)| Arc::ptr_eq(&a.0, &b.0) && a.2 == b.2)
             .count();
         let first = self.chunks.get(shared).map_or(self.len, |entry| entry.2);
-        first + self.ids_after(shared).zip(other.ids_after(shared)).take_while(|(a, b)| a == b).count()
+        first
+            + self
+                .ids_after(shared)
+                .zip(other.ids_after(shared))
+                .take_while(|(a, b)| a == b)
+                .count()
     }
 
     fn ids_after(&self, first_chunk: usize) -> impl Iterator<Item = u32> + '_ {
@@ -117,7 +136,10 @@ impl Tokens {
 
     /// The index of the token that covers byte `offset`.
     pub fn token_at(&self, offset: usize) -> usize {
-        self.iter().take_while(|(_, start)| *start <= offset).count().saturating_sub(1)
+        self.iter()
+            .take_while(|(_, start)| *start <= offset)
+            .count()
+            .saturating_sub(1)
     }
 }
 
@@ -344,7 +366,12 @@ fn splitter(tokenizer: &tokenizers::Tokenizer) -> Option<Splitter> {
         matcher,
         tokens: tokens
             .into_iter()
-            .map(|(_, id)| Arc::new(Chunk { ids: vec![id], starts: vec![0] }))
+            .map(|(_, id)| {
+                Arc::new(Chunk {
+                    ids: vec![id],
+                    starts: vec![0],
+                })
+            })
             .collect(),
     })
 }
@@ -361,7 +388,10 @@ mod tests {
         assert!(tokens.len() > 5);
         for (id, start) in tokens.iter() {
             let decoded = tokenizer.decode(&[id]);
-            assert!(text[start..].starts_with(&decoded), "{decoded:?} at {start}");
+            assert!(
+                text[start..].starts_with(&decoded),
+                "{decoded:?} at {start}"
+            );
         }
         assert_eq!(tokenizer.decode(&tokens.ids()), text);
     }
@@ -374,7 +404,10 @@ mod tests {
         let ids = tokens.ids();
         assert_eq!(ids[..half], ids[half..]);
         assert_eq!(tokens.start(half), Some(4));
-        assert_eq!(tokenizer.cache.lock().map(|cache| cache.len()).unwrap_or(0), 1);
+        assert_eq!(
+            tokenizer.cache.lock().map(|cache| cache.len()).unwrap_or(0),
+            1
+        );
         assert_eq!(tokens.token_at(5), half);
     }
 
@@ -383,11 +416,17 @@ mod tests {
         let tokenizer = Tokenizer::o200k_base();
         let before = tokenizer.encode_pieces(["You are terse. ", "Time: 10:00:01", " Bye."]);
         let after = tokenizer.encode_pieces(["You are terse. ", "Time: 10:00:07", " Bye."]);
-        let expected = before.ids().iter().zip(&after.ids()).take_while(|(a, b)| a == b).count();
+        let expected = before
+            .ids()
+            .iter()
+            .zip(&after.ids())
+            .take_while(|(a, b)| a == b)
+            .count();
         assert!(expected > tokenizer.encode_pieces(["You are terse. "]).len());
         assert_eq!(before.common_prefix_len(&after), expected);
         assert_eq!(before.common_prefix_len(&before), before.len());
-        let longer = tokenizer.encode_pieces(["You are terse. ", "Time: 10:00:01", " Bye.", " More."]);
+        let longer =
+            tokenizer.encode_pieces(["You are terse. ", "Time: 10:00:01", " Bye.", " More."]);
         assert_eq!(before.common_prefix_len(&longer), before.len());
     }
 }
