@@ -75,7 +75,7 @@ impl Prose {
                 .wrapping_mul(6364136223846793005)
                 .wrapping_add(1442695040888963407);
             if index > 0 {
-                text.push(if self.0 % 11 == 0 { '\n' } else { ' ' });
+                text.push(if self.0.is_multiple_of(11) { '\n' } else { ' ' });
             }
             text.push_str(WORDS[(self.0 >> 33) as usize % WORDS.len()]);
         }
@@ -121,7 +121,7 @@ fn measure(name: &str, session: &SessionFile, renderer: &Renderer) -> bool {
     // Each run starts from an empty encoding cache; loading the tokenizer is not timed.
     let (kvlint_time, reused) = best_of(3, || {
         renderer.tokenizer().clear_cache();
-        let analysis = SessionAnalysis::new(session, &renderer).unwrap();
+        let analysis = SessionAnalysis::new(session, renderer).unwrap();
         analysis.reused_tokens()
     });
     let baseline_runs = if std::env::var_os("KVLINT_BENCH_PROFILE").is_some() {

@@ -29,9 +29,16 @@ pub struct Chunk {
 /// not one copy per token.
 #[derive(Clone, Debug, Default)]
 pub struct Tokens {
-    /// Each chunk with the byte offset of its text and the index of its first token.
-    chunks: Vec<(Arc<Chunk>, usize, usize)>,
+    chunks: Vec<PlacedChunk>,
     len: usize,
+}
+
+/// A chunk with the byte offset of its text and the index of its first token.
+#[derive(Clone, Debug)]
+struct PlacedChunk {
+    chunk: Arc<Chunk>,
+    offset: usize,
+    first: usize,
 }
 
 impl Tokens {
@@ -53,7 +60,11 @@ impl Tokens {
     /// by piece chunk `k` is the encoding of piece `k`.
     pub fn push_piece(&mut self, chunk: Arc<Chunk>, offset: usize) {
         let count = chunk.ids.len();
-        self.chunks.push((chunk, offset, self.len));
+        self.chunks.push(PlacedChunk {
+            chunk,
+            offset,
+            first: self.len,
+        });
         self.len += count;
     }
 
@@ -61,23 +72,23 @@ impl Tokens {
     pub fn piece(&self, index: usize) -> Option<Arc<Chunk>> {
         self.chunks
             .get(index)
-            .map(|(chunk, _, _)| Arc::clone(chunk))
+            .map(|placed| Arc::clone(&placed.chunk))
     }
 
     /// The chunk holding token `index`, and the index inside it.
-    fn locate(&self, index: usize) -> Option<(&(Arc<Chunk>, usize, usize), usize)> {
+    fn locate(&self, index: usize) -> Option<(&PlacedChunk, usize)> {
         let position = self
             .chunks
-            .partition_point(|(_, _, first)| *first <= index)
+            .partition_point(|placed| placed.first <= index)
             .checked_sub(1)?;
-        let entry = &self.chunks[position];
-        (index < self.len).then_some((entry, index - entry.2))
+        let placed = &self.chunks[position];
+        (index < self.len).then_some((placed, index - placed.first))
     }
 
     /// The byte offset where token `index` starts.
     pub fn start(&self, index: usize) -> Option<usize> {
         self.locate(index)
-            .map(|((chunk, offset, _), inner)| offset + chunk.starts[inner])
+            .map(|(placed, inner)| placed.offset + placed.chunk.starts[inner])
     }
 
     /// All ids, in order.
@@ -101,13 +112,15 @@ impl Tokens {
 
     /// (id, start) of every token.
     pub fn iter(&self) -> impl Iterator<Item = (u32, usize)> + '_ {
-        self.chunks.iter().flat_map(|(chunk, offset, _)| {
-            chunk
-                .ids
-                .iter()
-                .zip(&chunk.starts)
-                .map(move |(id, start)| (*id, offset + start))
-        })
+        self.chunks
+            .iter()
+            .flat_map(|PlacedChunk { chunk, offset, .. }| {
+                chunk
+                    .ids
+                    .iter()
+                    .zip(&chunk.starts)
+                    .map(move |(id, start)| (*id, offset + start))
+            })
     }
 
     /// The number of leading tokens two texts share.
@@ -117,9 +130,12 @@ impl Tokens {
             .chunks
             .iter()
             .zip(&other.chunks)
-            .take_while(|(a, b)| Arc::ptr_eq(&a.0, &b.0) && a.2 == b.2)
+            .take_while(|(a, b)| Arc::ptr_eq(&a.chunk, &b.chunk) && a.first == b.first)
             .count();
-        let first = self.chunks.get(shared).map_or(self.len, |entry| entry.2);
+        let first = self
+            .chunks
+            .get(shared)
+            .map_or(self.len, |placed| placed.first);
         first
             + self
                 .ids_after(shared)
@@ -131,7 +147,7 @@ impl Tokens {
     fn ids_after(&self, first_chunk: usize) -> impl Iterator<Item = u32> + '_ {
         self.chunks[first_chunk.min(self.chunks.len())..]
             .iter()
-            .flat_map(|(chunk, _, _)| chunk.ids.iter().copied())
+            .flat_map(|placed| placed.chunk.ids.iter().copied())
     }
 
     /// The index of the token that covers byte `offset`.

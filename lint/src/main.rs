@@ -224,8 +224,10 @@ fn run(cli: Cli) -> miette::Result<u8> {
 
 fn rule_docs(name: Option<&str>) -> miette::Result<String> {
     let Some(name) = name else {
+        let mut rules = kvlint_rules::RULES.to_vec();
+        rules.sort_by_key(|rule| rule.meta().code);
         let mut listing = String::new();
-        for rule in kvlint_rules::RULES {
+        for rule in rules {
             let meta = rule.meta();
             listing.push_str(&format!(
                 "{}  {:<20} {}\n",
