@@ -126,3 +126,18 @@ fn rule_prints_its_docs() {
     let listing = kvlint(&["rule"]);
     assert_eq!(listing.stdout.lines().count(), 8);
 }
+
+#[test]
+fn a_template_that_raises_names_the_turn_and_the_rest_is_still_checked() {
+    let run = kvlint(&[
+        "check",
+        "--chat-template",
+        "fixtures/templates/system-first.jinja",
+        "fixtures/diff/before.json",
+        "fixtures/templates/user-first.jsonl",
+    ]);
+    assert_eq!(run.code, 2, "{}", run.stdout);
+    assert!(run.stdout.contains("user-first.jsonl:1: turn 0 cannot be rendered"), "{}", run.stdout);
+    assert!(run.stdout.contains("the first message must be a system message"), "{}", run.stdout);
+    assert!(run.stdout.contains("before.json: 1 turns"), "{}", run.stdout);
+}
