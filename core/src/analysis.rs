@@ -177,20 +177,23 @@ fn divergence(
         .segment_at(rendered_byte)
         .map(|segment| segment.part);
     // Where this turn has only scaffolding (its message ends) but the earlier turn had
-    // content (text this turn cut, a block it dropped), name that content.
-    let previous_content = previous
-        .segment_at(rendered_byte)
-        .map(|segment| &previous_request.parts[segment.part])
-        .filter(|part| !part.kind.is_structural());
-    let part_path = match (
-        part_index.map(|index| &turn.request.parts[index]),
-        previous_content,
-    ) {
-        (Some(part), Some(previous_part)) if part.kind.is_structural() => {
-            previous_part.path.clone()
+    // content there (text this turn cut, a block it dropped), name that content; where both
+    // have scaffolding right after a content part, that part was cut or extended.
+    let current_part = part_index.map(|index| &turn.request.parts[index]);
+    let part_path = match current_part {
+        Some(part) if part.kind.is_structural() => {
+            let before = rendered_byte.checked_sub(1);
+            content_part_at(previous, previous_request, rendered_byte)
+                .or_else(|| {
+                    before.and_then(|before| content_part_at(current, &turn.request, before))
+                })
+                .or_else(|| {
+                    before.and_then(|before| content_part_at(previous, previous_request, before))
+                })
+                .map_or_else(|| part.path.clone(), |content| content.path.clone())
         }
-        (Some(part), _) => part.path.clone(),
-        (None, _) => PartPath::default(),
+        Some(part) => part.path.clone(),
+        None => PartPath::default(),
     };
     // The offset inside this turn's text of that part, when it is rendered verbatim.
     let own_text = current.segments.iter().find(|segment| {
@@ -286,8 +289,14 @@ pub struct Change<'a> {
 }
 
 impl<'a> TurnPair<'a> {
-    /// The part of the later turn where the divergence is.
+    /// The part of the later turn where the divergence is: the content part it is named
+    /// after when this turn has one, else what is rendered at the divergence.
     pub fn current_part(&self) -> Option<&'a Part> {
+        content_part_named(&self.current.request, &self.divergence.part)
+            .or_else(|| self.current_part_at_divergence())
+    }
+
+    fn current_part_at_divergence(&self) -> Option<&'a Part> {
         part_at(
             self.current_rendered,
             &self.current.request,
@@ -295,8 +304,13 @@ impl<'a> TurnPair<'a> {
         )
     }
 
-    /// The part of the earlier turn at the same rendered position.
+    /// The part of the earlier turn where the divergence is, found the same way.
     pub fn previous_part(&self) -> Option<&'a Part> {
+        content_part_named(&self.previous.request, &self.divergence.part)
+            .or_else(|| self.previous_part_at_divergence())
+    }
+
+    fn previous_part_at_divergence(&self) -> Option<&'a Part> {
         part_at(
             self.previous_rendered,
             &self.previous.request,
@@ -421,6 +435,21 @@ impl<'a> TurnPair<'a> {
             .len()
             .saturating_sub(self.divergence.token)
     }
+}
+
+fn content_part_named<'a>(request: &'a Request, path: &PartPath) -> Option<&'a Part> {
+    request
+        .parts
+        .iter()
+        .find(|part| !part.kind.is_structural() && &part.path == path)
+}
+
+fn content_part_at<'a>(
+    rendered: &Rendered,
+    request: &'a Request,
+    offset: usize,
+) -> Option<&'a Part> {
+    part_at(rendered, request, offset).filter(|part| !part.kind.is_structural())
 }
 
 fn part_at<'a>(rendered: &Rendered, request: &'a Request, offset: usize) -> Option<&'a Part> {

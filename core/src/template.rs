@@ -72,15 +72,7 @@ impl ChatTemplate {
         text: &str,
         now: NaiveDateTime,
     ) -> Result<Self, InputError> {
-        let config: Value = serde_json::from_str(text).map_err(|error| InputError::Template {
-            path: path.to_owned(),
-            message: format!(
-                "invalid JSON at line {}, column {}: {error}",
-                error.line(),
-                error.column()
-            ),
-            help: None,
-        })?;
+        let config = parse_config(path, text)?;
         let templates = match config.get("chat_template") {
             Some(Value::String(source)) => vec![(DEFAULT_NAME.to_owned(), source.clone())],
             Some(Value::Array(named)) => named
@@ -149,16 +141,7 @@ impl ChatTemplate {
             path: display.clone(),
             source,
         })?;
-        let config: Value = serde_json::from_str(&text).map_err(|error| InputError::Template {
-            path: display,
-            message: format!(
-                "invalid JSON at line {}, column {}: {error}",
-                error.line(),
-                error.column()
-            ),
-            help: None,
-        })?;
-        self.special_tokens = special_tokens(&config);
+        self.special_tokens = special_tokens(&parse_config(&display, &text)?);
         Ok(self)
     }
 
@@ -240,6 +223,18 @@ impl Serialize for TransformersMessage<'_> {
         }
         map.end()
     }
+}
+
+fn parse_config(path: &str, text: &str) -> Result<Value, InputError> {
+    serde_json::from_str(text).map_err(|error| InputError::Template {
+        path: path.to_owned(),
+        message: format!(
+            "invalid JSON at line {}, column {}: {error}",
+            error.line(),
+            error.column()
+        ),
+        help: Some("expected a tokenizer_config.json".into()),
+    })
 }
 
 /// The special tokens of a tokenizer config, as plain strings (configs also write them as

@@ -16,33 +16,13 @@ use kvlint_core::template::ChatTemplate;
 use kvlint_core::tokenize::Tokenizer;
 use serde_json::{Value, json};
 
-fn cache_dir(variable: &str, default: &str) -> PathBuf {
-    std::env::var_os(variable)
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            Path::new(&std::env::var_os("HOME").unwrap())
-                .join(".cache/kvlint")
-                .join(default)
-        })
-}
-
 fn assets() -> PathBuf {
-    let assets = cache_dir("KVLINT_ASSETS", "assets");
-    assert!(
-        assets.join("STAMP").is_file(),
-        "test assets missing in {}: run scripts/fetch-assets.sh",
-        assets.display()
-    );
-    assets
+    kvlint_fixtures::assets().expect("test assets missing: run scripts/fetch-assets.sh")
 }
 
 fn python() -> PathBuf {
-    let python = cache_dir("KVLINT_VENV", "venv").join("bin/python");
-    assert!(
-        python.is_file(),
-        "reference venv missing: run scripts/setup-python.sh"
-    );
-    python
+    kvlint_fixtures::reference_python()
+        .expect("reference venv missing: run scripts/setup-python.sh")
 }
 
 fn now() -> NaiveDateTime {
@@ -161,7 +141,7 @@ fn reference(cases: &[Case]) -> Vec<Value> {
         serde_json::to_string(&json!({"cases": input})).unwrap(),
     )
     .unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/reference_render.py");
+    let script = kvlint_fixtures::repository().join("scripts/reference_render.py");
     let output = Command::new(python())
         .arg(script)
         .arg(&input_path)

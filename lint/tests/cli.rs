@@ -137,7 +137,21 @@ fn a_template_that_raises_names_the_turn_and_the_rest_is_still_checked() {
         "fixtures/templates/user-first.jsonl",
     ]);
     assert_eq!(run.code, 2, "{}", run.stdout);
-    assert!(run.stdout.contains("user-first.jsonl:1: turn 0 cannot be rendered"), "{}", run.stdout);
-    assert!(run.stdout.contains("the first message must be a system message"), "{}", run.stdout);
-    assert!(run.stdout.contains("before.json: 1 turns"), "{}", run.stdout);
+    assert!(
+        run.stdout
+            .contains("user-first.jsonl:1: turn 0 cannot be rendered"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout
+            .contains("the first message must be a system message"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("before.json: 1 turns"),
+        "{}",
+        run.stdout
+    );
 }

@@ -2,33 +2,17 @@
 //! template and tokenized with the real Qwen tokenizer (assets of `scripts/fetch-assets.sh`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use kvlint_fixtures::Expected;
 use serde_json::Value;
 
-fn assets() -> PathBuf {
-    let assets = std::env::var_os("KVLINT_ASSETS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            Path::new(&std::env::var_os("HOME").unwrap()).join(".cache/kvlint/assets")
-        });
-    assert!(
-        assets.join("STAMP").is_file(),
-        "test assets missing: run scripts/fetch-assets.sh"
-    );
-    assets
-}
-
-/// A finding as (rule, turn, severity).
-type Row = (String, u64, String);
-
-/// The findings of each session file.
-fn findings(paths: &[&str]) -> Vec<(String, Vec<Row>)> {
-    let assets = assets();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+/// The findings of each session file, rendered through Qwen2.5's template.
+fn findings(paths: &[&str]) -> Vec<(String, Vec<Expected>)> {
+    let assets =
+        kvlint_fixtures::assets().expect("test assets missing: run scripts/fetch-assets.sh");
     let output = Command::new(env!("CARGO_BIN_EXE_kvlint"))
-        .current_dir(&root)
+        .current_dir(kvlint_fixtures::repository())
         .args([
             "check",
             "--format",
@@ -56,39 +40,9 @@ fn findings(paths: &[&str]) -> Vec<(String, Vec<Row>)> {
                     .unwrap()
                     .starts_with("engine:Qwen-Qwen2.5-7B-Instruct.jinja")
             );
-            let rows = session["findings"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|finding| {
-                    (
-                        finding["rule"].as_str().unwrap().to_owned(),
-                        finding["turn"].as_u64().unwrap(),
-                        finding["severity"].as_str().unwrap().to_owned(),
-                    )
-                })
-                .collect();
-            (session["path"].as_str().unwrap().to_owned(), rows)
-        })
-        .collect()
-}
-
-fn expected(session: &str) -> Vec<Row> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let stem = session.trim_end_matches(".jsonl").trim_end_matches(".json");
-    let expect: Value = serde_json::from_str(
-        &std::fs::read_to_string(root.join(format!("{stem}.expect.json"))).unwrap(),
-    )
-    .unwrap();
-    expect["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|finding| {
             (
-                finding["rule"].as_str().unwrap().to_owned(),
-                finding["turn"].as_u64().unwrap(),
-                finding["severity"].as_str().unwrap().to_owned(),
+                session["path"].as_str().unwrap().to_owned(),
+                Expected::list(&session["findings"]),
             )
         })
         .collect()
@@ -112,8 +66,12 @@ fn breakers_are_found_through_a_real_chat_template() {
         "fixtures/rules/history-rewrite/fail/whitespace-strip-batch.jsonl",
     ]);
     assert_eq!(sessions.len(), 25);
-    for (path, rows) in sessions {
-        assert_eq!(rows, expected(&path), "{path}");
+    for (path, actual) in sessions {
+        let expected = Expected::beside(&kvlint_fixtures::repository().join(&path));
+        assert!(
+            kvlint_fixtures::all_match(&expected, &actual),
+            "{path}: expected {expected:?}, got {actual:?}"
+        );
     }
 }
 
@@ -130,7 +88,10 @@ fn what_the_engine_never_sees_is_no_break() {
         "fixtures/rules/history-rewrite/fail/unicode-nfc.jsonl",
     ]);
     assert_eq!(sessions.len(), 5);
-    for (path, rows) in sessions {
-        assert!(rows.iter().all(|row| row.2 != "error"), "{path}: {rows:?}");
+    for (path, actual) in sessions {
+        assert!(
+            actual.iter().all(|finding| finding.severity != "error"),
+            "{path}: {actual:?}"
+        );
     }
 }
