@@ -6,12 +6,17 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use crate::cache::{
+    BreakpointIssue, CacheTurn, Earlier, Engine, ModelFigures, Prediction, audit_breakpoints,
+    generated_text,
+};
 use crate::diagnostic::Span;
 use crate::error::InputError;
 use crate::path::PartPath;
 use crate::render::{Rendered, Renderer};
 use crate::request::{Part, Request};
 use crate::session::{SessionFile, Turn};
+use crate::tokenize::Tokens;
 
 /// Tokens shown on each side of a divergence.
 const WINDOW_BEFORE: usize = 4;
@@ -59,12 +64,33 @@ pub struct SessionAnalysis<'a> {
     pub turns: Vec<TurnDiff>,
     /// Renderings kept for broken pairs, by turn index.
     kept: BTreeMap<usize, Arc<Rendered>>,
+    /// Each turn's tokens (shared chunks: cheap to keep) and what a cache sees of it.
+    tokens: Vec<Tokens>,
+    cache_turns: Vec<CacheTurn>,
+    /// The tokens each turn's recorded response generated.
+    generated: Vec<Vec<u32>>,
+    /// Whether prompts end with the generation prompt, so that the next turn's rendering of
+    /// the answer can continue right where the generated tokens did (engine mode).
+    continues_into_answer: bool,
 }
 
 impl<'a> SessionAnalysis<'a> {
     pub fn new(session: &'a SessionFile, renderer: &Renderer) -> Result<Self, InputError> {
+        Self::analyze(session, renderer, false)
+    }
+
+    /// Like [`SessionAnalysis::new`], also keeping what [`SessionAnalysis::predict_cache`] and
+    /// [`SessionAnalysis::audit_breakpoints`] need.
+    pub fn with_cache_view(session: &'a SessionFile, renderer: &Renderer) -> Result<Self, InputError> {
+        Self::analyze(session, renderer, true)
+    }
+
+    fn analyze(session: &'a SessionFile, renderer: &Renderer, cache_view: bool) -> Result<Self, InputError> {
         let mut turns = Vec::with_capacity(session.turns.len());
         let mut kept = BTreeMap::new();
+        let mut tokens = Vec::with_capacity(session.turns.len());
+        let mut cache_turns = Vec::with_capacity(session.turns.len());
+        let mut generated = Vec::with_capacity(session.turns.len());
         let mut previous: Option<Arc<Rendered>> = None;
         for (index, turn) in session.turns.iter().enumerate() {
             let previous_turn = index
@@ -79,6 +105,17 @@ impl<'a> SessionAnalysis<'a> {
                     turn: index,
                     source: Box::new(source) as Box<dyn miette::Diagnostic + Send + Sync>,
                 })?;
+            if cache_view {
+                let generated_ids = turn
+                    .response
+                    .as_ref()
+                    .and_then(generated_text)
+                    .map(|text| renderer.tokenizer().encode_piece(&text).ids.clone())
+                    .unwrap_or_default();
+                cache_turns.push(CacheTurn::new(&turn.request, &current, generated_ids.len()));
+                tokens.push(current.tokens.clone());
+                generated.push(generated_ids);
+            }
             let current = Arc::new(current);
             let diff = diff_turns(hint, (session, turn, &current), index, renderer);
             if let (Some(_), Some(previous)) = (&diff.first_divergence, &previous) {
@@ -92,6 +129,10 @@ impl<'a> SessionAnalysis<'a> {
             session,
             turns,
             kept,
+            tokens,
+            cache_turns,
+            generated,
+            continues_into_answer: renderer.ends_with_generation_prompt(),
         })
     }
 
@@ -111,6 +152,100 @@ impl<'a> SessionAnalysis<'a> {
         })
     }
 
+    /// What `engine` serves from cache for each turn, as recorded and as it would be if every
+    /// turn extended the one before (a stable prefix). Empty unless the analysis was made
+    /// [`SessionAnalysis::with_cache_view`].
+    pub fn predict_cache(&self, engine: &Engine) -> Vec<TurnCachePrediction> {
+        let keeps_generated = engine.keeps_generated_tokens() && self.continues_into_answer;
+        let mut written: Vec<Vec<usize>> = Vec::with_capacity(self.tokens.len());
+        let mut predictions = Vec::with_capacity(self.tokens.len());
+        for (index, (tokens, turn)) in self.tokens.iter().zip(&self.cache_turns).enumerate() {
+            let earlier: Vec<Earlier> = (0..index)
+                .map(|before| {
+                    let earlier_tokens = &self.tokens[before];
+                    let common_prompt = earlier_tokens.common_prefix_len(tokens);
+                    let generated = &self.generated[before];
+                    let through_generated = keeps_generated
+                        && common_prompt == earlier_tokens.len()
+                        && !generated.is_empty();
+                    let common_sequence = if through_generated {
+                        common_prompt + tokens.common_prefix_from(common_prompt, generated)
+                    } else {
+                        common_prompt
+                    };
+                    Earlier {
+                        prompt_tokens: earlier_tokens.len(),
+                        common_prompt,
+                        common_sequence,
+                        written: written[before].clone(),
+                    }
+                })
+                .collect();
+            let recorded = engine.predict(turn, &earlier);
+            // A stable prefix: the turn right before is sent again in full.
+            let stable = earlier.last().map_or(recorded, |previous| {
+                let full = Earlier {
+                    common_prompt: previous.prompt_tokens.min(turn.prompt_tokens),
+                    common_sequence: (previous.prompt_tokens
+                        + self.generated[index - 1].len() * usize::from(keeps_generated))
+                    .min(turn.prompt_tokens),
+                    ..previous.clone()
+                };
+                engine.predict(turn, &[full])
+            });
+            written.push(engine.writes(turn));
+            let generated_lost = earlier.last().and_then(|previous| {
+                let generated = self.generated[index - 1].len();
+                (keeps_generated
+                    && previous.common_prompt == previous.prompt_tokens
+                    && generated > 0)
+                    .then(|| generated - (previous.common_sequence - previous.common_prompt))
+                    .filter(|lost| *lost > 0 && previous.common_sequence < turn.prompt_tokens)
+            });
+            predictions.push(TurnCachePrediction {
+                prompt_tokens: turn.prompt_tokens,
+                recorded,
+                stable,
+                generated_not_reproduced: generated_lost,
+                figures: engine.figures(turn),
+            });
+        }
+        predictions
+    }
+
+    /// Problems with the session's Anthropic cache breakpoints, for a model minimum.
+    pub fn audit_breakpoints(&self, engine: &Engine) -> Vec<BreakpointIssue> {
+        if !matches!(engine, Engine::Anthropic { .. }) {
+            return Vec::new();
+        }
+        let minimum = self
+            .cache_turns
+            .first()
+            .and_then(|turn| engine.figures(turn))
+            .map_or(1024, |figures| figures.min_cacheable_tokens);
+        let common_with_next: Vec<usize> = self
+            .tokens
+            .windows(2)
+            .map(|pair| pair[0].common_prefix_len(&pair[1]))
+            .collect();
+        audit_breakpoints(&self.cache_turns, &common_with_next, minimum)
+    }
+
+    /// Where a part of a turn is in the file.
+    pub fn span_of(&self, turn: usize, part: &PartPath) -> Option<Span> {
+        let turn = self.session.turns.get(turn)?;
+        let start = self.session.locate(turn, part, 0)?;
+        let position = self.session.line_column(start);
+        Some(Span {
+            line: position.line,
+            column: position.column,
+            end_line: position.line,
+            end_column: position.column + 1,
+            offset: start,
+            len: 1,
+        })
+    }
+
     pub fn prompt_tokens(&self) -> usize {
         self.turns.iter().map(|turn| turn.prompt_tokens).sum()
     }
@@ -118,6 +253,19 @@ impl<'a> SessionAnalysis<'a> {
     pub fn reused_tokens(&self) -> usize {
         self.turns.iter().map(|turn| turn.reused_tokens).sum()
     }
+}
+
+/// One turn's predicted cache use.
+#[derive(Clone, Debug)]
+pub struct TurnCachePrediction {
+    pub prompt_tokens: usize,
+    pub recorded: Prediction,
+    /// The prediction had the turn extended the one before.
+    pub stable: Prediction,
+    /// Generated tokens of the turn before that this turn's rendering of the answer does not
+    /// reproduce (reasoning dropped, arguments re-serialized): the engine cached them in vain.
+    pub generated_not_reproduced: Option<usize>,
+    pub figures: Option<&'static ModelFigures>,
 }
 
 /// Diffs a turn against the one before it (`None` for a first turn). `current` names the

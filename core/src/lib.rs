@@ -24,6 +24,7 @@
 //! ```
 
 pub mod analysis;
+pub mod cache;
 pub mod diagnostic;
 pub mod error;
 pub mod excerpt;

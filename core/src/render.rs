@@ -79,6 +79,18 @@ impl Renderer {
         }
     }
 
+    /// Whether each rendered prompt ends with the generation prompt, where the model's answer
+    /// starts (engine mode, as engines render chat requests).
+    pub fn ends_with_generation_prompt(&self) -> bool {
+        matches!(
+            self,
+            Self::Engine {
+                add_generation_prompt: true,
+                ..
+            }
+        )
+    }
+
     pub fn tokenizer(&self) -> &Tokenizer {
         match self {
             Self::Provider { tokenizer } | Self::Engine { tokenizer, .. } => tokenizer,

@@ -8,7 +8,7 @@
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::path::PartPath;
+use crate::path::{PartPath, PathSegment};
 use crate::session::kind_of;
 
 /// The API a request body is written for.
@@ -138,6 +138,10 @@ pub struct Request {
     pub tools: Vec<Tool>,
     pub messages: Vec<Message>,
     pub parts: Vec<Part>,
+    /// Blocks marked as cache breakpoints (`cache_control`, `prompt_cache_breakpoint`).
+    pub breakpoints: Vec<PartPath>,
+    /// Anthropic's top-level `cache_control`: a breakpoint on the last cacheable block.
+    pub automatic_breakpoint: bool,
     pub body: Value,
 }
 
@@ -208,8 +212,31 @@ impl Request {
             tools: builder.tools,
             messages: builder.messages,
             parts: builder.parts,
+            breakpoints: breakpoints(object),
+            automatic_breakpoint: object.contains_key("cache_control"),
             body: body.clone(),
         })
+    }
+
+    /// The block a part belongs to, as cache breakpoints and Anthropic's lookback count
+    /// blocks: a tool, a system block, a message's content block, else the whole message.
+    pub fn block_of(path: &PartPath) -> PartPath {
+        let segments = path.segments();
+        let key = match segments.first() {
+            Some(PathSegment::Key(key)) => key.as_str(),
+            _ => "",
+        };
+        let content_block = matches!(
+            (segments.get(2), segments.get(3)),
+            (Some(PathSegment::Key(content)), Some(PathSegment::Index(_))) if content == "content"
+        );
+        let depth = match key {
+            "messages" | "input" if content_block => 4,
+            "messages" | "input" | "tools" => 2,
+            "system" if matches!(segments.get(1), Some(PathSegment::Index(_))) => 2,
+            _ => 1,
+        };
+        path.truncated(depth)
     }
 
     /// The tool names in request order.
@@ -709,6 +736,46 @@ impl Builder {
         }
         Ok(())
     }
+}
+
+/// The blocks that carry a breakpoint marker, in cache order.
+fn breakpoints(body: &Map<String, Value>) -> Vec<PartPath> {
+    let marked = |value: &Value| {
+        value
+            .get("cache_control")
+            .is_some_and(|marker| !marker.is_null())
+            || value
+                .get("prompt_cache_breakpoint")
+                .is_some_and(|marker| !marker.is_null())
+    };
+    let mut found = Vec::new();
+    let mut scan = |path: PartPath, items: Option<&Value>| {
+        for (index, item) in items
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            if marked(item) {
+                found.push(path.index(index));
+            }
+        }
+    };
+    scan(PartPath::root().key("tools"), body.get("tools"));
+    scan(PartPath::root().key("system"), body.get("system"));
+    for key in ["messages", "input"] {
+        for (index, message) in body
+            .get(key)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            let message_path = PartPath::root().key(key).index(index);
+            scan(message_path.key("content"), message.get("content"));
+        }
+    }
+    found
 }
 
 /// JSON as sent: keys in their order, no spaces.

@@ -150,6 +150,40 @@ impl Tokens {
             .flat_map(|placed| placed.chunk.ids.iter().copied())
     }
 
+    /// How many tokens start before byte `offset`.
+    pub fn count_before(&self, offset: usize) -> usize {
+        let position = self.chunks.partition_point(|placed| placed.offset < offset);
+        let Some(placed) = position
+            .checked_sub(1)
+            .map(|position| &self.chunks[position])
+        else {
+            return 0;
+        };
+        placed.first
+            + placed
+                .chunk
+                .starts
+                .partition_point(|start| placed.offset + start < offset)
+    }
+
+    /// How many of `ids` follow, one for one, from token `start` on.
+    pub fn common_prefix_from(&self, start: usize, ids: &[u32]) -> usize {
+        let Some((placed, inner)) = self.locate(start) else {
+            return 0;
+        };
+        let position = self
+            .chunks
+            .iter()
+            .position(|candidate| std::ptr::eq(candidate, placed))
+            .unwrap_or(0);
+        let first = placed.chunk.ids[inner..].iter().copied();
+        first
+            .chain(self.ids_after(position + 1))
+            .zip(ids)
+            .take_while(|(a, b)| a == *b)
+            .count()
+    }
+
     /// The index of the token that covers byte `offset`.
     pub fn token_at(&self, offset: usize) -> usize {
         self.iter()
@@ -444,5 +478,19 @@ mod tests {
         let longer =
             tokenizer.encode_pieces(["You are terse. ", "Time: 10:00:01", " Bye.", " More."]);
         assert_eq!(before.common_prefix_len(&longer), before.len());
+    }
+
+    #[test]
+    fn follows_given_ids_from_a_token_and_counts_tokens_before_an_offset() {
+        let tokenizer = Tokenizer::o200k_base();
+        let tokens = tokenizer.encode_pieces(["abc ", "", "def", " More."]);
+        let first = tokenizer.encode_pieces(["abc "]).len();
+        let more = tokenizer.encode_pieces([" More."]).ids();
+        let start = tokens.len() - more.len();
+        assert_eq!(tokens.common_prefix_from(start, &more), more.len());
+        assert_eq!(tokens.common_prefix_from(start, &[u32::MAX]), 0);
+        assert_eq!(tokens.count_before(0), 0);
+        assert_eq!(tokens.count_before(4), first);
+        assert_eq!(tokens.count_before(7), start);
     }
 }

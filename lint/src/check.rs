@@ -8,9 +8,9 @@ use kvlint_core::render::Renderer;
 use kvlint_core::session::SessionFile;
 
 use crate::discover::{discover, looks_like_session};
-use crate::report::{Report, SessionReport};
+use crate::report::{CacheOptions, Report, SessionReport};
 
-pub fn check(paths: &[PathBuf], renderer: &Renderer) -> Report {
+pub fn check(paths: &[PathBuf], renderer: &Renderer, options: &CacheOptions) -> Report {
     let mut report = Report::new();
     for candidate in discover(paths) {
         let display = candidate.path.display().to_string();
@@ -28,7 +28,7 @@ pub fn check(paths: &[PathBuf], renderer: &Renderer) -> Report {
             continue;
         }
         let analysed = SessionFile::parse(display, Arc::from(text))
-            .and_then(|session| SessionReport::new(&session, renderer));
+            .and_then(|session| SessionReport::new(&session, renderer, options));
         match analysed {
             Ok(session) => report.sessions.push(session),
             Err(error) => report.add_error(error),

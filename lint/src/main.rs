@@ -9,6 +9,7 @@ use std::process::ExitCode;
 
 use chrono::NaiveDateTime;
 use clap::{Parser, Subcommand};
+use kvlint_core::cache::Engine;
 use kvlint_core::diagnostic::Severity;
 use kvlint_core::render::Renderer;
 use kvlint_core::template::ChatTemplate;
@@ -22,6 +23,7 @@ mod emit;
 mod report;
 
 use emit::OutputFormat;
+use report::CacheOptions;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -44,6 +46,13 @@ enum Command {
         paths: Vec<PathBuf>,
         #[command(flatten)]
         render: RenderArgs,
+        /// Predict what this engine serves from cache: vllm[:block=16][,spec], sglang[:page=1],
+        /// llamacpp, openai[:MODEL], anthropic[:MODEL], gemini[:MODEL], deepseek.
+        #[arg(long, value_name = "NAME[:OPTIONS]")]
+        engine: Option<Engine>,
+        /// Prefill speed of a self-hosted engine, for time estimates (tokens per second).
+        #[arg(long, value_name = "N")]
+        prefill_tps: Option<f64>,
         #[arg(long, value_enum, default_value = "human")]
         format: OutputFormat,
     },
@@ -175,10 +184,16 @@ fn run(cli: Cli) -> miette::Result<u8> {
         Command::Check {
             paths,
             render,
+            engine,
+            prefill_tps,
             format,
         } => {
             let renderer = render.renderer()?;
-            let report = check::check(&paths, &renderer);
+            let options = CacheOptions {
+                engine,
+                prefill_tokens_per_second: prefill_tps,
+            };
+            let report = check::check(&paths, &renderer, &options);
             let output = match format {
                 OutputFormat::Human => emit::human::render(&report, use_color(), terminal_width()),
                 OutputFormat::Json => emit::json::render(&report),

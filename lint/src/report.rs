@@ -4,7 +4,8 @@
 
 use std::sync::Arc;
 
-use kvlint_core::analysis::{SessionAnalysis, TurnDiff};
+use kvlint_core::analysis::{SessionAnalysis, TurnCachePrediction, TurnDiff};
+use kvlint_core::cache::{Engine, MODELS};
 use kvlint_core::diagnostic::{Diagnostic, Severity};
 use kvlint_core::error::InputError;
 use kvlint_core::render::Renderer;
@@ -31,11 +32,72 @@ pub struct SessionReport {
     pub renderer: String,
     /// Token counts come from an encoding other than the provider's own.
     pub approximate: bool,
-    pub turns: Vec<TurnDiff>,
+    pub turns: Vec<TurnReport>,
     pub findings: Vec<Diagnostic>,
     pub summary: SessionSummary,
+    /// What the chosen engine serves from cache, with `--engine`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache: Option<CacheSummary>,
     #[serde(skip)]
     pub source: Arc<str>,
+}
+
+/// A turn: its diff against the turn before and, with `--engine`, the predicted cache use.
+#[derive(Debug, Serialize)]
+pub struct TurnReport {
+    #[serde(flatten)]
+    pub diff: TurnDiff,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub predicted_cached_tokens: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub computed_tokens: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_write_tokens: Option<usize>,
+    /// Tokens the engine generated for the turn before that this turn does not reproduce.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub generated_not_reproduced: Option<usize>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct CacheSummary {
+    pub engine: String,
+    pub prompt_tokens: usize,
+    /// Prompt tokens served from cache.
+    pub cached_tokens: usize,
+    /// Prompt tokens computed (prefilled).
+    pub computed_tokens: usize,
+    pub cache_write_tokens: usize,
+    pub hit_ratio: f64,
+    /// The same session if every turn extended the one before.
+    pub stable_prefix_cached_tokens: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost: Option<CostEstimate>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prefill_seconds: Option<Estimate>,
+}
+
+/// USD for the session: as recorded, and with a stable prefix.
+#[derive(Debug, Serialize)]
+pub struct CostEstimate {
+    pub recorded_usd: f64,
+    pub stable_prefix_usd: f64,
+    /// The model row prices come from, and the table's date.
+    pub model: String,
+    pub prices_as_of: String,
+    pub prices_verified: bool,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Estimate {
+    pub recorded: f64,
+    pub stable_prefix: f64,
+}
+
+/// How kvlint predicts cache use, from `--engine` and `--prefill-tps`.
+#[derive(Debug, Clone, Default)]
+pub struct CacheOptions {
+    pub engine: Option<Engine>,
+    pub prefill_tokens_per_second: Option<f64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -90,13 +152,91 @@ impl Report {
     }
 }
 
+fn cache_summary(
+    engine: &Engine,
+    turns: &[TurnCachePrediction],
+    prefill_tps: Option<f64>,
+) -> CacheSummary {
+    let prompt_tokens: usize = turns.iter().map(|turn| turn.prompt_tokens).sum();
+    let cached_tokens: usize = turns.iter().map(|turn| turn.recorded.cached).sum();
+    let stable_cached: usize = turns.iter().map(|turn| turn.stable.cached).sum();
+    let cost = turns.iter().all(|turn| turn.figures.is_some()).then(|| {
+        let total = |pick: fn(&TurnCachePrediction) -> kvlint_core::cache::Prediction| -> f64 {
+            turns
+                .iter()
+                .filter_map(|turn| {
+                    turn.figures
+                        .map(|figures| figures.cost(turn.prompt_tokens, pick(turn)))
+                })
+                .sum()
+        };
+        let figures = turns.first().and_then(|turn| turn.figures);
+        CostEstimate {
+            recorded_usd: round(total(|turn| turn.recorded), 6),
+            stable_prefix_usd: round(total(|turn| turn.stable), 6),
+            model: figures
+                .map(|figures| format!("{}/{}", figures.provider, figures.name))
+                .unwrap_or_default(),
+            prices_as_of: MODELS.as_of.clone(),
+            prices_verified: turns
+                .iter()
+                .all(|turn| turn.figures.is_some_and(|figures| figures.verified)),
+        }
+    });
+    let computed_tokens = prompt_tokens - cached_tokens;
+    CacheSummary {
+        engine: engine.name(),
+        prompt_tokens,
+        cached_tokens,
+        computed_tokens,
+        cache_write_tokens: turns.iter().map(|turn| turn.recorded.written).sum(),
+        hit_ratio: if prompt_tokens == 0 {
+            0.0
+        } else {
+            round(cached_tokens as f64 / prompt_tokens as f64, 3)
+        },
+        stable_prefix_cached_tokens: stable_cached,
+        cost: cost.filter(|_| !turns.is_empty()),
+        prefill_seconds: prefill_tps.filter(|tps| *tps > 0.0).map(|tps| Estimate {
+            recorded: round(computed_tokens as f64 / tps, 3),
+            stable_prefix: round((prompt_tokens - stable_cached) as f64 / tps, 3),
+        }),
+    }
+}
+
+fn round(value: f64, digits: i32) -> f64 {
+    let scale = 10f64.powi(digits);
+    (value * scale).round() / scale
+}
+
 impl SessionReport {
-    pub fn new(session: &SessionFile, renderer: &Renderer) -> Result<Self, InputError> {
-        let analysis = SessionAnalysis::new(session, renderer)?;
-        let findings: Vec<Diagnostic> = analysis
+    pub fn new(
+        session: &SessionFile,
+        renderer: &Renderer,
+        options: &CacheOptions,
+    ) -> Result<Self, InputError> {
+        let analysis = if options.engine.is_some() {
+            SessionAnalysis::with_cache_view(session, renderer)?
+        } else {
+            SessionAnalysis::new(session, renderer)?
+        };
+        let predictions = options
+            .engine
+            .as_ref()
+            .map(|engine| analysis.predict_cache(engine));
+        let mut findings: Vec<Diagnostic> = analysis
             .broken_pairs()
             .map(|pair| kvlint_rules::diagnose(&pair))
             .collect();
+        if let Some(engine) = &options.engine {
+            findings.extend(analysis.audit_breakpoints(engine).iter().map(|issue| {
+                kvlint_rules::CacheBreakpoint::diagnostic(
+                    issue,
+                    analysis.span_of(issue.turn, &issue.block),
+                )
+            }));
+            findings.sort_by_key(|finding| finding.turn);
+        }
         let formats: Vec<_> = session
             .turns
             .iter()
@@ -130,20 +270,50 @@ impl SessionReport {
             reuse_ratio: if later_prompt_tokens == 0 {
                 0.0
             } else {
-                (reused_tokens as f64 / later_prompt_tokens as f64 * 1000.0).round() / 1000.0
+                round(reused_tokens as f64 / later_prompt_tokens as f64, 3)
             },
             errors: count(Severity::Error),
             warnings: count(Severity::Warning),
             infos: count(Severity::Info),
         };
+        let cache =
+            options
+                .engine
+                .as_ref()
+                .zip(predictions.as_deref())
+                .map(|(engine, predictions)| {
+                    cache_summary(engine, predictions, options.prefill_tokens_per_second)
+                });
+        let turns = analysis
+            .turns
+            .into_iter()
+            .enumerate()
+            .map(|(index, diff)| {
+                let prediction = predictions
+                    .as_ref()
+                    .and_then(|predictions| predictions.get(index));
+                TurnReport {
+                    diff,
+                    predicted_cached_tokens: prediction.map(|turn| turn.recorded.cached),
+                    computed_tokens: prediction
+                        .map(|turn| turn.prompt_tokens - turn.recorded.cached),
+                    cache_write_tokens: prediction
+                        .map(|turn| turn.recorded.written)
+                        .filter(|written| *written > 0),
+                    generated_not_reproduced: prediction
+                        .and_then(|turn| turn.generated_not_reproduced),
+                }
+            })
+            .collect();
         Ok(Self {
             path: session.path.clone(),
             format,
             renderer: renderer.name(),
             approximate,
-            turns: analysis.turns,
+            turns,
             findings,
             summary,
+            cache,
             source: Arc::clone(&session.text),
         })
     }

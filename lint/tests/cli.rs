@@ -124,7 +124,7 @@ fn rule_prints_its_docs() {
     let by_code = kvlint(&["rule", "KV101"]);
     assert_eq!(by_code.stdout, run.stdout);
     let listing = kvlint(&["rule"]);
-    assert_eq!(listing.stdout.lines().count(), 8);
+    assert_eq!(listing.stdout.lines().count(), kvlint_rules_count());
 }
 
 #[test]
@@ -154,4 +154,137 @@ fn a_template_that_raises_names_the_turn_and_the_rest_is_still_checked() {
         "{}",
         run.stdout
     );
+}
+
+#[test]
+fn engine_predictions_follow_each_engines_rule_turn_by_turn() {
+    let session = "fixtures/rules/volatile-counter/fail/turns-left-system.jsonl";
+    for (engine, rule) in [
+        (
+            "vllm:block=32",
+            (|n: u64, reused: u64| 32 * (reused / 32).min((n - 1) / 32)) as fn(u64, u64) -> u64,
+        ),
+        ("llamacpp", |n, reused| reused.min(n - 1)),
+        ("openai:gpt-4o", |_, reused| {
+            if reused < 1024 {
+                0
+            } else {
+                1024 + (reused - 1024) / 128 * 128
+            }
+        }),
+    ] {
+        let run = kvlint(&["check", "--format", "json", "--engine", engine, session]);
+        let report: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+        let session = &report["sessions"][0];
+        assert_eq!(session["cache"]["engine"], engine);
+        let mut cached_total = 0;
+        for turn in session["turns"].as_array().unwrap() {
+            let n = turn["prompt_tokens"].as_u64().unwrap();
+            let reused = turn["reused_tokens"].as_u64().unwrap();
+            let cached = turn["predicted_cached_tokens"].as_u64().unwrap();
+            assert_eq!(cached, rule(n, reused), "{engine} turn {}", turn["index"]);
+            assert_eq!(turn["computed_tokens"].as_u64().unwrap(), n - cached);
+            cached_total += cached;
+        }
+        assert_eq!(
+            session["cache"]["cached_tokens"].as_u64(),
+            Some(cached_total)
+        );
+    }
+}
+
+#[test]
+fn engine_table_in_human_output() {
+    let run = kvlint(&[
+        "check",
+        "--engine",
+        "openai:gpt-4.1",
+        "--prefill-tps",
+        "2500",
+        "fixtures/rules/volatile-counter/fail/turns-left-system.jsonl",
+    ]);
+    assert_eq!(run.code, 1);
+    let table: String = run
+        .stdout
+        .lines()
+        .skip_while(|line| !line.contains(" on openai:gpt-4.1"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    insta::assert_snapshot!(table);
+}
+
+#[test]
+fn an_unknown_engine_is_a_usage_error() {
+    let run = kvlint(&["check", "--engine", "tgi", "fixtures/diff/before.json"]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stdout.contains("unknown engine `tgi`"),
+        "{}",
+        run.stdout
+    );
+}
+
+#[test]
+fn anthropic_breakpoints_are_audited() {
+    // Turn 0 marks a 1-tool prefix (far under the 1,024-token minimum of Sonnet 4.5), a
+    // timestamp block and the newest message, both after content turn 1 changes; turn 1
+    // marks six blocks.
+    let run = kvlint(&[
+        "check",
+        "--format",
+        "json",
+        "--engine",
+        "anthropic",
+        "fixtures/cache/anthropic-breakpoints.jsonl",
+    ]);
+    let report: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    let findings: Vec<(u64, String, String)> = report["sessions"][0]["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|finding| finding["rule"] == "cache-breakpoint")
+        .map(|finding| {
+            let message = finding["message"].as_str().unwrap();
+            let kind = [
+                "below the model's minimum",
+                "is never read",
+                "rejects more than 4",
+            ]
+            .into_iter()
+            .find(|kind| message.contains(kind))
+            .unwrap_or(message);
+            (
+                finding["turn"].as_u64().unwrap(),
+                finding["part"].as_str().unwrap().to_owned(),
+                kind.to_owned(),
+            )
+        })
+        .collect();
+    let expected = [
+        (0, "tools[0]", "below the model's minimum"),
+        (0, "system[1]", "is never read"),
+        (0, "messages[0].content[0]", "is never read"),
+        (1, "messages[3].content[0]", "rejects more than 4"),
+        (1, "tools[0]", "below the model's minimum"),
+    ];
+    let expected: Vec<(u64, String, String)> = expected
+        .iter()
+        .map(|(turn, part, kind)| (*turn, (*part).to_owned(), (*kind).to_owned()))
+        .collect();
+    assert_eq!(findings, expected);
+    // Turn 1 reads what turn 0 wrote at the end of the stable system block.
+    let turn = &report["sessions"][0]["turns"][1];
+    assert!(turn["predicted_cached_tokens"].as_u64().unwrap() > 1024);
+    assert!(turn["predicted_cached_tokens"].as_u64() < turn["reused_tokens"].as_u64());
+    assert_eq!(run.code, 1, "more than 4 breakpoints is an error");
+}
+
+fn kvlint_rules_count() -> usize {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"))
+            .unwrap();
+    readme
+        .lines()
+        .filter(|line| line.starts_with("| KV"))
+        .count()
 }

@@ -95,3 +95,67 @@ fn what_the_engine_never_sees_is_no_break() {
         );
     }
 }
+
+/// The turns of a session checked in engine mode with `--engine`.
+fn cache_turns(engine: &str, session: &str) -> Vec<Value> {
+    let assets =
+        kvlint_fixtures::assets().expect("test assets missing: run scripts/fetch-assets.sh");
+    let output = Command::new(env!("CARGO_BIN_EXE_kvlint"))
+        .current_dir(kvlint_fixtures::repository())
+        .args([
+            "check",
+            "--format",
+            "json",
+            "--engine",
+            engine,
+            "--chat-template",
+        ])
+        .arg(assets.join("templates/Qwen-Qwen2.5-7B-Instruct.jinja"))
+        .arg("--tokenizer")
+        .arg(assets.join("tokenizers/qwen3/tokenizer.json"))
+        .arg(session)
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    report["sessions"][0]["turns"].as_array().unwrap().clone()
+}
+
+#[test]
+fn engines_that_keep_generated_tokens_hit_through_the_answer_sent_back() {
+    for engine in ["llamacpp", "sglang"] {
+        let turns = cache_turns(engine, "fixtures/cache/answers-sent-back.jsonl");
+        for pair in turns.windows(2) {
+            let previous_prompt = pair[0]["prompt_tokens"].as_u64().unwrap();
+            let cached = pair[1]["predicted_cached_tokens"].as_u64().unwrap();
+            // The previous prompt ends with the generation prompt; the answer the engine
+            // generated is rendered back verbatim, so the hit reaches past the prompt.
+            assert_eq!(
+                pair[1]["reused_tokens"].as_u64(),
+                Some(previous_prompt),
+                "{engine}"
+            );
+            assert!(
+                cached > previous_prompt,
+                "{engine}: {cached} ≤ {previous_prompt}"
+            );
+            assert!(
+                pair[1].get("generated_not_reproduced").is_none(),
+                "{engine}"
+            );
+        }
+    }
+}
+
+#[test]
+fn generated_reasoning_that_history_drops_is_flagged() {
+    let turns = cache_turns("llamacpp", "fixtures/cache/reasoning-dropped.jsonl");
+    for pair in turns.windows(2) {
+        let previous_prompt = pair[0]["prompt_tokens"].as_u64().unwrap();
+        // The cache held prompt + reasoning + answer; the next turn sends prompt + answer.
+        assert_eq!(
+            pair[1]["predicted_cached_tokens"].as_u64(),
+            Some(previous_prompt)
+        );
+        assert!(pair[1]["generated_not_reproduced"].as_u64().unwrap() > 0);
+    }
+}

@@ -81,6 +81,7 @@ pub static RULES: &[&dyn Rule] = &[
     &VolatileCounter,
     &HistoryRewrite,
     &PrefixEdit,
+    &CacheBreakpoint,
 ];
 
 /// Looks a rule up by name (`volatile-timestamp`) or code (`KV101`).

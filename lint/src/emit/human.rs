@@ -34,6 +34,9 @@ pub fn render(report: &Report, color: bool, width: usize) -> String {
                 &FindingReport::new(&session.path, &session.source, finding),
             );
         }
+        if let Some(table) = cache_table(session) {
+            out.push_str(&table);
+        }
         let _ = writeln!(out, "{}", session_line(session));
     }
     let _ = writeln!(out, "{}", totals_line(report));
@@ -62,6 +65,71 @@ pub fn render_diff(diff: &RequestDiff, current_file: &str, color: bool, width: u
         None => out.push_str("the second request extends the first: its whole prompt is a cache hit up to the new content\n"),
     }
     out
+}
+
+/// The per-turn table of predicted cache use, with `--engine`.
+fn cache_table(session: &SessionReport) -> Option<String> {
+    let cache = session.cache.as_ref()?;
+    let mut table = format!("{} on {}\n", session.path, cache.engine);
+    let _ = writeln!(
+        table,
+        "{:>6} {:>8} {:>8} {:>8} {:>9}  first cause",
+        "turn", "prompt", "reused", "cached", "computed"
+    );
+    for turn in &session.turns {
+        let cause = session
+            .findings
+            .iter()
+            .find(|finding| finding.turn == turn.diff.index)
+            .map(|finding| format!("{} at {}", finding.rule, finding.part))
+            .unwrap_or_default();
+        let _ = writeln!(
+            table,
+            "{:>6} {:>8} {:>8} {:>8} {:>9}  {cause}",
+            turn.diff.index,
+            turn.diff.prompt_tokens,
+            turn.diff.reused_tokens,
+            turn.predicted_cached_tokens.unwrap_or(0),
+            turn.computed_tokens.unwrap_or(0),
+        );
+    }
+    let percent = |part: usize| {
+        if cache.prompt_tokens == 0 {
+            0.0
+        } else {
+            part as f64 * 100.0 / cache.prompt_tokens as f64
+        }
+    };
+    let _ = write!(
+        table,
+        "served from cache: {} of {} prompt tokens ({:.0}%); with a stable prefix {} ({:.0}%)",
+        cache.cached_tokens,
+        cache.prompt_tokens,
+        percent(cache.cached_tokens),
+        cache.stable_prefix_cached_tokens,
+        percent(cache.stable_prefix_cached_tokens),
+    );
+    if let Some(cost) = &cache.cost {
+        let unverified = if cost.prices_verified {
+            ""
+        } else {
+            ", unverified"
+        };
+        let _ = write!(
+            table,
+            "; cost ${:.4} as recorded, ${:.4} with a stable prefix ({} prices as of {}{unverified})",
+            cost.recorded_usd, cost.stable_prefix_usd, cost.model, cost.prices_as_of,
+        );
+    }
+    if let Some(seconds) = &cache.prefill_seconds {
+        let _ = write!(
+            table,
+            "; prefill {:.1} s, {:.1} s with a stable prefix",
+            seconds.recorded, seconds.stable_prefix
+        );
+    }
+    table.push('\n');
+    Some(table)
 }
 
 fn session_line(session: &SessionReport) -> String {

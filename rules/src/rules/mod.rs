@@ -1,5 +1,6 @@
 //! One file per rule. Adding a rule: a file here, a line below, a line in [`crate::RULES`].
 
+mod cache_breakpoint;
 mod history_rewrite;
 mod json_reserialized;
 mod prefix_edit;
@@ -9,6 +10,7 @@ mod volatile_counter;
 mod volatile_id;
 mod volatile_timestamp;
 
+pub use cache_breakpoint::CacheBreakpoint;
 pub use history_rewrite::HistoryRewrite;
 pub use json_reserialized::JsonReserialized;
 pub use prefix_edit::PrefixEdit;

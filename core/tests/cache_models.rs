@@ -1,0 +1,157 @@
+//! Cache models against worked numbers, derived by hand from each engine's documented rules
+//! (`shared/reference/engines.md`), edge cases included.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use kvlint_core::cache::{
+    CacheTurn, Earlier, Engine, anthropic_hit, gemini_hit, llamacpp_hit, openai_hit, sglang_hit,
+    vllm_hit,
+};
+
+#[test]
+fn vllm_caches_whole_blocks_and_never_the_last_token() {
+    // (prompt tokens N, tokens matched, block B, speculative, cached)
+    for (n, matched, block, speculative, cached) in [
+        (1000, 1000, 16, false, 992),  // 62 full blocks; ⌊999/16⌋ = 62
+        (32, 32, 16, false, 16),       // ⌊31/16⌋ = 1: the last token forces the second block out
+        (1024, 1024, 16, false, 1008), // exact boundary: ⌊1023/16⌋ = 63
+        (1025, 1024, 16, false, 1024), // one token more: 64 blocks, the last token stays out
+        (10, 10, 16, false, 0),        // shorter than a block
+        (100, 47, 16, false, 32),      // a partial block is never a hit
+        (1000, 1000, 16, true, 976),   // EAGLE/MTP drops one more block
+        (100, 100, 32, false, 96),     // CPU backend's 32-token blocks: ⌊99/32⌋ = 3
+        (0, 0, 16, false, 0),
+    ] {
+        assert_eq!(
+            vllm_hit(n, matched, block, speculative),
+            cached,
+            "N={n} matched={matched} B={block}"
+        );
+    }
+}
+
+#[test]
+fn sglang_matches_pages_up_to_the_last_token() {
+    for (n, matched, page, cached) in [
+        (100, 100, 1, 99),
+        (100, 40, 1, 40),
+        (200, 150, 64, 128),
+        (64, 64, 64, 0), // min(64, 63) = 63 < one page
+        (1, 1, 1, 0),
+    ] {
+        assert_eq!(
+            sglang_hit(n, matched, page),
+            cached,
+            "N={n} matched={matched} P={page}"
+        );
+    }
+}
+
+#[test]
+fn llamacpp_reuses_the_common_prefix_but_evaluates_one_token() {
+    for (n, matched, cached) in [(100, 100, 99), (100, 40, 40), (1, 1, 0), (0, 0, 0)] {
+        assert_eq!(llamacpp_hit(n, matched), cached, "N={n} matched={matched}");
+    }
+}
+
+#[test]
+fn openai_caches_from_1024_tokens_in_128_token_steps() {
+    for (n, matched, cached) in [
+        (1000, 1000, 0), // below the minimum
+        (1024, 1023, 0),
+        (1024, 1024, 1024),
+        (2000, 1151, 1024), // 127 tokens past the minimum: no new step
+        (2000, 1152, 1152),
+        (5000, 4321, 4224), // 1024 + 25·128
+    ] {
+        assert_eq!(openai_hit(n, matched), cached, "N={n} matched={matched}");
+    }
+}
+
+#[test]
+fn gemini_caches_a_prefix_once_it_reaches_the_model_minimum() {
+    assert_eq!(gemini_hit(3000, 2048), 3000);
+    assert_eq!(gemini_hit(2047, 2048), 0);
+}
+
+fn blocks(ends: &[usize], breakpoints: &[usize]) -> CacheTurn {
+    CacheTurn {
+        prompt_tokens: ends.last().copied().unwrap_or(0),
+        block_ends: ends.to_vec(),
+        breakpoint_blocks: breakpoints.to_vec(),
+        ..CacheTurn::default()
+    }
+}
+
+fn earlier(prompt_tokens: usize, common_prompt: usize, written: &[usize]) -> Earlier {
+    Earlier {
+        prompt_tokens,
+        common_prompt,
+        common_sequence: common_prompt,
+        written: written.to_vec(),
+    }
+}
+
+#[test]
+fn anthropic_reads_entries_within_20_blocks_and_writes_up_to_the_last_breakpoint() {
+    // Turn 1 wrote an entry at its breakpoint, 3,000 tokens; turn 2 shares 3,500 tokens and
+    // marks its last block (4,000): it reads 3,000 and writes the 1,000 after.
+    let turn = blocks(&[1000, 2000, 3000, 4000], &[3]);
+    let prediction = anthropic_hit(&turn, &[earlier(3000, 3500, &[3000])], 1024);
+    assert_eq!((prediction.cached, prediction.written), (3000, 1000));
+
+    // The entry is past the shared prefix: nothing read, everything up to the breakpoint written.
+    let prediction = anthropic_hit(&turn, &[earlier(3000, 2500, &[3000])], 1024);
+    assert_eq!((prediction.cached, prediction.written), (0, 4000));
+
+    // Below the model minimum nothing is written or read.
+    let short = blocks(&[300, 800], &[1]);
+    let prediction = anthropic_hit(&short, &[earlier(800, 800, &[800])], 1024);
+    assert_eq!((prediction.cached, prediction.written), (0, 0));
+
+    // 30 blocks of 100 tokens, breakpoint on the last: the lookback reaches blocks 10..=29,
+    // so an entry at the end of block 5 (600 tokens) is not found, one at block 10 (1,100) is.
+    let ends: Vec<usize> = (1..=30).map(|block| block * 100).collect();
+    let long = blocks(&ends, &[29]);
+    assert_eq!(
+        anthropic_hit(&long, &[earlier(3000, 3000, &[600])], 512).cached,
+        0
+    );
+    assert_eq!(
+        anthropic_hit(&long, &[earlier(3000, 3000, &[1100])], 512).cached,
+        1100
+    );
+}
+
+#[test]
+fn openai_breakpoint_models_read_the_furthest_entry_in_the_shared_prefix() {
+    let engine: Engine = "openai:gpt-5.6".parse().unwrap();
+    let turn = CacheTurn {
+        prompt_tokens: 5000,
+        block_ends: vec![2000, 4000, 5000],
+        breakpoint_blocks: vec![],
+        latest_input_end: 4000,
+        ..CacheTurn::default()
+    };
+    // The turn before wrote its implicit breakpoint at 3,000 and shares 3,500 tokens.
+    let prediction = engine.predict(&turn, &[earlier(3200, 3500, &[3000])]);
+    assert_eq!((prediction.cached, prediction.written), (3000, 1000));
+    assert_eq!(engine.writes(&turn), vec![4000]);
+}
+
+#[test]
+fn deepseek_hits_whole_units_only() {
+    let engine = Engine::DeepSeek;
+    let turn = CacheTurn {
+        prompt_tokens: 900,
+        ..CacheTurn::default()
+    };
+    let unit = |common_sequence: usize| Earlier {
+        prompt_tokens: 500,
+        common_prompt: common_sequence.min(500),
+        common_sequence,
+        written: vec![500, 520],
+    };
+    assert_eq!(engine.predict(&turn, &[unit(600)]).cached, 520); // input and output units match
+    assert_eq!(engine.predict(&turn, &[unit(510)]).cached, 500); // the output unit does not
+    assert_eq!(engine.predict(&turn, &[unit(499)]).cached, 0); // not even the input unit
+}
