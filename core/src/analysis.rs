@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::cache::{
     BreakpointIssue, CacheTurn, Earlier, Engine, ModelFigures, Prediction, audit_breakpoints,
-    generated_text,
+    generated_text, llamacpp_reuse,
 };
 use crate::diagnostic::Span;
 use crate::error::InputError;
@@ -81,11 +81,18 @@ impl<'a> SessionAnalysis<'a> {
 
     /// Like [`SessionAnalysis::new`], also keeping what [`SessionAnalysis::predict_cache`] and
     /// [`SessionAnalysis::audit_breakpoints`] need.
-    pub fn with_cache_view(session: &'a SessionFile, renderer: &Renderer) -> Result<Self, InputError> {
+    pub fn with_cache_view(
+        session: &'a SessionFile,
+        renderer: &Renderer,
+    ) -> Result<Self, InputError> {
         Self::analyze(session, renderer, true)
     }
 
-    fn analyze(session: &'a SessionFile, renderer: &Renderer, cache_view: bool) -> Result<Self, InputError> {
+    fn analyze(
+        session: &'a SessionFile,
+        renderer: &Renderer,
+        cache_view: bool,
+    ) -> Result<Self, InputError> {
         let mut turns = Vec::with_capacity(session.turns.len());
         let mut kept = BTreeMap::new();
         let mut tokens = Vec::with_capacity(session.turns.len());
@@ -163,7 +170,14 @@ impl<'a> SessionAnalysis<'a> {
             let earlier: Vec<Earlier> = (0..index)
                 .map(|before| {
                     let earlier_tokens = &self.tokens[before];
-                    let common_prompt = earlier_tokens.common_prefix_len(tokens);
+                    // A different cache salt isolates: nothing is shared (vLLM, SGLang).
+                    let isolated = matches!(engine, Engine::Vllm { .. } | Engine::Sglang { .. })
+                        && self.cache_turns[before].cache_salt != turn.cache_salt;
+                    let common_prompt = if isolated {
+                        0
+                    } else {
+                        earlier_tokens.common_prefix_len(tokens)
+                    };
                     let generated = &self.generated[before];
                     let through_generated = keeps_generated
                         && common_prompt == earlier_tokens.len()
@@ -181,6 +195,16 @@ impl<'a> SessionAnalysis<'a> {
                     }
                 })
                 .collect();
+            let mut earlier = earlier;
+            if let (Engine::LlamaCpp { cache_reuse }, Some(previous)) = (engine, earlier.last_mut())
+                && *cache_reuse > 0
+            {
+                // The slot holds the previous sequence; chunks of it past the common prefix
+                // can be shifted into place.
+                let mut slot = self.tokens[index - 1].ids();
+                slot.extend_from_slice(&self.generated[index - 1]);
+                previous.common_sequence = llamacpp_reuse(&slot, &tokens.ids(), *cache_reuse);
+            }
             let recorded = engine.predict(turn, &earlier);
             // A stable prefix: the turn right before is sent again in full.
             let stable = earlier.last().map_or(recorded, |previous| {

@@ -54,6 +54,8 @@ pub struct CacheTurn {
     pub generated_tokens: usize,
     /// The model the request names.
     pub model: Option<String>,
+    /// vLLM's and SGLang's `cache_salt`: requests with another salt share nothing.
+    pub cache_salt: Option<String>,
 }
 
 /// What an earlier turn left in the cache, seen from the current turn.
@@ -287,6 +289,34 @@ pub fn llamacpp_hit(prompt_tokens: usize, matched: usize) -> usize {
     matched.min(prompt_tokens.saturating_sub(1))
 }
 
+/// llama.cpp with `--cache-reuse N`: past the common prefix, chunks of the slot's previous
+/// sequence that the new prompt repeats (at least `N` tokens each, skipping cache tokens the
+/// prompt dropped) are shifted into place instead of recomputed
+/// (`tools/server/server-context.cpp:3467-3512`). Returns the tokens reused, before the
+/// last-token rule.
+pub fn llamacpp_reuse(cache: &[u32], prompt: &[u32], min_chunk: usize) -> usize {
+    let common = cache.iter().zip(prompt).take_while(|(a, b)| a == b).count();
+    if min_chunk == 0 {
+        return common;
+    }
+    let (mut in_cache, mut in_prompt, mut reused) = (common, common, common);
+    while in_cache < cache.len() && in_prompt < prompt.len() {
+        let run = cache[in_cache..]
+            .iter()
+            .zip(&prompt[in_prompt..])
+            .take_while(|(a, b)| a == b)
+            .count();
+        if run >= min_chunk {
+            reused += run;
+            in_cache += run;
+            in_prompt += run;
+        } else {
+            in_cache += 1;
+        }
+    }
+    reused
+}
+
 /// OpenAI before GPT-5.6: nothing below 1,024 tokens, then hits in 128-token increments
 /// (developers.openai.com prompt-caching guide; openai-cookbook Prompt_Caching_201).
 pub fn openai_hit(prompt_tokens: usize, matched: usize) -> usize {
@@ -438,6 +468,11 @@ impl CacheTurn {
             latest_input_end,
             generated_tokens,
             model: request.model.clone(),
+            cache_salt: request
+                .body
+                .get("cache_salt")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
         }
     }
 }

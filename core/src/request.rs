@@ -189,7 +189,17 @@ impl Request {
             parts: Vec::new(),
         };
         builder.tools(object)?;
-        for setting in ["tool_choice", "response_format", "text"] {
+        // Settings that change what the provider caches: tool choice and output schemas are
+        // rendered after the tools; Anthropic's thinking parameters and OpenAI's reasoning
+        // effort invalidate the system prompt and messages when they change.
+        for setting in [
+            "tool_choice",
+            "response_format",
+            "text",
+            "thinking",
+            "reasoning",
+            "reasoning_effort",
+        ] {
             if let Some(value) = object.get(setting).filter(|value| !value.is_null()) {
                 let path = PartPath::root().key(setting);
                 builder.push(path, PartKind::Setting, compact_json(value), None);

@@ -3,8 +3,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use kvlint_core::cache::{
-    CacheTurn, Earlier, Engine, anthropic_hit, gemini_hit, llamacpp_hit, openai_hit, sglang_hit,
-    vllm_hit,
+    CacheTurn, Earlier, Engine, anthropic_hit, gemini_hit, llamacpp_hit, llamacpp_reuse,
+    openai_hit, sglang_hit, vllm_hit,
 };
 
 #[test]
@@ -51,6 +51,21 @@ fn llamacpp_reuses_the_common_prefix_but_evaluates_one_token() {
     for (n, matched, cached) in [(100, 100, 99), (100, 40, 40), (1, 1, 0), (0, 0, 0)] {
         assert_eq!(llamacpp_hit(n, matched), cached, "N={n} matched={matched}");
     }
+}
+
+#[test]
+fn llamacpp_cache_reuse_shifts_repeated_chunks_into_place() {
+    // The slot held 1..=10; the new prompt drops 4 and 5 (a pruned message) and adds 11.
+    let cache: Vec<u32> = (1..=10).collect();
+    let prompt = [1, 2, 3, 6, 7, 8, 9, 10, 11];
+    // Common prefix 3; then 6..=10 (5 tokens) is found after skipping two cache tokens.
+    assert_eq!(llamacpp_reuse(&cache, &prompt, 4), 8);
+    // Chunks must be at least as long as the option says.
+    assert_eq!(llamacpp_reuse(&cache, &prompt, 6), 3);
+    // Without the option: the common prefix only.
+    assert_eq!(llamacpp_reuse(&cache, &prompt, 0), 3);
+    // Reordered content is not reused: the prompt never skips its own tokens.
+    assert_eq!(llamacpp_reuse(&cache, &[1, 2, 3, 9, 10, 6, 7, 8], 2), 5);
 }
 
 #[test]

@@ -288,3 +288,26 @@ fn kvlint_rules_count() -> usize {
         .filter(|line| line.starts_with("| KV"))
         .count()
 }
+
+#[test]
+fn a_new_cache_salt_shares_nothing_on_vllm() {
+    let run = kvlint(&[
+        "check",
+        "--format",
+        "json",
+        "--engine",
+        "vllm",
+        "fixtures/cache/salted.jsonl",
+    ]);
+    let report: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    let cached: Vec<u64> = report["sessions"][0]["turns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|turn| turn["predicted_cached_tokens"].as_u64().unwrap())
+        .collect();
+    // Turn 1 extends turn 0 under the same salt; turn 2 extends turn 1 under another.
+    assert!(cached[1] > 0);
+    assert_eq!(cached[2], 0);
+    assert_eq!(report["sessions"][0]["findings"], serde_json::json!([]));
+}
