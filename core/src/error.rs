@@ -63,6 +63,13 @@ pub enum InputError {
         source: Box<dyn Diagnostic + Send + Sync>,
     },
 
+    #[error("{path}: expected one request body, found {turns} turns")]
+    #[diagnostic(
+        code(kvlint::not_one_request),
+        help("`kvlint diff` compares two single requests; use `kvlint check` for a session")
+    )]
+    NotOneRequest { path: String, turns: usize },
+
     #[error("cannot load tokenizer {path}: {message}")]
     #[diagnostic(
         code(kvlint::tokenizer),
@@ -89,6 +96,7 @@ impl InputError {
             | Self::Json { path, .. }
             | Self::Body { path, .. }
             | Self::Turn { path, .. }
+            | Self::NotOneRequest { path, .. }
             | Self::Tokenizer { path, .. }
             | Self::Template { path, .. } => path,
         }

@@ -38,29 +38,9 @@ impl PartPath {
         &self.0
     }
 
-    /// The first array index after the top-level key, e.g. 4 for `messages[4].content`.
-    pub fn top_index(&self) -> Option<usize> {
-        match self.0.get(1) {
-            Some(PathSegment::Index(index)) => Some(*index),
-            _ => None,
-        }
-    }
-
-    /// The top-level key, e.g. `messages` for `messages[4].content`.
-    pub fn top_key(&self) -> Option<&str> {
-        match self.0.first() {
-            Some(PathSegment::Key(key)) => Some(key),
-            _ => None,
-        }
-    }
-
     /// The path cut to its first `len` segments.
     pub fn truncated(&self, len: usize) -> Self {
         Self(self.0.iter().take(len).cloned().collect())
-    }
-
-    pub fn starts_with(&self, other: &PartPath) -> bool {
-        self.0.starts_with(&other.0)
     }
 }
 
@@ -100,8 +80,6 @@ mod tests {
             path.to_string(),
             "messages[4].tool_calls[0].function.arguments"
         );
-        assert_eq!(path.top_index(), Some(4));
-        assert_eq!(path.top_key(), Some("messages"));
         assert_eq!(path.truncated(2).to_string(), "messages[4]");
     }
 }

@@ -183,14 +183,6 @@ impl Tokens {
             .take_while(|(a, b)| a == *b)
             .count()
     }
-
-    /// The index of the token that covers byte `offset`.
-    pub fn token_at(&self, offset: usize) -> usize {
-        self.iter()
-            .take_while(|(_, start)| *start <= offset)
-            .count()
-            .saturating_sub(1)
-    }
 }
 
 struct Splitter {
@@ -270,12 +262,6 @@ impl Tokenizer {
 
     pub fn name(&self) -> &str {
         &self.name
-    }
-
-    /// Whether this is the embedded OpenAI encoding, whose counts for other providers are
-    /// approximations.
-    pub fn is_embedded(&self) -> bool {
-        matches!(self.backend, Backend::O200k(_))
     }
 
     /// Encodes each piece on its own and concatenates the results: how a provider tokenizes
@@ -458,7 +444,6 @@ mod tests {
             tokenizer.cache.lock().map(|cache| cache.len()).unwrap_or(0),
             1
         );
-        assert_eq!(tokens.token_at(5), half);
     }
 
     #[test]

@@ -36,16 +36,9 @@ pub struct RequestSide {
 fn single_request(path: &Path) -> Result<SessionFile, InputError> {
     let session = SessionFile::read(path)?;
     if session.turns.len() != 1 {
-        return Err(InputError::Template {
+        return Err(InputError::NotOneRequest {
             path: session.path.clone(),
-            message: format!(
-                "expected one request body, found {} turns",
-                session.turns.len()
-            ),
-            help: Some(
-                "`kvlint diff` compares two single requests; use `kvlint check` for a session"
-                    .into(),
-            ),
+            turns: session.turns.len(),
         });
     }
     Ok(session)
