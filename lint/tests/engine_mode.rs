@@ -7,8 +7,8 @@ use std::process::Command;
 use kvlint_fixtures::Expected;
 use serde_json::Value;
 
-/// The findings of each session file, rendered through Qwen2.5's template.
-fn findings(paths: &[&str]) -> Vec<(String, Vec<Expected>)> {
+/// `kvlint check --format json` through Qwen2.5's real template and tokenizer.
+fn check_with_qwen(options: &[&str], paths: &[&str]) -> Value {
     let assets =
         kvlint_fixtures::assets().expect("test assets missing: run scripts/fetch-assets.sh");
     let output = Command::new(env!("CARGO_BIN_EXE_kvlint"))
@@ -24,12 +24,18 @@ fn findings(paths: &[&str]) -> Vec<(String, Vec<Expected>)> {
         .arg(assets.join("templates/Qwen-Qwen2.5-7B-Instruct.jinja"))
         .arg("--tokenizer")
         .arg(assets.join("tokenizers/qwen3/tokenizer.json"))
+        .args(options)
         .args(paths)
         .output()
         .unwrap();
     let report: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(report["errors"], Value::Array(Vec::new()));
-    report["sessions"]
+    report
+}
+
+/// The findings of each session file.
+fn findings(paths: &[&str]) -> Vec<(String, Vec<Expected>)> {
+    check_with_qwen(&[], paths)["sessions"]
         .as_array()
         .unwrap()
         .iter()
@@ -98,25 +104,7 @@ fn what_the_engine_never_sees_is_no_break() {
 
 /// The turns of a session checked in engine mode with `--engine`.
 fn cache_turns(engine: &str, session: &str) -> Vec<Value> {
-    let assets =
-        kvlint_fixtures::assets().expect("test assets missing: run scripts/fetch-assets.sh");
-    let output = Command::new(env!("CARGO_BIN_EXE_kvlint"))
-        .current_dir(kvlint_fixtures::repository())
-        .args([
-            "check",
-            "--format",
-            "json",
-            "--engine",
-            engine,
-            "--chat-template",
-        ])
-        .arg(assets.join("templates/Qwen-Qwen2.5-7B-Instruct.jinja"))
-        .arg("--tokenizer")
-        .arg(assets.join("tokenizers/qwen3/tokenizer.json"))
-        .arg(session)
-        .output()
-        .unwrap();
-    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let report = check_with_qwen(&["--engine", engine], &[session]);
     report["sessions"][0]["turns"].as_array().unwrap().clone()
 }
 
