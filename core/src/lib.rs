@@ -34,4 +34,5 @@ pub mod render;
 pub mod request;
 pub mod session;
 pub mod template;
+pub mod template_check;
 pub mod tokenize;

@@ -23,6 +23,8 @@ use crate::error::InputError;
 /// A loaded chat template with the context transformers gives it.
 pub struct ChatTemplate {
     environment: Environment<'static>,
+    /// The named template sources, to rebuild the environment on another clock.
+    sources: Vec<(String, String)>,
     path: String,
     /// `bos_token`, `eos_token` and the other special tokens of the tokenizer config.
     special_tokens: Map<String, Value>,
@@ -103,6 +105,7 @@ impl ChatTemplate {
         now: NaiveDateTime,
     ) -> Result<Self, InputError> {
         let mut environment = transformers_environment(now);
+        let sources = templates.clone();
         let has_tool_use_variant = templates.iter().any(|(name, _)| name == TOOL_USE_NAME);
         let default_name = templates
             .iter()
@@ -122,6 +125,7 @@ impl ChatTemplate {
         }
         Ok(Self {
             environment,
+            sources,
             path,
             special_tokens,
             kwargs: Map::new(),
@@ -131,6 +135,18 @@ impl ChatTemplate {
 
     pub fn path(&self) -> &str {
         &self.path
+    }
+
+    /// The same template and context with `strftime_now` reading another clock.
+    pub fn with_clock(&self, now: NaiveDateTime) -> Result<Self, InputError> {
+        let mut template = Self::from_source(
+            self.path.clone(),
+            self.sources.clone(),
+            self.special_tokens.clone(),
+            now,
+        )?;
+        template.kwargs = self.kwargs.clone();
+        Ok(template)
     }
 
     /// Takes `bos_token`, `eos_token` and the other special tokens from a

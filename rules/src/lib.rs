@@ -12,6 +12,7 @@
 
 use kvlint_core::analysis::TurnPair;
 use kvlint_core::diagnostic::{Diagnostic, Severity};
+use kvlint_core::template_check::{TemplateBreak, TemplateBreakKind};
 
 mod rules;
 pub mod volatile;
@@ -82,6 +83,8 @@ pub static RULES: &[&dyn Rule] = &[
     &HistoryRewrite,
     &PrefixEdit,
     &CacheBreakpoint,
+    &GenerationPrompt,
+    &ToolsInSystem,
 ];
 
 /// Looks a rule up by name (`volatile-timestamp`) or code (`KV101`).
@@ -127,6 +130,71 @@ pub fn diagnose(pair: &TurnPair<'_>) -> Diagnostic {
         help: finding.help,
         previous_window: divergence.previous_window.clone(),
         current_window: divergence.current_window.clone(),
+    }
+}
+
+/// Names a break the chat-template check found.
+pub fn diagnose_template(found: &TemplateBreak) -> Diagnostic {
+    use TemplateBreakKind::{
+        DateInjected, DateVariable, GenerationPromptNotReproduced, HistoryChanged,
+        ReasoningDropped, SystemPromptMoved, ToolsInSystemBlock,
+    };
+    let (meta, severity, message, help) = match found.kind {
+        DateInjected => (
+            &VolatileTimestamp::META,
+            Severity::Error,
+            "the template renders today's date (`strftime_now`): the whole prompt changes at midnight",
+            "pass a fixed date in chat_template_kwargs, or use a template without the date",
+        ),
+        DateVariable => (
+            &VolatileTimestamp::META,
+            Severity::Warning,
+            "the template renders a `date_string` variable in the system header: a server that passes today's date breaks the prefix daily",
+            "pass a fixed date_string in chat_template_kwargs, or none",
+        ),
+        ReasoningDropped => (
+            &HistoryRewrite::META,
+            Severity::Error,
+            "the template drops the reasoning of earlier assistant turns once a new turn exists: history is rewritten every turn",
+            "keep reasoning in history (a template option such as preserve_thinking, or a custom template)",
+        ),
+        SystemPromptMoved => (
+            &HistoryRewrite::META,
+            Severity::Error,
+            "the template moves the system prompt as turns are added (into the newest user message): every turn rewrites history",
+            "use a template that renders the system prompt once, at the start",
+        ),
+        HistoryChanged => (
+            &HistoryRewrite::META,
+            Severity::Error,
+            "the template renders earlier turns differently once a new turn exists",
+            "use a template whose rendering of a turn does not depend on later turns",
+        ),
+        GenerationPromptNotReproduced => (
+            &GenerationPrompt::META,
+            Severity::Warning,
+            "the generation prompt is not rendered the same way once the answer is history: the engine's cached answer is not reused",
+            "render history the way the model generated it, or accept one more prefill of each answer",
+        ),
+        ToolsInSystemBlock => (
+            &ToolsInSystem::META,
+            Severity::Info,
+            "tools render inside the system block: any tool change shifts everything after it",
+            "keep the tool list fixed for the session",
+        ),
+    };
+    Diagnostic {
+        rule: meta.name,
+        code: meta.code,
+        severity,
+        turn: found.turn,
+        part: kvlint_core::path::PartPath::root().key("template"),
+        message: message.to_owned(),
+        tokens_lost: 0,
+        span: None,
+        help: help.to_owned(),
+        previous_window: found.before.clone(),
+        current_window: found.after.clone(),
     }
 }
 

@@ -1,21 +1,25 @@
 //! One file per rule. Adding a rule: a file here, a line below, a line in [`crate::RULES`].
 
 mod cache_breakpoint;
+mod generation_prompt;
 mod history_rewrite;
 mod json_reserialized;
 mod prefix_edit;
 mod tool_order;
 mod tool_set_change;
+mod tools_in_system;
 mod volatile_counter;
 mod volatile_id;
 mod volatile_timestamp;
 
 pub use cache_breakpoint::CacheBreakpoint;
+pub use generation_prompt::GenerationPrompt;
 pub use history_rewrite::HistoryRewrite;
 pub use json_reserialized::JsonReserialized;
 pub use prefix_edit::PrefixEdit;
 pub use tool_order::ToolOrder;
 pub use tool_set_change::ToolSetChange;
+pub use tools_in_system::ToolsInSystem;
 pub use volatile_counter::VolatileCounter;
 pub use volatile_id::VolatileId;
 pub use volatile_timestamp::VolatileTimestamp;
