@@ -197,6 +197,7 @@ fn run(cli: Cli) -> miette::Result<u8> {
             let output = match format {
                 OutputFormat::Human => emit::human::render(&report, use_color(), terminal_width()),
                 OutputFormat::Json => emit::json::render(&report),
+                OutputFormat::Sarif => emit::sarif::render(&report),
             };
             print!("{output}");
             Ok(if !report.errors.is_empty() {
@@ -224,6 +225,9 @@ fn run(cli: Cli) -> miette::Result<u8> {
                     "{}",
                     emit::human::render_diff(&result, &current_file, use_color(), terminal_width())
                 ),
+                OutputFormat::Sarif => {
+                    miette::bail!("`kvlint diff` prints `--format human` or `json`")
+                }
             }
             Ok(match &result.finding {
                 Some(finding) if finding.severity == Severity::Error => EXIT_FINDINGS,

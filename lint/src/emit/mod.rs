@@ -2,6 +2,7 @@
 
 pub mod human;
 pub mod json;
+pub mod sarif;
 
 use clap::ValueEnum;
 
@@ -11,4 +12,6 @@ pub enum OutputFormat {
     Human,
     /// The JSON report, version 1.
     Json,
+    /// SARIF 2.1.0, for GitHub code scanning and other static-analysis viewers.
+    Sarif,
 }

@@ -1,0 +1,135 @@
+//! `kvlint check --format sarif`: output snapshots and what GitHub requires of SARIF.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+/// An error finding, info findings, and a file that cannot be read.
+const INPUTS: [&str; 3] = [
+    "fixtures/rules/volatile-timestamp/fail/system-date-midnight.jsonl",
+    "fixtures/rules/volatile-counter/pass/steps-remaining-tail.json",
+    "fixtures/bad/invalid.jsonl",
+];
+
+struct Run {
+    stdout: String,
+    stderr: String,
+    code: i32,
+}
+
+/// Runs kvlint from the repository root, without colour, at a fixed width.
+fn kvlint(args: &[&str]) -> Run {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let output = Command::new(env!("CARGO_BIN_EXE_kvlint"))
+        .args(args)
+        .current_dir(root)
+        .env("NO_COLOR", "1")
+        .env("COLUMNS", "100")
+        .output()
+        .unwrap();
+    Run {
+        stdout: String::from_utf8(output.stdout).unwrap(),
+        stderr: String::from_utf8(output.stderr).unwrap(),
+        code: output.status.code().unwrap_or(-1),
+    }
+}
+
+fn check(format: &str) -> Run {
+    let mut args = vec!["check", "--format", format];
+    args.extend(INPUTS);
+    let run = kvlint(&args);
+    assert_eq!(run.code, 2, "an input error exits 2 as in human output");
+    run
+}
+
+fn sarif() -> Value {
+    serde_json::from_str(&check("sarif").stdout).unwrap()
+}
+
+#[test]
+fn sarif_output() {
+    let mut sarif = sarif();
+    // The full rule list grows with the registry and is checked below; keep the rules the
+    // results name, so this snapshot changes only when the output for these inputs does.
+    let results = sarif["runs"][0]["results"].as_array().unwrap().clone();
+    let rules = sarif["runs"][0]["tool"]["driver"]["rules"]
+        .as_array_mut()
+        .unwrap();
+    rules.retain(|rule| results.iter().any(|result| result["ruleId"] == rule["id"]));
+    insta::with_settings!({ description => "driver.rules trimmed to the rules the results name" }, {
+        insta::assert_json_snapshot!(sarif);
+    });
+}
+
+#[test]
+fn sarif_has_what_github_requires() {
+    let sarif = sarif();
+    assert_eq!(sarif["version"], "2.1.0");
+    assert!(sarif["$schema"].as_str().unwrap().starts_with("https://"));
+    let run = &sarif["runs"][0];
+    let driver = &run["tool"]["driver"];
+    assert_eq!(driver["name"], "kvlint");
+    let rules = driver["rules"].as_array().unwrap();
+    let mut registry: Vec<_> = kvlint_rules::RULES.iter().map(|rule| rule.meta()).collect();
+    registry.sort_by_key(|meta| meta.code);
+    let ids: Vec<&str> = rules
+        .iter()
+        .map(|rule| rule["id"].as_str().unwrap())
+        .collect();
+    let names: Vec<&str> = registry.iter().map(|meta| meta.name).collect();
+    assert_eq!(ids, names, "one rule per registry rule, sorted by code");
+    for rule in rules {
+        assert!(rule["shortDescription"]["text"].is_string());
+        assert!(
+            rule["help"]["markdown"]
+                .as_str()
+                .unwrap()
+                .contains("## What it does")
+        );
+    }
+
+    let results = run["results"].as_array().unwrap();
+    assert_eq!(results.len(), 5);
+    for result in results {
+        let rule_id = result["ruleId"].as_str().unwrap();
+        let rule_index = result["ruleIndex"].as_u64().unwrap() as usize;
+        assert_eq!(rules[rule_index]["id"], rule_id);
+        assert!(["error", "warning", "note"].contains(&result["level"].as_str().unwrap()));
+        assert!(!result["message"]["text"].as_str().unwrap().is_empty());
+        let locations = result["locations"].as_array().unwrap();
+        assert!(!locations.is_empty());
+        for location in locations {
+            let physical = &location["physicalLocation"];
+            let uri = physical["artifactLocation"]["uri"].as_str().unwrap();
+            assert!(INPUTS.contains(&uri), "{uri}");
+            let region = &physical["region"];
+            assert!(region["startLine"].as_u64().unwrap() >= 1);
+            assert!(region["startColumn"].as_u64().unwrap() >= 1);
+        }
+        assert!(result["partialFingerprints"]["primaryLocationLineHash"].is_string());
+    }
+
+    let invocation = &run["invocations"][0];
+    assert_eq!(invocation["executionSuccessful"], false);
+    let notification = &invocation["toolExecutionNotifications"][0];
+    assert_eq!(notification["level"], "error");
+    assert_eq!(
+        notification["locations"][0]["physicalLocation"]["artifactLocation"]["uri"],
+        "fixtures/bad/invalid.jsonl"
+    );
+}
+
+#[test]
+fn diff_takes_only_human_or_json() {
+    let run = kvlint(&[
+        "diff",
+        "--format",
+        "sarif",
+        "fixtures/diff/before.json",
+        "fixtures/diff/after.json",
+    ]);
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("human"), "{}", run.stderr);
+}
