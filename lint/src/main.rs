@@ -198,6 +198,7 @@ fn run(cli: Cli) -> miette::Result<u8> {
                 OutputFormat::Human => emit::human::render(&report, use_color(), terminal_width()),
                 OutputFormat::Json => emit::json::render(&report),
                 OutputFormat::Sarif => emit::sarif::render(&report),
+                OutputFormat::Github => emit::github::render(&report),
             };
             print!("{output}");
             Ok(if !report.errors.is_empty() {
@@ -225,7 +226,7 @@ fn run(cli: Cli) -> miette::Result<u8> {
                     "{}",
                     emit::human::render_diff(&result, &current_file, use_color(), terminal_width())
                 ),
-                OutputFormat::Sarif => {
+                OutputFormat::Sarif | OutputFormat::Github => {
                     miette::bail!("`kvlint diff` prints `--format human` or `json`")
                 }
             }

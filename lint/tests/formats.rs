@@ -1,4 +1,5 @@
-//! `kvlint check --format sarif`: output snapshots and what GitHub requires of SARIF.
+//! `kvlint check --format sarif|github`: output snapshots, what GitHub requires of SARIF,
+//! and escaping of workflow commands.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::Path;
@@ -119,6 +120,34 @@ fn sarif_has_what_github_requires() {
         notification["locations"][0]["physicalLocation"]["artifactLocation"]["uri"],
         "fixtures/bad/invalid.jsonl"
     );
+}
+
+#[test]
+fn github_output() {
+    insta::assert_snapshot!(check("github").stdout);
+}
+
+#[test]
+fn github_escapes_newlines_in_messages_and_commas_in_properties() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("formats");
+    std::fs::create_dir_all(&dir).unwrap();
+    let session = dir.join("system-date,midnight.jsonl");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../".to_owned() + INPUTS[0]),
+        &session,
+    )
+    .unwrap();
+    let run = kvlint(&["check", "--format", "github", session.to_str().unwrap()]);
+    assert_eq!(run.code, 1, "an error finding exits 1 as in human output");
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(lines.len(), 1, "one command per finding: {}", run.stdout);
+    let line = lines[0];
+    assert!(line.starts_with("::error file="), "{line}");
+    assert!(
+        line.contains("system-date%2Cmidnight.jsonl,line=4,col=695,"),
+        "{line}"
+    );
+    assert!(line.contains("recomputed%0Ahelp: keep times"), "{line}");
 }
 
 #[test]

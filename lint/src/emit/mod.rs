@@ -1,5 +1,6 @@
 //! Emitters: each renders the same [`Report`](crate::report::Report) in one output format.
 
+pub mod github;
 pub mod human;
 pub mod json;
 pub mod sarif;
@@ -14,4 +15,6 @@ pub enum OutputFormat {
     Json,
     /// SARIF 2.1.0, for GitHub code scanning and other static-analysis viewers.
     Sarif,
+    /// GitHub Actions workflow commands: one annotation per finding.
+    Github,
 }

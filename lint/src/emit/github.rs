@@ -1,0 +1,58 @@
+//! GitHub Actions workflow commands: an annotation per finding on the run's summary and the
+//! pull request's diff.
+
+use std::fmt::Write as _;
+
+use kvlint_core::diagnostic::Severity;
+
+use crate::report::Report;
+
+pub fn render(report: &Report) -> String {
+    let mut out = String::new();
+    for error in &report.errors {
+        let _ = writeln!(
+            out,
+            "::error file={}::{}",
+            escape_property(&error.path),
+            escape_data(&error.message)
+        );
+    }
+    for session in &report.sessions {
+        for finding in &session.findings {
+            let command = match finding.severity {
+                Severity::Error => "error",
+                Severity::Warning => "warning",
+                Severity::Info => "notice",
+            };
+            let mut properties = format!("file={}", escape_property(&session.path));
+            if let Some(span) = finding.span {
+                let _ = write!(
+                    properties,
+                    ",line={},col={},endLine={},endColumn={}",
+                    span.line, span.column, span.end_line, span.end_column
+                );
+            }
+            let title = format!("{} ({})", finding.rule, finding.code);
+            let message = format!("{}\nhelp: {}", finding.message, finding.help);
+            let _ = writeln!(
+                out,
+                "::{command} {properties},title={}::{}",
+                escape_property(&title),
+                escape_data(&message)
+            );
+        }
+    }
+    out
+}
+
+/// A command's message: `%`, CR and LF would end or corrupt the command.
+fn escape_data(text: &str) -> String {
+    text.replace('%', "%25")
+        .replace('\r', "%0D")
+        .replace('\n', "%0A")
+}
+
+/// A property value: also `:` and `,`, which separate the properties and the message.
+fn escape_property(text: &str) -> String {
+    escape_data(text).replace(':', "%3A").replace(',', "%2C")
+}
