@@ -199,6 +199,7 @@ fn run(cli: Cli) -> miette::Result<u8> {
                 OutputFormat::Json => emit::json::render(&report),
                 OutputFormat::Sarif => emit::sarif::render(&report),
                 OutputFormat::Github => emit::github::render(&report),
+                OutputFormat::Junit => emit::junit::render(&report),
             };
             print!("{output}");
             Ok(if !report.errors.is_empty() {
@@ -226,7 +227,7 @@ fn run(cli: Cli) -> miette::Result<u8> {
                     "{}",
                     emit::human::render_diff(&result, &current_file, use_color(), terminal_width())
                 ),
-                OutputFormat::Sarif | OutputFormat::Github => {
+                OutputFormat::Sarif | OutputFormat::Github | OutputFormat::Junit => {
                     miette::bail!("`kvlint diff` prints `--format human` or `json`")
                 }
             }

@@ -1,5 +1,5 @@
-//! `kvlint check --format sarif|github`: output snapshots, what GitHub requires of SARIF,
-//! and escaping of workflow commands.
+//! `kvlint check --format sarif|github|junit`: output snapshots, what GitHub requires of
+//! SARIF, and escaping of workflow commands.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::Path;
@@ -125,6 +125,11 @@ fn sarif_has_what_github_requires() {
 #[test]
 fn github_output() {
     insta::assert_snapshot!(check("github").stdout);
+}
+
+#[test]
+fn junit_output() {
+    insta::assert_snapshot!(check("junit").stdout);
 }
 
 #[test]

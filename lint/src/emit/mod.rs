@@ -3,6 +3,7 @@
 pub mod github;
 pub mod human;
 pub mod json;
+pub mod junit;
 pub mod sarif;
 
 use clap::ValueEnum;
@@ -17,4 +18,6 @@ pub enum OutputFormat {
     Sarif,
     /// GitHub Actions workflow commands: one annotation per finding.
     Github,
+    /// JUnit XML: a test suite per session, a test case per turn.
+    Junit,
 }
