@@ -110,7 +110,7 @@ fn check_conversation(
     messages: &[Value],
     tools: &[Value],
 ) -> Result<Vec<TemplateBreak>, InputError> {
-    let lengths = turn_lengths(&messages);
+    let lengths = turn_lengths(messages);
     let render = |length: usize, template: &ChatTemplate| {
         template.render(&messages[..length], Some(tools), true)
     };

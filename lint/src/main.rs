@@ -21,6 +21,7 @@ mod diff;
 mod discover;
 mod emit;
 mod report;
+mod template;
 
 use emit::OutputFormat;
 use report::CacheOptions;
@@ -62,6 +63,20 @@ enum Command {
         current: PathBuf,
         #[command(flatten)]
         render: RenderArgs,
+        #[arg(long, value_enum, default_value = "human")]
+        format: OutputFormat,
+    },
+    /// Check model chat templates (Jinja files or tokenizer_config.json) for prefix breaks: a
+    /// built-in agent conversation is rendered turn by turn and on another day.
+    Template {
+        paths: Vec<PathBuf>,
+        /// A tokenizer_config.json whose bos/eos and other special tokens bare Jinja
+        /// templates are rendered with.
+        #[arg(long, value_name = "FILE")]
+        special_tokens: Option<PathBuf>,
+        /// The clock `strftime_now` reads first (the check also renders a day later).
+        #[arg(long, value_name = "TIME", value_parser = parse_now)]
+        now: Option<NaiveDateTime>,
         #[arg(long, value_enum, default_value = "human")]
         format: OutputFormat,
     },
@@ -236,6 +251,43 @@ fn run(cli: Cli) -> miette::Result<u8> {
                 _ => 0,
             })
         }
+        Command::Template {
+            paths,
+            special_tokens,
+            now,
+            format,
+        } => {
+            if paths.is_empty() {
+                miette::bail!("`kvlint template` needs at least one chat template file");
+            }
+            let now = now.unwrap_or_else(|| chrono::Local::now().naive_local());
+            let report = template::check_templates(&paths, special_tokens.as_ref(), now);
+            match format {
+                OutputFormat::Json => print!(
+                    "{}",
+                    serde_json::to_string_pretty(&report).unwrap_or_default() + "\n"
+                ),
+                OutputFormat::Human => print!(
+                    "{}",
+                    emit::human::render_templates(&report, use_color(), terminal_width())
+                ),
+                OutputFormat::Sarif | OutputFormat::Github | OutputFormat::Junit => {
+                    miette::bail!("`kvlint template` prints `--format human` or `json` for now")
+                }
+            }
+            let errors = report
+                .templates
+                .iter()
+                .flat_map(|template| &template.findings)
+                .any(|finding| finding.severity == Severity::Error);
+            Ok(if !report.errors.is_empty() {
+                EXIT_INPUT
+            } else if errors {
+                EXIT_FINDINGS
+            } else {
+                0
+            })
+        }
         Command::Rule { name } => {
             print!("{}", rule_docs(name.as_deref())?);
             Ok(0)
@@ -273,15 +325,6 @@ fn rule_docs(name: Option<&str>) -> miette::Result<String> {
         meta.name,
         meta.code,
         meta.summary,
-        unindent(meta.docs)
+        meta.documentation()
     ))
-}
-
-/// Doc comments arrive with a leading space per line.
-fn unindent(docs: &str) -> String {
-    docs.lines()
-        .map(|line| line.strip_prefix(' ').unwrap_or(line))
-        .collect::<Vec<_>>()
-        .join("\n")
-        + "\n"
 }

@@ -311,3 +311,44 @@ fn a_new_cache_salt_shares_nothing_on_vllm() {
     assert_eq!(cached[2], 0);
     assert_eq!(report["sessions"][0]["findings"], serde_json::json!([]));
 }
+
+#[test]
+fn template_check_finds_the_date_and_passes_a_stable_template() {
+    let run = kvlint(&[
+        "template",
+        "--format",
+        "json",
+        "--now",
+        "2026-11-29T10:00:00",
+        "fixtures/templates/dated.jinja",
+    ]);
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    let report: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    let finding = &report["templates"][0]["findings"][0];
+    assert_eq!(finding["rule"], "volatile-timestamp");
+    assert_eq!(finding["severity"], "error");
+    assert!(
+        finding["previous_window"]
+            .as_str()
+            .unwrap()
+            .contains("2026-11-29")
+    );
+    assert!(
+        finding["current_window"]
+            .as_str()
+            .unwrap()
+            .contains("2026-11-30")
+    );
+
+    let run = kvlint(&["template", "fixtures/templates/stable.jinja"]);
+    assert_eq!(run.code, 0, "{}", run.stdout);
+    assert!(
+        run.stdout
+            .contains("stable.jinja: 0 errors, 0 warnings, 0 info"),
+        "{}",
+        run.stdout
+    );
+
+    let run = kvlint(&["template", "fixtures/templates/missing.jinja"]);
+    assert_eq!(run.code, 2);
+}

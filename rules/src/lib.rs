@@ -31,6 +31,18 @@ pub struct RuleMeta {
     pub docs: &'static str,
 }
 
+impl RuleMeta {
+    /// The rule's documentation as Markdown (doc comments arrive with a leading space).
+    pub fn documentation(&self) -> String {
+        self.docs
+            .lines()
+            .map(|line| line.strip_prefix(' ').unwrap_or(line))
+            .collect::<Vec<_>>()
+            .join("\n")
+            + "\n"
+    }
+}
+
 /// Why a pair broke, in a rule's words.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Finding {

@@ -9,6 +9,7 @@ use miette::{GraphicalReportHandler, GraphicalTheme, LabeledSpan, SourceCode};
 
 use crate::diff::RequestDiff;
 use crate::report::{Report, SessionReport};
+use crate::template::TemplateReport;
 
 fn handler(color: bool, width: usize) -> GraphicalReportHandler {
     let theme = if color {
@@ -40,6 +41,37 @@ pub fn render(report: &Report, color: bool, width: usize) -> String {
         let _ = writeln!(out, "{}", session_line(session));
     }
     let _ = writeln!(out, "{}", totals_line(report));
+    out
+}
+
+/// Renders `kvlint template`: each template's findings with the text around each break.
+pub fn render_templates(report: &TemplateReport, color: bool, width: usize) -> String {
+    let handler = handler(color, width);
+    let mut out = String::new();
+    for error in &report.input_errors {
+        let _ = handler.render_report(&mut out, error);
+    }
+    for template in &report.templates {
+        for finding in &template.findings {
+            let report = FindingReport::new(&template.path, "", finding);
+            let _ = handler.render_report(&mut out, &report);
+        }
+        let count = |severity| {
+            template
+                .findings
+                .iter()
+                .filter(|finding| finding.severity == severity)
+                .count()
+        };
+        let _ = writeln!(
+            out,
+            "{}: {} errors, {} warnings, {} info",
+            template.path,
+            count(Severity::Error),
+            count(Severity::Warning),
+            count(Severity::Info)
+        );
+    }
     out
 }
 

@@ -58,13 +58,7 @@ pub fn render(report: &Report) -> String {
 }
 
 fn rule(meta: &RuleMeta) -> Value {
-    // Doc comments arrive with a leading space per line.
-    let docs = meta
-        .docs
-        .lines()
-        .map(|line| line.strip_prefix(' ').unwrap_or(line))
-        .collect::<Vec<_>>()
-        .join("\n");
+    let docs = meta.documentation();
     json!({
         "id": meta.name,
         "name": camel_case(meta.name),
