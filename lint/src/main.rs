@@ -4,7 +4,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use chrono::NaiveDateTime;
@@ -17,6 +17,7 @@ use kvlint_core::tokenize::Tokenizer;
 use miette::{IntoDiagnostic, WrapErr};
 
 mod check;
+mod config;
 mod diff;
 mod discover;
 mod emit;
@@ -80,6 +81,11 @@ enum Command {
         #[arg(long, value_enum, default_value = "human")]
         format: OutputFormat,
     },
+    /// Write a starter kvlint.toml in the current folder.
+    Init,
+    /// Print the JSON schema of kvlint.toml.
+    #[command(hide = true)]
+    Schema,
     /// Print a rule's documentation, or list all rules.
     Rule {
         /// A rule name (`volatile-timestamp`) or code (`KV101`).
@@ -203,12 +209,41 @@ fn run(cli: Cli) -> miette::Result<u8> {
             prefill_tps,
             format,
         } => {
+            // Defaults come from the configuration of the current folder; flags win.
+            let mut configs = config::Discovery::default();
+            let here = std::env::current_dir().into_diagnostic()?;
+            let defaults = configs.for_folder(&here).map_err(miette::Report::new)?;
+            let mut render = render;
+            let mut engine = engine;
+            if let Some(defaults) = &defaults {
+                let options = &defaults.options;
+                render.tokenizer = render.tokenizer.or_else(|| {
+                    options
+                        .tokenizer
+                        .as_deref()
+                        .map(|path| defaults.resolve(path))
+                });
+                render.chat_template = render.chat_template.or_else(|| {
+                    options
+                        .chat_template
+                        .as_deref()
+                        .map(|path| defaults.resolve(path))
+                });
+                if engine.is_none()
+                    && let Some(spec) = &options.engine
+                {
+                    engine = Some(spec.parse().map_err(|error| {
+                        miette::Report::new(error)
+                            .wrap_err(format!("in {}", defaults.path.display()))
+                    })?);
+                }
+            }
             let renderer = render.renderer()?;
             let options = CacheOptions {
                 engine,
                 prefill_tokens_per_second: prefill_tps,
             };
-            let report = check::check(&paths, &renderer, &options);
+            let report = check::check(&paths, &renderer, &options, &mut configs);
             let output = match format {
                 OutputFormat::Human => emit::human::render(&report, use_color(), terminal_width()),
                 OutputFormat::Json => emit::json::render(&report),
@@ -287,6 +322,15 @@ fn run(cli: Cli) -> miette::Result<u8> {
             } else {
                 0
             })
+        }
+        Command::Init => {
+            let path = config::init(Path::new("."))?;
+            println!("wrote {}", path.display());
+            Ok(0)
+        }
+        Command::Schema => {
+            print!("{}", config::schema());
+            Ok(0)
         }
         Command::Rule { name } => {
             print!("{}", rule_docs(name.as_deref())?);

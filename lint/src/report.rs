@@ -2,10 +2,13 @@
 //!
 //! Its JSON form is a contract (`version` 1): fields may be added, never renamed or removed.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use kvlint_core::analysis::{SessionAnalysis, TurnCachePrediction, TurnDiff};
 use kvlint_core::cache::{Engine, MODELS};
+
+use crate::config::{Config, ConfigError};
 use kvlint_core::diagnostic::{Diagnostic, Severity};
 use kvlint_core::error::InputError;
 use kvlint_core::render::Renderer;
@@ -21,7 +24,7 @@ pub struct Report {
     /// Files that could not be analysed; the rest of the run still is.
     pub errors: Vec<ErrorReport>,
     #[serde(skip)]
-    pub input_errors: Vec<InputError>,
+    pub input_errors: Vec<Box<dyn miette::Diagnostic + Send + Sync>>,
 }
 
 #[derive(Debug, Serialize)]
@@ -129,6 +132,18 @@ impl Report {
     }
 
     pub fn add_error(&mut self, error: InputError) {
+        self.add_problem(error.path().to_owned(), error);
+    }
+
+    pub fn add_config_error(&mut self, error: ConfigError) {
+        self.add_problem(error.path.clone(), error);
+    }
+
+    fn add_problem(
+        &mut self,
+        path: String,
+        error: impl miette::Diagnostic + Send + Sync + 'static,
+    ) {
         let mut message = error.to_string();
         let mut cause = std::error::Error::source(&error);
         while let Some(inner) = cause {
@@ -136,11 +151,8 @@ impl Report {
             message.push_str(&inner.to_string());
             cause = inner.source();
         }
-        self.errors.push(ErrorReport {
-            path: error.path().to_owned(),
-            message,
-        });
-        self.input_errors.push(error);
+        self.errors.push(ErrorReport { path, message });
+        self.input_errors.push(Box::new(error));
     }
 
     pub fn count(&self, severity: Severity) -> usize {
@@ -149,6 +161,23 @@ impl Report {
             .flat_map(|session| &session.findings)
             .filter(|finding| finding.severity == severity)
             .count()
+    }
+}
+
+impl SessionReport {
+    /// Applies a configuration's rule levels, ignores and threshold, and recounts.
+    pub fn apply_config(&mut self, config: &Config) {
+        let findings = std::mem::take(&mut self.findings);
+        self.findings = config.apply(Path::new(&self.path), findings);
+        let count = |severity| {
+            self.findings
+                .iter()
+                .filter(|finding| finding.severity == severity)
+                .count()
+        };
+        self.summary.errors = count(Severity::Error);
+        self.summary.warnings = count(Severity::Warning);
+        self.summary.infos = count(Severity::Info);
     }
 }
 

@@ -26,7 +26,7 @@ pub fn render(report: &Report, color: bool, width: usize) -> String {
     let mut out = String::new();
     for error in &report.input_errors {
         // Writing into a String cannot fail.
-        let _ = handler.render_report(&mut out, error);
+        let _ = handler.render_report(&mut out, error.as_ref());
     }
     for session in &report.sessions {
         for finding in &session.findings {

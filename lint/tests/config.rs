@@ -1,0 +1,111 @@
+//! Configuration files as a user writes them: discovered upward, applied, and errors that
+//! point at the key. The committed JSON schema must match the options kvlint reads.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn kvlint(folder: &Path, args: &[&str]) -> (i32, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_kvlint"))
+        .args(args)
+        .current_dir(folder)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8(output.stdout).unwrap() + &String::from_utf8(output.stderr).unwrap();
+    (output.status.code().unwrap_or(-1), text)
+}
+
+/// A scratch project with a session that has a volatile-timestamp error at turn 3.
+fn project(name: &str) -> PathBuf {
+    let folder = std::env::temp_dir().join(format!("kvlint-config-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&folder);
+    std::fs::create_dir_all(folder.join("sessions/nested")).unwrap();
+    let session =
+        kvlint_fixtures::root().join("rules/volatile-timestamp/fail/system-date-midnight.jsonl");
+    std::fs::copy(&session, folder.join("sessions/nested/s.jsonl")).unwrap();
+    folder
+}
+
+#[test]
+fn the_committed_schema_is_current() {
+    let (code, schema) = kvlint(&kvlint_fixtures::repository(), &["schema"]);
+    assert_eq!(code, 0);
+    let committed =
+        std::fs::read_to_string(kvlint_fixtures::repository().join("kvlint.schema.json")).unwrap();
+    assert!(
+        schema == committed,
+        "kvlint.schema.json is stale: run `kvlint schema > kvlint.schema.json`"
+    );
+}
+
+#[test]
+fn rule_levels_apply_from_a_config_found_upward() {
+    let folder = project("levels");
+    let (code, _) = kvlint(&folder, &["check", "sessions/nested/s.jsonl"]);
+    assert_eq!(code, 1);
+    std::fs::write(
+        folder.join("kvlint.toml"),
+        "[rules]\nvolatile-timestamp = \"warn\"\n",
+    )
+    .unwrap();
+    let (code, output) = kvlint(
+        &folder,
+        &["check", "--format", "json", "sessions/nested/s.jsonl"],
+    );
+    assert_eq!(code, 0, "{output}");
+    assert!(output.contains("\"severity\": \"warning\""), "{output}");
+    std::fs::write(
+        folder.join("kvlint.toml"),
+        "[per-file-ignores]\n\"sessions/**\" = [\"volatile-timestamp\"]\n",
+    )
+    .unwrap();
+    let (code, output) = kvlint(&folder, &["check", "--format", "json", "sessions"]);
+    assert_eq!(code, 0, "{output}");
+    assert!(output.contains("\"findings\": []"), "{output}");
+    std::fs::remove_dir_all(&folder).ok();
+}
+
+#[test]
+fn pyproject_tool_table_is_read() {
+    let folder = project("pyproject");
+    std::fs::write(
+        folder.join("pyproject.toml"),
+        "[project]\nname = \"agent\"\n\n[tool.kvlint.rules]\nvolatile-timestamp = \"off\"\n",
+    )
+    .unwrap();
+    let (code, output) = kvlint(&folder.join("sessions"), &["check", "nested/s.jsonl"]);
+    assert_eq!(code, 0, "{output}");
+    std::fs::remove_dir_all(&folder).ok();
+}
+
+#[test]
+fn an_unknown_key_is_an_error_that_points_at_it() {
+    let folder = project("unknown");
+    std::fs::write(
+        folder.join("kvlint.toml"),
+        "min-tokens-lost = 10\nvolatile = [\"now\"]\n",
+    )
+    .unwrap();
+    let (code, output) = kvlint(&folder, &["check", "sessions/nested/s.jsonl"]);
+    assert_eq!(code, 2, "{output}");
+    assert!(output.contains("unknown field `volatile`"), "{output}");
+    assert!(
+        output.contains("kvlint.toml:2:1") || output.contains("2 │ volatile"),
+        "{output}"
+    );
+    std::fs::remove_dir_all(&folder).ok();
+}
+
+#[test]
+fn init_writes_a_starter_config_once() {
+    let folder = project("init");
+    let (code, output) = kvlint(&folder, &["init"]);
+    assert_eq!(code, 0, "{output}");
+    let (code, _) = kvlint(&folder, &["check", "sessions"]);
+    assert_eq!(code, 1, "the starter config changes nothing");
+    let (code, output) = kvlint(&folder, &["init"]);
+    assert_eq!(code, 2, "{output}");
+    std::fs::remove_dir_all(&folder).ok();
+}
