@@ -30,6 +30,7 @@ pub mod error;
 pub mod excerpt;
 pub mod locate;
 pub mod path;
+pub mod prompt_template;
 pub mod render;
 pub mod request;
 pub mod session;

@@ -22,6 +22,10 @@ pub struct Options {
     /// Rules ignored in files matching a glob, relative to the configuration file.
     #[serde(default)]
     pub per_file_ignores: BTreeMap<String, Vec<String>>,
+    /// Variables of application prompt templates that change from turn to turn, besides
+    /// the names kvlint knows (`now`, `request_id`, `steps_left`, ...).
+    #[serde(default)]
+    pub volatile: Vec<String>,
     /// Findings that lose fewer tokens than this are not reported.
     #[serde(default)]
     pub min_tokens_lost: usize,

@@ -67,8 +67,9 @@ enum Command {
         #[arg(long, value_enum, default_value = "human")]
         format: OutputFormat,
     },
-    /// Check model chat templates (Jinja files or tokenizer_config.json) for prefix breaks: a
-    /// built-in agent conversation is rendered turn by turn and on another day.
+    /// Check templates: model chat templates (Jinja, tokenizer_config.json) are rendered turn
+    /// by turn and on another day; application prompt templates (Jinja, Mustache, Handlebars,
+    /// format strings, Dotprompt, Prompty) are checked for volatile variables before stable text.
     Template {
         paths: Vec<PathBuf>,
         /// A tokenizer_config.json whose bos/eos and other special tokens bare Jinja
@@ -296,7 +297,9 @@ fn run(cli: Cli) -> miette::Result<u8> {
                 miette::bail!("`kvlint template` needs at least one chat template file");
             }
             let now = now.unwrap_or_else(|| chrono::Local::now().naive_local());
-            let report = template::check_templates(&paths, special_tokens.as_ref(), now);
+            let mut configs = config::Discovery::default();
+            let report =
+                template::check_templates(&paths, special_tokens.as_ref(), now, &mut configs);
             match format {
                 OutputFormat::Json => print!(
                     "{}",

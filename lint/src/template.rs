@@ -5,10 +5,13 @@ use std::path::PathBuf;
 use chrono::NaiveDateTime;
 use kvlint_core::diagnostic::Diagnostic;
 use kvlint_core::error::InputError;
+use kvlint_core::prompt_template::{TemplateSyntax, check_prompt_template, ignored_rules};
 use kvlint_core::template::ChatTemplate;
 use kvlint_core::template_check::check_template;
+use kvlint_core::tokenize::Tokenizer;
 use serde::Serialize;
 
+use crate::config::Discovery;
 use crate::report::REPORT_VERSION;
 
 #[derive(Debug, Serialize)]
@@ -17,21 +20,25 @@ pub struct TemplateReport {
     pub templates: Vec<TemplateResult>,
     pub errors: Vec<crate::report::ErrorReport>,
     #[serde(skip)]
-    pub input_errors: Vec<InputError>,
+    pub input_errors: Vec<Box<dyn miette::Diagnostic + Send + Sync>>,
 }
 
 #[derive(Debug, Serialize)]
 pub struct TemplateResult {
     pub path: String,
+    /// `chat` for a model's chat template, `prompt` for an application prompt template.
+    pub kind: &'static str,
     pub findings: Vec<Diagnostic>,
+    #[serde(skip)]
+    pub source: String,
 }
 
-/// Checks each chat template (a Jinja file or a `tokenizer_config.json`); `special_tokens`
-/// names a tokenizer config whose bos/eos a bare Jinja template is rendered with.
+/// Checks each template file; directories are searched for templates.
 pub fn check_templates(
     paths: &[PathBuf],
     special_tokens: Option<&PathBuf>,
     now: NaiveDateTime,
+    configs: &mut Discovery,
 ) -> TemplateReport {
     let mut report = TemplateReport {
         version: REPORT_VERSION,
@@ -39,26 +46,117 @@ pub fn check_templates(
         errors: Vec::new(),
         input_errors: Vec::new(),
     };
-    for path in paths {
-        let checked = ChatTemplate::from_file(path, now)
-            .and_then(|template| match special_tokens {
-                Some(config) => template.with_special_tokens_from(config),
-                None => Ok(template),
-            })
-            .and_then(|template| check_template(&template, now));
-        match checked {
-            Ok(breaks) => report.templates.push(TemplateResult {
-                path: path.display().to_string(),
-                findings: breaks.iter().map(kvlint_rules::diagnose_template).collect(),
-            }),
+    let tokenizer = Tokenizer::o200k_base();
+    for path in template_files(paths) {
+        let config = match configs.for_file(&path) {
+            Ok(config) => config,
             Err(error) => {
-                report.errors.push(crate::report::ErrorReport {
-                    path: error.path().to_owned(),
-                    message: error.to_string(),
-                });
-                report.input_errors.push(error);
+                report.add_problem(error.path.clone(), error);
+                continue;
             }
-        }
+        };
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(source) => {
+                let error = InputError::Io {
+                    path: path.display().to_string(),
+                    source,
+                };
+                report.add_problem(error.path().to_owned(), error);
+                continue;
+            }
+        };
+        let display = path.display().to_string();
+        let is_chat = path
+            .extension()
+            .is_some_and(|extension| extension == "json")
+            || text.contains("messages");
+        let (kind, findings) = if is_chat {
+            let checked = ChatTemplate::from_file(&path, now)
+                .and_then(|template| match special_tokens {
+                    Some(config) => template.with_special_tokens_from(config),
+                    None => Ok(template),
+                })
+                .and_then(|template| check_template(&template, now));
+            match checked {
+                Ok(breaks) => (
+                    "chat",
+                    breaks.iter().map(kvlint_rules::diagnose_template).collect(),
+                ),
+                Err(error) => {
+                    report.add_problem(error.path().to_owned(), error);
+                    continue;
+                }
+            }
+        } else {
+            let syntax = TemplateSyntax::for_file(&display).unwrap_or(TemplateSyntax::Braces);
+            let volatile = config
+                .as_ref()
+                .map(|config| config.options.volatile.clone())
+                .unwrap_or_default();
+            let ignored = ignored_rules(&text);
+            let findings = check_prompt_template(&text, syntax, &volatile, &tokenizer)
+                .iter()
+                .map(|placement| kvlint_rules::diagnose_placement(placement, &text))
+                .filter(|finding| !ignored.iter().any(|rule| rule == finding.rule))
+                .collect();
+            ("prompt", findings)
+        };
+        let findings = match &config {
+            Some(config) => config.apply(&path, findings),
+            None => findings,
+        };
+        report.templates.push(TemplateResult {
+            path: display,
+            kind,
+            findings,
+            source: text,
+        });
     }
     report
+}
+
+/// Named files as given; directories searched for templates, respecting .gitignore.
+fn template_files(paths: &[PathBuf]) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for path in paths {
+        if !path.is_dir() {
+            files.push(path.clone());
+            continue;
+        }
+        let mut found: Vec<PathBuf> = ignore::WalkBuilder::new(path)
+            .build()
+            .filter_map(Result::ok)
+            .filter(|entry| entry.file_type().is_some_and(|kind| kind.is_file()))
+            .map(ignore::DirEntry::into_path)
+            .filter(|file| {
+                let name = file
+                    .file_name()
+                    .map(|name| name.to_string_lossy())
+                    .unwrap_or_default();
+                name == "tokenizer_config.json"
+                    || matches!(
+                        file.extension().and_then(|extension| extension.to_str()),
+                        Some("j2" | "jinja" | "jinja2" | "mustache" | "hbs" | "prompty" | "prompt")
+                    )
+            })
+            .collect();
+        found.sort();
+        files.extend(found);
+    }
+    files
+}
+
+impl TemplateReport {
+    fn add_problem(
+        &mut self,
+        path: String,
+        error: impl miette::Diagnostic + Send + Sync + 'static,
+    ) {
+        self.errors.push(crate::report::ErrorReport {
+            path,
+            message: error.to_string(),
+        });
+        self.input_errors.push(Box::new(error));
+    }
 }

@@ -12,6 +12,7 @@
 
 use kvlint_core::analysis::TurnPair;
 use kvlint_core::diagnostic::{Diagnostic, Severity};
+use kvlint_core::prompt_template::{VolatilePlacement, Volatility};
 use kvlint_core::template_check::{TemplateBreak, TemplateBreakKind};
 
 mod rules;
@@ -142,6 +143,42 @@ pub fn diagnose(pair: &TurnPair<'_>) -> Diagnostic {
         help: finding.help,
         previous_window: divergence.previous_window.clone(),
         current_window: divergence.current_window.clone(),
+    }
+}
+
+/// Names a volatile variable an application prompt template places before stable text.
+pub fn diagnose_placement(placement: &VolatilePlacement, text: &str) -> Diagnostic {
+    let meta = match placement.volatility {
+        Volatility::Timestamp => &VolatileTimestamp::META,
+        Volatility::Id => &VolatileId::META,
+        Volatility::Counter | Volatility::Configured => &VolatileCounter::META,
+    };
+    let end = kvlint_core::locate::LineColumn::of_offset(text, placement.offset + placement.len);
+    Diagnostic {
+        rule: meta.name,
+        code: meta.code,
+        severity: Severity::Error,
+        turn: 0,
+        part: kvlint_core::path::PartPath::root().key("template"),
+        message: format!(
+            "`{}` changes every turn and renders before {} tokens of stable text, which no turn can reuse",
+            placement.variable, placement.stable_tokens_after
+        ),
+        tokens_lost: placement.stable_tokens_after,
+        span: Some(kvlint_core::diagnostic::Span {
+            line: placement.line,
+            column: placement.column,
+            end_line: end.line,
+            end_column: end.column,
+            offset: placement.offset,
+            len: placement.len,
+        }),
+        help: format!(
+            "move `{}` after the stable text: to the end of the template, or into the newest message",
+            placement.variable
+        ),
+        previous_window: String::new(),
+        current_window: String::new(),
     }
 }
 

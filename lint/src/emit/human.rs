@@ -49,11 +49,11 @@ pub fn render_templates(report: &TemplateReport, color: bool, width: usize) -> S
     let handler = handler(color, width);
     let mut out = String::new();
     for error in &report.input_errors {
-        let _ = handler.render_report(&mut out, error);
+        let _ = handler.render_report(&mut out, error.as_ref());
     }
     for template in &report.templates {
         for finding in &template.findings {
-            let report = FindingReport::new(&template.path, "", finding);
+            let report = FindingReport::new(&template.path, &template.source, finding);
             let _ = handler.render_report(&mut out, &report);
         }
         let count = |severity| {
@@ -212,21 +212,32 @@ impl<'a> FindingReport<'a> {
             .span
             .map(|span| format!("{path}:{}:{}", span.line, span.column))
             .unwrap_or_else(|| path.to_owned());
-        let title = format!(
-            "{place}: turn {}: {} [{}]",
-            finding.turn, finding.message, finding.rule
-        );
+        // Findings of a pair of turns show both turns' tokens; a template finding has none.
+        let has_windows =
+            !(finding.previous_window.is_empty() && finding.current_window.is_empty());
+        let title = if has_windows {
+            format!(
+                "{place}: turn {}: {} [{}]",
+                finding.turn, finding.message, finding.rule
+            )
+        } else {
+            format!("{place}: {} [{}]", finding.message, finding.rule)
+        };
         let source = finding
             .span
             .map(|span| Excerpt::around(path, file, span.offset, span.len));
-        let help = format!(
-            "{}\nturn {}: {}  ┃  turn {}: {}",
-            finding.help,
-            finding.turn.saturating_sub(1),
-            quoted(&finding.previous_window),
-            finding.turn,
-            quoted(&finding.current_window),
-        );
+        let help = if has_windows {
+            format!(
+                "{}\nturn {}: {}  ┃  turn {}: {}",
+                finding.help,
+                finding.turn.saturating_sub(1),
+                quoted(&finding.previous_window),
+                finding.turn,
+                quoted(&finding.current_window),
+            )
+        } else {
+            finding.help.clone()
+        };
         Self {
             finding,
             title,
@@ -286,10 +297,15 @@ impl miette::Diagnostic for FindingReport<'_> {
     fn labels(&self) -> Option<Box<dyn Iterator<Item = LabeledSpan> + '_>> {
         let span = self.finding.span?;
         let source = self.source.as_ref()?;
-        let label = format!(
-            "turn {} diverges here: {} tokens lost",
-            self.finding.turn, self.finding.tokens_lost
-        );
+        let label =
+            if self.finding.previous_window.is_empty() && self.finding.current_window.is_empty() {
+                format!("{} tokens after this are lost", self.finding.tokens_lost)
+            } else {
+                format!(
+                    "turn {} diverges here: {} tokens lost",
+                    self.finding.turn, self.finding.tokens_lost
+                )
+            };
         Some(Box::new(std::iter::once(
             LabeledSpan::new_primary_with_span(Some(label), source.clip(span.offset, span.len)),
         )))

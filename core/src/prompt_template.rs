@@ -1,0 +1,339 @@
+//! Application prompt templates: where volatile variables sit relative to stable text.
+//!
+//! A prompt template renders once per turn. A variable that changes every turn (the time, a
+//! request id, a step counter) placed before stable text makes that text uncacheable on
+//! every turn. Supported syntaxes: Jinja (`{{ name }}`, `.j2`, `.jinja`, `.jinja2`),
+//! Mustache and Handlebars (`{{name}}`, `.mustache`, `.hbs`), Python format strings
+//! (`{name}` in `.txt`, `.prompt`, `.md`), and Dotprompt/Prompty files (front matter, then a
+//! Handlebars or Jinja body).
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+use crate::locate::LineColumn;
+use crate::tokenize::Tokenizer;
+
+/// The syntax a template is written in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TemplateSyntax {
+    /// `{{ name }}`: Jinja, Mustache, Handlebars, Dotprompt, Prompty.
+    Braces,
+    /// `{name}`: Python format strings.
+    Format,
+}
+
+impl TemplateSyntax {
+    /// The syntax for a file name, or `None` for files that are not prompt templates.
+    pub fn for_file(name: &str) -> Option<Self> {
+        let extension = name.rsplit('.').next().unwrap_or_default();
+        match extension {
+            "j2" | "jinja" | "jinja2" | "mustache" | "hbs" | "handlebars" | "prompty"
+            | "dotprompt" => Some(Self::Braces),
+            "txt" | "prompt" | "md" => Some(Self::Format),
+            _ => None,
+        }
+    }
+}
+
+/// What kind of value changes from turn to turn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Volatility {
+    Timestamp,
+    Id,
+    Counter,
+    /// Named volatile in the configuration.
+    Configured,
+}
+
+/// A volatile variable placed before stable text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VolatilePlacement {
+    pub variable: String,
+    pub volatility: Volatility,
+    /// Byte range of the placeholder in the file.
+    pub offset: usize,
+    pub len: usize,
+    pub line: usize,
+    pub column: usize,
+    /// Tokens of stable text after the placeholder, which no turn can reuse.
+    pub stable_tokens_after: usize,
+}
+
+static BRACES: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    // `{{ name }}`, `{{{ name }}}`, `{{ name | filter }}`, `{{ now() }}`; not block tags.
+    Regex::new(r"\{\{\{?-?\s*([A-Za-z_][\w.]*(?:\(\s*\))?)[^}]*\}\}\}?").ok()
+});
+static FORMAT: LazyLock<Option<Regex>> =
+    LazyLock::new(|| Regex::new(r"\{+([A-Za-z_][\w.]*)(?:![rsa])?(?::[^{}]*)?\}+").ok());
+static FRONT_MATTER: LazyLock<Option<Regex>> =
+    LazyLock::new(|| Regex::new(r"(?s)\A---\r?\n.*?\r?\n---\r?\n").ok());
+static SAMPLE_LINE: LazyLock<Option<Regex>> =
+    LazyLock::new(|| Regex::new(r#"(?m)^\s+([A-Za-z_]\w*)\s*:\s*["']?([^"'\n]+?)["']?\s*$"#).ok());
+static IGNORE: LazyLock<Option<Regex>> =
+    LazyLock::new(|| Regex::new(r"\{#-?\s*kvlint:\s*ignore\[([^\]]*)\]\s*-?#\}").ok());
+
+/// Names that mean a value changes every turn.
+fn volatility_of_name(name: &str) -> Option<Volatility> {
+    let name = name.to_ascii_lowercase();
+    let last = name
+        .rsplit('.')
+        .next()
+        .unwrap_or(&name)
+        .trim_end_matches("()");
+    const TIME: &[&str] = &[
+        "now",
+        "time",
+        "date",
+        "datetime",
+        "timestamp",
+        "today",
+        "current_time",
+        "current_date",
+        "utcnow",
+        "strftime_now",
+        "clock",
+        "elapsed",
+    ];
+    const ID: &[&str] = &[
+        "request_id",
+        "trace_id",
+        "span_id",
+        "run_id",
+        "nonce",
+        "uuid",
+        "uuid4",
+        "random",
+        "seed",
+        "message_id",
+        "call_id",
+    ];
+    const COUNTER: &[&str] = &[
+        "step",
+        "steps",
+        "steps_left",
+        "steps_remaining",
+        "remaining",
+        "turn",
+        "turns_left",
+        "iteration",
+        "budget",
+        "tokens_used",
+        "tokens_left",
+        "attempt",
+        "retry",
+        "counter",
+    ];
+    if TIME.contains(&last)
+        || last.ends_with("_time")
+        || last.ends_with("_timestamp")
+        || last.ends_with("_date")
+    {
+        Some(Volatility::Timestamp)
+    } else if ID.contains(&last) || last.starts_with("request_") {
+        Some(Volatility::Id)
+    } else if COUNTER.contains(&last) || last.ends_with("_left") || last.ends_with("_remaining") {
+        Some(Volatility::Counter)
+    } else {
+        None
+    }
+}
+
+static TIMESTAMP_SAMPLE: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    Regex::new(
+        r"^(\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}.*)?|\d{1,2}:\d{2}(:\d{2})?|1[5-9]\d{8}(\d{3})?)$",
+    )
+    .ok()
+});
+static ID_SAMPLE: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    Regex::new(r"^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}|[a-z]+_[A-Za-z0-9]{8,}|[0-9a-f]*[0-9][0-9a-f]*[a-f][0-9a-f]*)$").ok()
+});
+
+/// Volatility from a sample value in the front matter.
+fn volatility_of_sample(value: &str) -> Option<Volatility> {
+    let matches = |pattern: &LazyLock<Option<Regex>>| {
+        pattern
+            .as_ref()
+            .is_some_and(|pattern| pattern.is_match(value.trim()))
+    };
+    if matches(&TIMESTAMP_SAMPLE) {
+        Some(Volatility::Timestamp)
+    } else if matches(&ID_SAMPLE) && value.trim().len() >= 8 {
+        Some(Volatility::Id)
+    } else {
+        None
+    }
+}
+
+/// The rules a template silences with `{# kvlint: ignore[rule, ...] #}`.
+pub fn ignored_rules(text: &str) -> Vec<String> {
+    IGNORE
+        .as_ref()
+        .map(|pattern| {
+            pattern
+                .captures_iter(text)
+                .filter_map(|captures| captures.get(1))
+                .flat_map(|rules| rules.as_str().split(',').map(|rule| rule.trim().to_owned()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Finds volatile variables that precede stable text.
+pub fn check_prompt_template(
+    text: &str,
+    syntax: TemplateSyntax,
+    configured_volatile: &[String],
+    tokenizer: &Tokenizer,
+) -> Vec<VolatilePlacement> {
+    let body_start = FRONT_MATTER
+        .as_ref()
+        .and_then(|pattern| pattern.find(text))
+        .map_or(0, |found| found.end());
+    let samples: Vec<(String, String)> = SAMPLE_LINE
+        .as_ref()
+        .map(|pattern| {
+            pattern
+                .captures_iter(&text[..body_start])
+                .filter_map(|captures| {
+                    Some((
+                        captures.get(1)?.as_str().to_owned(),
+                        captures.get(2)?.as_str().to_owned(),
+                    ))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let pattern = match syntax {
+        TemplateSyntax::Braces => BRACES.as_ref(),
+        TemplateSyntax::Format => FORMAT.as_ref(),
+    };
+    let Some(pattern) = pattern else {
+        return Vec::new();
+    };
+    let placeholders: Vec<(usize, usize, String)> = pattern
+        .captures_iter(&text[body_start..])
+        .filter_map(|captures| {
+            let whole = captures.get(0)?;
+            // `{{name}}` in a format string is an escaped literal, not a placeholder.
+            if syntax == TemplateSyntax::Format && whole.as_str().starts_with("{{") {
+                return None;
+            }
+            Some((
+                body_start + whole.start(),
+                whole.len(),
+                captures.get(1)?.as_str().to_owned(),
+            ))
+        })
+        .collect();
+    let mut found = Vec::new();
+    for (index, (offset, len, name)) in placeholders.iter().enumerate() {
+        let bare = name.trim_end_matches("()");
+        let volatility = if configured_volatile
+            .iter()
+            .any(|configured| configured == bare)
+        {
+            Some(Volatility::Configured)
+        } else {
+            volatility_of_name(bare).or_else(|| {
+                samples
+                    .iter()
+                    .find(|(sample, _)| sample == bare)
+                    .and_then(|(_, value)| volatility_of_sample(value))
+            })
+        };
+        let Some(volatility) = volatility else {
+            continue;
+        };
+        // The stable text after this placeholder: everything but other placeholders.
+        let mut stable = String::new();
+        let mut cursor = offset + len;
+        for (next_offset, next_len, _) in &placeholders[index + 1..] {
+            stable.push_str(&text[cursor..*next_offset]);
+            cursor = next_offset + next_len;
+        }
+        stable.push_str(&text[cursor..]);
+        // Punctuation closing the line is not stable content worth a finding.
+        let has_words = stable
+            .split(|c: char| !c.is_alphanumeric())
+            .any(|word| word.chars().count() >= 2);
+        let stable_tokens_after = if has_words {
+            tokenizer.encode_piece(&stable).ids.len()
+        } else {
+            0
+        };
+        if stable_tokens_after == 0 {
+            continue;
+        }
+        let position = LineColumn::of_offset(text, *offset);
+        found.push(VolatilePlacement {
+            variable: bare.to_owned(),
+            volatility,
+            offset: *offset,
+            len: *len,
+            line: position.line,
+            column: position.column,
+            stable_tokens_after,
+        });
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(text: &str, syntax: TemplateSyntax) -> Vec<(String, Volatility, usize)> {
+        check_prompt_template(
+            text,
+            syntax,
+            &["memory_digest".to_owned()],
+            &Tokenizer::o200k_base(),
+        )
+        .into_iter()
+        .map(|found| (found.variable, found.volatility, found.line))
+        .collect()
+    }
+
+    #[test]
+    fn a_clock_before_stable_text_is_found_and_at_the_end_it_is_not() {
+        let top = "Time: {{ now }}\nYou are a careful assistant. Follow the rules.\n{{ question }}";
+        assert_eq!(
+            check(top, TemplateSyntax::Braces),
+            [("now".to_owned(), Volatility::Timestamp, 1)]
+        );
+        let bottom =
+            "You are a careful assistant. Follow the rules.\n{{ question }}\nTime: {{ now }}.\n";
+        assert!(check(bottom, TemplateSyntax::Braces).is_empty());
+    }
+
+    #[test]
+    fn format_strings_ids_counters_and_configured_names() {
+        let text = "Request {request_id}.\n{{literal}} You have {steps_left} steps.\n{memory_digest}\nRules follow.";
+        assert_eq!(
+            check(text, TemplateSyntax::Format),
+            [
+                ("request_id".to_owned(), Volatility::Id, 1),
+                ("steps_left".to_owned(), Volatility::Counter, 2),
+                ("memory_digest".to_owned(), Volatility::Configured, 3),
+            ]
+        );
+    }
+
+    #[test]
+    fn sample_values_in_front_matter_class_a_variable() {
+        let text = "---\nname: triage\nsample:\n  stamp: 2025-03-04T10:22:31Z\n  topic: billing\n---\nAt {{stamp}} about {{topic}}: answer in the house style.";
+        assert_eq!(
+            check(text, TemplateSyntax::Braces),
+            [("stamp".to_owned(), Volatility::Timestamp, 7)]
+        );
+    }
+
+    #[test]
+    fn ignore_comments_name_rules() {
+        assert_eq!(
+            ignored_rules("{# kvlint: ignore[volatile-timestamp, volatile-id] #}"),
+            ["volatile-timestamp", "volatile-id"]
+        );
+    }
+}
