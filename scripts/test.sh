@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 
 scripts/fetch-assets.sh
 scripts/setup-python.sh
+scripts/setup-pre-commit.sh
 
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
