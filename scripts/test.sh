@@ -14,6 +14,7 @@ log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 cargo test --workspace --locked 2>&1 | tee "$log"
 cargo bench -p kvlint-core --bench long_session --locked
+cargo bench -p kvlint --bench templates --locked
 
 # One closing line for the whole suite.
 awk '/^test result:/ { passed += $4; failed += $6 } END { printf "tests: %d passed, %d failed\n", passed, failed }' "$log"
