@@ -1,7 +1,12 @@
 //! `kvlint template` over 100 application prompt templates, as a pre-commit hook runs it:
 //! the wall time of the whole process, and its ratio to starting kvlint at all
 //! (`kvlint rule`), in the same run. The target is under 0.5 s.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::panic
+)]
 
 use std::path::Path;
 use std::process::Command;
@@ -14,7 +19,12 @@ fn best_of(runs: usize, args: &[&str], folder: &Path) -> Duration {
     (0..runs)
         .map(|_| {
             let start = Instant::now();
-            let status = Command::new(env!("CARGO_BIN_EXE_kvlint")).args(args).current_dir(folder).output().unwrap().status;
+            let status = Command::new(env!("CARGO_BIN_EXE_kvlint"))
+                .args(args)
+                .current_dir(folder)
+                .output()
+                .unwrap()
+                .status;
             assert!(status.code().is_some_and(|code| code <= 1));
             start.elapsed()
         })
@@ -28,10 +38,22 @@ fn main() {
     let policy = "Answer in the house style: short sentences, no marketing language, cite the policy section. ".repeat(20);
     for index in 0..TEMPLATES {
         let (name, text) = match index % 4 {
-            0 => (format!("t{index}.j2"), format!("{policy}\n{{{{ question }}}}\nTime: {{{{ now }}}}\n")),
-            1 => (format!("t{index}.j2"), format!("Time: {{{{ now }}}}\n{policy}\n{{{{ question }}}}\n")),
-            2 => (format!("t{index}.prompt"), format!("Request {{request_id}}.\n{policy}\n{{question}}\n")),
-            _ => (format!("t{index}.hbs"), format!("{policy}\n{{{{user}}}} asks: {{{{question}}}}\n")),
+            0 => (
+                format!("t{index}.j2"),
+                format!("{policy}\n{{{{ question }}}}\nTime: {{{{ now }}}}\n"),
+            ),
+            1 => (
+                format!("t{index}.j2"),
+                format!("Time: {{{{ now }}}}\n{policy}\n{{{{ question }}}}\n"),
+            ),
+            2 => (
+                format!("t{index}.prompt"),
+                format!("Request {{request_id}}.\n{policy}\n{{question}}\n"),
+            ),
+            _ => (
+                format!("t{index}.hbs"),
+                format!("{policy}\n{{{{user}}}} asks: {{{{question}}}}\n"),
+            ),
         };
         std::fs::write(folder.join(name), text).unwrap();
     }

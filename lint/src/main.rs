@@ -300,25 +300,25 @@ fn run(cli: Cli) -> miette::Result<u8> {
             let mut configs = config::Discovery::default();
             let report =
                 template::check_templates(&paths, special_tokens.as_ref(), now, &mut configs);
-            match format {
-                OutputFormat::Json => print!(
-                    "{}",
-                    serde_json::to_string_pretty(&report).unwrap_or_default() + "\n"
-                ),
-                OutputFormat::Human => print!(
-                    "{}",
-                    emit::human::render_templates(&report, use_color(), terminal_width())
-                ),
-                OutputFormat::Sarif | OutputFormat::Github | OutputFormat::Junit => {
-                    miette::bail!("`kvlint template` prints `--format human` or `json` for now")
-                }
-            }
             let errors = report
                 .templates
                 .iter()
                 .flat_map(|template| &template.findings)
                 .any(|finding| finding.severity == Severity::Error);
-            Ok(if !report.errors.is_empty() {
+            let unreadable = !report.errors.is_empty();
+            let output = match format {
+                OutputFormat::Json => {
+                    serde_json::to_string_pretty(&report).unwrap_or_default() + "\n"
+                }
+                OutputFormat::Human => {
+                    emit::human::render_templates(&report, use_color(), terminal_width())
+                }
+                OutputFormat::Sarif => emit::sarif::render(&report.into_report()),
+                OutputFormat::Github => emit::github::render(&report.into_report()),
+                OutputFormat::Junit => emit::junit::render(&report.into_report()),
+            };
+            print!("{output}");
+            Ok(if unreadable {
                 EXIT_INPUT
             } else if errors {
                 EXIT_FINDINGS

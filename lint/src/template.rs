@@ -3,7 +3,10 @@
 use std::path::PathBuf;
 
 use chrono::NaiveDateTime;
-use kvlint_core::diagnostic::Diagnostic;
+use std::sync::Arc;
+
+use kvlint_core::analysis::TurnDiff;
+use kvlint_core::diagnostic::{Diagnostic, Severity};
 use kvlint_core::error::InputError;
 use kvlint_core::prompt_template::{TemplateSyntax, check_prompt_template, ignored_rules};
 use kvlint_core::template::ChatTemplate;
@@ -12,7 +15,7 @@ use kvlint_core::tokenize::Tokenizer;
 use serde::Serialize;
 
 use crate::config::Discovery;
-use crate::report::REPORT_VERSION;
+use crate::report::{REPORT_VERSION, Report, SessionReport, SessionSummary, TurnReport};
 
 #[derive(Debug, Serialize)]
 pub struct TemplateReport {
@@ -148,6 +151,70 @@ fn template_files(paths: &[PathBuf]) -> Vec<PathBuf> {
 }
 
 impl TemplateReport {
+    /// The same findings as a check report, for the emitters that read one (SARIF, GitHub,
+    /// JUnit): each template is a session whose turns are the conversation's turns.
+    pub fn into_report(self) -> Report {
+        let sessions = self
+            .templates
+            .into_iter()
+            .map(|template| {
+                let last_turn = template
+                    .findings
+                    .iter()
+                    .map(|finding| finding.turn)
+                    .max()
+                    .unwrap_or(0);
+                let count = |severity| {
+                    template
+                        .findings
+                        .iter()
+                        .filter(|finding| finding.severity == severity)
+                        .count()
+                };
+                let summary = SessionSummary {
+                    turns: last_turn + 1,
+                    prompt_tokens: 0,
+                    reused_tokens: 0,
+                    reuse_ratio: 0.0,
+                    errors: count(Severity::Error),
+                    warnings: count(Severity::Warning),
+                    infos: count(Severity::Info),
+                };
+                let turns = (0..=last_turn)
+                    .map(|index| TurnReport {
+                        diff: TurnDiff {
+                            index,
+                            prompt_tokens: 0,
+                            reused_tokens: 0,
+                            first_divergence: None,
+                        },
+                        predicted_cached_tokens: None,
+                        computed_tokens: None,
+                        cache_write_tokens: None,
+                        generated_not_reproduced: None,
+                    })
+                    .collect();
+                SessionReport {
+                    path: template.path,
+                    format: format!("{}-template", template.kind),
+                    renderer: String::new(),
+                    approximate: false,
+                    turns,
+                    findings: template.findings,
+                    summary,
+                    cache: None,
+                    source: Arc::from(template.source),
+                }
+            })
+            .collect();
+        Report {
+            version: self.version,
+            sessions,
+            errors: self.errors,
+            input_errors: self.input_errors,
+        }
+    }
+
     fn add_problem(
         &mut self,
         path: String,

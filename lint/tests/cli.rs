@@ -428,3 +428,40 @@ fn prompt_template_ignores_and_configured_volatile_names() {
     assert!(output.contains("`memory` changes every turn"), "{output}");
     std::fs::remove_dir_all(&folder).ok();
 }
+
+#[test]
+fn template_findings_in_ci_formats() {
+    let github = kvlint(&[
+        "template",
+        "--format",
+        "github",
+        "fixtures/templates/prompts/support.j2",
+    ]);
+    assert_eq!(github.code, 1);
+    insta::assert_snapshot!(github.stdout);
+    let sarif = kvlint(&[
+        "template",
+        "--format",
+        "sarif",
+        "fixtures/templates/prompts/support.j2",
+    ]);
+    let sarif: serde_json::Value = serde_json::from_str(&sarif.stdout).unwrap();
+    let result = &sarif["runs"][0]["results"][0];
+    assert_eq!(result["ruleId"], "volatile-timestamp");
+    assert_eq!(
+        result["locations"][0]["physicalLocation"]["region"]["startLine"],
+        1
+    );
+    assert_eq!(
+        result["locations"][0]["physicalLocation"]["region"]["startColumn"],
+        55
+    );
+    let junit = kvlint(&[
+        "template",
+        "--format",
+        "junit",
+        "fixtures/templates/prompts/support-fixed.j2",
+    ]);
+    assert_eq!(junit.code, 0);
+    assert!(junit.stdout.contains("failures=\"0\""), "{}", junit.stdout);
+}
