@@ -73,7 +73,8 @@ static SAMPLE_LINE: LazyLock<Option<Regex>> =
 static IGNORE: LazyLock<Option<Regex>> =
     LazyLock::new(|| Regex::new(r"\{#-?\s*kvlint:\s*ignore\[([^\]]*)\]\s*-?#\}").ok());
 
-/// Names that mean a value changes every turn.
+/// Names that mean a value changes every turn, judged by the words of the last name
+/// segment: `now`, `current_time`, `time_now`, `request_id`, `steps_left`, `tokens_used`.
 fn volatility_of_name(name: &str) -> Option<Volatility> {
     let name = name.to_ascii_lowercase();
     let last = name
@@ -81,58 +82,61 @@ fn volatility_of_name(name: &str) -> Option<Volatility> {
         .next()
         .unwrap_or(&name)
         .trim_end_matches("()");
+    let words: Vec<&str> = last
+        .split(|c: char| c == '_' || c == '-')
+        .filter(|word| !word.is_empty())
+        .collect();
+    let has = |candidates: &[&str]| words.iter().any(|word| candidates.contains(word));
     const TIME: &[&str] = &[
         "now",
         "time",
-        "date",
         "datetime",
         "timestamp",
         "today",
-        "current_time",
-        "current_date",
+        "date",
         "utcnow",
-        "strftime_now",
         "clock",
         "elapsed",
+        "strftime",
     ];
-    const ID: &[&str] = &[
-        "request_id",
-        "trace_id",
-        "span_id",
-        "run_id",
-        "nonce",
-        "uuid",
-        "uuid4",
-        "random",
-        "seed",
-        "message_id",
-        "call_id",
+    const ID: &[&str] = &["uuid", "uuid4", "nonce", "random", "seed"];
+    const ID_OWNERS: &[&str] = &[
+        "request",
+        "trace",
+        "span",
+        "run",
+        "message",
+        "call",
+        "event",
+        "correlation",
     ];
     const COUNTER: &[&str] = &[
         "step",
         "steps",
-        "steps_left",
-        "steps_remaining",
         "remaining",
-        "turn",
-        "turns_left",
-        "iteration",
+        "left",
         "budget",
-        "tokens_used",
-        "tokens_left",
+        "iteration",
+        "iterations",
         "attempt",
+        "attempts",
         "retry",
+        "retries",
         "counter",
+        "used",
     ];
-    if TIME.contains(&last)
-        || last.ends_with("_time")
-        || last.ends_with("_timestamp")
-        || last.ends_with("_date")
-    {
+    let is_id = has(ID)
+        || (words.last() == Some(&"id")
+            && words
+                .iter()
+                .rev()
+                .nth(1)
+                .is_some_and(|owner| ID_OWNERS.contains(owner)));
+    if has(TIME) && !has(&["zone", "timezone", "format"]) {
         Some(Volatility::Timestamp)
-    } else if ID.contains(&last) || last.starts_with("request_") {
+    } else if is_id {
         Some(Volatility::Id)
-    } else if COUNTER.contains(&last) || last.ends_with("_left") || last.ends_with("_remaining") {
+    } else if has(COUNTER) || last == "turn" || last == "turns_left" {
         Some(Volatility::Counter)
     } else {
         None
@@ -327,6 +331,28 @@ mod tests {
             check(text, TemplateSyntax::Braces),
             [("stamp".to_owned(), Volatility::Timestamp, 7)]
         );
+    }
+
+    #[test]
+    fn names_are_judged_by_their_words() {
+        for (name, volatility) in [
+            ("now", Some(Volatility::Timestamp)),
+            ("datetime.now()", Some(Volatility::Timestamp)),
+            ("time_now", Some(Volatility::Timestamp)),
+            ("current_date", Some(Volatility::Timestamp)),
+            ("user_timezone", None),
+            ("request_id", Some(Volatility::Id)),
+            ("trace_id", Some(Volatility::Id)),
+            ("user_id", None),
+            ("session_uuid", Some(Volatility::Id)),
+            ("steps_left", Some(Volatility::Counter)),
+            ("tokens_used", Some(Volatility::Counter)),
+            ("remaining_budget", Some(Volatility::Counter)),
+            ("question", None),
+            ("policies", None),
+        ] {
+            assert_eq!(volatility_of_name(name), volatility, "{name}");
+        }
     }
 
     #[test]
