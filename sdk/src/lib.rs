@@ -1,5 +1,14 @@
 //! # kvlint-sdk
-//!
-//! The library agent code will embed to assemble prompts that keep their cached prefix:
-//! stable blocks first, canonical tool schemas, append-only history, a prefix fingerprint and
-//! a runtime guard built on `kvlint-core`'s analysis. Not built yet; nothing here is public.
+
+mod adapters;
+pub mod canonical;
+mod conversation;
+mod fingerprint;
+mod guard;
+mod tool;
+
+pub use adapters::{ANTHROPIC_DEFAULT_MAX_TOKENS, RenderError};
+pub use conversation::{CacheBreak, Conversation, HistoryWindow, Message, PrefixChange, Role};
+pub use fingerprint::{PrefixFingerprint, ROUTING_KEY_HEADER, SGLANG_ROUTING_KEY_HEADER};
+pub use guard::{Guard, GuardCounters, GuardError, GuardMode};
+pub use tool::{Tool, ToolCall, ToolDefinitionError};

@@ -1,0 +1,430 @@
+//! The conversation: prompt content in stability tiers, and an append-only history.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::canonical::nfc;
+use crate::fingerprint::PrefixFingerprint;
+use crate::tool::{Tool, ToolCall};
+
+/// Who a history message is from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Role {
+    User,
+    Assistant,
+    /// A tool's result (sent as a user turn by Anthropic).
+    Tool,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::User => "user",
+            Self::Assistant => "assistant",
+            Self::Tool => "tool",
+        }
+    }
+}
+
+/// A history message, frozen when it was appended: there is no way to change it, only to
+/// drop it with [`Conversation::compact`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct Message {
+    role: Role,
+    text: String,
+    tool_calls: Vec<ToolCall>,
+    tool_call_id: Option<String>,
+    /// Session-context updates delivered with this message (see [`Conversation::add_session`]).
+    notes: Vec<String>,
+}
+
+impl Message {
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    pub fn tool_calls(&self) -> &[ToolCall] {
+        &self.tool_calls
+    }
+
+    /// For a tool result: the call it answers.
+    pub fn tool_call_id(&self) -> Option<&str> {
+        self.tool_call_id.as_deref()
+    }
+
+    /// Session-context updates that travel with this message, after its text.
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
+    /// The message's one serialization, as the prefix fingerprint hashes it.
+    pub(crate) fn canonical_text(&self) -> String {
+        let calls: Vec<serde_json::Value> = self
+            .tool_calls
+            .iter()
+            .map(|call| {
+                serde_json::json!({"arguments": call.arguments(), "id": call.id(), "name": call.name()})
+            })
+            .collect();
+        serde_json::json!({
+            "notes": self.notes,
+            "role": self.role.as_str(),
+            "text": self.text,
+            "tool_call_id": self.tool_call_id,
+            "tool_calls": calls,
+        })
+        .to_string()
+    }
+}
+
+/// A change to the static or session tier asked for after the prefix was sent. It waits for
+/// the next [`Conversation::compact`], which applies it and reports it in the [`CacheBreak`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum PrefixChange {
+    /// A tool added, or redefined, mid-session.
+    Tool(Tool),
+    /// A static block added mid-session.
+    Static(String),
+    /// A session-tier value changed mid-session; until compaction it travels in history.
+    Session { key: String, text: String },
+}
+
+impl std::fmt::Display for PrefixChange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Tool(tool) => write!(f, "tool `{}` added or redefined", tool.name()),
+            Self::Static(_) => write!(f, "a static block added"),
+            Self::Session { key, .. } => write!(f, "session block `{key}` updated"),
+        }
+    }
+}
+
+/// What an explicit compaction cost: the only way history loses messages.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CacheBreak {
+    /// Messages dropped from the start of history.
+    pub dropped_messages: usize,
+    /// Messages kept.
+    pub kept_messages: usize,
+    /// Blocks of the previous [`PrefixFingerprint`] that are still the start of the prompt:
+    /// the part of the prefix a cache still holds.
+    pub reused_blocks: usize,
+    /// Blocks of the previous fingerprint that are no longer a prefix: recomputed next turn.
+    pub lost_blocks: usize,
+    /// Tier changes that waited for this compaction and are now in the prefix.
+    pub applied_changes: Vec<PrefixChange>,
+}
+
+impl CacheBreak {
+    /// Whether the compaction changed nothing (the next turn still extends the previous one).
+    pub fn is_empty(&self) -> bool {
+        self.lost_blocks == 0
+    }
+}
+
+/// A history window with hysteresis: nothing is dropped until history holds more than
+/// `max_messages`, then it is cut down to `keep_messages` in one step. The cache breaks once
+/// per `max_messages − keep_messages` messages, not every turn as a sliding window does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HistoryWindow {
+    pub max_messages: usize,
+    pub keep_messages: usize,
+}
+
+impl HistoryWindow {
+    /// A window of at most `max_messages`, cut down to `keep_messages` (at most
+    /// `max_messages`; keep it well below for large steps).
+    pub fn new(max_messages: usize, keep_messages: usize) -> Self {
+        Self {
+            max_messages,
+            keep_messages: keep_messages.min(max_messages),
+        }
+    }
+}
+
+/// An agent conversation assembled so that each turn is a strict extension of the previous.
+///
+/// Content is added in tiers, in any order; every output renders them in this order:
+/// tools and **static** blocks (instructions), **session** blocks (stable for the session),
+/// the append-only **history**, and the **turn** tier (volatile context) last, inside the
+/// newest message.
+///
+/// The first body built (any `to_*` adapter or [`Conversation::render`]) commits the prefix:
+/// from then on, new tools and static blocks wait for [`Conversation::compact`], and a changed
+/// session value travels in history instead of editing the prefix.
+#[derive(Debug, Default)]
+pub struct Conversation {
+    pub(crate) tools: BTreeMap<String, Tool>,
+    pub(crate) static_blocks: Vec<String>,
+    /// The session tier as sent, by key.
+    pub(crate) session_blocks: BTreeMap<String, String>,
+    /// The latest value of each session key (what compaction folds into the tier).
+    session_latest: BTreeMap<String, String>,
+    /// Session values changed after commit, not yet attached to a history message.
+    pending_session: BTreeMap<String, String>,
+    pending_tools: BTreeMap<String, Tool>,
+    pending_static: Vec<String>,
+    pub(crate) history: Vec<Message>,
+    pub(crate) turn_context: Vec<String>,
+    committed: AtomicBool,
+}
+
+impl Clone for Conversation {
+    fn clone(&self) -> Self {
+        Self {
+            tools: self.tools.clone(),
+            static_blocks: self.static_blocks.clone(),
+            session_blocks: self.session_blocks.clone(),
+            session_latest: self.session_latest.clone(),
+            pending_session: self.pending_session.clone(),
+            pending_tools: self.pending_tools.clone(),
+            pending_static: self.pending_static.clone(),
+            history: self.history.clone(),
+            turn_context: self.turn_context.clone(),
+            committed: AtomicBool::new(self.is_committed()),
+        }
+    }
+}
+
+impl Conversation {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a static block: instructions that hold across sessions. Blocks render in the
+    /// order added; adding the same text twice is a no-op.
+    pub fn add_static(&mut self, text: impl AsRef<str>) -> &mut Self {
+        let text = nfc(text.as_ref());
+        let known = self.static_blocks.contains(&text) || self.pending_static.contains(&text);
+        if known {
+            return self;
+        }
+        if self.is_committed() {
+            self.pending_static.push(text);
+        } else {
+            self.static_blocks.push(text);
+        }
+        self
+    }
+
+    /// Sets the session block `key` (user profile, repository facts, memory). Blocks render
+    /// ordered by key. Setting the value it already has is a no-op.
+    ///
+    /// After the prefix is committed, a new value does not edit the prefix: it is shown in the
+    /// turn tier until the next message is appended, then frozen into that message as a note
+    /// (`Session context update (key): …`); [`Conversation::compact`] folds it into the tier.
+    pub fn add_session(&mut self, key: impl AsRef<str>, text: impl AsRef<str>) -> &mut Self {
+        let (key, text) = (nfc(key.as_ref()), nfc(text.as_ref()));
+        if self.session_latest.get(&key) == Some(&text) {
+            return self;
+        }
+        self.session_latest.insert(key.clone(), text.clone());
+        if self.is_committed() {
+            self.pending_session.insert(key, text);
+        } else {
+            self.session_blocks.insert(key, text);
+        }
+        self
+    }
+
+    /// Adds a tool. Tools render ordered by name, whatever order they are added in; adding an
+    /// equal tool again is a no-op, a tool of the same name replaces it (before commit).
+    pub fn add_tool(&mut self, tool: Tool) -> &mut Self {
+        if self.tools.get(tool.name()) == Some(&tool) {
+            return self;
+        }
+        if self.is_committed() {
+            self.pending_tools.insert(tool.name().to_owned(), tool);
+        } else {
+            self.tools.insert(tool.name().to_owned(), tool);
+        }
+        self
+    }
+
+    /// Adds volatile context for this turn only (time, working directory, git status, budgets,
+    /// retrieved snippets). It is rendered last, in the newest message, and cleared when the
+    /// model's answer is appended ([`Conversation::push_assistant`]).
+    pub fn add_turn_context(&mut self, text: impl AsRef<str>) -> &mut Self {
+        self.turn_context.push(nfc(text.as_ref()));
+        self
+    }
+
+    /// Drops this turn's volatile context.
+    pub fn clear_turn_context(&mut self) -> &mut Self {
+        self.turn_context.clear();
+        self
+    }
+
+    /// Appends a user message.
+    pub fn push_user(&mut self, text: impl AsRef<str>) -> &mut Self {
+        let message = self.user_side(Role::User, text.as_ref(), None);
+        self.history.push(message);
+        self
+    }
+
+    /// Appends the model's answer: its text and the tools it called. The turn's volatile
+    /// context is cleared: the turn is over.
+    pub fn push_assistant(
+        &mut self,
+        text: impl AsRef<str>,
+        tool_calls: impl IntoIterator<Item = ToolCall>,
+    ) -> &mut Self {
+        self.history.push(Message {
+            role: Role::Assistant,
+            text: nfc(text.as_ref()),
+            tool_calls: tool_calls.into_iter().collect(),
+            tool_call_id: None,
+            notes: Vec::new(),
+        });
+        self.turn_context.clear();
+        self
+    }
+
+    /// Appends the result of the tool call `call_id`.
+    pub fn push_tool_result(
+        &mut self,
+        call_id: impl Into<String>,
+        text: impl AsRef<str>,
+    ) -> &mut Self {
+        let message = self.user_side(Role::Tool, text.as_ref(), Some(call_id.into()));
+        self.history.push(message);
+        self
+    }
+
+    /// A user or tool message, carrying the session updates not yet delivered.
+    fn user_side(&mut self, role: Role, text: &str, tool_call_id: Option<String>) -> Message {
+        let notes = std::mem::take(&mut self.pending_session)
+            .iter()
+            .map(|(key, text)| session_update_note(key, text))
+            .collect();
+        Message {
+            role,
+            text: nfc(text),
+            tool_calls: Vec::new(),
+            tool_call_id,
+            notes,
+        }
+    }
+
+    /// The history, oldest first.
+    pub fn history(&self) -> &[Message] {
+        &self.history
+    }
+
+    /// The tools in the order they render (by name).
+    pub fn tools(&self) -> impl Iterator<Item = &Tool> {
+        self.tools.values()
+    }
+
+    /// Tier changes that wait for the next compaction.
+    pub fn pending_changes(&self) -> Vec<PrefixChange> {
+        let tools = self.pending_tools.values().cloned().map(PrefixChange::Tool);
+        let statics = self
+            .pending_static
+            .iter()
+            .cloned()
+            .map(PrefixChange::Static);
+        let sessions = self
+            .session_latest
+            .iter()
+            .filter(|(key, text)| self.session_blocks.get(*key) != Some(*text))
+            .map(|(key, text)| PrefixChange::Session {
+                key: key.clone(),
+                text: text.clone(),
+            });
+        tools.chain(statics).chain(sessions).collect()
+    }
+
+    /// Whether a body has been built: the prefix is fixed until the next compaction.
+    pub fn is_committed(&self) -> bool {
+        self.committed.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn commit(&self) {
+        self.committed.store(true, Ordering::Relaxed);
+    }
+
+    /// The turn tier's text: session updates not yet in history, then the turn context.
+    pub fn turn_tier(&self) -> Option<String> {
+        let items: Vec<String> = self
+            .pending_session
+            .iter()
+            .map(|(key, text)| session_update_note(key, text))
+            .chain(self.turn_context.iter().cloned())
+            .collect();
+        (!items.is_empty()).then(|| items.join("\n"))
+    }
+
+    /// This conversation without its turn tier: the prompt the next turn starts with.
+    /// Useful to warm a cache, and to check that a turn keeps its prefix.
+    pub fn without_turn_tier(&self) -> Self {
+        let mut stable = self.clone();
+        stable.turn_context.clear();
+        stable.pending_session.clear();
+        stable
+    }
+
+    /// Drops all but the last `keep_last` messages and applies the pending tier changes: the
+    /// one way to edit what a cache holds. Returns what the break costs.
+    ///
+    /// The cut is moved forward to the next user message (else to the next message that is not
+    /// a tool result), so that no tool result loses its call. When messages are dropped, the
+    /// session tier takes its latest values (the notes that carried updates may be gone).
+    pub fn compact(&mut self, keep_last: usize) -> CacheBreak {
+        let before = self.fingerprint();
+        let naive_cut = self.history.len().saturating_sub(keep_last);
+        let cut = if naive_cut == 0 {
+            0
+        } else {
+            let tail = &self.history[naive_cut..];
+            let starts_at = |wanted: &dyn Fn(&Message) -> bool| tail.iter().position(wanted);
+            starts_at(&|message| message.role == Role::User)
+                .or_else(|| starts_at(&|message| message.role != Role::Tool))
+                .map_or(self.history.len(), |offset| naive_cut + offset)
+        };
+        self.history.drain(..cut);
+        let mut applied_changes = self.pending_changes();
+        if cut == 0 && self.pending_tools.is_empty() && self.pending_static.is_empty() {
+            // Nothing dropped and no prefix change: the notes in history still carry the
+            // session updates; folding them in would break the prefix for nothing.
+            applied_changes.clear();
+        } else {
+            self.tools.append(&mut self.pending_tools);
+            self.static_blocks.append(&mut self.pending_static);
+            self.session_blocks = self.session_latest.clone();
+            self.pending_session.clear();
+        }
+        let after = self.fingerprint();
+        let reused_blocks = before.common_blocks(&after);
+        CacheBreak {
+            dropped_messages: cut,
+            kept_messages: self.history.len(),
+            reused_blocks,
+            lost_blocks: before.blocks.len() - reused_blocks,
+            applied_changes,
+        }
+    }
+
+    /// Compacts to `window.keep_messages` once history holds more than `window.max_messages`.
+    pub fn enforce_window(&mut self, window: &HistoryWindow) -> Option<CacheBreak> {
+        (self.history.len() > window.max_messages).then(|| self.compact(window.keep_messages))
+    }
+
+    /// The hash chain over the prefix; see [`PrefixFingerprint`].
+    pub fn fingerprint(&self) -> PrefixFingerprint {
+        PrefixFingerprint::of(self)
+    }
+
+    /// The key that routes this session's requests to the replica holding its prefix.
+    pub fn routing_key(&self) -> String {
+        self.fingerprint().key
+    }
+}
+
+fn session_update_note(key: &str, text: &str) -> String {
+    format!("Session context update ({key}):\n{text}")
+}

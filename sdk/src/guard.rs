@@ -1,0 +1,223 @@
+//! The runtime guard: `kvlint check` on each pair of turns, as the requests are sent.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use kvlint_core::analysis::{TurnPair, diff_turns};
+use kvlint_core::diagnostic::{Diagnostic, Severity};
+use kvlint_core::error::InputError;
+use kvlint_core::render::{Rendered, Renderer};
+use kvlint_core::session::SessionFile;
+use serde::Serialize;
+use serde_json::Value;
+use thiserror::Error;
+
+/// What [`Guard::observe`] does with a break that recomputes cached content (an error
+/// finding).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum GuardMode {
+    /// Return every finding; the application logs or exports them.
+    #[default]
+    Warn,
+    /// Refuse the request: [`GuardError::Breaks`]. The refused request is not recorded, so
+    /// the next one is compared with the last accepted turn.
+    Error,
+}
+
+/// Counters an application can export as metrics, summed over the observed turns.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct GuardCounters {
+    /// Requests observed, refused ones included.
+    pub turns: usize,
+    /// Requests refused in [`GuardMode::Error`].
+    pub refused_turns: usize,
+    pub prompt_tokens: usize,
+    /// Leading tokens each turn shares with the turn before it: what a cache serves.
+    pub reused_tokens: usize,
+    /// Tokens the previous turn had cached that are sent again and must be recomputed
+    /// (error findings).
+    pub recomputed_tokens: usize,
+    /// Tokens of per-turn tails the next turn drops, by design (info findings).
+    pub dropped_tokens: usize,
+    /// Findings by rule name (`volatile-timestamp`, `history-rewrite`, …).
+    pub breaks_by_rule: BTreeMap<String, usize>,
+    /// Error findings after [`Guard::expect_break`]: announced compactions.
+    pub expected_breaks: usize,
+}
+
+/// A request the guard could not check, or refused.
+#[derive(Debug, Error, miette::Diagnostic)]
+pub enum GuardError {
+    /// The body is not a request kvlint reads, or its renderer failed.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Input(#[from] InputError),
+    /// [`GuardMode::Error`]: the request recomputes content the cache held.
+    #[error("turn {turn}: {} cache break(s) recompute cached tokens; first: {}", .diagnostics.len(), .diagnostics.first().map_or("", |first| first.message.as_str()))]
+    #[diagnostic(
+        code(kvlint_sdk::cache_break),
+        help(
+            "assemble turns with `Conversation`, or announce a compaction with `Guard::expect_break`"
+        )
+    )]
+    Breaks {
+        turn: usize,
+        /// Every finding of the turn, errors and infos.
+        diagnostics: Vec<Diagnostic>,
+    },
+}
+
+/// The previous accepted turn: its body as a one-turn session file (for locations) and its
+/// rendering.
+struct ObservedTurn {
+    session: SessionFile,
+    rendered: Rendered,
+}
+
+/// Checks, request by request, that each turn of one session extends the previous one, with
+/// the analysis `kvlint check` runs: the same request model, renderer, turn diff and rules.
+///
+/// One guard per session. Each finding is the diagnostic `kvlint check` reports for the same
+/// two turns; its `span` points into the turn's body as serialized compactly on one line.
+///
+/// ```
+/// use kvlint_core::render::Renderer;
+/// use kvlint_sdk::{Guard, GuardMode};
+/// use serde_json::json;
+///
+/// let mut guard = Guard::new(Renderer::provider(), GuardMode::Warn);
+/// let first = json!({"messages": [{"role": "system", "content": "Now: 10:00:01. Be terse."},
+///                                 {"role": "user", "content": "hi"}]});
+/// let second = json!({"messages": [{"role": "system", "content": "Now: 10:00:07. Be terse."},
+///                                  {"role": "user", "content": "hi"}]});
+/// assert!(guard.observe(&first).unwrap().is_empty());
+/// let findings = guard.observe(&second).unwrap();
+/// assert_eq!(findings[0].rule, "volatile-timestamp");
+/// assert_eq!(guard.counters().breaks_by_rule["volatile-timestamp"], 1);
+/// ```
+pub struct Guard {
+    renderer: Renderer,
+    mode: GuardMode,
+    previous: Option<ObservedTurn>,
+    next_turn: usize,
+    break_expected: bool,
+    counters: GuardCounters,
+}
+
+impl Guard {
+    pub fn new(renderer: Renderer, mode: GuardMode) -> Self {
+        Self {
+            renderer,
+            mode,
+            previous: None,
+            next_turn: 0,
+            break_expected: false,
+            counters: GuardCounters::default(),
+        }
+    }
+
+    /// Checks the next request body of the session against the previous one and returns the
+    /// findings (none when it extends the previous turn).
+    pub fn observe(&mut self, body: &Value) -> Result<Vec<Diagnostic>, GuardError> {
+        let index = self.next_turn;
+        let session = SessionFile::parse(format!("turn {index}"), Arc::from(body.to_string()))?;
+        let Some(turn) = session.turns.first() else {
+            return Err(InputError::Empty {
+                path: session.path.clone(),
+            }
+            .into());
+        };
+        let hint = self.previous.as_ref().and_then(|previous| {
+            Some((&previous.session.turns.first()?.request, &previous.rendered))
+        });
+        let rendered = self.renderer.render_after(&turn.request, hint)?;
+        let diff = diff_turns(hint, (&session, turn, &rendered), index, &self.renderer);
+        let diagnostics: Vec<Diagnostic> = match (&diff.first_divergence, &self.previous) {
+            (Some(divergence), Some(previous)) => previous
+                .session
+                .turns
+                .first()
+                .map(|previous_turn| {
+                    kvlint_rules::diagnose(&TurnPair {
+                        index,
+                        previous: previous_turn,
+                        current: turn,
+                        previous_rendered: &previous.rendered,
+                        current_rendered: &rendered,
+                        divergence,
+                    })
+                })
+                .into_iter()
+                .collect(),
+            _ => Vec::new(),
+        };
+        let breaks = diagnostics
+            .iter()
+            .any(|diagnostic| diagnostic.severity == Severity::Error);
+        let refused = breaks && self.mode == GuardMode::Error && !self.break_expected;
+        self.count(
+            &diagnostics,
+            diff.prompt_tokens,
+            diff.reused_tokens,
+            refused,
+        );
+        if refused {
+            return Err(GuardError::Breaks {
+                turn: index,
+                diagnostics,
+            });
+        }
+        self.break_expected = false;
+        self.previous = Some(ObservedTurn { session, rendered });
+        self.next_turn += 1;
+        Ok(diagnostics)
+    }
+
+    /// Announces that the next request breaks the prefix on purpose (after
+    /// `Conversation::compact`): its findings are returned and counted as expected, and
+    /// [`GuardMode::Error`] does not refuse it.
+    pub fn expect_break(&mut self) {
+        self.break_expected = true;
+    }
+
+    pub fn counters(&self) -> &GuardCounters {
+        &self.counters
+    }
+
+    pub fn mode(&self) -> GuardMode {
+        self.mode
+    }
+
+    /// Forgets the previous turn: the next request starts a new session.
+    pub fn reset(&mut self) {
+        self.previous = None;
+        self.next_turn = 0;
+        self.break_expected = false;
+    }
+
+    fn count(
+        &mut self,
+        diagnostics: &[Diagnostic],
+        prompt_tokens: usize,
+        reused_tokens: usize,
+        refused: bool,
+    ) {
+        let counters = &mut self.counters;
+        counters.turns += 1;
+        counters.refused_turns += usize::from(refused);
+        counters.prompt_tokens += prompt_tokens;
+        counters.reused_tokens += reused_tokens;
+        for diagnostic in diagnostics {
+            *counters
+                .breaks_by_rule
+                .entry(diagnostic.rule.to_owned())
+                .or_default() += 1;
+            if diagnostic.severity == Severity::Error {
+                counters.recomputed_tokens += diagnostic.tokens_lost;
+                counters.expected_breaks += usize::from(self.break_expected);
+            } else {
+                counters.dropped_tokens += diagnostic.tokens_lost;
+            }
+        }
+    }
+}

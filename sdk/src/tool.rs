@@ -1,0 +1,203 @@
+//! Tools the model may call, and the calls it made.
+
+use serde_json::{Map, Value, json};
+use thiserror::Error;
+
+use crate::canonical::{canonical_json, canonical_schema, nfc};
+
+/// A tool definition in canonical form: name and description in NFC, the parameter schema
+/// canonical ([`canonical_schema`]). Two tools built from equal content are equal and
+/// serialize to the same bytes, whatever order their schema's keys were written in.
+///
+/// ```
+/// use kvlint_sdk::Tool;
+/// use serde_json::json;
+///
+/// let a = Tool::new("read_file", "Read a file", json!({"type": "object", "required": ["path", "line"],
+///     "properties": {"path": {"type": "string"}, "line": {"type": "integer"}}}));
+/// let b = Tool::new("read_file", "Read a file", json!({"properties": {"line": {"type": "integer"},
+///     "path": {"type": "string"}}, "required": ["line", "path"], "type": "object"}));
+/// assert_eq!(a, b);
+/// assert_eq!(a.canonical_text(), b.canonical_text());
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tool {
+    name: String,
+    description: String,
+    parameters: Value,
+}
+
+/// A tool definition that is not in any format [`Tool::from_definition`] reads.
+#[derive(Debug, Error, miette::Diagnostic)]
+#[error("not a tool definition: {reason}")]
+#[diagnostic(
+    code(kvlint_sdk::tool),
+    help(
+        "expected an OpenAI Chat tool (`{{\"type\": \"function\", \"function\": {{\"name\", \"parameters\"}}}}`), an OpenAI Responses tool (`{{\"type\": \"function\", \"name\", \"parameters\"}}`) or an Anthropic tool (`{{\"name\", \"input_schema\"}}`)"
+    )
+)]
+pub struct ToolDefinitionError {
+    pub reason: String,
+}
+
+impl Tool {
+    /// A tool from its name, description and JSON Schema for its arguments.
+    pub fn new(name: impl AsRef<str>, description: impl AsRef<str>, parameters: Value) -> Self {
+        Self {
+            name: nfc(name.as_ref()),
+            description: nfc(description.as_ref()),
+            parameters: canonical_schema(&parameters),
+        }
+    }
+
+    /// A tool from a definition in any of the three APIs' shapes.
+    pub fn from_definition(definition: &Value) -> Result<Self, ToolDefinitionError> {
+        let function = definition.get("function").unwrap_or(definition);
+        let name = function
+            .get("name")
+            .and_then(Value::as_str)
+            .ok_or_else(|| ToolDefinitionError {
+                reason: "no `name` string".into(),
+            })?;
+        let description = function
+            .get("description")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let parameters = function
+            .get("parameters")
+            .or_else(|| function.get("input_schema"))
+            .cloned()
+            .unwrap_or_else(|| json!({"type": "object", "properties": {}}));
+        Ok(Self::new(name, description, parameters))
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn description(&self) -> &str {
+        &self.description
+    }
+
+    /// The canonical parameter schema.
+    pub fn parameters(&self) -> &Value {
+        &self.parameters
+    }
+
+    /// The one serialization of this tool (canonical JSON), as the prefix fingerprint hashes it.
+    pub fn canonical_text(&self) -> String {
+        json!({"description": self.description, "name": self.name, "parameters": self.parameters})
+            .to_string()
+    }
+
+    /// `{"type": "function", "function": {"name", "description", "parameters"}}`
+    pub(crate) fn openai_chat(&self) -> Value {
+        json!({"type": "function", "function": self.name_description_and("parameters")})
+    }
+
+    /// `{"type": "function", "name", "description", "parameters"}`
+    pub(crate) fn openai_responses(&self) -> Value {
+        let mut tool = Map::new();
+        tool.insert("type".into(), Value::String("function".into()));
+        tool.extend(self.name_description_and("parameters"));
+        Value::Object(tool)
+    }
+
+    /// `{"name", "description", "input_schema"}`
+    pub(crate) fn anthropic(&self) -> Value {
+        Value::Object(self.name_description_and("input_schema"))
+    }
+
+    fn name_description_and(&self, schema_key: &str) -> Map<String, Value> {
+        let mut fields = Map::new();
+        fields.insert("name".into(), Value::String(self.name.clone()));
+        if !self.description.is_empty() {
+            fields.insert(
+                "description".into(),
+                Value::String(self.description.clone()),
+            );
+        }
+        fields.insert(schema_key.into(), self.parameters.clone());
+        fields
+    }
+}
+
+/// A call the model made, frozen: its arguments are serialized once, when the call is made,
+/// and every later turn sends those same bytes.
+///
+/// ```
+/// use kvlint_sdk::ToolCall;
+/// use serde_json::json;
+///
+/// // Arguments as a value: serialized once, canonically.
+/// let call = ToolCall::new("call_1", "read_file", &json!({"path": "src/lib.rs", "line": 3}));
+/// assert_eq!(call.arguments(), r#"{"line":3,"path":"src/lib.rs"}"#);
+/// // Arguments as the model wrote them: kept byte for byte (what a self-hosted engine cached).
+/// let call = ToolCall::verbatim("call_2", "read_file", r#"{"path": "a.rs"}"#);
+/// assert_eq!(call.arguments(), r#"{"path": "a.rs"}"#);
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolCall {
+    id: String,
+    name: String,
+    arguments: String,
+    /// The arguments as an object, parsed once, for APIs that send them as JSON (Anthropic's
+    /// `input`).
+    input: Value,
+}
+
+impl ToolCall {
+    /// A call whose arguments are given as a value: they are serialized once, canonically
+    /// (keys sorted, text NFC).
+    pub fn new(id: impl Into<String>, name: impl AsRef<str>, arguments: &Value) -> Self {
+        let canonical = canonical_json(arguments);
+        Self::frozen(
+            id.into(),
+            nfc(name.as_ref()),
+            canonical.to_string(),
+            canonical,
+        )
+    }
+
+    /// A call whose arguments are kept exactly as the model generated them.
+    pub fn verbatim(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: impl Into<String>,
+    ) -> Self {
+        let arguments = arguments.into();
+        let parsed = serde_json::from_str(&arguments).unwrap_or(Value::Null);
+        Self::frozen(id.into(), name.into(), arguments, parsed)
+    }
+
+    fn frozen(id: String, name: String, arguments: String, parsed: Value) -> Self {
+        // Anthropic's `input` must be an object; arguments that are not one travel as text.
+        let input = match parsed {
+            object @ Value::Object(_) => object,
+            _ => json!({"arguments": arguments}),
+        };
+        Self {
+            id,
+            name,
+            arguments,
+            input,
+        }
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The arguments' one serialization.
+    pub fn arguments(&self) -> &str {
+        &self.arguments
+    }
+
+    pub(crate) fn input(&self) -> &Value {
+        &self.input
+    }
+}
