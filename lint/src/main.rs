@@ -21,6 +21,7 @@ mod config;
 mod diff;
 mod discover;
 mod emit;
+mod probe;
 mod report;
 mod template;
 
@@ -79,6 +80,29 @@ enum Command {
         /// The clock `strftime_now` reads first (the check also renders a day later).
         #[arg(long, value_name = "TIME", value_parser = parse_now)]
         now: Option<NaiveDateTime>,
+        #[arg(long, value_enum, default_value = "human")]
+        format: OutputFormat,
+    },
+    /// Replay sessions against a live OpenAI-compatible engine and compare what it serves from
+    /// cache with kvlint's prediction, turn by turn.
+    Probe {
+        sessions: Vec<PathBuf>,
+        /// The engine's base URL, e.g. http://127.0.0.1:8080.
+        #[arg(long, value_name = "URL")]
+        engine_url: String,
+        /// The kind of engine; detected from its endpoints when not given.
+        #[arg(long, value_enum)]
+        engine_kind: Option<probe::EngineKind>,
+        /// The model name to send (else the request's).
+        #[arg(long)]
+        model: Option<String>,
+        /// Seconds to wait for each answer.
+        #[arg(long, default_value = "60")]
+        timeout: u64,
+        /// Also render each turn with this chat template and tokenizer and report whether
+        /// kvlint's tokens equal the engine's.
+        #[command(flatten)]
+        render: RenderArgs,
         #[arg(long, value_enum, default_value = "human")]
         format: OutputFormat,
     },
@@ -321,6 +345,60 @@ fn run(cli: Cli) -> miette::Result<u8> {
             Ok(if unreadable {
                 EXIT_INPUT
             } else if errors {
+                EXIT_FINDINGS
+            } else {
+                0
+            })
+        }
+        Command::Probe {
+            sessions,
+            engine_url,
+            engine_kind,
+            model,
+            timeout,
+            render,
+            format,
+        } => {
+            let own_renderer = render
+                .chat_template
+                .is_some()
+                .then(|| render.renderer())
+                .transpose()?;
+            let client = probe::Client::new(&engine_url, std::time::Duration::from_secs(timeout));
+            let kind = engine_kind.unwrap_or_else(|| client.detect());
+            let mut report = probe::ProbeReport {
+                version: report::REPORT_VERSION,
+                sessions: Vec::new(),
+                errors: Vec::new(),
+            };
+            for path in &sessions {
+                match kvlint_core::session::SessionFile::read(path) {
+                    Ok(session) => report.sessions.push(probe::probe_session(
+                        &client,
+                        kind,
+                        &session,
+                        model.as_deref(),
+                        own_renderer.as_ref(),
+                    )),
+                    Err(error) => {
+                        eprintln!("{:?}", miette::Report::new(error));
+                        report.errors.push(report::ErrorReport {
+                            path: path.display().to_string(),
+                            message: "cannot be read".into(),
+                        });
+                    }
+                }
+            }
+            match format {
+                OutputFormat::Json => print!(
+                    "{}",
+                    serde_json::to_string_pretty(&report).unwrap_or_default() + "\n"
+                ),
+                _ => print!("{}", emit::human::render_probe(&report)),
+            }
+            Ok(if !report.complete() {
+                EXIT_INPUT
+            } else if !report.all_match() {
                 EXIT_FINDINGS
             } else {
                 0

@@ -8,6 +8,7 @@ use kvlint_core::excerpt::Excerpt;
 use miette::{GraphicalReportHandler, GraphicalTheme, LabeledSpan, SourceCode};
 
 use crate::diff::RequestDiff;
+use crate::probe::ProbeReport;
 use crate::report::{Report, SessionReport};
 use crate::template::TemplateReport;
 
@@ -72,6 +73,62 @@ pub fn render_templates(report: &TemplateReport, color: bool, width: usize) -> S
             count(Severity::Info)
         );
     }
+    out
+}
+
+/// Renders `kvlint probe`: a per-turn table of predicted and observed cached tokens.
+pub fn render_probe(report: &ProbeReport) -> String {
+    let mut out = String::new();
+    for session in &report.sessions {
+        let _ = writeln!(
+            out,
+            "{} on {} ({:?})",
+            session.path, session.engine_url, session.engine_kind
+        );
+        let _ = writeln!(
+            out,
+            "{:>6} {:>8} {:>10} {:>10}  result",
+            "turn", "prompt", "predicted", "observed"
+        );
+        let number =
+            |value: Option<usize>| value.map_or_else(|| "-".to_owned(), |value| value.to_string());
+        for turn in &session.turns {
+            let result = if turn.matches {
+                "match".to_owned()
+            } else {
+                "MISMATCH".to_owned()
+            };
+            let own = match turn.own_rendering_matches {
+                Some(false) => "; kvlint's own rendering differs",
+                _ => "",
+            };
+            let note = turn
+                .note
+                .as_deref()
+                .map(|note| format!(": {note}"))
+                .unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "{:>6} {:>8} {:>10} {:>10}  {result}{note}{own}",
+                turn.index,
+                number(turn.prompt_tokens),
+                number(turn.predicted_cached_tokens),
+                number(turn.observed_cached_tokens),
+            );
+        }
+    }
+    let turns: Vec<_> = report
+        .sessions
+        .iter()
+        .flat_map(|session| &session.turns)
+        .collect();
+    let matched = turns.iter().filter(|turn| turn.matches).count();
+    let _ = writeln!(
+        out,
+        "probed {} turns: {matched} match, {} do not",
+        turns.len(),
+        turns.len() - matched
+    );
     out
 }
 

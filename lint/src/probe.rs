@@ -1,0 +1,403 @@
+//! `kvlint probe`: replays a session against a live OpenAI-compatible engine and compares
+//! what the engine reports as served from cache with kvlint's prediction, turn by turn.
+//!
+//! Each turn is sent with `max_tokens: 1`, `temperature: 0` and no streaming. The prediction
+//! uses the engine's own tokens where the engine offers them: llama.cpp's `/apply-template`
+//! then `/tokenize` (`add_special`, `parse_special`), vLLM's and SGLang's `/tokenize` with
+//! messages and tools.
+
+use std::time::Duration;
+
+use kvlint_core::cache::{llamacpp_hit, sglang_hit, vllm_hit};
+use kvlint_core::render::{Renderer, chat_view};
+use kvlint_core::session::SessionFile;
+use serde::Serialize;
+use serde_json::{Value, json};
+
+/// The kind of server, which decides the endpoints and fields read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EngineKind {
+    Llamacpp,
+    Vllm,
+    Sglang,
+}
+
+/// One turn of a probe.
+#[derive(Debug, Serialize)]
+pub struct ProbeTurn {
+    pub index: usize,
+    /// Prompt tokens as the engine tokenizes the request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt_tokens: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub predicted_cached_tokens: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub observed_cached_tokens: Option<usize>,
+    #[serde(rename = "match")]
+    pub matches: bool,
+    /// Whether kvlint's own rendering (engine mode) gives the engine's tokens, when a chat
+    /// template and tokenizer were given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub own_rendering_matches: Option<bool>,
+    /// What went wrong or why prediction and observation differ.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ProbeSession {
+    pub path: String,
+    pub engine_url: String,
+    pub engine_kind: EngineKind,
+    pub turns: Vec<ProbeTurn>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ProbeReport {
+    pub version: u32,
+    pub sessions: Vec<ProbeSession>,
+    pub errors: Vec<crate::report::ErrorReport>,
+}
+
+impl ProbeReport {
+    /// Every turn answered and observed.
+    pub fn complete(&self) -> bool {
+        self.errors.is_empty()
+            && self
+                .sessions
+                .iter()
+                .flat_map(|session| &session.turns)
+                .all(|turn| {
+                    turn.observed_cached_tokens.is_some() && turn.predicted_cached_tokens.is_some()
+                })
+    }
+
+    pub fn all_match(&self) -> bool {
+        self.sessions
+            .iter()
+            .flat_map(|session| &session.turns)
+            .all(|turn| turn.matches)
+    }
+}
+
+/// A problem talking to the engine, said per turn.
+#[derive(Debug)]
+struct Failure(String);
+
+/// The HTTP side of a probe.
+pub struct Client {
+    agent: ureq::Agent,
+    base: String,
+    api_key: Option<String>,
+}
+
+/// Attempts for a 429 answer with `retry-after`, and the longest wait honoured.
+const RATE_LIMIT_ATTEMPTS: usize = 3;
+const LONGEST_RETRY_AFTER: Duration = Duration::from_secs(10);
+
+impl Client {
+    pub fn new(base: &str, timeout: Duration) -> Self {
+        let agent = ureq::Agent::config_builder()
+            .timeout_global(Some(timeout))
+            .http_status_as_error(false)
+            .build()
+            .into();
+        Self {
+            agent,
+            base: base.trim_end_matches('/').to_owned(),
+            // Keys come only from the environment and are never printed or written.
+            api_key: std::env::var("KVLINT_API_KEY")
+                .or_else(|_| std::env::var("OPENAI_API_KEY"))
+                .ok(),
+        }
+    }
+
+    fn post(&self, path: &str, body: &Value) -> Result<Value, Failure> {
+        for attempt in 1..=RATE_LIMIT_ATTEMPTS {
+            let mut request = self.agent.post(&format!("{}{path}", self.base));
+            if let Some(key) = &self.api_key {
+                request = request.header("authorization", &format!("Bearer {key}"));
+            }
+            let mut response = request
+                .send_json(body)
+                .map_err(|error| Failure(describe_transport(&error)))?;
+            let status = response.status().as_u16();
+            if status == 429 && attempt < RATE_LIMIT_ATTEMPTS {
+                let wait = response
+                    .headers()
+                    .get("retry-after")
+                    .and_then(|value| value.to_str().ok())
+                    .and_then(|value| value.trim().parse::<u64>().ok())
+                    .map_or(Duration::from_secs(1), Duration::from_secs)
+                    .min(LONGEST_RETRY_AFTER);
+                std::thread::sleep(wait);
+                continue;
+            }
+            let text = response.body_mut().read_to_string().map_err(|error| {
+                Failure(format!(
+                    "{path}: the response body could not be read: {error}"
+                ))
+            })?;
+            if !(200..300).contains(&status) {
+                let excerpt: String = text.chars().take(200).collect();
+                return Err(Failure(format!("{path}: HTTP {status}: {excerpt}")));
+            }
+            return serde_json::from_str(&text).map_err(|error| {
+                Failure(format!("{path}: malformed JSON in the response: {error}"))
+            });
+        }
+        Err(Failure(format!(
+            "{path}: still rate limited (HTTP 429) after {RATE_LIMIT_ATTEMPTS} attempts"
+        )))
+    }
+
+    fn get_text(&self, path: &str) -> Option<String> {
+        let mut response = self
+            .agent
+            .get(&format!("{}{path}", self.base))
+            .call()
+            .ok()?;
+        if response.status().as_u16() != 200 {
+            return None;
+        }
+        response.body_mut().read_to_string().ok()
+    }
+
+    /// Guesses the engine from the endpoints it answers.
+    pub fn detect(&self) -> EngineKind {
+        let metrics = self.get_text("/metrics").unwrap_or_default();
+        if metrics.contains("vllm:") {
+            EngineKind::Vllm
+        } else if metrics.contains("sglang:") {
+            EngineKind::Sglang
+        } else {
+            EngineKind::Llamacpp
+        }
+    }
+
+    /// vLLM's block size, from the `vllm:cache_config_info` gauge.
+    fn vllm_block_size(&self) -> usize {
+        let metrics = self.get_text("/metrics").unwrap_or_default();
+        prometheus_label(&metrics, "vllm:cache_config_info", "block_size")
+            .and_then(|value| value.parse().ok())
+            .unwrap_or(16)
+    }
+}
+
+fn describe_transport(error: &ureq::Error) -> String {
+    match error {
+        ureq::Error::Timeout(_) => "the engine did not answer in time".to_owned(),
+        ureq::Error::ConnectionFailed | ureq::Error::Io(_) => {
+            format!("cannot reach the engine: {error}")
+        }
+        other => format!("request failed: {other}"),
+    }
+}
+
+/// The value of `label` on the first sample of `metric` in Prometheus text. Metric names
+/// with colons (`vllm:*`) are kept, unlike some parsers do.
+pub fn prometheus_label(text: &str, metric: &str, label: &str) -> Option<String> {
+    let line = text.lines().find(|line| {
+        !line.starts_with('#') && line.starts_with(metric) && line[metric.len()..].starts_with('{')
+    })?;
+    let labels = &line[line.find('{')? + 1..line.find('}')?];
+    labels.split(',').find_map(|pair| {
+        let (key, value) = pair.split_once('=')?;
+        (key.trim() == label).then(|| value.trim().trim_matches('"').to_owned())
+    })
+}
+
+/// The cached prompt tokens an engine reports in a chat completion response.
+pub fn observed_cached(kind: EngineKind, response: &Value) -> Result<usize, String> {
+    let details = response
+        .pointer("/usage/prompt_tokens_details/cached_tokens")
+        .and_then(Value::as_u64);
+    let timings = response.pointer("/timings/cache_n").and_then(Value::as_u64);
+    let value = match kind {
+        EngineKind::Llamacpp => timings.or(details),
+        EngineKind::Vllm | EngineKind::Sglang => details,
+    };
+    value.map(|value| value as usize).ok_or_else(|| match kind {
+        EngineKind::Llamacpp => "the response has neither `timings.cache_n` nor `usage.prompt_tokens_details.cached_tokens`".to_owned(),
+        EngineKind::Vllm => "`usage.prompt_tokens_details` is null: start vLLM with --enable-prompt-tokens-details".to_owned(),
+        EngineKind::Sglang => "`usage.prompt_tokens_details` is null: start SGLang with --enable-cache-report".to_owned(),
+    })
+}
+
+/// Replays one session.
+pub fn probe_session(
+    client: &Client,
+    kind: EngineKind,
+    session: &SessionFile,
+    model: Option<&str>,
+    own_renderer: Option<&Renderer>,
+) -> ProbeSession {
+    let block = (kind == EngineKind::Vllm)
+        .then(|| client.vllm_block_size())
+        .unwrap_or(16);
+    let mut previous_tokens: Vec<Vec<u32>> = Vec::new();
+    let mut turns = Vec::new();
+    for (index, turn) in session.turns.iter().enumerate() {
+        let (messages, tools) = chat_view(&turn.request);
+        let mut body =
+            json!({"messages": messages, "max_tokens": 1, "temperature": 0, "stream": false});
+        if let Some(tools) = &tools {
+            body["tools"] = json!(tools);
+        }
+        if let Some(model) = model.or(turn.request.model.as_deref()) {
+            body["model"] = json!(model);
+        }
+        let mut note = None;
+        let tokens = engine_tokens(client, kind, &body)
+            .map_err(|failure| note = Some(failure.0))
+            .ok();
+        let own_rendering_matches = own_renderer.zip(tokens.as_ref()).map(|(renderer, tokens)| {
+            renderer
+                .render(&turn.request)
+                .map(|rendered| rendered.tokens.ids() == *tokens)
+                .unwrap_or(false)
+        });
+        let predicted = tokens.as_ref().map(|tokens| {
+            let n = tokens.len();
+            let common = |earlier: &Vec<u32>| {
+                earlier
+                    .iter()
+                    .zip(tokens)
+                    .take_while(|(a, b)| a == b)
+                    .count()
+            };
+            match kind {
+                // One slot: the previous request's tokens.
+                EngineKind::Llamacpp => llamacpp_hit(n, previous_tokens.last().map_or(0, common)),
+                EngineKind::Vllm => vllm_hit(
+                    n,
+                    previous_tokens.iter().map(common).max().unwrap_or(0),
+                    block,
+                    false,
+                ),
+                EngineKind::Sglang => {
+                    sglang_hit(n, previous_tokens.iter().map(common).max().unwrap_or(0), 1)
+                }
+            }
+        });
+        let observed = match client.post("/v1/chat/completions", &body) {
+            Ok(response) => observed_cached(kind, &response)
+                .map_err(|problem| note = Some(problem))
+                .ok(),
+            Err(failure) => {
+                note = Some(failure.0);
+                None
+            }
+        };
+        let matches = predicted.is_some() && predicted == observed;
+        if note.is_none() && !matches {
+            note = Some(explain_mismatch(predicted, observed, own_rendering_matches));
+        }
+        turns.push(ProbeTurn {
+            index,
+            prompt_tokens: tokens.as_ref().map(Vec::len),
+            predicted_cached_tokens: predicted,
+            observed_cached_tokens: observed,
+            matches,
+            own_rendering_matches,
+            note,
+        });
+        if let Some(tokens) = tokens {
+            previous_tokens.push(tokens);
+        }
+    }
+    ProbeSession {
+        path: session.path.clone(),
+        engine_url: client.base.clone(),
+        engine_kind: kind,
+        turns,
+    }
+}
+
+fn explain_mismatch(
+    predicted: Option<usize>,
+    observed: Option<usize>,
+    own_rendering_matches: Option<bool>,
+) -> String {
+    match (predicted, observed, own_rendering_matches) {
+        (_, _, Some(false)) => "kvlint's rendering differs from the engine's tokens: the template or tokenizer is not the engine's".into(),
+        (Some(predicted), Some(observed), _) if observed < predicted => format!(
+            "the engine served {observed} of the {predicted} tokens it held: the cache was evicted, another slot was used, or the request went to a replica that never saw the prefix"
+        ),
+        (Some(predicted), Some(observed), _) => format!(
+            "the engine served {observed}, more than the {predicted} predicted: it kept a prefix from another request (another session in the same slot or cache)"
+        ),
+        _ => "no prediction or no observation for this turn".into(),
+    }
+}
+
+/// The prompt tokens the engine computes for a chat request.
+fn engine_tokens(client: &Client, kind: EngineKind, body: &Value) -> Result<Vec<u32>, Failure> {
+    let response = match kind {
+        EngineKind::Llamacpp => {
+            let prompt = client.post("/apply-template", body)?;
+            let prompt = prompt
+                .get("prompt")
+                .and_then(Value::as_str)
+                .ok_or_else(|| Failure("/apply-template: no `prompt` in the response".into()))?;
+            client.post(
+                "/tokenize",
+                &json!({"content": prompt, "add_special": true, "parse_special": true}),
+            )?
+        }
+        EngineKind::Vllm | EngineKind::Sglang => {
+            let mut request = json!({"messages": body["messages"], "add_generation_prompt": true});
+            if let Some(tools) = body.get("tools") {
+                request["tools"] = tools.clone();
+            }
+            if let Some(model) = body.get("model") {
+                request["model"] = model.clone();
+            }
+            client.post("/tokenize", &request)?
+        }
+    };
+    response
+        .get("tokens")
+        .and_then(Value::as_array)
+        .map(|tokens| {
+            tokens
+                .iter()
+                .filter_map(|token| token.as_u64().or_else(|| token.get("id")?.as_u64()))
+                .map(|id| id as u32)
+                .collect()
+        })
+        .ok_or_else(|| Failure("/tokenize: no `tokens` in the response".into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prometheus_labels_keep_colon_names() {
+        let metrics = "# HELP vllm:cache_config_info info\n# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{block_size=\"32\",enable_prefix_caching=\"True\"} 1.0\n";
+        assert_eq!(
+            prometheus_label(metrics, "vllm:cache_config_info", "block_size").as_deref(),
+            Some("32")
+        );
+        assert_eq!(
+            prometheus_label(metrics, "vllm:cache_config_info", "missing"),
+            None
+        );
+    }
+
+    #[test]
+    fn observed_fields_per_engine() {
+        // Recorded response shapes: llama.cpp with timings, vLLM without prompt details.
+        let llamacpp =
+            json!({"usage": {"prompt_tokens": 60}, "timings": {"cache_n": 47, "prompt_n": 13}});
+        assert_eq!(observed_cached(EngineKind::Llamacpp, &llamacpp), Ok(47));
+        let vllm = json!({"usage": {"prompt_tokens": 60, "prompt_tokens_details": null}});
+        assert!(
+            observed_cached(EngineKind::Vllm, &vllm)
+                .unwrap_err()
+                .contains("--enable-prompt-tokens-details")
+        );
+    }
+}
