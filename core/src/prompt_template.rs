@@ -83,7 +83,7 @@ fn volatility_of_name(name: &str) -> Option<Volatility> {
         .unwrap_or(&name)
         .trim_end_matches("()");
     let words: Vec<&str> = last
-        .split(|c: char| c == '_' || c == '-')
+        .split(['_', '-'])
         .filter(|word| !word.is_empty())
         .collect();
     let has = |candidates: &[&str]| words.iter().any(|word| candidates.contains(word));

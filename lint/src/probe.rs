@@ -233,9 +233,11 @@ pub fn probe_session(
     model: Option<&str>,
     own_renderer: Option<&Renderer>,
 ) -> ProbeSession {
-    let block = (kind == EngineKind::Vllm)
-        .then(|| client.vllm_block_size())
-        .unwrap_or(16);
+    let block = if kind == EngineKind::Vllm {
+        client.vllm_block_size()
+    } else {
+        16
+    };
     let mut previous_tokens: Vec<Vec<u32>> = Vec::new();
     let mut turns = Vec::new();
     for (index, turn) in session.turns.iter().enumerate() {
