@@ -1,0 +1,286 @@
+//! Compaction, the history window, changes after commit, breakpoints, and the guard's modes.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::sync::Arc;
+
+use kvlint_core::analysis::SessionAnalysis;
+use kvlint_core::cache::{BreakpointIssueKind, Engine};
+use kvlint_core::diagnostic::Severity;
+use kvlint_core::render::Renderer;
+use kvlint_core::session::SessionFile;
+use kvlint_sdk::{
+    Conversation, Guard, GuardError, GuardMode, HistoryWindow, PrefixChange, Role, Tool, ToolCall,
+};
+use serde_json::{Value, json};
+
+use common::agent_tools;
+
+fn started() -> Conversation {
+    let mut conversation = Conversation::new();
+    for tool in agent_tools() {
+        conversation.add_tool(tool);
+    }
+    conversation
+        .add_static("You are a coding agent.")
+        .add_session("memory", "Prefers small commits.");
+    conversation
+}
+
+/// `turns` user/assistant exchanges with one tool call each.
+fn exchanges(conversation: &mut Conversation, turns: usize) {
+    for turn in 0..turns {
+        conversation.push_user(format!("step {turn}"));
+        conversation.to_openai_chat("gpt-4.1");
+        let id = format!("call_{turn}");
+        conversation.push_assistant("", [ToolCall::new(&id, "search", &json!({"query": turn}))]);
+        conversation.push_tool_result(&id, format!("{turn} hits"));
+        conversation.push_assistant(format!("done {turn}"), []);
+    }
+}
+
+#[test]
+fn compaction_is_the_one_way_to_drop_history_and_says_what_is_lost() {
+    let mut conversation = started();
+    exchanges(&mut conversation, 5);
+    assert_eq!(conversation.history().len(), 20);
+    let cache_break = conversation.compact(6);
+    // The cut moves forward to a user message: no tool result loses its call.
+    assert_eq!(cache_break.dropped_messages, 16);
+    assert_eq!(cache_break.kept_messages, 4);
+    assert_eq!(conversation.history()[0].role(), Role::User);
+    // Tools, the static block and the session block are still cached.
+    assert_eq!(cache_break.reused_blocks, 6);
+    assert_eq!(cache_break.lost_blocks, 20);
+    assert!(!cache_break.is_empty());
+    assert!(cache_break.applied_changes.is_empty());
+}
+
+#[test]
+fn the_window_drops_in_large_steps() {
+    let mut conversation = started();
+    let window = HistoryWindow::new(24, 8);
+    let mut breaks = Vec::new();
+    for turn in 0..40 {
+        let before = conversation.fingerprint();
+        exchanges(&mut conversation, 1);
+        match conversation.enforce_window(&window) {
+            Some(cache_break) => breaks.push((turn, cache_break.dropped_messages)),
+            // Without a break, the turn extends the previous one.
+            None => assert_eq!(
+                conversation.fingerprint().common_blocks(&before),
+                before.blocks.len()
+            ),
+        }
+        assert!(conversation.history().len() <= 24);
+    }
+    // 160 messages through a 24-message window, 20 dropped at a time.
+    assert_eq!(breaks.len(), 7, "{breaks:?}");
+    assert!(breaks.iter().all(|(_, dropped)| *dropped == 20));
+}
+
+#[test]
+fn tier_changes_after_commit_keep_the_prefix() {
+    let mut conversation = started();
+    conversation.push_user("hi");
+    let first = conversation.to_anthropic("claude-sonnet-4-5");
+    assert!(conversation.is_committed());
+    let tools_before = first["tools"].clone();
+
+    // A new tool and static block wait for compaction.
+    conversation
+        .add_tool(Tool::new("deploy", "Deploy.", json!({"type": "object"})))
+        .add_static("Never deploy on Fridays.");
+    // A memory update shows in the turn tier, then travels with the next message.
+    conversation.add_session("memory", "Prefers small commits. Uses jj.");
+    assert!(conversation.turn_tier().unwrap().contains("Uses jj."));
+    conversation
+        .push_assistant("hello", [])
+        .push_user("deploy it");
+    let second = conversation.to_anthropic("claude-sonnet-4-5");
+    assert_eq!(second["tools"], tools_before);
+    assert_eq!(second["system"], first["system"]);
+    assert_eq!(
+        conversation.history().last().unwrap().notes(),
+        ["Session context update (memory):\nPrefers small commits. Uses jj."]
+    );
+    assert_eq!(conversation.turn_tier(), None);
+    assert_eq!(conversation.pending_changes().len(), 3);
+
+    // Compaction applies them, and says so.
+    let key_before = conversation.routing_key();
+    let cache_break = conversation.compact(usize::MAX);
+    assert_eq!(cache_break.dropped_messages, 0);
+    assert_eq!(cache_break.applied_changes.len(), 3);
+    assert!(
+        matches!(&cache_break.applied_changes[0], PrefixChange::Tool(tool) if tool.name() == "deploy")
+    );
+    assert_eq!(
+        cache_break.reused_blocks, 0,
+        "a new tool sorts first: nothing is kept"
+    );
+    assert_ne!(conversation.routing_key(), key_before);
+    let third = conversation.to_anthropic("claude-sonnet-4-5");
+    assert_eq!(third["tools"].as_array().unwrap().len(), 5);
+    assert_eq!(third["system"][1]["text"], "Never deploy on Fridays.");
+    assert_eq!(
+        third["system"][2]["text"],
+        "Prefers small commits. Uses jj."
+    );
+}
+
+#[test]
+fn adding_what_is_already_there_changes_nothing() {
+    let mut conversation = started();
+    conversation.push_user("hi");
+    let body = conversation.to_openai_responses("gpt-4.1");
+    for tool in agent_tools().into_iter().rev() {
+        conversation.add_tool(tool);
+    }
+    conversation
+        .add_static("You are a coding agent.")
+        .add_session("memory", "Prefers small commits.");
+    assert!(conversation.pending_changes().is_empty());
+    assert_eq!(conversation.to_openai_responses("gpt-4.1"), body);
+}
+
+/// Tool calls and results enough for the newest turn to add more than 20 blocks.
+fn long_turn(conversation: &mut Conversation) {
+    let calls: Vec<ToolCall> = (0..12)
+        .map(|index| {
+            ToolCall::new(
+                format!("call_{index}"),
+                "read_file",
+                &json!({"path": index}),
+            )
+        })
+        .collect();
+    conversation.push_assistant("Reading everything.", calls);
+    for index in 0..12 {
+        conversation.push_tool_result(format!("call_{index}"), format!("file {index}"));
+    }
+}
+
+#[test]
+fn a_long_turn_gets_a_breakpoint_where_the_previous_turn_had_its_own() {
+    let mut conversation = started();
+    conversation.push_user("Read the whole crate.");
+    let first = conversation.to_anthropic("claude-sonnet-4-5");
+    long_turn(&mut conversation);
+    conversation.add_turn_context("Time: 10:00:07");
+    let second = conversation.to_anthropic("claude-sonnet-4-5");
+    let marked = |body: &Value| -> Vec<String> {
+        let mut paths = Vec::new();
+        for (key, items) in [("tools", &body["tools"]), ("system", &body["system"])] {
+            for (index, item) in items.as_array().into_iter().flatten().enumerate() {
+                if item.get("cache_control").is_some() {
+                    paths.push(format!("{key}[{index}]"));
+                }
+            }
+        }
+        for (index, message) in body["messages"].as_array().unwrap().iter().enumerate() {
+            for (block, item) in message["content"].as_array().unwrap().iter().enumerate() {
+                if item.get("cache_control").is_some() {
+                    paths.push(format!("messages[{index}].content[{block}]"));
+                }
+            }
+        }
+        paths
+    };
+    assert_eq!(marked(&first), ["system[0]", "messages[0].content[0]"]);
+    assert_eq!(
+        marked(&second),
+        [
+            "system[0]",
+            "messages[0].content[0]",
+            "messages[2].content[11]"
+        ]
+    );
+    // kvlint's audit agrees: every breakpoint is read by the next turn within the lookback.
+    let jsonl = format!("{first}\n{second}\n");
+    let session = SessionFile::parse("long.jsonl".into(), Arc::from(jsonl)).unwrap();
+    let analysis = SessionAnalysis::with_cache_view(&session, &Renderer::provider()).unwrap();
+    let issues = analysis.audit_breakpoints(&"anthropic".parse::<Engine>().unwrap());
+    assert!(
+        issues
+            .iter()
+            .all(|issue| matches!(issue.kind, BreakpointIssueKind::BelowMinimum { .. })),
+        "{issues:?}"
+    );
+}
+
+#[test]
+fn the_guard_refuses_breaks_in_error_mode_unless_announced() {
+    let mut conversation = started();
+    exchanges(&mut conversation, 3);
+    conversation
+        .push_user("next")
+        .add_turn_context("Time: 10:00:01");
+    let mut guard = Guard::new(Renderer::provider(), GuardMode::Error);
+    assert!(
+        guard
+            .observe(&conversation.to_openai_chat("gpt-4.1"))
+            .unwrap()
+            .is_empty()
+    );
+
+    // A hand-edited body: the system prompt is reworded.
+    let mut edited = conversation.to_openai_chat("gpt-4.1");
+    edited["messages"][0]["content"] = json!("You are a careful coding agent.");
+    let Err(GuardError::Breaks { turn, diagnostics }) = guard.observe(&edited) else {
+        panic!("an edited system prompt must be refused");
+    };
+    assert_eq!(turn, 1);
+    assert_eq!(diagnostics[0].rule, "prefix-edit");
+    assert_eq!(diagnostics[0].severity, Severity::Error);
+    assert_eq!(guard.counters().refused_turns, 1);
+
+    // The refused body was not recorded: the SDK's next turn is checked against turn 0.
+    conversation.push_assistant("ok", []).push_user("and then?");
+    let findings = guard
+        .observe(&conversation.to_openai_chat("gpt-4.1"))
+        .unwrap();
+    assert_eq!(findings.len(), 1, "{findings:?}");
+    assert_eq!(
+        findings[0].severity,
+        Severity::Info,
+        "the dropped turn tier"
+    );
+
+    // An announced compaction passes and is counted as expected.
+    assert_eq!(conversation.compact(4).kept_messages, 3);
+    guard.expect_break();
+    let findings = guard
+        .observe(&conversation.to_openai_chat("gpt-4.1"))
+        .unwrap();
+    assert_eq!(findings[0].rule, "history-rewrite");
+    let counters = guard.counters();
+    assert_eq!(counters.expected_breaks, 1);
+    assert_eq!(counters.turns, 4);
+    assert!(counters.reused_tokens > 0 && counters.recomputed_tokens > 0);
+    assert!(counters.dropped_tokens > 0);
+    assert_eq!(counters.breaks_by_rule["history-rewrite"], 2);
+}
+
+#[test]
+fn warn_mode_returns_findings_and_records_the_turn() {
+    let mut guard = Guard::new(Renderer::provider(), GuardMode::Warn);
+    let body =
+        |tools: Value| json!({"messages": [{"role": "user", "content": "hi"}], "tools": tools});
+    let read = json!({"type": "function", "function": {"name": "read", "parameters": {}}});
+    let write = json!({"type": "function", "function": {"name": "write", "parameters": {}}});
+    guard.observe(&body(json!([read, write]))).unwrap();
+    let findings = guard.observe(&body(json!([write, read]))).unwrap();
+    assert_eq!(findings[0].rule, "tool-order");
+    assert!(
+        guard
+            .observe(&body(json!([write, read])))
+            .unwrap()
+            .is_empty()
+    );
+    assert!(matches!(
+        guard.observe(&json!({"prompt": "not a chat"})),
+        Err(GuardError::Input(_))
+    ));
+}
