@@ -16,6 +16,9 @@ use kvlint_core::render::Renderer;
 use kvlint_sdk::{Conversation, Guard, GuardMode, HistoryWindow, Tool, ToolCall};
 use serde_json::{Value, json};
 
+/// Builds the request body of the current turn for one API.
+type Adapter = fn(&Conversation) -> Value;
+
 /// What the scripted model answers on each turn: text and tool calls.
 fn model_answer(turn: usize) -> (&'static str, Vec<ToolCall>) {
     match turn {
@@ -109,7 +112,7 @@ fn main() -> ExitCode {
         .add_session("profile", "Name: Ada. Language: Rust.");
     let window = HistoryWindow::new(64, 16);
 
-    let adapters: [(&str, fn(&Conversation) -> Value); 3] = [
+    let adapters: [(&str, Adapter); 3] = [
         ("openai-chat", |conversation| {
             conversation.to_openai_chat("gpt-4.1")
         }),

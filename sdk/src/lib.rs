@@ -1,4 +1,271 @@
 //! # kvlint-sdk
+//!
+//! Assemble agent prompts that keep their cached prefix, and guard them at run time.
+//!
+//! Engines and APIs reuse the KV cache only for an **exact token prefix** of a prompt they
+//! already processed. An agent resends its whole prompt every turn; this crate assembles each
+//! turn so that it is a strict extension of the previous one, and checks that with the same
+//! analysis `kvlint check` runs ([`kvlint_core`] and [`kvlint_rules`], not a copy).
+//!
+//! - [`Conversation`]: content in stability tiers, an append-only history, explicit compaction.
+//! - [`Tool`], [`ToolCall`], [`canonical`]: one serialization for equal content.
+//! - Output adapters: [`Conversation::to_openai_chat`], [`Conversation::to_openai_responses`],
+//!   [`Conversation::to_anthropic`] (with `cache_control` breakpoints) and
+//!   [`Conversation::render`] (text and tokens through a chat template, for self-hosted engines).
+//! - [`PrefixFingerprint`]: a hash chain over the prefix and a routing key, sent as OpenAI's
+//!   `prompt_cache_key` and in the [`ROUTING_KEY_HEADER`] and [`SGLANG_ROUTING_KEY_HEADER`]
+//!   headers.
+//! - [`Guard`]: `kvlint check` on each pair of turns as they are sent, with counters to export.
+//!
+//! ## Concepts
+//!
+//! **Tiers.** Everything you add goes into one of four tiers, and every output renders them in
+//! this order, whatever order you added them in:
+//!
+//! | Tier | Add with | Holds | Stable for |
+//! |---|---|---|---|
+//! | static | [`Conversation::add_static`], [`Conversation::add_tool`] | instructions, tool schemas | every session |
+//! | session | [`Conversation::add_session`] | user profile, repository facts, memory | one session |
+//! | history | [`Conversation::push_user`], [`Conversation::push_assistant`], [`Conversation::push_tool_result`] | the conversation | grows, append-only |
+//! | turn | [`Conversation::add_turn_context`] | time, cwd, git status, budgets, retrieved snippets | one request |
+//!
+//! Tools render sorted by name; static blocks in the order added; session blocks sorted by key.
+//!
+//! **The turn tier goes last, in the newest message**: appended as a text block to the newest
+//! message when it is the user's (for Anthropic, tool results are user messages), else as a
+//! user message of its own at the end. The next turn does not send it again, so a cache only
+//! ever loses the turn tier itself; `kvlint check` reports that as *info* with its cost, never
+//! as an error. It is cleared when the model's answer is appended.
+//!
+//! **Commit.** The first body you build (any `to_*` adapter, or [`Conversation::render`])
+//! commits the prefix. After that, a new tool or static block waits for the next compaction
+//! ([`Conversation::pending_changes`]), and a new session value does not edit the session tier:
+//! it is shown in the turn tier, then frozen into the next message you append as a note
+//! (`Session context update (memory): …`). Adding what is already there is a no-op, so an
+//! application may re-add its tools and memory every turn.
+//!
+//! **History is append-only.** A message is frozen when appended: its text is normalized
+//! (NFC) once, tool-call arguments are serialized once ([`ToolCall`]), and bodies are a pure
+//! function of that frozen content. The only way to drop messages is
+//! [`Conversation::compact`], which returns a [`CacheBreak`] saying what is lost; a
+//! [`HistoryWindow`] compacts in large steps, not one message per turn.
+//!
+//! ## A turn, end to end
+//!
+//! ```
+//! use kvlint_core::render::Renderer;
+//! use kvlint_sdk::{Conversation, Guard, GuardMode, Tool, ToolCall};
+//! use serde_json::json;
+//!
+//! let mut conversation = Conversation::new();
+//! // Any order: the builder renders static, then session, then history, then the turn tier.
+//! conversation.add_session("memory", "The user prefers small commits.");
+//! conversation.add_tool(Tool::new("run_tests", "Run the tests.", json!({"type": "object"})));
+//! conversation.add_static("You are a coding agent.");
+//! conversation.push_user("Fix the failing test.");
+//! conversation.add_turn_context("Current time: 2025-03-04T10:22:31Z");
+//!
+//! let mut guard = Guard::new(Renderer::provider(), GuardMode::Error);
+//! let body = conversation.to_openai_chat("gpt-4.1");
+//! assert!(guard.observe(&body).unwrap().is_empty());
+//! // … send `body`; the model calls a tool …
+//! conversation.push_assistant("", [ToolCall::new("call_1", "run_tests", &json!({}))]);
+//! conversation.push_tool_result("call_1", "1 failed");
+//! conversation.add_turn_context("Current time: 2025-03-04T10:22:40Z");
+//!
+//! let findings = guard.observe(&conversation.to_openai_chat("gpt-4.1")).unwrap();
+//! // One info finding: the previous turn's clock, dropped by design. No error.
+//! assert_eq!(findings.len(), 1);
+//! assert_eq!(findings[0].severity, kvlint_core::diagnostic::Severity::Info);
+//! ```
+//!
+//! ## Conversation
+//!
+//! [`Conversation`] holds the tiers and the history. Two conversations built from the same
+//! content in different orders give the same bodies:
+//!
+//! ```
+//! use kvlint_sdk::{Conversation, Tool};
+//! use serde_json::json;
+//!
+//! let read = Tool::new("read", "Read a file.", json!({"type": "object"}));
+//! let write = Tool::new("write", "Write a file.", json!({"type": "object"}));
+//! let mut a = Conversation::new();
+//! a.add_tool(write.clone()).add_session("b", "2").add_static("Be terse.").add_session("a", "1");
+//! a.add_tool(read.clone()).push_user("hi");
+//! let mut b = Conversation::new();
+//! b.push_user("hi").add_session("a", "1").add_tool(read).add_static("Be terse.");
+//! b.add_session("b", "2").add_tool(write);
+//! assert_eq!(a.to_anthropic("claude-sonnet-4-5"), b.to_anthropic("claude-sonnet-4-5"));
+//! ```
+//!
+//! ## Tools and canonical JSON
+//!
+//! [`Tool::new`] (or [`Tool::from_definition`], which reads any of the three APIs' shapes)
+//! canonicalizes the schema: object keys sorted recursively, `required` sorted, arrays whose
+//! order carries meaning (`enum`, `oneOf`, `anyOf`, `allOf`, `prefixItems`, `examples`,
+//! tuple `items`) kept, text in NFC. See [`canonical`].
+//!
+//! ```
+//! use kvlint_sdk::Tool;
+//! use serde_json::json;
+//!
+//! let openai = json!({"type": "function", "function": {"name": "search", "description": "Search.",
+//!     "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}}});
+//! let anthropic = json!({"name": "search", "description": "Search.",
+//!     "input_schema": {"required": ["q"], "properties": {"q": {"type": "string"}}, "type": "object"}});
+//! assert_eq!(Tool::from_definition(&openai).unwrap(), Tool::from_definition(&anthropic).unwrap());
+//! ```
+//!
+//! ## History and compaction
+//!
+//! [`Conversation::compact`] drops all but the last messages (moving the cut to a user
+//! message so that no tool result loses its call), applies the tier changes that were waiting,
+//! and returns a [`CacheBreak`]. [`Conversation::enforce_window`] compacts only when history
+//! outgrows a [`HistoryWindow`], and then by a large step. Tell the guard with
+//! [`Guard::expect_break`].
+//!
+//! ```
+//! use kvlint_sdk::{Conversation, HistoryWindow};
+//!
+//! let mut conversation = Conversation::new();
+//! conversation.add_static("Be terse.");
+//! let window = HistoryWindow::new(8, 2);
+//! let mut compactions = 0;
+//! for turn in 0..10 {
+//!     conversation.push_user(format!("question {turn}")).push_assistant(format!("answer {turn}"), []);
+//!     if let Some(cache_break) = conversation.enforce_window(&window) {
+//!         assert_eq!(cache_break.reused_blocks, 1); // the static block is still cached
+//!         compactions += 1;
+//!     }
+//! }
+//! assert_eq!(compactions, 2); // 20 messages, cut from 10 to 2 twice: not once per turn
+//! ```
+//!
+//! ## Output adapters
+//!
+//! The three body adapters return a `serde_json::Value` to send as is. Anthropic bodies carry
+//! `cache_control` on the last static block (the last tool when there is no static text) and
+//! on the newest message's last block before the turn tier, plus one where the previous turn
+//! had its own when the newest turn appended 20 blocks or more (Anthropic's lookback); never
+//! more than 4. They carry `max_tokens` = [`ANTHROPIC_DEFAULT_MAX_TOKENS`]; overwrite it as
+//! needed.
+//!
+//! For self-hosted engines, [`Conversation::render`] renders the turn with kvlint's renderer:
+//! [`kvlint_core::render::Renderer::Engine`] runs the model's chat template
+//! ([`kvlint_core::template::ChatTemplate`]) as transformers does and tokenizes like the
+//! engine; the result is what the engine prefills, and what `kvlint check --chat-template`
+//! diffs.
+//!
+//! ```
+//! use kvlint_core::render::Renderer;
+//! use kvlint_core::template::ChatTemplate;
+//! use kvlint_core::tokenize::Tokenizer;
+//! use kvlint_sdk::Conversation;
+//!
+//! let path = std::env::temp_dir().join(format!("kvlint-sdk-doc-{}.jinja", std::process::id()));
+//! std::fs::write(&path, "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}<|end|>\n{% endfor %}").unwrap();
+//! let now = chrono::NaiveDate::from_ymd_opt(2025, 3, 4).unwrap().and_hms_opt(0, 0, 0).unwrap();
+//! let renderer = Renderer::Engine {
+//!     template: Box::new(ChatTemplate::from_file(&path, now).unwrap()),
+//!     tokenizer: Tokenizer::o200k_base(),
+//!     add_generation_prompt: false,
+//! };
+//! let mut conversation = Conversation::new();
+//! conversation.add_static("Be terse.").push_user("hi");
+//! let rendered = conversation.render(&renderer).unwrap();
+//! assert_eq!(rendered.text, "<|system|>Be terse.<|end|>\n<|user|>hi<|end|>\n");
+//! assert!(rendered.tokens.len() > 5);
+//! # std::fs::remove_file(&path).ok();
+//! ```
+//!
+//! ## Prefix identity and routing
+//!
+//! [`Conversation::fingerprint`] chains a blake3 hash over each block of the prefix (tools,
+//! static, session, history; not the turn tier), so a router can match partial prefixes by
+//! comparing hashes from the start. Its `key` ([`Conversation::routing_key`]) is the chain
+//! after the session tier: the same for every turn of a session. It is sent:
+//!
+//! - as `prompt_cache_key` in both OpenAI bodies;
+//! - in the header `x-kvlint-routing-key` ([`ROUTING_KEY_HEADER`]): configure a gateway's
+//!   sticky (consistent-hash) routing on it;
+//! - in the header `X-SMG-Routing-Key` ([`SGLANG_ROUTING_KEY_HEADER`]), read by the SGLang
+//!   Model Gateway's `consistent_hashing` policy.
+//!
+//! ```
+//! use kvlint_sdk::{Conversation, ROUTING_KEY_HEADER};
+//!
+//! let mut conversation = Conversation::new();
+//! conversation.add_static("Be terse.").push_user("hi");
+//! let headers = conversation.routing_headers();
+//! assert_eq!(headers[0], (ROUTING_KEY_HEADER, conversation.routing_key()));
+//! assert_eq!(headers[1].0, "X-SMG-Routing-Key");
+//! ```
+//!
+//! ## Runtime guard
+//!
+//! [`Guard::observe`] takes each request body of a session (built by this crate or not) and
+//! returns the diagnostics `kvlint check` reports for the same pair of turns: it parses the
+//! body with [`kvlint_core::request::Request`], renders it with the [`Renderer`] you give,
+//! diffs it with [`kvlint_core::analysis::diff_turns`] and names the break with
+//! [`kvlint_rules::diagnose`]. [`GuardMode::Warn`] returns the findings;
+//! [`GuardMode::Error`] refuses a request that recomputes cached content
+//! ([`GuardError::Breaks`]). [`Guard::counters`] sums tokens reused, recomputed and dropped,
+//! and breaks by rule, for your metrics.
+//!
+//! [`Renderer`]: kvlint_core::render::Renderer
+//!
+//! ```
+//! use kvlint_core::render::Renderer;
+//! use kvlint_sdk::{GuardError, Guard, GuardMode};
+//! use serde_json::json;
+//!
+//! let mut guard = Guard::new(Renderer::provider(), GuardMode::Error);
+//! let turn = |id: &str| json!({"messages": [
+//!     {"role": "system", "content": format!("Request {id}. You are terse.")},
+//!     {"role": "user", "content": "hi"}]});
+//! guard.observe(&turn("7f3a9c2e41d04b8a")).unwrap();
+//! let Err(GuardError::Breaks { diagnostics, .. }) = guard.observe(&turn("0b91d5e6c3a24f17")) else {
+//!     panic!("a request id in the system prompt must be refused");
+//! };
+//! assert_eq!(diagnostics[0].rule, "volatile-id");
+//! assert_eq!(guard.counters().refused_turns, 1);
+//! ```
+//!
+//! ## Stable prompts in five rules
+//!
+//! Each rule is what this crate does for you, and the kvlint rule that catches its violation
+//! in a recorded session (`kvlint rule NAME` explains each).
+//!
+//! 1. **Volatile content goes last, in the newest message.** Times, request ids, counters and
+//!    budgets change every turn; anywhere before the end they invalidate everything after
+//!    them. Use [`Conversation::add_turn_context`]. Caught by `volatile-timestamp` (KV101),
+//!    `volatile-id` (KV102), `volatile-counter` (KV103).
+//! 2. **Tools are fixed and ordered.** Send the same tools, sorted by name, for the whole
+//!    session; a tool change is a compaction. [`Conversation::add_tool`] sorts, and holds a
+//!    mid-session change for [`Conversation::compact`]. Caught by `tool-order` (KV201) and
+//!    `tool-set-change` (KV202).
+//! 3. **JSON is serialized once.** Schemas canonical, tool-call arguments frozen when the
+//!    call is appended, never re-serialized with other spacing or key order. [`Tool`],
+//!    [`ToolCall`], [`canonical`]. Caught by `json-reserialized` (KV203).
+//! 4. **History is append-only.** Never edit, drop or truncate a sent message; compact
+//!    explicitly, rarely, in large steps. [`Conversation::compact`], [`HistoryWindow`].
+//!    Caught by `history-rewrite` (KV301).
+//! 5. **The prefix is frozen for the session.** Instructions and session facts do not change
+//!    mid-session; an update is appended, not edited in. [`Conversation::add_session`] after
+//!    commit. Caught by `prefix-edit` (KV401).
+//!
+//! ## Feature flags
+//!
+//! None. The crate depends on `kvlint-core` and `kvlint-rules` (the analysis and the rule
+//! catalog), `serde_json`, `blake3` and `unicode-normalization`; it does no I/O and makes no
+//! network calls.
+//!
+//! ## Not covered
+//!
+//! Reasoning (thinking) blocks, images and other media in history, and per-API options
+//! (`tool_choice`, `response_format`, temperature) are not modelled: add them to the returned
+//! body; keep them the same every turn.
 
 mod adapters;
 pub mod canonical;

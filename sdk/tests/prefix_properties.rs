@@ -111,11 +111,14 @@ fn scenario() -> impl Strategy<Value = Scenario> {
 
 const SESSION_KEYS: [&str; 3] = ["memory", "profile", "repository"];
 
+/// One call made while setting a conversation up.
+type SetupCall = dyn Fn(&mut Conversation);
+
 /// Runs the scenario and returns, for each request, the conversation as sent.
 fn play(scenario: &Scenario) -> Vec<Conversation> {
     let mut conversation = Conversation::new();
     let tools = agent_tools();
-    let mut setup: Vec<Box<dyn Fn(&mut Conversation)>> = Vec::new();
+    let mut setup: Vec<Box<SetupCall>> = Vec::new();
     for tool in shuffled(tools.clone(), scenario.tool_order) {
         setup.push(Box::new(move |conversation| {
             conversation.add_tool(tool.clone());
