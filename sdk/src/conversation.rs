@@ -171,6 +171,9 @@ pub struct Conversation {
     pub(crate) history: Vec<Message>,
     pub(crate) turn_context: Vec<String>,
     committed: AtomicBool,
+    /// Whether the turn context was built into a body: it then belongs to a sent request,
+    /// and the next change to the conversation starts the next turn's context.
+    turn_context_sent: AtomicBool,
 }
 
 impl Clone for Conversation {
@@ -186,6 +189,7 @@ impl Clone for Conversation {
             history: self.history.clone(),
             turn_context: self.turn_context.clone(),
             committed: AtomicBool::new(self.is_committed()),
+            turn_context_sent: AtomicBool::new(self.turn_context_sent.load(Ordering::Relaxed)),
         }
     }
 }
@@ -246,21 +250,32 @@ impl Conversation {
     }
 
     /// Adds volatile context for this turn only (time, working directory, git status, budgets,
-    /// retrieved snippets). It is rendered last, in the newest message, and cleared when the
-    /// model's answer is appended ([`Conversation::push_assistant`]).
+    /// retrieved snippets). It is rendered last, in the newest message, and cleared after the
+    /// turn: when the model's answer is appended ([`Conversation::push_assistant`]), or, once
+    /// a body has been built with it, by the next context added or message appended.
     pub fn add_turn_context(&mut self, text: impl AsRef<str>) -> &mut Self {
+        self.drop_sent_turn_context();
         self.turn_context.push(nfc(text.as_ref()));
         self
+    }
+
+    /// The context of a request already built belongs to that request, not to the next.
+    fn drop_sent_turn_context(&mut self) {
+        if self.turn_context_sent.swap(false, Ordering::Relaxed) {
+            self.turn_context.clear();
+        }
     }
 
     /// Drops this turn's volatile context.
     pub fn clear_turn_context(&mut self) -> &mut Self {
         self.turn_context.clear();
+        self.turn_context_sent.store(false, Ordering::Relaxed);
         self
     }
 
     /// Appends a user message.
     pub fn push_user(&mut self, text: impl AsRef<str>) -> &mut Self {
+        self.drop_sent_turn_context();
         let message = self.user_side(Role::User, text.as_ref(), None);
         self.history.push(message);
         self
@@ -280,7 +295,7 @@ impl Conversation {
             tool_call_id: None,
             notes: Vec::new(),
         });
-        self.turn_context.clear();
+        self.clear_turn_context();
         self
     }
 
@@ -290,6 +305,7 @@ impl Conversation {
         call_id: impl Into<String>,
         text: impl AsRef<str>,
     ) -> &mut Self {
+        self.drop_sent_turn_context();
         let message = self.user_side(Role::Tool, text.as_ref(), Some(call_id.into()));
         self.history.push(message);
         self
@@ -344,8 +360,10 @@ impl Conversation {
         self.committed.load(Ordering::Relaxed)
     }
 
+    /// Called by every body builder: the prefix is sent, and so is this turn's context.
     pub(crate) fn commit(&self) {
         self.committed.store(true, Ordering::Relaxed);
+        self.turn_context_sent.store(true, Ordering::Relaxed);
     }
 
     /// The turn tier's text: session updates not yet in history, then the turn context.
@@ -363,7 +381,7 @@ impl Conversation {
     /// Useful to warm a cache, and to check that a turn keeps its prefix.
     pub fn without_turn_tier(&self) -> Self {
         let mut stable = self.clone();
-        stable.turn_context.clear();
+        stable.clear_turn_context();
         stable.pending_session.clear();
         stable
     }

@@ -35,7 +35,8 @@
 //! message when it is the user's (for Anthropic, tool results are user messages), else as a
 //! user message of its own at the end. The next turn does not send it again, so a cache only
 //! ever loses the turn tier itself; `kvlint check` reports that as *info* with its cost, never
-//! as an error. It is cleared when the model's answer is appended.
+//! as an error. It is cleared after the turn: when the model's answer is appended, or, once a
+//! body was built with it, by the next context added or message appended.
 //!
 //! **Commit.** The first body you build (any `to_*` adapter, or [`Conversation::render`])
 //! commits the prefix. After that, a new tool or static block waits for the next compaction

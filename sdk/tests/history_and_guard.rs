@@ -145,6 +145,24 @@ fn adding_what_is_already_there_changes_nothing() {
     assert_eq!(conversation.to_openai_responses("gpt-4.1"), body);
 }
 
+#[test]
+fn turn_context_lasts_one_request_even_without_an_answer_between() {
+    let mut conversation = started();
+    conversation
+        .add_turn_context("Time: 10:00:01")
+        .push_user("one");
+    conversation.to_openai_chat("gpt-4.1");
+    conversation.to_anthropic("claude-sonnet-4-5"); // the same request, for another API
+    assert_eq!(conversation.turn_tier().as_deref(), Some("Time: 10:00:01"));
+    conversation
+        .add_turn_context("Time: 10:00:09")
+        .push_user("two");
+    assert_eq!(conversation.turn_tier().as_deref(), Some("Time: 10:00:09"));
+    conversation.to_openai_chat("gpt-4.1");
+    conversation.push_user("three");
+    assert_eq!(conversation.turn_tier(), None);
+}
+
 /// Tool calls and results enough for the newest turn to add more than 20 blocks.
 fn long_turn(conversation: &mut Conversation) {
     let calls: Vec<ToolCall> = (0..12)

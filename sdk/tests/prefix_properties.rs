@@ -4,6 +4,8 @@
 //!    the previous turn without its turn tier (what the SDK promises the next turn keeps) is a
 //!    prefix of the next turn, as text and as tokens, in every output adapter. Bodies are
 //!    rendered by kvlint's provider renderer; the template adapter by a small chat template.
+//!    Within a turn the operations come in any order and number; each request is followed by
+//!    the model's answer, as in any agent loop.
 //! 2. Canonicalization is idempotent and insensitive to insertion order: schema keys in any
 //!    order, `required` in any order, text composed or decomposed, tools added in any order.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
