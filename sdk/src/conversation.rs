@@ -255,7 +255,10 @@ impl Conversation {
     /// a body has been built with it, by the next context added or message appended.
     pub fn add_turn_context(&mut self, text: impl AsRef<str>) -> &mut Self {
         self.drop_sent_turn_context();
-        self.turn_context.push(nfc(text.as_ref()));
+        // An empty block is rejected by Anthropic and says nothing.
+        if !text.as_ref().is_empty() {
+            self.turn_context.push(nfc(text.as_ref()));
+        }
         self
     }
 
