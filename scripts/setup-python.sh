@@ -19,6 +19,7 @@ REQUIREMENTS="
 transformers==5.24.0
 tokenizers==0.23.3
 jinja2==3.1.6
+gguf==0.19.0
 "
 # ... and the rest of the set pip resolved for them (Python 3.11, linux x86_64).
 CONSTRAINTS="

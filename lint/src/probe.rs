@@ -225,20 +225,23 @@ pub fn observed_cached(kind: EngineKind, response: &Value) -> Result<usize, Stri
     })
 }
 
-/// Replays one session.
+/// Replays one session. `seen` holds the token sequences the engine already processed in
+/// this run, oldest first: its cache (llama.cpp's slot, vLLM's and SGLang's prefix cache)
+/// spans sessions.
 pub fn probe_session(
     client: &Client,
     kind: EngineKind,
     session: &SessionFile,
     model: Option<&str>,
     own_renderer: Option<&Renderer>,
+    seen: &mut Vec<Vec<u32>>,
 ) -> ProbeSession {
     let block = if kind == EngineKind::Vllm {
         client.vllm_block_size()
     } else {
         16
     };
-    let mut previous_tokens: Vec<Vec<u32>> = Vec::new();
+    let previous_tokens = seen;
     let mut turns = Vec::new();
     for (index, turn) in session.turns.iter().enumerate() {
         let (messages, tools) = chat_view(&turn.request);
