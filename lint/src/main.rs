@@ -88,8 +88,14 @@ enum Command {
     Probe {
         sessions: Vec<PathBuf>,
         /// The engine's base URL, e.g. http://127.0.0.1:8080.
+        #[arg(long, value_name = "URL", required_unless_present = "gateway")]
+        engine_url: Option<String>,
+        /// Fleet check: replay through this gateway (llama.cpp replicas behind it)...
+        #[arg(long, value_name = "URL", requires = "replica")]
+        gateway: Option<String>,
+        /// ...and find which of these replicas served each turn (repeat for each).
         #[arg(long, value_name = "URL")]
-        engine_url: String,
+        replica: Vec<String>,
         /// The kind of engine; detected from its endpoints when not given.
         #[arg(long, value_enum)]
         engine_kind: Option<probe::EngineKind>,
@@ -353,6 +359,8 @@ fn run(cli: Cli) -> miette::Result<u8> {
         Command::Probe {
             sessions,
             engine_url,
+            gateway,
+            replica,
             engine_kind,
             model,
             timeout,
@@ -364,8 +372,28 @@ fn run(cli: Cli) -> miette::Result<u8> {
                 .is_some()
                 .then(|| render.renderer())
                 .transpose()?;
-            let client = probe::Client::new(&engine_url, std::time::Duration::from_secs(timeout));
-            let kind = engine_kind.unwrap_or_else(|| client.detect());
+            let timeout = std::time::Duration::from_secs(timeout);
+            let mut fleet = gateway.as_deref().map(|gateway| {
+                probe::Fleet::new(
+                    probe::Client::new(gateway, timeout),
+                    replica
+                        .iter()
+                        .map(|url| probe::Client::new(url, timeout))
+                        .collect(),
+                )
+            });
+            let client = probe::Client::new(
+                engine_url
+                    .as_deref()
+                    .or(gateway.as_deref())
+                    .unwrap_or_default(),
+                timeout,
+            );
+            let kind = if fleet.is_some() {
+                probe::EngineKind::Llamacpp
+            } else {
+                engine_kind.unwrap_or_else(|| client.detect())
+            };
             let mut report = probe::ProbeReport {
                 version: report::REPORT_VERSION,
                 sessions: Vec::new(),
@@ -374,14 +402,17 @@ fn run(cli: Cli) -> miette::Result<u8> {
             let mut seen = Vec::new();
             for path in &sessions {
                 match kvlint_core::session::SessionFile::read(path) {
-                    Ok(session) => report.sessions.push(probe::probe_session(
-                        &client,
-                        kind,
-                        &session,
-                        model.as_deref(),
-                        own_renderer.as_ref(),
-                        &mut seen,
-                    )),
+                    Ok(session) => report.sessions.push(match fleet.as_mut() {
+                        Some(fleet) => probe::probe_fleet(fleet, &session, model.as_deref()),
+                        None => probe::probe_session(
+                            &client,
+                            kind,
+                            &session,
+                            model.as_deref(),
+                            own_renderer.as_ref(),
+                            &mut seen,
+                        ),
+                    }),
                     Err(error) => {
                         eprintln!("{:?}", miette::Report::new(error));
                         report.errors.push(report::ErrorReport {

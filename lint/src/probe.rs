@@ -40,6 +40,13 @@ pub struct ProbeTurn {
     /// template and tokenizer were given.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub own_rendering_matches: Option<bool>,
+    /// With `--gateway`: the replica (index into `--replica`) that served the turn.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replica: Option<usize>,
+    /// With `--gateway`: tokens a replica that held the session's prefix would have served
+    /// but the serving replica recomputed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lost_locality_tokens: Option<usize>,
     /// What went wrong or why prediction and observation differ.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
@@ -81,6 +88,48 @@ impl ProbeReport {
     }
 }
 
+/// Replicas behind a gateway: each is probed directly to learn which one served a turn.
+pub struct Fleet {
+    pub gateway: Client,
+    pub replicas: Vec<Client>,
+    /// Each replica's slot: the last sequence it processed (llama.cpp, one slot each).
+    slots: Vec<Vec<u32>>,
+}
+
+impl Fleet {
+    pub fn new(gateway: Client, replicas: Vec<Client>) -> Self {
+        let slots = vec![Vec::new(); replicas.len()];
+        Self {
+            gateway,
+            replicas,
+            slots,
+        }
+    }
+
+    /// Tokens each replica has generated so far (`llamacpp:tokens_predicted_total`): the one
+    /// that grows served the turn.
+    fn predicted_totals(&self) -> Vec<Option<f64>> {
+        self.replicas
+            .iter()
+            .map(|replica| {
+                prometheus_value(
+                    &replica.get_text("/metrics")?,
+                    "llamacpp:tokens_predicted_total",
+                )
+            })
+            .collect()
+    }
+}
+
+/// The value of the first sample of `metric` in Prometheus text.
+pub fn prometheus_value(text: &str, metric: &str) -> Option<f64> {
+    text.lines()
+        .filter(|line| !line.starts_with('#'))
+        .find(|line| line.split([' ', '{']).next() == Some(metric))
+        .and_then(|line| line.rsplit(' ').next())
+        .and_then(|value| value.parse().ok())
+}
+
 /// A problem talking to the engine, said per turn.
 #[derive(Debug)]
 struct Failure(String);
@@ -114,8 +163,20 @@ impl Client {
     }
 
     fn post(&self, path: &str, body: &Value) -> Result<Value, Failure> {
+        self.post_with(path, body, &[])
+    }
+
+    fn post_with(
+        &self,
+        path: &str,
+        body: &Value,
+        headers: &[(&str, &str)],
+    ) -> Result<Value, Failure> {
         for attempt in 1..=RATE_LIMIT_ATTEMPTS {
             let mut request = self.agent.post(&format!("{}{path}", self.base));
+            for (name, value) in headers {
+                request = request.header(*name, *value);
+            }
             if let Some(key) = &self.api_key {
                 request = request.header("authorization", &format!("Bearer {key}"));
             }
@@ -306,6 +367,8 @@ pub fn probe_session(
             observed_cached_tokens: observed,
             matches,
             own_rendering_matches,
+            replica: None,
+            lost_locality_tokens: None,
             note,
         });
         if let Some(tokens) = tokens {
@@ -318,6 +381,134 @@ pub fn probe_session(
         engine_kind: kind,
         turns,
     }
+}
+
+/// The header kvlint's SDK routes sessions by; a gateway can hash on it.
+pub const ROUTING_KEY_HEADER: &str = "x-kvlint-routing-key";
+
+/// The routing key of a session: its requests' `prompt_cache_key` (the SDK sets it), else a
+/// hash of the first request's tools and first message.
+fn routing_key(session: &SessionFile) -> String {
+    let first = session.turns.first().map(|turn| &turn.request);
+    if let Some(key) = first
+        .and_then(|request| request.body.get("prompt_cache_key"))
+        .and_then(Value::as_str)
+    {
+        return key.to_owned();
+    }
+    let mut hasher = blake3::Hasher::new();
+    for part in first
+        .map(|request| request.parts.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .take_while(|part| part.message.is_none_or(|message| message == 0))
+    {
+        hasher.update(part.text.as_bytes());
+    }
+    hasher.finalize().to_hex()[..32].to_owned()
+}
+
+/// Replays a session through a gateway and finds, per turn, which replica served it and
+/// whether that replica held the prefix.
+pub fn probe_fleet(fleet: &mut Fleet, session: &SessionFile, model: Option<&str>) -> ProbeSession {
+    let key = routing_key(session);
+    let mut previous: Option<Vec<u32>> = None;
+    let mut turns = Vec::new();
+    for (index, turn) in session.turns.iter().enumerate() {
+        let body = chat_body(turn, model);
+        let mut note = None;
+        let Some(tokenizer) = fleet.replicas.first() else {
+            break;
+        };
+        let tokens = engine_tokens(tokenizer, EngineKind::Llamacpp, &body)
+            .map_err(|failure| note = Some(failure.0))
+            .ok();
+        let before = fleet.predicted_totals();
+        let observed = match fleet.gateway.post_with(
+            "/v1/chat/completions",
+            &body,
+            &[(ROUTING_KEY_HEADER, &key)],
+        ) {
+            Ok(response) => observed_cached(EngineKind::Llamacpp, &response)
+                .map_err(|problem| note = Some(problem))
+                .ok(),
+            Err(failure) => {
+                note = Some(failure.0);
+                None
+            }
+        };
+        let after = fleet.predicted_totals();
+        let replica = before
+            .iter()
+            .zip(&after)
+            .position(|(before, after)| matches!((before, after), (Some(b), Some(a)) if a > b));
+        let common = |earlier: &[u32], tokens: &[u32]| {
+            earlier
+                .iter()
+                .zip(tokens)
+                .take_while(|(a, b)| a == b)
+                .count()
+        };
+        let (predicted, lost) = match (&tokens, replica) {
+            (Some(tokens), Some(replica)) => {
+                let n = tokens.len();
+                let served = llamacpp_hit(n, common(&fleet.slots[replica], tokens));
+                // A route that sent the turn where the session's previous turn went.
+                let sticky = previous
+                    .as_deref()
+                    .map_or(0, |previous| llamacpp_hit(n, common(previous, tokens)));
+                fleet.slots[replica].clone_from(tokens);
+                (Some(served), Some(sticky.saturating_sub(served)))
+            }
+            _ => (None, None),
+        };
+        if note.is_none() && replica.is_none() {
+            note = Some("no replica's metrics moved: cannot tell which one served the turn (start replicas with --metrics)".into());
+        }
+        if let (Some(lost), Some(replica), None) = (lost, replica, &note)
+            && lost > 0
+        {
+            note = Some(format!(
+                "turn {index} went to replica {replica}, which had not seen the prefix: {lost} tokens recomputed; a prefix-aware or sticky route (hash on the {ROUTING_KEY_HEADER} header) would have served them"
+            ));
+        }
+        let matches = predicted.is_some() && predicted == observed;
+        if note.is_none() && !matches {
+            note = Some(explain_mismatch(predicted, observed, None));
+        }
+        turns.push(ProbeTurn {
+            index,
+            prompt_tokens: tokens.as_ref().map(Vec::len),
+            predicted_cached_tokens: predicted,
+            observed_cached_tokens: observed,
+            matches,
+            own_rendering_matches: None,
+            replica,
+            lost_locality_tokens: lost,
+            note,
+        });
+        previous = tokens;
+    }
+    ProbeSession {
+        path: session.path.clone(),
+        engine_url: fleet.gateway.base.clone(),
+        engine_kind: EngineKind::Llamacpp,
+        turns,
+    }
+}
+
+/// A turn's request as a chat completion with one generated token.
+fn chat_body(turn: &kvlint_core::session::Turn, model: Option<&str>) -> Value {
+    let (messages, tools) = chat_view(&turn.request);
+    let mut body =
+        json!({"messages": messages, "max_tokens": 1, "temperature": 0, "stream": false});
+    if let Some(tools) = &tools {
+        body["tools"] = json!(tools);
+    }
+    if let Some(model) = model.or(turn.request.model.as_deref()) {
+        body["model"] = json!(model);
+    }
+    body
 }
 
 fn explain_mismatch(
