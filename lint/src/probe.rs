@@ -130,6 +130,46 @@ pub fn prometheus_value(text: &str, metric: &str) -> Option<f64> {
         .and_then(|value| value.parse().ok())
 }
 
+/// Sends a turn's chat request and reads what the engine served from cache; a failure goes
+/// into the turn's note.
+fn observe(
+    client: &Client,
+    kind: EngineKind,
+    body: &Value,
+    headers: &[(&str, &str)],
+    note: &mut Option<String>,
+) -> Option<usize> {
+    let answer = client
+        .post_with("/v1/chat/completions", body, headers)
+        .map_err(|failure| failure.0)
+        .and_then(|response| observed_cached(kind, &response));
+    answer.map_err(|problem| *note = Some(problem)).ok()
+}
+
+impl ProbeTurn {
+    /// A turn's result; a turn without a note whose numbers differ gets the explanation.
+    fn new(
+        index: usize,
+        tokens: Option<&Vec<u32>>,
+        predicted: Option<usize>,
+        observed: Option<usize>,
+        note: Option<String>,
+    ) -> Self {
+        let matches = predicted.is_some() && predicted == observed;
+        Self {
+            index,
+            prompt_tokens: tokens.map(Vec::len),
+            predicted_cached_tokens: predicted,
+            observed_cached_tokens: observed,
+            matches,
+            own_rendering_matches: None,
+            replica: None,
+            lost_locality_tokens: None,
+            note: note.or_else(|| (!matches).then(|| explain_mismatch(predicted, observed, None))),
+        }
+    }
+}
+
 /// A problem talking to the engine, said per turn.
 #[derive(Debug)]
 struct Failure(String);
@@ -347,29 +387,13 @@ pub fn probe_session(
                 }
             }
         });
-        let observed = match client.post("/v1/chat/completions", &body) {
-            Ok(response) => observed_cached(kind, &response)
-                .map_err(|problem| note = Some(problem))
-                .ok(),
-            Err(failure) => {
-                note = Some(failure.0);
-                None
-            }
-        };
-        let matches = predicted.is_some() && predicted == observed;
-        if note.is_none() && !matches {
+        let observed = observe(client, kind, &body, &[], &mut note);
+        if own_rendering_matches == Some(false) && note.is_none() {
             note = Some(explain_mismatch(predicted, observed, own_rendering_matches));
         }
         turns.push(ProbeTurn {
-            index,
-            prompt_tokens: tokens.as_ref().map(Vec::len),
-            predicted_cached_tokens: predicted,
-            observed_cached_tokens: observed,
-            matches,
             own_rendering_matches,
-            replica: None,
-            lost_locality_tokens: None,
-            note,
+            ..ProbeTurn::new(index, tokens.as_ref(), predicted, observed, note)
         });
         if let Some(tokens) = tokens {
             previous_tokens.push(tokens);
@@ -424,19 +448,13 @@ pub fn probe_fleet(fleet: &mut Fleet, session: &SessionFile, model: Option<&str>
             .map_err(|failure| note = Some(failure.0))
             .ok();
         let before = fleet.predicted_totals();
-        let observed = match fleet.gateway.post_with(
-            "/v1/chat/completions",
+        let observed = observe(
+            &fleet.gateway,
+            EngineKind::Llamacpp,
             &body,
             &[(ROUTING_KEY_HEADER, &key)],
-        ) {
-            Ok(response) => observed_cached(EngineKind::Llamacpp, &response)
-                .map_err(|problem| note = Some(problem))
-                .ok(),
-            Err(failure) => {
-                note = Some(failure.0);
-                None
-            }
-        };
+            &mut note,
+        );
         let after = fleet.predicted_totals();
         let replica = before
             .iter()
@@ -472,20 +490,10 @@ pub fn probe_fleet(fleet: &mut Fleet, session: &SessionFile, model: Option<&str>
                 "turn {index} went to replica {replica}, which had not seen the prefix: {lost} tokens recomputed; a prefix-aware or sticky route (hash on the {ROUTING_KEY_HEADER} header) would have served them"
             ));
         }
-        let matches = predicted.is_some() && predicted == observed;
-        if note.is_none() && !matches {
-            note = Some(explain_mismatch(predicted, observed, None));
-        }
         turns.push(ProbeTurn {
-            index,
-            prompt_tokens: tokens.as_ref().map(Vec::len),
-            predicted_cached_tokens: predicted,
-            observed_cached_tokens: observed,
-            matches,
-            own_rendering_matches: None,
             replica,
             lost_locality_tokens: lost,
-            note,
+            ..ProbeTurn::new(index, tokens.as_ref(), predicted, observed, note)
         });
         previous = tokens;
     }

@@ -3,71 +3,16 @@
 //! finds and counts it; hashing on the SDK's routing-key header loses none.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+
+use kvlint_fixtures::Served;
 
 use serde_json::Value;
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A child process on a loopback port, stopped when dropped.
-struct Process {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn wait_healthy(url: &str, path: &str) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while ureq::get(&format!("{url}{path}")).call().is_err() {
-        assert!(Instant::now() < deadline, "{url} did not start");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-fn replica() -> Process {
-    let (binary, model) = kvlint_fixtures::llama_server()
-        .expect("llama-server or the tiny model missing: run scripts/build-llama-server.sh and scripts/make-tiny-model.py");
-    let port = free_port();
-    let child = Command::new(binary)
-        .arg("-m")
-        .arg(model)
-        .args([
-            "--host",
-            "127.0.0.1",
-            "--port",
-            &port.to_string(),
-            "--jinja",
-            "--metrics",
-            "-np",
-            "1",
-            "-c",
-            "8192",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let process = Process {
-        child,
-        url: format!("http://127.0.0.1:{port}"),
-    };
-    wait_healthy(&process.url, "/health");
-    process
+fn replica() -> Served {
+    kvlint_fixtures::start_llama_server()
+        .expect("llama-server or the tiny model missing: run scripts/build-llama-server.sh and scripts/make-tiny-model.py")
 }
 
 fn nginx() -> PathBuf {
@@ -79,9 +24,9 @@ fn nginx() -> PathBuf {
 }
 
 /// nginx in front of the replicas, with `balance` as the upstream's balancing line.
-fn gateway(replicas: &[&Process], balance: &str, folder: &Path) -> Process {
+fn gateway(replicas: &[&Served], balance: &str, folder: &Path) -> Served {
     std::fs::create_dir_all(folder).unwrap();
-    let port = free_port();
+    let port = kvlint_fixtures::free_port();
     let servers: String = replicas
         .iter()
         .map(|replica| {
@@ -110,15 +55,14 @@ fn gateway(replicas: &[&Process], balance: &str, folder: &Path) -> Process {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let process = Process {
+    Served {
         child,
         url: format!("http://127.0.0.1:{port}"),
-    };
-    wait_healthy(&process.url, "/health");
-    process
+    }
+    .wait_until_healthy("/health")
 }
 
-fn probe(gateway: &Process, replicas: &[&Process]) -> Value {
+fn probe(gateway: &Served, replicas: &[&Served]) -> Value {
     let mut command = Command::new(env!("CARGO_BIN_EXE_kvlint"));
     command.current_dir(kvlint_fixtures::repository()).args([
         "probe",

@@ -3,67 +3,24 @@
 //! real Qwen2 tokenizer and the Qwen2.5 chat template (`scripts/make-tiny-model.py`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 use serde_json::Value;
 
 /// A llama-server on a free loopback port, stopped when dropped.
-struct Server {
-    child: Child,
-    url: String,
-}
+struct Server(kvlint_fixtures::Served);
 
 impl Server {
     fn start() -> Self {
-        let (binary, model) = kvlint_fixtures::llama_server()
-            .expect("llama-server or the tiny model missing: run scripts/build-llama-server.sh and scripts/make-tiny-model.py");
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Command::new(binary)
-            .arg("-m")
-            .arg(model)
-            .args([
-                "--host",
-                "127.0.0.1",
-                "--port",
-                &port.to_string(),
-                "--jinja",
-                "--metrics",
-                "-np",
-                "1",
-                "-c",
-                "8192",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let server = Self {
-            child,
-            url: format!("http://127.0.0.1:{port}"),
-        };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let healthy = ureq::get(&format!("{}/health", server.url))
-                .call()
-                .is_ok_and(|response| response.status().as_u16() == 200);
-            if healthy {
-                return server;
-            }
-            assert!(Instant::now() < deadline, "llama-server did not start");
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        Self(kvlint_fixtures::start_llama_server().expect(
+            "llama-server or the tiny model missing: run scripts/build-llama-server.sh and scripts/make-tiny-model.py",
+        ))
     }
 
     fn probe(&self, options: &[&str], sessions: &[&str]) -> (i32, Value) {
         let output = Command::new(env!("CARGO_BIN_EXE_kvlint"))
             .current_dir(kvlint_fixtures::repository())
-            .args(["probe", "--format", "json", "--engine-url", &self.url])
+            .args(["probe", "--format", "json", "--engine-url", &self.0.url])
             .args(options)
             .args(sessions)
             .output()
@@ -71,13 +28,6 @@ impl Server {
         let report = serde_json::from_slice(&output.stdout)
             .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&output.stderr)));
         (output.status.code().unwrap(), report)
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
