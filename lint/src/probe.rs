@@ -57,6 +57,9 @@ pub struct ProbeSession {
     pub path: String,
     pub engine_url: String,
     pub engine_kind: EngineKind,
+    /// With `--gateway`: the routing key sent in the `x-kvlint-routing-key` header.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub routing_key: Option<String>,
     pub turns: Vec<ProbeTurn>,
 }
 
@@ -403,6 +406,7 @@ pub fn probe_session(
         path: session.path.clone(),
         engine_url: client.base.clone(),
         engine_kind: kind,
+        routing_key: None,
         turns,
     }
 }
@@ -501,6 +505,7 @@ pub fn probe_fleet(fleet: &mut Fleet, session: &SessionFile, model: Option<&str>
         path: session.path.clone(),
         engine_url: fleet.gateway.base.clone(),
         engine_kind: EngineKind::Llamacpp,
+        routing_key: Some(key),
         turns,
     }
 }

@@ -62,7 +62,7 @@ fn gateway(replicas: &[&Served], balance: &str, folder: &Path) -> Served {
     .wait_until_healthy("/health")
 }
 
-fn probe(gateway: &Served, replicas: &[&Served]) -> Value {
+fn probe(gateway: &Served, replicas: &[&Served], session: &Path) -> Value {
     let mut command = Command::new(env!("CARGO_BIN_EXE_kvlint"));
     command.current_dir(kvlint_fixtures::repository()).args([
         "probe",
@@ -74,12 +74,38 @@ fn probe(gateway: &Served, replicas: &[&Served]) -> Value {
     for replica in replicas {
         command.args(["--replica", &replica.url]);
     }
-    let output = command
-        .arg("fixtures/cache/answers-sent-back.jsonl")
-        .output()
-        .unwrap();
+    let output = command.arg(session).output().unwrap();
     serde_json::from_slice(&output.stdout)
         .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&output.stderr)))
+}
+
+/// Four turns of an agent loop built with the SDK, as OpenAI chat bodies, and its routing key.
+fn sdk_session(folder: &Path) -> (PathBuf, String) {
+    use kvlint_sdk::{Conversation, Tool, ToolCall};
+    use serde_json::json;
+    let mut conversation = Conversation::new();
+    conversation.add_tool(Tool::new(
+        "read_file",
+        "Read a file.",
+        json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+    ));
+    conversation.add_static("You are a coding agent. Read before you edit.");
+    conversation.push_user("Fix the failing test.");
+    let mut bodies = Vec::new();
+    for turn in 0..4 {
+        bodies.push(conversation.to_openai_chat("tiny").to_string());
+        let call = ToolCall::new(
+            format!("call{turn}"),
+            "read_file",
+            &json!({"path": format!("src/{turn}.rs")}),
+        );
+        conversation.push_assistant("Reading.", vec![call.clone()]);
+        conversation.push_tool_result(call.id(), format!("contents of file {turn}"));
+    }
+    std::fs::create_dir_all(folder).unwrap();
+    let path = folder.join("sdk-session.jsonl");
+    std::fs::write(&path, bodies.join("\n")).unwrap();
+    (path, conversation.routing_key())
 }
 
 #[test]
@@ -88,8 +114,9 @@ fn round_robin_loses_locality_and_hashing_on_the_routing_key_keeps_it() {
     let replicas = [&first, &second];
     let folder = std::env::temp_dir().join(format!("kvlint-fleet-{}", std::process::id()));
 
+    let recorded = kvlint_fixtures::root().join("cache/answers-sent-back.jsonl");
     let round_robin = gateway(&replicas, "", &folder.join("round-robin"));
-    let report = probe(&round_robin, &replicas);
+    let report = probe(&round_robin, &replicas, &recorded);
     drop(round_robin);
     let turns = report["sessions"][0]["turns"].as_array().unwrap().clone();
     for turn in &turns {
@@ -121,12 +148,16 @@ fn round_robin_loses_locality_and_hashing_on_the_routing_key_keeps_it() {
     drop((first, second));
     let (first, second) = (replica(), replica());
     let replicas = [&first, &second];
+    // A session assembled with the SDK: its bodies carry the SDK's routing key, which the
+    // probe sends in the header nginx hashes on.
+    let (session, routing_key) = sdk_session(&folder);
     let hashed = gateway(
         &replicas,
         "hash $http_x_kvlint_routing_key consistent;",
         &folder.join("hash"),
     );
-    let report = probe(&hashed, &replicas);
+    let report = probe(&hashed, &replicas, &session);
+    assert_eq!(report["sessions"][0]["routing_key"], routing_key.as_str());
     let turns = report["sessions"][0]["turns"].as_array().unwrap().clone();
     let served_by: Vec<u64> = turns
         .iter()
