@@ -15,6 +15,7 @@ command -v nginx >/dev/null || [[ -x /usr/sbin/nginx ]] || { apt-get update -qq 
 # real tokenizer and chat template, and that vocabulary as a tokenizer.json for kvlint.
 scripts/build-llama-server.sh
 "$(scripts/build-llama-server.sh --python)" scripts/make-tiny-model.py
+scripts/setup-vllm.sh
 vocab_tokenizer="$HOME/.cache/kvlint/qwen2-vocab/tokenizer.json"
 if [[ ! -f "$vocab_tokenizer" ]]; then
   mkdir -p "$(dirname "$vocab_tokenizer")"

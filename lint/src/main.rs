@@ -399,6 +399,12 @@ fn run(cli: Cli) -> miette::Result<u8> {
                 sessions: Vec::new(),
                 errors: Vec::new(),
             };
+            // vLLM and SGLang answer only for the model they serve.
+            let model = model.or_else(|| {
+                matches!(kind, probe::EngineKind::Vllm | probe::EngineKind::Sglang)
+                    .then(|| client.served_model())
+                    .flatten()
+            });
             let mut seen = Vec::new();
             for path in &sessions {
                 match kvlint_core::session::SessionFile::read(path) {

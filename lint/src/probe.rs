@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use kvlint_core::cache::{llamacpp_hit, sglang_hit, vllm_hit};
 use kvlint_core::render::{Renderer, chat_view};
+use kvlint_core::request::BodyFormat;
 use kvlint_core::session::SessionFile;
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -280,6 +281,12 @@ impl Client {
         }
     }
 
+    /// The model the server serves (`/v1/models`): vLLM and SGLang reject other names.
+    pub fn served_model(&self) -> Option<String> {
+        let models: Value = serde_json::from_str(&self.get_text("/v1/models")?).ok()?;
+        models.pointer("/data/0/id")?.as_str().map(str::to_owned)
+    }
+
     /// vLLM's block size, from the `vllm:cache_config_info` gauge.
     fn vllm_block_size(&self) -> usize {
         let metrics = self.get_text("/metrics").unwrap_or_default();
@@ -348,15 +355,7 @@ pub fn probe_session(
     let previous_tokens = seen;
     let mut turns = Vec::new();
     for (index, turn) in session.turns.iter().enumerate() {
-        let (messages, tools) = chat_view(&turn.request);
-        let mut body =
-            json!({"messages": messages, "max_tokens": 1, "temperature": 0, "stream": false});
-        if let Some(tools) = &tools {
-            body["tools"] = json!(tools);
-        }
-        if let Some(model) = model.or(turn.request.model.as_deref()) {
-            body["model"] = json!(model);
-        }
+        let body = chat_body(turn, model);
         let mut note = None;
         let tokens = engine_tokens(client, kind, &body)
             .map_err(|failure| note = Some(failure.0))
@@ -510,9 +509,47 @@ pub fn probe_fleet(fleet: &mut Fleet, session: &SessionFile, model: Option<&str>
     }
 }
 
-/// A turn's request as a chat completion with one generated token.
+/// A turn's request as a chat completion with one generated token: an OpenAI chat body as
+/// recorded, other APIs converted (tool-call arguments as JSON strings, as the API takes them).
 fn chat_body(turn: &kvlint_core::session::Turn, model: Option<&str>) -> Value {
-    let (messages, tools) = chat_view(&turn.request);
+    let (messages, tools): (Vec<Value>, Option<Vec<Value>>) = match turn.request.format {
+        BodyFormat::OpenAiChat => (
+            turn.request
+                .messages
+                .iter()
+                .map(|message| message.value.clone())
+                .collect(),
+            turn.request
+                .body
+                .get("tools")
+                .and_then(Value::as_array)
+                .cloned(),
+        ),
+        _ => {
+            let (messages, tools) = chat_view(&turn.request);
+            let mut messages: Vec<Value> = messages
+                .into_iter()
+                .map(|message| message.into_owned())
+                .collect();
+            for call in messages
+                .iter_mut()
+                .filter_map(|message| message.get_mut("tool_calls"))
+                .filter_map(Value::as_array_mut)
+                .flatten()
+            {
+                if let Some(arguments) = call
+                    .pointer_mut("/function/arguments")
+                    .filter(|arguments| !arguments.is_string())
+                {
+                    *arguments = Value::String(arguments.to_string());
+                }
+            }
+            (
+                messages,
+                tools.map(|tools| tools.into_iter().map(|tool| tool.into_owned()).collect()),
+            )
+        }
+    };
     let mut body =
         json!({"messages": messages, "max_tokens": 1, "temperature": 0, "stream": false});
     if let Some(tools) = &tools {

