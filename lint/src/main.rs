@@ -410,6 +410,13 @@ fn run(cli: Cli) -> miette::Result<u8> {
                 match kvlint_core::session::SessionFile::read(path) {
                     Ok(session) => report.sessions.push(match fleet.as_mut() {
                         Some(fleet) => probe::probe_fleet(fleet, &session, model.as_deref()),
+                        None if matches!(
+                            kind,
+                            probe::EngineKind::Openai | probe::EngineKind::Anthropic
+                        ) =>
+                        {
+                            probe::probe_hosted(&client, kind, &session, model.as_deref())
+                        }
                         None => probe::probe_session(
                             &client,
                             kind,

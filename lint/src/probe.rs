@@ -22,6 +22,10 @@ pub enum EngineKind {
     Llamacpp,
     Vllm,
     Sglang,
+    /// OpenAI's API: `usage.prompt_tokens_details.cached_tokens`; no tokenize endpoint.
+    Openai,
+    /// Anthropic's Messages API: `usage.cache_read_input_tokens`; no tokenize endpoint.
+    Anthropic,
 }
 
 /// One turn of a probe.
@@ -325,15 +329,92 @@ pub fn observed_cached(kind: EngineKind, response: &Value) -> Result<usize, Stri
         .pointer("/usage/prompt_tokens_details/cached_tokens")
         .and_then(Value::as_u64);
     let timings = response.pointer("/timings/cache_n").and_then(Value::as_u64);
+    let responses = response
+        .pointer("/usage/input_tokens_details/cached_tokens")
+        .and_then(Value::as_u64);
+    let anthropic = response
+        .pointer("/usage/cache_read_input_tokens")
+        .and_then(Value::as_u64);
     let value = match kind {
         EngineKind::Llamacpp => timings.or(details),
         EngineKind::Vllm | EngineKind::Sglang => details,
+        EngineKind::Openai => details.or(responses),
+        EngineKind::Anthropic => anthropic,
     };
     value.map(|value| value as usize).ok_or_else(|| match kind {
+        EngineKind::Openai => "the response has no `usage.prompt_tokens_details.cached_tokens`".to_owned(),
+        EngineKind::Anthropic => "the response has no `usage.cache_read_input_tokens`".to_owned(),
         EngineKind::Llamacpp => "the response has neither `timings.cache_n` nor `usage.prompt_tokens_details.cached_tokens`".to_owned(),
         EngineKind::Vllm => "`usage.prompt_tokens_details` is null: start vLLM with --enable-prompt-tokens-details".to_owned(),
         EngineKind::Sglang => "`usage.prompt_tokens_details` is null: start SGLang with --enable-cache-report".to_owned(),
     })
+}
+
+/// Replays one session against a hosted API, which offers no tokenizer: the prediction is
+/// kvlint's cache model for that API on its own rendering (approximate, as the report says).
+pub fn probe_hosted(
+    client: &Client,
+    kind: EngineKind,
+    session: &SessionFile,
+    model: Option<&str>,
+) -> ProbeSession {
+    let engine = match kind {
+        EngineKind::Anthropic => kvlint_core::cache::Engine::Anthropic {
+            model: model.map(str::to_owned),
+        },
+        _ => kvlint_core::cache::Engine::OpenAi {
+            model: model.map(str::to_owned),
+        },
+    };
+    let renderer = Renderer::provider();
+    let predictions = kvlint_core::analysis::SessionAnalysis::with_cache_view(session, &renderer)
+        .map(|analysis| analysis.predict_cache(&engine))
+        .unwrap_or_default();
+    let anthropic_key = std::env::var("ANTHROPIC_API_KEY").ok();
+    let mut turns = Vec::new();
+    for (index, turn) in session.turns.iter().enumerate() {
+        let mut note = None;
+        let (path, body, headers) = if kind == EngineKind::Anthropic {
+            let mut body = turn.request.body.clone();
+            body["max_tokens"] = json!(1);
+            body["stream"] = json!(false);
+            if let Some(model) = model {
+                body["model"] = json!(model);
+            }
+            let mut headers = vec![("anthropic-version", "2023-06-01".to_owned())];
+            headers.extend(anthropic_key.clone().map(|key| ("x-api-key", key)));
+            ("/v1/messages", body, headers)
+        } else {
+            let mut body = chat_body(turn, model);
+            if let Some(key) = turn.request.body.get("prompt_cache_key") {
+                body["prompt_cache_key"] = key.clone();
+            }
+            ("/v1/chat/completions", body, Vec::new())
+        };
+        let headers: Vec<(&str, &str)> = headers
+            .iter()
+            .map(|(name, value)| (*name, value.as_str()))
+            .collect();
+        let observed = client
+            .post_with(path, &body, &headers)
+            .map_err(|failure| failure.0)
+            .and_then(|response| observed_cached(kind, &response))
+            .map_err(|problem| note = Some(problem))
+            .ok();
+        let prediction = predictions.get(index);
+        let predicted = prediction.map(|prediction| prediction.recorded.cached);
+        turns.push(ProbeTurn {
+            prompt_tokens: prediction.map(|prediction| prediction.prompt_tokens),
+            ..ProbeTurn::new(index, None, predicted, observed, note)
+        });
+    }
+    ProbeSession {
+        path: session.path.clone(),
+        engine_url: client.base.clone(),
+        engine_kind: kind,
+        routing_key: None,
+        turns,
+    }
 }
 
 /// Replays one session. `seen` holds the token sequences the engine already processed in
@@ -384,7 +465,8 @@ pub fn probe_session(
                     block,
                     false,
                 ),
-                EngineKind::Sglang => {
+                // Hosted APIs are probed by `probe_hosted`; a page of one token otherwise.
+                EngineKind::Sglang | EngineKind::Openai | EngineKind::Anthropic => {
                     sglang_hit(n, previous_tokens.iter().map(common).max().unwrap_or(0), 1)
                 }
             }
@@ -592,7 +674,7 @@ fn engine_tokens(client: &Client, kind: EngineKind, body: &Value) -> Result<Vec<
                 &json!({"content": prompt, "add_special": true, "parse_special": true}),
             )?
         }
-        EngineKind::Vllm | EngineKind::Sglang => {
+        EngineKind::Vllm | EngineKind::Sglang | EngineKind::Openai | EngineKind::Anthropic => {
             let mut request = json!({"messages": body["messages"], "add_generation_prompt": true});
             if let Some(tools) = body.get("tools") {
                 request["tools"] = tools.clone();
@@ -631,6 +713,17 @@ mod tests {
             prometheus_label(metrics, "vllm:cache_config_info", "missing"),
             None
         );
+    }
+
+    #[test]
+    fn observed_fields_of_hosted_apis() {
+        // Response shapes as the APIs document them.
+        let openai = json!({"usage": {"prompt_tokens": 2006, "prompt_tokens_details": {"cached_tokens": 1920}}});
+        assert_eq!(observed_cached(EngineKind::Openai, &openai), Ok(1920));
+        let responses = json!({"usage": {"input_tokens": 2006, "input_tokens_details": {"cached_tokens": 1024}}});
+        assert_eq!(observed_cached(EngineKind::Openai, &responses), Ok(1024));
+        let anthropic = json!({"usage": {"input_tokens": 12, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 4500}});
+        assert_eq!(observed_cached(EngineKind::Anthropic, &anthropic), Ok(4500));
     }
 
     #[test]

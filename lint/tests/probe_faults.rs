@@ -101,6 +101,13 @@ fn misbehaving_server(fault: Fault) -> String {
                             Fault::Silent => std::thread::sleep(Duration::from_secs(5)),
                         }
                     }
+                    // The shape Anthropic's API answers with, for the hosted adapter.
+                    "/v1/messages" => respond(
+                        &mut stream,
+                        "200 OK",
+                        "",
+                        r#"{"type":"message","content":[{"type":"text","text":"x"}],"usage":{"input_tokens":40,"cache_creation_input_tokens":0,"cache_read_input_tokens":0}}"#,
+                    ),
                     _ => respond(&mut stream, "404 Not Found", "", "{}"),
                 }
             });
@@ -175,4 +182,32 @@ fn an_engine_that_is_down_is_said() {
         note(&report).contains("cannot reach the engine"),
         "{report}"
     );
+}
+
+#[test]
+fn the_anthropic_adapter_reads_cache_read_input_tokens() {
+    let url = misbehaving_server(Fault::NoUsage);
+    let output = Command::new(env!("CARGO_BIN_EXE_kvlint"))
+        .current_dir(kvlint_fixtures::repository())
+        .args([
+            "probe",
+            "--engine-kind",
+            "anthropic",
+            "--format",
+            "json",
+            "--engine-url",
+            &url,
+        ])
+        .arg("fixtures/rules/volatile-timestamp/fail/env-block-minute.json")
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let turns = report["sessions"][0]["turns"].as_array().unwrap();
+    assert!(turns.len() > 2);
+    for turn in turns {
+        // Under the model's minimum cacheable length nothing is cached, as predicted.
+        assert_eq!(turn["observed_cached_tokens"], 0, "{turn}");
+        assert_eq!(turn["predicted_cached_tokens"], 0, "{turn}");
+    }
+    assert_eq!(output.status.code(), Some(0), "{report}");
 }
