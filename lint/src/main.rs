@@ -102,6 +102,10 @@ enum Command {
         /// The model name to send (else the request's).
         #[arg(long)]
         model: Option<String>,
+        /// llama.cpp: read served-from-cache from `/metrics` (`llamacpp:prompt_tokens_cached_total`)
+        /// around each turn, and check it against the response.
+        #[arg(long)]
+        metrics: bool,
         /// Seconds to wait for each answer.
         #[arg(long, default_value = "60")]
         timeout: u64,
@@ -361,6 +365,7 @@ fn run(cli: Cli) -> miette::Result<u8> {
             engine_url,
             gateway,
             replica,
+            metrics,
             engine_kind,
             model,
             timeout,
@@ -424,6 +429,7 @@ fn run(cli: Cli) -> miette::Result<u8> {
                             model.as_deref(),
                             own_renderer.as_ref(),
                             &mut seen,
+                            metrics,
                         ),
                     }),
                     Err(error) => {

@@ -285,6 +285,20 @@ impl Client {
         }
     }
 
+    /// llama.cpp's `llamacpp:prompt_tokens_cached_total` (needs `--metrics` on the server).
+    fn cached_total(&self) -> Option<f64> {
+        prometheus_value(
+            &self.get_text("/metrics")?,
+            "llamacpp:prompt_tokens_cached_total",
+        )
+    }
+
+    /// How many slots a llama.cpp server has (`/slots`).
+    fn slot_count(&self) -> Option<usize> {
+        let slots: Value = serde_json::from_str(&self.get_text("/slots")?).ok()?;
+        slots.as_array().map(Vec::len)
+    }
+
     /// The model the server serves (`/v1/models`): vLLM and SGLang reject other names.
     pub fn served_model(&self) -> Option<String> {
         let models: Value = serde_json::from_str(&self.get_text("/v1/models")?).ok()?;
@@ -427,7 +441,12 @@ pub fn probe_session(
     model: Option<&str>,
     own_renderer: Option<&Renderer>,
     seen: &mut Vec<Vec<u32>>,
+    from_metrics: bool,
 ) -> ProbeSession {
+    // llama.cpp: more than one slot makes "the previous request" ambiguous.
+    let slots = (kind == EngineKind::Llamacpp)
+        .then(|| client.slot_count())
+        .flatten();
     let block = if kind == EngineKind::Vllm {
         client.vllm_block_size()
     } else {
@@ -471,7 +490,28 @@ pub fn probe_session(
                 }
             }
         });
-        let observed = observe(client, kind, &body, &[], &mut note);
+        let before = from_metrics.then(|| client.cached_total()).flatten();
+        let mut observed = observe(client, kind, &body, &[], &mut note);
+        if from_metrics {
+            // The server's own counter, read around the request.
+            let after = client.cached_total();
+            match before.zip(after) {
+                Some((before, after)) => {
+                    let counted = (after - before).max(0.0) as usize;
+                    if observed.is_some_and(|observed| observed != counted) {
+                        note = Some(format!("the response says {observed:?} cached, /metrics counted {counted}"));
+                    }
+                    observed = Some(counted);
+                }
+                None => note = Some("/metrics has no llamacpp:prompt_tokens_cached_total: start llama-server with --metrics".into()),
+            }
+        }
+        if note.is_none() && predicted != observed && slots.is_some_and(|slots| slots > 1) {
+            note = Some(format!(
+                "the server has {} slots (/slots): the turn may have gone to a slot holding another prefix; run it with -np 1 or pin id_slot",
+                slots.unwrap_or_default()
+            ));
+        }
         if own_rendering_matches == Some(false) && note.is_none() {
             note = Some(explain_mismatch(predicted, observed, own_rendering_matches));
         }

@@ -166,3 +166,17 @@ fn an_agent_loop_built_with_the_sdk_is_served_as_predicted() {
     }
     assert_eq!(code, 0, "{report}");
 }
+
+#[test]
+fn metrics_count_what_the_responses_say() {
+    let server = Server::start();
+    let (code, report) = server.probe(&["--metrics"], &["fixtures/cache/answers-sent-back.jsonl"]);
+    for turn in turns(&report, 0) {
+        assert_eq!(turn["match"], true, "{turn}");
+        assert!(
+            turn.get("note").is_none(),
+            "the response and /metrics agree: {turn}"
+        );
+    }
+    assert_eq!(code, 0, "{report}");
+}
