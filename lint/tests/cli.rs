@@ -5,24 +5,16 @@ use std::path::Path;
 use std::process::Command;
 
 struct Run {
+    /// What kvlint printed, standard output then standard error.
     stdout: String,
     code: i32,
 }
 
-/// Runs kvlint from the repository root, without colour, at a fixed width.
 fn kvlint(args: &[&str]) -> Run {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let output = Command::new(env!("CARGO_BIN_EXE_kvlint"))
-        .args(args)
-        .current_dir(root)
-        .env("NO_COLOR", "1")
-        .env("COLUMNS", "100")
-        .output()
-        .unwrap();
+    let run = kvlint_fixtures::run_kvlint(env!("CARGO_BIN_EXE_kvlint"), args);
     Run {
-        stdout: String::from_utf8(output.stdout).unwrap()
-            + &String::from_utf8(output.stderr).unwrap(),
-        code: output.status.code().unwrap_or(-1),
+        stdout: run.stdout + &run.stderr,
+        code: run.code,
     }
 }
 

@@ -3,8 +3,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::Path;
-use std::process::Command;
 
+use kvlint_fixtures::Run;
 use serde_json::Value;
 
 /// An error finding, info findings, and a file that cannot be read.
@@ -14,27 +14,8 @@ const INPUTS: [&str; 3] = [
     "fixtures/bad/invalid.jsonl",
 ];
 
-struct Run {
-    stdout: String,
-    stderr: String,
-    code: i32,
-}
-
-/// Runs kvlint from the repository root, without colour, at a fixed width.
 fn kvlint(args: &[&str]) -> Run {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let output = Command::new(env!("CARGO_BIN_EXE_kvlint"))
-        .args(args)
-        .current_dir(root)
-        .env("NO_COLOR", "1")
-        .env("COLUMNS", "100")
-        .output()
-        .unwrap();
-    Run {
-        stdout: String::from_utf8(output.stdout).unwrap(),
-        stderr: String::from_utf8(output.stderr).unwrap(),
-        code: output.status.code().unwrap_or(-1),
-    }
+    kvlint_fixtures::run_kvlint(env!("CARGO_BIN_EXE_kvlint"), args)
 }
 
 fn check(format: &str) -> Run {
