@@ -57,3 +57,25 @@ pub struct Diagnostic {
     pub previous_window: String,
     pub current_window: String,
 }
+
+/// How many findings there are of each severity.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct SeverityCounts {
+    pub errors: usize,
+    pub warnings: usize,
+    pub infos: usize,
+}
+
+impl SeverityCounts {
+    pub fn of<'a>(findings: impl IntoIterator<Item = &'a Diagnostic>) -> Self {
+        let mut counts = Self::default();
+        for finding in findings {
+            match finding.severity {
+                Severity::Error => counts.errors += 1,
+                Severity::Warning => counts.warnings += 1,
+                Severity::Info => counts.infos += 1,
+            }
+        }
+        counts
+    }
+}

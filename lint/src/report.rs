@@ -9,7 +9,7 @@ use kvlint_core::analysis::{SessionAnalysis, TurnCachePrediction, TurnDiff};
 use kvlint_core::cache::{Engine, MODELS};
 
 use crate::config::{Config, ConfigError};
-use kvlint_core::diagnostic::{Diagnostic, Severity};
+use kvlint_core::diagnostic::{Diagnostic, Severity, SeverityCounts};
 use kvlint_core::error::InputError;
 use kvlint_core::render::Renderer;
 use kvlint_core::session::SessionFile;
@@ -110,9 +110,8 @@ pub struct SessionSummary {
     pub reused_tokens: usize,
     /// Reused over prompt tokens of all turns after the first.
     pub reuse_ratio: f64,
-    pub errors: usize,
-    pub warnings: usize,
-    pub infos: usize,
+    #[serde(flatten)]
+    pub findings: SeverityCounts,
 }
 
 #[derive(Debug, Serialize)]
@@ -169,15 +168,7 @@ impl SessionReport {
     pub fn apply_config(&mut self, config: &Config) {
         let findings = std::mem::take(&mut self.findings);
         self.findings = config.apply(Path::new(&self.path), findings);
-        let count = |severity| {
-            self.findings
-                .iter()
-                .filter(|finding| finding.severity == severity)
-                .count()
-        };
-        self.summary.errors = count(Severity::Error);
-        self.summary.warnings = count(Severity::Warning);
-        self.summary.infos = count(Severity::Info);
+        self.summary.findings = SeverityCounts::of(&self.findings);
     }
 }
 
@@ -279,12 +270,6 @@ impl SessionReport {
         let approximate = formats
             .iter()
             .any(|format| renderer.is_approximate(*format));
-        let count = |severity| {
-            findings
-                .iter()
-                .filter(|finding| finding.severity == severity)
-                .count()
-        };
         let later_prompt_tokens: usize = analysis
             .turns
             .iter()
@@ -301,9 +286,7 @@ impl SessionReport {
             } else {
                 round(reused_tokens as f64 / later_prompt_tokens as f64, 3)
             },
-            errors: count(Severity::Error),
-            warnings: count(Severity::Warning),
-            infos: count(Severity::Info),
+            findings: SeverityCounts::of(&findings),
         };
         let cache =
             options

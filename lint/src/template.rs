@@ -6,7 +6,7 @@ use chrono::NaiveDateTime;
 use std::sync::Arc;
 
 use kvlint_core::analysis::TurnDiff;
-use kvlint_core::diagnostic::{Diagnostic, Severity};
+use kvlint_core::diagnostic::{Diagnostic, SeverityCounts};
 use kvlint_core::error::InputError;
 use kvlint_core::prompt_template::{TemplateSyntax, check_prompt_template, ignored_rules};
 use kvlint_core::template::ChatTemplate;
@@ -164,21 +164,12 @@ impl TemplateReport {
                     .map(|finding| finding.turn)
                     .max()
                     .unwrap_or(0);
-                let count = |severity| {
-                    template
-                        .findings
-                        .iter()
-                        .filter(|finding| finding.severity == severity)
-                        .count()
-                };
                 let summary = SessionSummary {
                     turns: last_turn + 1,
                     prompt_tokens: 0,
                     reused_tokens: 0,
                     reuse_ratio: 0.0,
-                    errors: count(Severity::Error),
-                    warnings: count(Severity::Warning),
-                    infos: count(Severity::Info),
+                    findings: SeverityCounts::of(&template.findings),
                 };
                 let turns = (0..=last_turn)
                     .map(|index| TurnReport {

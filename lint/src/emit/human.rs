@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use kvlint_core::diagnostic::{Diagnostic, Severity};
+use kvlint_core::diagnostic::{Diagnostic, Severity, SeverityCounts};
 use kvlint_core::excerpt::Excerpt;
 use miette::{GraphicalReportHandler, GraphicalTheme, LabeledSpan, SourceCode};
 
@@ -57,20 +57,11 @@ pub fn render_templates(report: &TemplateReport, color: bool, width: usize) -> S
             let report = FindingReport::new(&template.path, &template.source, finding);
             let _ = handler.render_report(&mut out, &report);
         }
-        let count = |severity| {
-            template
-                .findings
-                .iter()
-                .filter(|finding| finding.severity == severity)
-                .count()
-        };
+        let counts = SeverityCounts::of(&template.findings);
         let _ = writeln!(
             out,
             "{}: {} errors, {} warnings, {} info",
-            template.path,
-            count(Severity::Error),
-            count(Severity::Warning),
-            count(Severity::Info)
+            template.path, counts.errors, counts.warnings, counts.infos
         );
     }
     out
@@ -235,8 +226,8 @@ fn session_line(session: &SessionReport) -> String {
         summary.prompt_tokens,
         summary.reused_tokens,
         summary.reuse_ratio * 100.0,
-        summary.errors,
-        summary.infos,
+        summary.findings.errors,
+        summary.findings.infos,
     )
 }
 
