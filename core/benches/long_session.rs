@@ -124,12 +124,7 @@ fn measure(name: &str, session: &SessionFile, renderer: &Renderer) -> bool {
         let analysis = SessionAnalysis::new(session, renderer).unwrap();
         analysis.reused_tokens()
     });
-    let baseline_runs = if std::env::var_os("KVLINT_BENCH_PROFILE").is_some() {
-        0
-    } else {
-        3
-    };
-    let (baseline_time, baseline_reused) = best_of(baseline_runs, || {
+    let (baseline_time, baseline_reused) = best_of(3, || {
         // Render every turn and tokenize its whole text, as a tool without the chunk cache.
         let mut previous: Vec<u32> = Vec::new();
         let mut reused = 0;
@@ -156,12 +151,10 @@ fn measure(name: &str, session: &SessionFile, renderer: &Renderer) -> bool {
         kvlint_time.as_secs_f64() * 1000.0,
         baseline_time.as_secs_f64() * 1000.0,
     );
-    if baseline_runs > 0 {
-        assert_eq!(
-            reused, baseline_reused,
-            "{name}: both ways must find the same reuse"
-        );
-    }
+    assert_eq!(
+        reused, baseline_reused,
+        "{name}: both ways must find the same reuse"
+    );
     ratio >= TARGET_RATIO
 }
 

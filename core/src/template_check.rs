@@ -96,8 +96,8 @@ pub fn check_template(
 ) -> Result<Vec<TemplateBreak>, InputError> {
     let (messages, tools) = agent_conversation();
     match check_conversation(template, now, &messages, &tools) {
-        Err(error) if template.render(&messages[1..2], Some(&tools), true).is_ok() => {
-            let _ = error;
+        // It fails with the system message but renders the conversation without it.
+        Err(_) if template.render(&messages[1..2], Some(&tools), true).is_ok() => {
             check_conversation(template, now, &messages[1..], &tools)
         }
         result => result,
@@ -200,10 +200,10 @@ fn classify(
     history: &[Value],
 ) -> TemplateBreakKind {
     let offset = common_prefix(earlier, later);
-    // The break is past the prompt proper: in the generation prompt.
+    // Both turns agree on the prompt proper; the break is in the generation prompt.
     if earlier.starts_with(without_generation)
-        && offset >= common_prefix(without_generation, later).min(without_generation.len())
         && later.starts_with(without_generation)
+        && offset >= without_generation.len()
     {
         return TemplateBreakKind::GenerationPromptNotReproduced;
     }

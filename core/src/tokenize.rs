@@ -76,19 +76,21 @@ impl Tokens {
     }
 
     /// The chunk holding token `index`, and the index inside it.
-    fn locate(&self, index: usize) -> Option<(&PlacedChunk, usize)> {
+    /// The position of the chunk holding token `index`, and the index inside it.
+    fn locate(&self, index: usize) -> Option<(usize, usize)> {
         let position = self
             .chunks
             .partition_point(|placed| placed.first <= index)
             .checked_sub(1)?;
-        let placed = &self.chunks[position];
-        (index < self.len).then_some((placed, index - placed.first))
+        (index < self.len).then(|| (position, index - self.chunks[position].first))
     }
 
     /// The byte offset where token `index` starts.
     pub fn start(&self, index: usize) -> Option<usize> {
-        self.locate(index)
-            .map(|(placed, inner)| placed.offset + placed.chunk.starts[inner])
+        self.locate(index).map(|(position, inner)| {
+            let placed = &self.chunks[position];
+            placed.offset + placed.chunk.starts[inner]
+        })
     }
 
     /// All ids, in order.
@@ -168,15 +170,10 @@ impl Tokens {
 
     /// How many of `ids` follow, one for one, from token `start` on.
     pub fn common_prefix_from(&self, start: usize, ids: &[u32]) -> usize {
-        let Some((placed, inner)) = self.locate(start) else {
+        let Some((position, inner)) = self.locate(start) else {
             return 0;
         };
-        let position = self
-            .chunks
-            .iter()
-            .position(|candidate| std::ptr::eq(candidate, placed))
-            .unwrap_or(0);
-        let first = placed.chunk.ids[inner..].iter().copied();
+        let first = self.chunks[position].chunk.ids[inner..].iter().copied();
         first
             .chain(self.ids_after(position + 1))
             .zip(ids)
