@@ -10,6 +10,8 @@ use kvlint_fixtures::Served;
 
 use serde_json::Value;
 
+mod common;
+
 fn replica() -> Served {
     kvlint_fixtures::start_llama_server()
         .expect("llama-server or the tiny model missing: run scripts/build-llama-server.sh and scripts/make-tiny-model.py")
@@ -79,35 +81,6 @@ fn probe(gateway: &Served, replicas: &[&Served], session: &Path) -> Value {
         .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&output.stderr)))
 }
 
-/// Four turns of an agent loop built with the SDK, as OpenAI chat bodies, and its routing key.
-fn sdk_session(folder: &Path) -> (PathBuf, String) {
-    use kvlint_sdk::{Conversation, Tool, ToolCall};
-    use serde_json::json;
-    let mut conversation = Conversation::new();
-    conversation.add_tool(Tool::new(
-        "read_file",
-        "Read a file.",
-        json!({"type": "object", "properties": {"path": {"type": "string"}}}),
-    ));
-    conversation.add_static("You are a coding agent. Read before you edit.");
-    conversation.push_user("Fix the failing test.");
-    let mut bodies = Vec::new();
-    for turn in 0..4 {
-        bodies.push(conversation.to_openai_chat("tiny").to_string());
-        let call = ToolCall::new(
-            format!("call{turn}"),
-            "read_file",
-            &json!({"path": format!("src/{turn}.rs")}),
-        );
-        conversation.push_assistant("Reading.", vec![call.clone()]);
-        conversation.push_tool_result(call.id(), format!("contents of file {turn}"));
-    }
-    std::fs::create_dir_all(folder).unwrap();
-    let path = folder.join("sdk-session.jsonl");
-    std::fs::write(&path, bodies.join("\n")).unwrap();
-    (path, conversation.routing_key())
-}
-
 #[test]
 fn round_robin_loses_locality_and_hashing_on_the_routing_key_keeps_it() {
     let (first, second) = (replica(), replica());
@@ -150,7 +123,7 @@ fn round_robin_loses_locality_and_hashing_on_the_routing_key_keeps_it() {
     let replicas = [&first, &second];
     // A session assembled with the SDK: its bodies carry the SDK's routing key, which the
     // probe sends in the header nginx hashes on.
-    let (session, routing_key) = sdk_session(&folder);
+    let (session, routing_key) = common::sdk_session(&folder);
     let hashed = gateway(
         &replicas,
         "hash $http_x_kvlint_routing_key consistent;",

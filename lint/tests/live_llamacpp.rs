@@ -7,6 +7,8 @@ use std::process::Command;
 
 use serde_json::Value;
 
+mod common;
+
 /// A llama-server on a free loopback port, stopped when dropped.
 struct Server(kvlint_fixtures::Served);
 
@@ -111,48 +113,12 @@ fn kvlint_renders_the_engines_tokens() {
 
 #[test]
 fn an_agent_loop_built_with_the_sdk_is_served_as_predicted() {
-    use kvlint_sdk::{Conversation, Tool, ToolCall};
-    use serde_json::json;
-
-    let mut conversation = Conversation::new();
-    // Tools in no particular order; the SDK sorts them and their schemas.
-    conversation.add_tool(Tool::new(
-        "run_tests",
-        "Run the tests.",
-        json!({"type": "object", "properties": {"filter": {"type": "string"}}}),
-    ));
-    conversation.add_tool(Tool::new(
-        "read_file",
-        "Read a file.",
-        json!({"properties": {"path": {"type": "string"}}, "type": "object"}),
-    ));
-    conversation.add_static(
-        "You are a coding agent. Read before you edit; run the tests after each change.",
-    );
-    conversation.add_session("memory", "The user prefers small commits.");
-    conversation.push_user("The test parses_dates fails. Fix it.");
-    let mut bodies = Vec::new();
-    for turn in 0..4 {
-        conversation.add_turn_context(format!(
-            "Current time: 2025-03-04T10:22:{:02}Z; request req_{turn:06x}",
-            31 + turn
-        ));
-        bodies.push(conversation.to_openai_chat("tiny").to_string());
-        let call = ToolCall::new(
-            format!("call{turn}"),
-            "read_file",
-            &json!({"path": format!("src/{turn}.rs")}),
-        );
-        conversation.push_assistant("Reading.", vec![call.clone()]);
-        conversation.push_tool_result(call.id(), format!("contents of file {turn}"));
-    }
-    let session =
-        std::env::temp_dir().join(format!("kvlint-sdk-live-{}.jsonl", std::process::id()));
-    std::fs::write(&session, bodies.join("\n")).unwrap();
+    let folder = std::env::temp_dir().join(format!("kvlint-sdk-live-{}", std::process::id()));
+    let (session, _) = common::sdk_session(&folder);
 
     let server = Server::start();
     let (code, report) = server.probe(&[], &[session.to_str().unwrap()]);
-    std::fs::remove_file(&session).ok();
+    std::fs::remove_dir_all(&folder).ok();
     let turns = turns(&report, 0);
     assert_eq!(turns.len(), 4);
     for turn in &turns {

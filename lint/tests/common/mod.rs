@@ -1,0 +1,47 @@
+//! Helpers shared by the live tests.
+
+use std::path::{Path, PathBuf};
+
+use kvlint_sdk::{Conversation, Tool, ToolCall};
+use serde_json::json;
+
+/// Writes four turns of an agent loop assembled with the SDK (tools added in no particular
+/// order, a session memory, a clock and a request id in the turn tier) as OpenAI chat bodies
+/// to `folder/sdk-session.jsonl`; returns the file and the session's routing key.
+pub fn sdk_session(folder: &Path) -> (PathBuf, String) {
+    let mut conversation = Conversation::new();
+    conversation.add_tool(Tool::new(
+        "run_tests",
+        "Run the tests.",
+        json!({"type": "object", "properties": {"filter": {"type": "string"}}}),
+    ));
+    conversation.add_tool(Tool::new(
+        "read_file",
+        "Read a file.",
+        json!({"properties": {"path": {"type": "string"}}, "type": "object"}),
+    ));
+    conversation.add_static(
+        "You are a coding agent. Read before you edit; run the tests after each change.",
+    );
+    conversation.add_session("memory", "The user prefers small commits.");
+    conversation.push_user("The test parses_dates fails. Fix it.");
+    let mut bodies = Vec::new();
+    for turn in 0..4 {
+        conversation.add_turn_context(format!(
+            "Current time: 2025-03-04T10:22:{:02}Z; request req_{turn:06x}",
+            31 + turn
+        ));
+        bodies.push(conversation.to_openai_chat("tiny").to_string());
+        let call = ToolCall::new(
+            format!("call{turn}"),
+            "read_file",
+            &json!({"path": format!("src/{turn}.rs")}),
+        );
+        conversation.push_assistant("Reading.", vec![call.clone()]);
+        conversation.push_tool_result(call.id(), format!("contents of file {turn}"));
+    }
+    std::fs::create_dir_all(folder).expect("a scratch folder");
+    let path = folder.join("sdk-session.jsonl");
+    std::fs::write(&path, bodies.join("\n")).expect("the session file");
+    (path, conversation.routing_key())
+}
