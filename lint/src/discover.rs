@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use ignore::WalkBuilder;
+use serde_json::Value;
 
 /// A file to check, and whether the user named it (an unreadable named file is an error;
 /// a discovered JSON file that is no session is passed over).
@@ -47,17 +48,52 @@ fn is_session_file_name(path: &Path) -> bool {
     (name.ends_with(".jsonl") || name.ends_with(".json")) && !name.ends_with(".expect.json")
 }
 
-/// Whether a discovered file looks like recorded requests at all: its first JSON value
-/// mentions one of the keys request bodies or their containers have.
+/// Whether a discovered file holds recorded requests: its first request (the first line of
+/// JSONL, the first element of an array, inside a batch line or a `{request, response}` pair)
+/// has the keys of a request body. A file whose first document is not even JSON is taken as
+/// a broken session, so that its error is reported.
 pub fn looks_like_session(text: &str) -> bool {
-    let head: String = text.chars().take(4096).collect();
-    [
-        "\"messages\"",
-        "\"input\"",
-        "\"instructions\"",
-        "\"body\"",
-        "\"request\"",
-    ]
-    .iter()
-    .any(|key| head.contains(key))
+    let Some(Ok(first)) = serde_json::Deserializer::from_str(text)
+        .into_iter::<Value>()
+        .next()
+    else {
+        return true;
+    };
+    let first = match &first {
+        Value::Array(items) => items.first().unwrap_or(&Value::Null),
+        other => other,
+    };
+    let body = first
+        .get("body")
+        .or_else(|| first.get("request"))
+        .unwrap_or(first);
+    ["messages", "input", "instructions"]
+        .iter()
+        .any(|key| body.get(key).is_some())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::looks_like_session;
+
+    #[test]
+    fn sessions_are_told_from_other_json() {
+        assert!(looks_like_session(
+            "{\"messages\": []}\n{\"messages\": []}\n"
+        ));
+        assert!(looks_like_session(
+            "[{\"custom_id\": \"a\", \"body\": {\"input\": \"hi\"}}]"
+        ));
+        assert!(looks_like_session(
+            "{\"request\": {\"messages\": []}, \"response\": {}}"
+        ));
+        assert!(
+            looks_like_session("{not json"),
+            "a broken session is reported, not skipped"
+        );
+        assert!(!looks_like_session("{\"cases\": [{\"messages\": []}]}"));
+        assert!(!looks_like_session(
+            "{\"name\": \"pkg\", \"version\": \"1.0.0\"}"
+        ));
+    }
 }
