@@ -51,13 +51,17 @@ fn is_session_file_name(path: &Path) -> bool {
 /// Whether a discovered file holds recorded requests: its first request (the first line of
 /// JSONL, the first element of an array, inside a batch line or a `{request, response}` pair)
 /// has the keys of a request body. A file whose first document is not even JSON is taken as
-/// a broken session, so that its error is reported.
+/// a broken session, so that its error is reported; an empty file is passed over.
 pub fn looks_like_session(text: &str) -> bool {
-    let Some(Ok(first)) = serde_json::Deserializer::from_str(text)
+    if text.trim().is_empty() {
+        return false;
+    }
+    let first = match serde_json::Deserializer::from_str(text)
         .into_iter::<Value>()
         .next()
-    else {
-        return true;
+    {
+        Some(Ok(first)) => first,
+        _ => return true,
     };
     let first = match &first {
         Value::Array(items) => items.first().unwrap_or(&Value::Null),
@@ -87,6 +91,8 @@ mod tests {
         assert!(looks_like_session(
             "{\"request\": {\"messages\": []}, \"response\": {}}"
         ));
+        assert!(!looks_like_session(""));
+        assert!(!looks_like_session("  \n"));
         assert!(
             looks_like_session("{not json"),
             "a broken session is reported, not skipped"
