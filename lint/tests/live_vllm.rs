@@ -30,10 +30,14 @@ struct Server(kvlint_fixtures::Served);
 impl Drop for Server {
     fn drop(&mut self) {
         let group = format!("-{}", self.0.child.id());
-        let _ = Command::new("kill").args(["-TERM", &group]).status();
+        let _ = Command::new("kill")
+            .args(["-s", "TERM", "--", &group])
+            .status();
         std::thread::sleep(std::time::Duration::from_secs(3));
         // Workers and the resource tracker that outlive the server.
-        let _ = Command::new("kill").args(["-KILL", &group]).status();
+        let _ = Command::new("kill")
+            .args(["-s", "KILL", "--", &group])
+            .status();
     }
 }
 
@@ -61,6 +65,10 @@ fn start() -> Server {
         .env("HF_HUB_OFFLINE", "1")
         .env("VLLM_CPU_KVCACHE_SPACE", "1")
         .env("VLLM_HOST_IP", "127.0.0.1")
+        // One unpinned thread: the CPU backend otherwise pins busy-waiting threads to every
+        // core, starving everything else on a 2-core machine.
+        .env("VLLM_CPU_OMP_THREADS_BIND", "nobind")
+        .env("OMP_NUM_THREADS", "1")
         .process_group(0)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
