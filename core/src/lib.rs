@@ -1,35 +1,50 @@
 //! # kvlint-core
 //!
 //! The analysis behind kvlint: recorded agent requests → the exact tokens an engine prefills
-//! → the first divergence between consecutive turns, placed in the user's file.
+//! → the first divergence between consecutive turns, placed in the user's file → what each
+//! engine serves from cache.
 //!
-//! Data flows one way: [`session`] reads files into [`request::Request`]s, [`render`] turns a
-//! request into text and [`tokenize::Tokens`], [`analysis`] diffs consecutive turns, and rules
-//! (in `kvlint-rules`) name each break as a [`diagnostic::Diagnostic`].
+//! Data flows one way, one module per stage:
+//!
+//! | stage | module | main types |
+//! |---|---|---|
+//! | read a session file | [`session`] | [`SessionFile`], [`Turn`] |
+//! | the request model | [`request`] | [`Request`], [`BodyFormat`] |
+//! | render and tokenize | [`render`], [`template`], [`tokenize`] | [`Renderer`], [`Rendered`], [`ChatTemplate`], [`Tokenizer`] |
+//! | diff two turns | [`diff`] | [`TurnDiff`], [`Divergence`] |
+//! | place in the file | [`locate`] | [`Locator`] |
+//! | predict cache use | [`cache`], [`prediction`] | [`Engine`], [`SessionCacheView`] |
+//! | findings | [`diagnostic`] | [`Diagnostic`], [`Severity`], [`Span`] |
+//!
+//! The rules that name each break, and the one pipeline that runs every stage
+//! (`check_session`, `check_pair`), live in `kvlint-rules`. Chat templates are also checked
+//! before any traffic ([`template_check`]), and application prompt templates for volatile
+//! variables ([`prompt_template`]).
 //!
 //! ```
 //! use std::sync::Arc;
-//! use kvlint_core::{analysis::SessionAnalysis, render::Renderer, session::SessionFile};
+//! use kvlint_core::{Renderer, SessionFile};
 //!
 //! let jsonl = concat!(
-//!     r#"{"messages":[{"role":"system","content":"Time: 10:00:01. You are terse."},{"role":"user","content":"hi"}]}"#, "\n",
-//!     r#"{"messages":[{"role":"system","content":"Time: 10:00:07. You are terse."},{"role":"user","content":"hi"},{"role":"assistant","content":"hello"},{"role":"user","content":"bye"}]}"#,
+//!     r#"{"messages":[{"role":"user","content":"hi"}]}"#, "\n",
+//!     r#"{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"},{"role":"user","content":"bye"}]}"#,
 //! );
 //! let session = SessionFile::parse("s.jsonl".into(), Arc::from(jsonl)).unwrap();
-//! let analysis = SessionAnalysis::new(&session, &Renderer::provider()).unwrap();
-//! let divergence = analysis.turns[1].first_divergence.as_ref().unwrap();
-//! assert_eq!(divergence.part.to_string(), "messages[0].content");
-//! // Column 55 is the `7` of `10:00:07`, the first character that differs.
-//! assert_eq!((divergence.line, divergence.column), (2, 55));
+//! let renderer = Renderer::provider();
+//! let first = renderer.render(&session.turns[0].request).unwrap();
+//! let second = renderer.render(&session.turns[1].request).unwrap();
+//! // The second turn extends the first: every token of the first is reused.
+//! assert_eq!(first.tokens.common_prefix_len(&second.tokens), first.tokens.len());
 //! ```
 
-pub mod analysis;
 pub mod cache;
 pub mod diagnostic;
+pub mod diff;
 pub mod error;
 pub mod excerpt;
 pub mod locate;
 pub mod path;
+pub mod prediction;
 pub mod prompt_template;
 pub mod render;
 pub mod request;
@@ -37,3 +52,16 @@ pub mod session;
 pub mod template;
 pub mod template_check;
 pub mod tokenize;
+
+pub use cache::Engine;
+pub use diagnostic::{Diagnostic, Severity, SeverityCounts, Span};
+pub use diff::{Divergence, RenderedRequest, TurnDiff};
+pub use error::InputError;
+pub use locate::{Locator, Unplaced};
+pub use path::PartPath;
+pub use prediction::{SessionCacheView, TurnCachePrediction};
+pub use render::{Rendered, Renderer};
+pub use request::{BodyFormat, Request};
+pub use session::{SessionFile, Turn};
+pub use template::ChatTemplate;
+pub use tokenize::{Tokenizer, Tokens};

@@ -6,7 +6,8 @@
 
 use std::ops::Range;
 
-use crate::path::PathSegment;
+use crate::diagnostic::Span;
+use crate::path::{PartPath, PathSegment};
 
 /// A 1-based line and column (in characters) in a text.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -23,6 +24,44 @@ impl LineColumn {
         let line_start = before.rfind('\n').map_or(0, |newline| newline + 1);
         let column = before[line_start..].chars().count() + 1;
         Self { line, column }
+    }
+}
+
+/// Where the parts of a session's turns are in the user's file: what placing a finding needs.
+///
+/// A [`SessionFile`](crate::session::SessionFile) places parts in the file it was read from;
+/// requests that come from no file (the SDK's guard) use [`Unplaced`].
+pub trait Locator: Sync {
+    /// The byte offset in the source of byte `offset_in_part` of `part`'s text in turn `turn`.
+    fn locate(&self, turn: usize, part: &PartPath, offset_in_part: usize) -> Option<usize>;
+
+    fn line_column(&self, offset: usize) -> LineColumn;
+
+    /// The span between two byte offsets of the source.
+    fn span(&self, start: usize, end: usize) -> Span {
+        let from = self.line_column(start);
+        let to = self.line_column(end);
+        Span {
+            line: from.line,
+            column: from.column,
+            end_line: to.line,
+            end_column: to.column,
+            offset: start,
+            len: end.saturating_sub(start),
+        }
+    }
+}
+
+/// Requests with no source file: findings name the part, with no span.
+pub struct Unplaced;
+
+impl Locator for Unplaced {
+    fn locate(&self, _turn: usize, _part: &PartPath, _offset_in_part: usize) -> Option<usize> {
+        None
+    }
+
+    fn line_column(&self, _offset: usize) -> LineColumn {
+        LineColumn { line: 0, column: 0 }
     }
 }
 

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::error::InputError;
 use crate::excerpt::Excerpt;
-use crate::locate::{LineColumn, raw_offset_in_string, value_range};
+use crate::locate::{LineColumn, Locator, raw_offset_in_string, value_range};
 use crate::path::{PartPath, PathSegment};
 use crate::request::{BodyError, Request, compact_json};
 
@@ -203,7 +203,12 @@ impl SessionFile {
     ///
     /// For string values the offset is mapped through JSON escapes; for other values (a tool
     /// schema, an object) the start of the value is returned.
-    pub fn locate(&self, turn: &Turn, part: &PartPath, offset_in_part: usize) -> Option<usize> {
+    pub fn part_offset(
+        &self,
+        turn: &Turn,
+        part: &PartPath,
+        offset_in_part: usize,
+    ) -> Option<usize> {
         let mut part = part.clone();
         let mut range = self.locate_value(&turn.document, &turn.body_path, &part);
         // A path may name a key the body left out (e.g. a message's `content: null`):
@@ -238,8 +243,14 @@ impl SessionFile {
             .map_or(turn.document.start, |range| range.start);
         self.line_column(start).line
     }
+}
 
-    pub fn line_column(&self, offset: usize) -> LineColumn {
+impl Locator for SessionFile {
+    fn locate(&self, turn: usize, part: &PartPath, offset_in_part: usize) -> Option<usize> {
+        self.part_offset(self.turns.get(turn)?, part, offset_in_part)
+    }
+
+    fn line_column(&self, offset: usize) -> LineColumn {
         LineColumn::of_offset(&self.text, offset)
     }
 }

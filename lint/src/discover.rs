@@ -1,5 +1,5 @@
-//! Finding session files: explicit files as given, directories walked for `*.jsonl` and
-//! `*.json`, respecting `.gitignore`.
+//! Finding the files to check: files named on the command line as given, directories walked
+//! (respecting `.gitignore`) for the files a command reads, in sorted order.
 
 use std::path::{Path, PathBuf};
 
@@ -14,7 +14,29 @@ pub struct Candidate {
     pub explicit: bool,
 }
 
-pub fn discover(paths: &[PathBuf]) -> Vec<Candidate> {
+/// Session files: `*.jsonl` and `*.json`, except `*.expect.json`.
+pub fn session_files(paths: &[PathBuf]) -> Vec<Candidate> {
+    walk(paths, |name| {
+        (name.ends_with(".jsonl") || name.ends_with(".json")) && !name.ends_with(".expect.json")
+    })
+}
+
+/// Templates: model chat templates (`tokenizer_config.json`, Jinja) and application prompt
+/// templates (Mustache, Handlebars, Prompty, Dotprompt).
+pub fn template_files(paths: &[PathBuf]) -> Vec<Candidate> {
+    walk(paths, |name| {
+        name == "tokenizer_config.json"
+            || matches!(
+                Path::new(name)
+                    .extension()
+                    .and_then(|extension| extension.to_str()),
+                Some("j2" | "jinja" | "jinja2" | "mustache" | "hbs" | "prompty" | "prompt")
+            )
+    })
+}
+
+/// Named files as given; directories walked for the files whose name `wanted` accepts.
+fn walk(paths: &[PathBuf], wanted: impl Fn(&str) -> bool) -> Vec<Candidate> {
     let mut candidates = Vec::new();
     for path in paths {
         if !path.is_dir() {
@@ -29,7 +51,10 @@ pub fn discover(paths: &[PathBuf]) -> Vec<Candidate> {
             .filter_map(Result::ok)
             .filter(|entry| entry.file_type().is_some_and(|kind| kind.is_file()))
             .map(ignore::DirEntry::into_path)
-            .filter(|path| is_session_file_name(path))
+            .filter(|file| {
+                file.file_name()
+                    .is_some_and(|name| wanted(&name.to_string_lossy()))
+            })
             .collect();
         found.sort();
         candidates.extend(found.into_iter().map(|path| Candidate {
@@ -38,14 +63,6 @@ pub fn discover(paths: &[PathBuf]) -> Vec<Candidate> {
         }));
     }
     candidates
-}
-
-fn is_session_file_name(path: &Path) -> bool {
-    let name = path
-        .file_name()
-        .map(|name| name.to_string_lossy())
-        .unwrap_or_default();
-    (name.ends_with(".jsonl") || name.ends_with(".json")) && !name.ends_with(".expect.json")
 }
 
 /// Whether a discovered file holds recorded requests: its first request (the first line of

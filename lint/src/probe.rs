@@ -381,8 +381,9 @@ pub fn probe_hosted(
         },
     };
     let renderer = Renderer::provider();
-    let predictions = kvlint_core::analysis::SessionAnalysis::with_cache_view(session, &renderer)
-        .map(|analysis| analysis.predict_cache(&engine))
+    let predictions = kvlint_rules::check_session(session, &renderer, Some(&engine))
+        .ok()
+        .and_then(|checked| checked.predictions)
         .unwrap_or_default();
     let anthropic_key = std::env::var("ANTHROPIC_API_KEY").ok();
     let mut turns = Vec::new();

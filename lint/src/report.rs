@@ -5,10 +5,12 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use kvlint_core::analysis::{SessionAnalysis, TurnCachePrediction, TurnDiff};
 use kvlint_core::cache::{Engine, MODELS};
+use kvlint_core::diff::TurnDiff;
+use kvlint_core::prediction::TurnCachePrediction;
 
 use crate::config::{Config, ConfigError};
+use crate::emit::CheckedFile;
 use kvlint_core::diagnostic::{Diagnostic, Severity, SeverityCounts};
 use kvlint_core::error::InputError;
 use kvlint_core::render::Renderer;
@@ -23,8 +25,6 @@ pub struct Report {
     pub sessions: Vec<SessionReport>,
     /// Files that could not be analysed; the rest of the run still is.
     pub errors: Vec<ErrorReport>,
-    #[serde(skip)]
-    pub input_errors: Vec<Box<dyn miette::Diagnostic + Send + Sync>>,
 }
 
 #[derive(Debug, Serialize)]
@@ -114,10 +114,44 @@ pub struct SessionSummary {
     pub findings: SeverityCounts,
 }
 
+/// An input that could not be analysed: its path and message (the JSON form), and the error
+/// itself, with its place, for human output.
 #[derive(Debug, Serialize)]
 pub struct ErrorReport {
     pub path: String,
+    /// The error and its causes, on one line.
     pub message: String,
+    #[serde(skip)]
+    pub diagnostic: Box<dyn miette::Diagnostic + Send + Sync>,
+}
+
+impl ErrorReport {
+    pub fn new(path: String, error: impl miette::Diagnostic + Send + Sync + 'static) -> Self {
+        let mut message = error.to_string();
+        let mut cause = std::error::Error::source(&error);
+        while let Some(inner) = cause {
+            message.push_str(": ");
+            message.push_str(&inner.to_string());
+            cause = inner.source();
+        }
+        Self {
+            path,
+            message,
+            diagnostic: Box::new(error),
+        }
+    }
+}
+
+impl From<InputError> for ErrorReport {
+    fn from(error: InputError) -> Self {
+        Self::new(error.path().to_owned(), error)
+    }
+}
+
+impl From<ConfigError> for ErrorReport {
+    fn from(error: ConfigError) -> Self {
+        Self::new(error.path.clone(), error)
+    }
 }
 
 impl Report {
@@ -126,32 +160,19 @@ impl Report {
             version: REPORT_VERSION,
             sessions: Vec::new(),
             errors: Vec::new(),
-            input_errors: Vec::new(),
         }
     }
 
-    pub fn add_error(&mut self, error: InputError) {
-        self.add_problem(error.path().to_owned(), error);
-    }
-
-    pub fn add_config_error(&mut self, error: ConfigError) {
-        self.add_problem(error.path.clone(), error);
-    }
-
-    fn add_problem(
-        &mut self,
-        path: String,
-        error: impl miette::Diagnostic + Send + Sync + 'static,
-    ) {
-        let mut message = error.to_string();
-        let mut cause = std::error::Error::source(&error);
-        while let Some(inner) = cause {
-            message.push_str(": ");
-            message.push_str(&inner.to_string());
-            cause = inner.source();
-        }
-        self.errors.push(ErrorReport { path, message });
-        self.input_errors.push(Box::new(error));
+    /// The sessions as the file-based emitters read them.
+    pub fn checked_files(&self) -> Vec<CheckedFile<'_>> {
+        self.sessions
+            .iter()
+            .map(|session| CheckedFile {
+                path: &session.path,
+                turns: session.turns.len(),
+                findings: &session.findings,
+            })
+            .collect()
     }
 
     pub fn count(&self, severity: Severity) -> usize {
@@ -235,28 +256,7 @@ impl SessionReport {
         renderer: &Renderer,
         options: &CacheOptions,
     ) -> Result<Self, InputError> {
-        let analysis = if options.engine.is_some() {
-            SessionAnalysis::with_cache_view(session, renderer)?
-        } else {
-            SessionAnalysis::new(session, renderer)?
-        };
-        let predictions = options
-            .engine
-            .as_ref()
-            .map(|engine| analysis.predict_cache(engine));
-        let mut findings: Vec<Diagnostic> = analysis
-            .broken_pairs()
-            .map(|pair| kvlint_rules::diagnose(&pair))
-            .collect();
-        if let Some(engine) = &options.engine {
-            findings.extend(analysis.audit_breakpoints(engine).iter().map(|issue| {
-                kvlint_rules::CacheBreakpoint::diagnostic(
-                    issue,
-                    analysis.span_of(issue.turn, &issue.block),
-                )
-            }));
-            findings.sort_by_key(|finding| finding.turn);
-        }
+        let checked = kvlint_rules::check_session(session, renderer, options.engine.as_ref())?;
         let formats: Vec<_> = session
             .turns
             .iter()
@@ -270,33 +270,33 @@ impl SessionReport {
         let approximate = formats
             .iter()
             .any(|format| renderer.is_approximate(*format));
-        let later_prompt_tokens: usize = analysis
+        let later_prompt_tokens: usize = checked
             .turns
             .iter()
             .skip(1)
             .map(|turn| turn.prompt_tokens)
             .sum();
-        let reused_tokens = analysis.reused_tokens();
+        let reused_tokens = checked.reused_tokens();
         let summary = SessionSummary {
-            turns: analysis.turns.len(),
-            prompt_tokens: analysis.prompt_tokens(),
+            turns: checked.turns.len(),
+            prompt_tokens: checked.prompt_tokens(),
             reused_tokens,
             reuse_ratio: if later_prompt_tokens == 0 {
                 0.0
             } else {
                 round(reused_tokens as f64 / later_prompt_tokens as f64, 3)
             },
-            findings: SeverityCounts::of(&findings),
+            findings: SeverityCounts::of(&checked.findings),
         };
-        let cache =
-            options
-                .engine
-                .as_ref()
-                .zip(predictions.as_deref())
-                .map(|(engine, predictions)| {
-                    cache_summary(engine, predictions, options.prefill_tokens_per_second)
-                });
-        let turns = analysis
+        let cache = options
+            .engine
+            .as_ref()
+            .zip(checked.predictions.as_deref())
+            .map(|(engine, predictions)| {
+                cache_summary(engine, predictions, options.prefill_tokens_per_second)
+            });
+        let predictions = checked.predictions;
+        let turns = checked
             .turns
             .into_iter()
             .enumerate()
@@ -323,7 +323,7 @@ impl SessionReport {
             renderer: renderer.name(),
             approximate,
             turns,
-            findings,
+            findings: checked.findings,
             summary,
             cache,
             source: Arc::clone(&session.text),

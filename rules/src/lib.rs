@@ -1,23 +1,52 @@
 //! # kvlint-rules
 //!
-//! The rule catalog. Each rule lives in its own file under `rules/`, with its documentation
-//! in its doc comment (sections *What it does*, *Why is this bad?*, *Example*, *Use instead*)
-//! and its fixtures in `fixtures/rules/<name>/`.
+//! The linter: the rule catalog and the one pipeline that runs it ([`check_session`] for a
+//! recorded session, [`check_pair`] for one request against the one before it), as ruff's
+//! linter crate holds both its rules and its driver.
 //!
-//! A rule sees a [`TurnPair`] — two consecutive turns where the later one does not extend
-//! the earlier — and says whether the break is its pattern. [`diagnose`] asks the rules in
-//! [`RULES`] order, most specific first; `prefix-edit` takes whatever no other rule names.
-//! Severity follows cost, not the rule: a break that makes the engine recompute content the
-//! earlier turn had cached is an error; a dropped per-turn tail is info.
+//! Each rule lives in its own file under `rules/`, with its documentation in its doc comment
+//! (sections *What it does*, *Why is this bad?*, *Example*, *Use instead*), its detection and
+//! its messages, and its fixtures in `fixtures/rules/<name>/`. A rule looks at a
+//! [`RuleInput`]: a [`TurnPair`] (two consecutive turns where the later one does not extend
+//! the earlier), a break the chat-template check found, a volatile variable of an
+//! application prompt template, or an audited cache breakpoint. [`diagnose`] asks the rules
+//! in [`RULES`] order, most specific first; `prefix-edit` takes whatever pair no other rule
+//! names. For pairs, severity follows cost, not the rule: a break that makes the engine
+//! recompute content the earlier turn had cached is an error; a dropped per-turn tail is
+//! info.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use kvlint_core::{Renderer, SessionFile};
+//!
+//! let jsonl = concat!(
+//!     r#"{"messages":[{"role":"system","content":"Time: 10:00:01. You are terse."},{"role":"user","content":"hi"}]}"#, "\n",
+//!     r#"{"messages":[{"role":"system","content":"Time: 10:00:07. You are terse."},{"role":"user","content":"hi"},{"role":"assistant","content":"hello"},{"role":"user","content":"bye"}]}"#,
+//! );
+//! let session = SessionFile::parse("s.jsonl".into(), Arc::from(jsonl)).unwrap();
+//! let checked = kvlint_rules::check_session(&session, &Renderer::provider(), None).unwrap();
+//! let finding = &checked.findings[0];
+//! assert_eq!(finding.rule, "volatile-timestamp");
+//! assert_eq!(finding.part.to_string(), "messages[0].content");
+//! // Column 55 is the `7` of `10:00:07`, the first character that differs.
+//! let span = finding.span.unwrap();
+//! assert_eq!((span.line, span.column), (2, 55));
+//! ```
 
-use kvlint_core::analysis::TurnPair;
-use kvlint_core::diagnostic::{Diagnostic, Severity};
-use kvlint_core::prompt_template::{VolatilePlacement, Volatility};
-use kvlint_core::template_check::{TemplateBreak, TemplateBreakKind};
+use kvlint_core::cache::BreakpointIssue;
+use kvlint_core::diagnostic::{Diagnostic, Severity, Span};
+use kvlint_core::locate::LineColumn;
+use kvlint_core::path::PartPath;
+use kvlint_core::prompt_template::VolatilePlacement;
+use kvlint_core::template_check::TemplateBreak;
 
+mod check;
+mod pair;
 mod rules;
 pub mod volatile;
 
+pub use check::{SessionCheck, check_pair, check_session};
+pub use pair::TurnPair;
 pub use rules::*;
 
 /// What a rule is: its name, code, summary and documentation.
@@ -44,19 +73,82 @@ impl RuleMeta {
     }
 }
 
-/// Why a pair broke, in a rule's words.
+/// What a rule looks at.
+#[derive(Clone, Copy)]
+pub enum RuleInput<'a> {
+    /// Two consecutive recorded turns where the later one does not extend the earlier.
+    TurnPair(&'a TurnPair<'a>),
+    /// A break the chat-template check found in a model's template.
+    TemplateBreak(&'a TemplateBreak),
+    /// A variable of an application prompt template that changes every turn and renders
+    /// before stable text; `template` is the template's text.
+    Placement {
+        placement: &'a VolatilePlacement,
+        template: &'a str,
+    },
+    /// An audited Anthropic cache breakpoint, with its place in the session file.
+    Breakpoint {
+        issue: &'a BreakpointIssue,
+        span: Option<Span>,
+    },
+}
+
+/// What a rule says of an input it names: the rest of the diagnostic comes from the input.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Finding {
+    pub severity: Severity,
     pub message: String,
     pub help: String,
+    pub tokens_lost: usize,
+}
+
+impl Finding {
+    pub fn new(severity: Severity, message: impl Into<String>, help: impl Into<String>) -> Self {
+        Self {
+            severity,
+            message: message.into(),
+            help: help.into(),
+            tokens_lost: 0,
+        }
+    }
+
+    /// The break of a recorded pair, priced by what it costs: recomputing content the earlier
+    /// turn had cached is an error; dropping a per-turn tail is info.
+    pub fn of_pair(pair: &TurnPair<'_>, cause: &str, help: impl Into<String>) -> Self {
+        let tokens_lost = pair.tokens_lost();
+        let (severity, message) = if pair.recomputes_kept_content() {
+            (
+                Severity::Error,
+                format!("{cause}: {tokens_lost} cached tokens recomputed"),
+            )
+        } else {
+            (
+                Severity::Info,
+                format!(
+                    "{cause}: a per-turn tail of {tokens_lost} tokens that the next turn drops"
+                ),
+            )
+        };
+        Self {
+            severity,
+            message,
+            help: help.into(),
+            tokens_lost,
+        }
+    }
+
+    pub fn with_tokens_lost(mut self, tokens_lost: usize) -> Self {
+        self.tokens_lost = tokens_lost;
+        self
+    }
 }
 
 /// A rule of the catalog.
 pub trait Rule: Sync {
     fn meta(&self) -> &'static RuleMeta;
 
-    /// Returns a finding when the pair's first divergence is this rule's pattern.
-    fn check(&self, pair: &TurnPair<'_>) -> Option<Finding>;
+    /// Returns a finding when the input is this rule's pattern.
+    fn check(&self, input: &RuleInput<'_>) -> Option<Finding>;
 }
 
 /// Declares a rule's unit struct and its metadata from its doc comment.
@@ -85,21 +177,6 @@ macro_rules! declare_rule {
 }
 pub(crate) use declare_rule;
 
-/// Every rule, in the order they are asked: the most specific first.
-pub static RULES: &[&dyn Rule] = &[
-    &ToolOrder,
-    &ToolSetChange,
-    &JsonReserialized,
-    &VolatileTimestamp,
-    &VolatileId,
-    &VolatileCounter,
-    &HistoryRewrite,
-    &PrefixEdit,
-    &CacheBreakpoint,
-    &GenerationPrompt,
-    &ToolsInSystem,
-];
-
 /// Looks a rule up by name (`volatile-timestamp`) or code (`KV101`).
 pub fn rule(name_or_code: &str) -> Option<&'static dyn Rule> {
     RULES.iter().copied().find(|rule| {
@@ -108,142 +185,72 @@ pub fn rule(name_or_code: &str) -> Option<&'static dyn Rule> {
     })
 }
 
-/// Names the break of a pair as a diagnostic.
-pub fn diagnose(pair: &TurnPair<'_>) -> Diagnostic {
+/// Names an input as a diagnostic: the first rule, in [`RULES`] order, that finds its pattern.
+/// Every broken pair is named (`prefix-edit` takes any pair).
+pub fn diagnose(input: &RuleInput<'_>) -> Option<Diagnostic> {
     let (meta, finding) = RULES
         .iter()
-        .find_map(|rule| rule.check(pair).map(|finding| (rule.meta(), finding)))
-        .unwrap_or_else(|| (PrefixEdit.meta(), PrefixEdit::describe(pair)));
-    let severity = if pair.recomputes_kept_content() {
-        Severity::Error
-    } else {
-        Severity::Info
-    };
-    let tokens_lost = pair.tokens_lost();
-    let message = match severity {
-        Severity::Error => format!(
-            "{}: {tokens_lost} cached tokens recomputed",
-            finding.message
+        .find_map(|rule| Some((rule.meta(), rule.check(input)?)))?;
+    Some(diagnostic(meta, finding, input))
+}
+
+/// The one place a diagnostic is built: the rule's metadata, its finding, and where the input
+/// is.
+fn diagnostic(meta: &RuleMeta, finding: Finding, input: &RuleInput<'_>) -> Diagnostic {
+    let template = || PartPath::root().key("template");
+    let (turn, part, span, previous_window, current_window) = match *input {
+        RuleInput::TurnPair(pair) => {
+            let divergence = pair.divergence;
+            (
+                pair.index,
+                divergence.part.clone(),
+                divergence.span,
+                divergence.previous_window.clone(),
+                divergence.current_window.clone(),
+            )
+        }
+        RuleInput::TemplateBreak(found) => (
+            found.turn,
+            template(),
+            None,
+            found.before.clone(),
+            found.after.clone(),
         ),
-        _ => format!(
-            "{}: a per-turn tail of {tokens_lost} tokens that the next turn drops",
-            finding.message
+        RuleInput::Placement {
+            placement,
+            template: text,
+        } => {
+            let end = LineColumn::of_offset(text, placement.offset + placement.len);
+            let span = Span {
+                line: placement.line,
+                column: placement.column,
+                end_line: end.line,
+                end_column: end.column,
+                offset: placement.offset,
+                len: placement.len,
+            };
+            (0, template(), Some(span), String::new(), String::new())
+        }
+        RuleInput::Breakpoint { issue, span } => (
+            issue.turn,
+            issue.block.clone(),
+            span,
+            String::new(),
+            String::new(),
         ),
     };
-    let divergence = pair.divergence;
     Diagnostic {
         rule: meta.name,
         code: meta.code,
-        severity,
-        turn: pair.index,
-        part: divergence.part.clone(),
-        message,
-        tokens_lost,
-        span: divergence.span,
+        severity: finding.severity,
+        turn,
+        part,
+        message: finding.message,
+        tokens_lost: finding.tokens_lost,
+        span,
         help: finding.help,
-        previous_window: divergence.previous_window.clone(),
-        current_window: divergence.current_window.clone(),
-    }
-}
-
-/// Names a volatile variable an application prompt template places before stable text.
-pub fn diagnose_placement(placement: &VolatilePlacement, text: &str) -> Diagnostic {
-    let meta = match placement.volatility {
-        Volatility::Timestamp => &VolatileTimestamp::META,
-        Volatility::Id => &VolatileId::META,
-        Volatility::Counter | Volatility::Configured => &VolatileCounter::META,
-    };
-    let end = kvlint_core::locate::LineColumn::of_offset(text, placement.offset + placement.len);
-    Diagnostic {
-        rule: meta.name,
-        code: meta.code,
-        severity: Severity::Error,
-        turn: 0,
-        part: kvlint_core::path::PartPath::root().key("template"),
-        message: format!(
-            "`{}` changes every turn and renders before {} tokens of stable text, which no turn can reuse",
-            placement.variable, placement.stable_tokens_after
-        ),
-        tokens_lost: placement.stable_tokens_after,
-        span: Some(kvlint_core::diagnostic::Span {
-            line: placement.line,
-            column: placement.column,
-            end_line: end.line,
-            end_column: end.column,
-            offset: placement.offset,
-            len: placement.len,
-        }),
-        help: format!(
-            "move `{}` after the stable text: to the end of the template, or into the newest message",
-            placement.variable
-        ),
-        previous_window: String::new(),
-        current_window: String::new(),
-    }
-}
-
-/// Names a break the chat-template check found.
-pub fn diagnose_template(found: &TemplateBreak) -> Diagnostic {
-    use TemplateBreakKind::{
-        DateInjected, DateVariable, GenerationPromptNotReproduced, HistoryChanged,
-        ReasoningDropped, SystemPromptMoved, ToolsInSystemBlock,
-    };
-    let (meta, severity, message, help) = match found.kind {
-        DateInjected => (
-            &VolatileTimestamp::META,
-            Severity::Error,
-            "the template renders today's date (`strftime_now`): the whole prompt changes at midnight",
-            "pass a fixed date in chat_template_kwargs, or use a template without the date",
-        ),
-        DateVariable => (
-            &VolatileTimestamp::META,
-            Severity::Warning,
-            "the template renders a `date_string` variable in the system header: a server that passes today's date breaks the prefix daily",
-            "pass a fixed date_string in chat_template_kwargs, or none",
-        ),
-        ReasoningDropped => (
-            &HistoryRewrite::META,
-            Severity::Error,
-            "the template drops the reasoning of earlier assistant turns once a new turn exists: history is rewritten every turn",
-            "keep reasoning in history (a template option such as preserve_thinking, or a custom template)",
-        ),
-        SystemPromptMoved => (
-            &HistoryRewrite::META,
-            Severity::Error,
-            "the template moves the system prompt as turns are added (into the newest user message): every turn rewrites history",
-            "use a template that renders the system prompt once, at the start",
-        ),
-        HistoryChanged => (
-            &HistoryRewrite::META,
-            Severity::Error,
-            "the template renders earlier turns differently once a new turn exists",
-            "use a template whose rendering of a turn does not depend on later turns",
-        ),
-        GenerationPromptNotReproduced => (
-            &GenerationPrompt::META,
-            Severity::Warning,
-            "the generation prompt is not rendered the same way once the answer is history: the engine's cached answer is not reused",
-            "render history the way the model generated it, or accept one more prefill of each answer",
-        ),
-        ToolsInSystemBlock => (
-            &ToolsInSystem::META,
-            Severity::Info,
-            "tools render inside the system block: any tool change shifts everything after it",
-            "keep the tool list fixed for the session",
-        ),
-    };
-    Diagnostic {
-        rule: meta.name,
-        code: meta.code,
-        severity,
-        turn: found.turn,
-        part: kvlint_core::path::PartPath::root().key("template"),
-        message: message.to_owned(),
-        tokens_lost: 0,
-        span: None,
-        help: help.to_owned(),
-        previous_window: found.before.clone(),
-        current_window: found.after.clone(),
+        previous_window,
+        current_window,
     }
 }
 

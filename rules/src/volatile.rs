@@ -7,8 +7,11 @@
 use std::borrow::Cow;
 use std::sync::LazyLock;
 
-use kvlint_core::analysis::TurnPair;
+use kvlint_core::diagnostic::Severity;
+use kvlint_core::prompt_template::VolatilePlacement;
 use regex::Regex;
+
+use crate::{Finding, TurnPair};
 
 /// A kind of value that changes from turn to turn.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -119,10 +122,10 @@ impl VolatileClass {
             // Inside a message, the rest of the message must be the same too: a message
             // dropped from history can leave two different messages whose first
             // difference is an id.
-            let message = |turn: &kvlint_core::session::Turn| {
+            let message = |request: &kvlint_core::request::Request| {
                 pair.current_part()
                     .and_then(|part| part.message)
-                    .and_then(|index| turn.request.messages.get(index))
+                    .and_then(|index| request.messages.get(index))
                     .map(|message| message.value.to_string())
             };
             match (message(pair.previous), message(pair.current)) {
@@ -140,6 +143,22 @@ impl VolatileClass {
             self.occurs_in(tail) && current.contains(self.normalize(tail).as_ref())
         })
     }
+}
+
+/// A volatile variable of an application prompt template, placed before stable text.
+pub(crate) fn placement_finding(placement: &VolatilePlacement) -> Finding {
+    Finding::new(
+        Severity::Error,
+        format!(
+            "`{}` changes every turn and renders before {} tokens of stable text, which no turn can reuse",
+            placement.variable, placement.stable_tokens_after
+        ),
+        format!(
+            "move `{}` after the stable text: to the end of the template, or into the newest message",
+            placement.variable
+        ),
+    )
+    .with_tokens_lost(placement.stable_tokens_after)
 }
 
 #[cfg(test)]

@@ -4,9 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use kvlint_core::analysis::SessionAnalysis;
-use kvlint_core::render::Renderer;
-use kvlint_core::session::SessionFile;
+use kvlint_core::{Renderer, SessionFile};
 use kvlint_fixtures::{Expected, all_match};
 
 fn sessions() -> Vec<PathBuf> {
@@ -31,10 +29,10 @@ fn sessions() -> Vec<PathBuf> {
 
 fn actual(session: &Path, renderer: &Renderer) -> Vec<Expected> {
     let file = SessionFile::read(session).unwrap();
-    let analysis = SessionAnalysis::new(&file, renderer).unwrap();
-    analysis
-        .broken_pairs()
-        .map(|pair| kvlint_rules::diagnose(&pair))
+    kvlint_rules::check_session(&file, renderer, None)
+        .unwrap()
+        .findings
+        .into_iter()
         .map(|diagnostic| Expected {
             rule: diagnostic.rule.to_owned(),
             turn: diagnostic.turn as u64,

@@ -1,13 +1,14 @@
 //! The runtime guard: `kvlint check` on each pair of turns, as the requests are sent.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
-use kvlint_core::analysis::{TurnPair, diff_turns};
 use kvlint_core::diagnostic::{Diagnostic, Severity};
+use kvlint_core::diff::RenderedRequest;
 use kvlint_core::error::InputError;
+use kvlint_core::locate::Unplaced;
+use kvlint_core::path::PartPath;
 use kvlint_core::render::{Rendered, Renderer};
-use kvlint_core::session::SessionFile;
+use kvlint_core::request::Request;
 use serde::Serialize;
 use serde_json::Value;
 use thiserror::Error;
@@ -48,7 +49,15 @@ pub struct GuardCounters {
 /// A request the guard could not check, or refused.
 #[derive(Debug, Error, miette::Diagnostic)]
 pub enum GuardError {
-    /// The body is not a request kvlint reads, or its renderer failed.
+    /// The body is not a request of a format kvlint reads.
+    #[error("turn {turn}: `{part}`: {message}")]
+    #[diagnostic(code(kvlint_sdk::body))]
+    Body {
+        turn: usize,
+        part: PartPath,
+        message: String,
+    },
+    /// The renderer failed (a chat template raised an error).
     #[error(transparent)]
     #[diagnostic(transparent)]
     Input(#[from] InputError),
@@ -67,10 +76,9 @@ pub enum GuardError {
     },
 }
 
-/// The previous accepted turn: its body as a one-turn session file (for locations) and its
-/// rendering.
+/// The previous accepted turn: its request and its rendering.
 struct ObservedTurn {
-    session: SessionFile,
+    request: Request,
     rendered: Rendered,
 }
 
@@ -78,7 +86,8 @@ struct ObservedTurn {
 /// the analysis `kvlint check` runs: the same request model, renderer, turn diff and rules.
 ///
 /// One guard per session. Each finding is the diagnostic `kvlint check` reports for the same
-/// two turns; its `span` points into the turn's body as serialized compactly on one line.
+/// two turns, without a `span`: the bodies come from no file (the finding's `part` names the
+/// place in the body).
 ///
 /// ```
 /// use kvlint_core::render::Renderer;
@@ -120,37 +129,28 @@ impl Guard {
     /// findings (none when it extends the previous turn).
     pub fn observe(&mut self, body: &Value) -> Result<Vec<Diagnostic>, GuardError> {
         let index = self.next_turn;
-        let session = SessionFile::parse(format!("turn {index}"), Arc::from(body.to_string()))?;
-        let Some(turn) = session.turns.first() else {
-            return Err(InputError::Empty {
-                path: session.path.clone(),
-            }
-            .into());
-        };
-        let hint = self.previous.as_ref().and_then(|previous| {
-            Some((&previous.session.turns.first()?.request, &previous.rendered))
+        let request = Request::from_body(body).map_err(|error| GuardError::Body {
+            turn: index,
+            part: error.path,
+            message: error.message,
+        })?;
+        let rendered = self.renderer.render(&request)?;
+        let previous = self.previous.as_ref().map(|previous| RenderedRequest {
+            request: &previous.request,
+            rendered: &previous.rendered,
         });
-        let rendered = self.renderer.render_after(&turn.request, hint)?;
-        let diff = diff_turns(hint, (&session, turn, &rendered), index, &self.renderer);
-        let diagnostics: Vec<Diagnostic> = match (&diff.first_divergence, &self.previous) {
-            (Some(divergence), Some(previous)) => previous
-                .session
-                .turns
-                .first()
-                .map(|previous_turn| {
-                    kvlint_rules::diagnose(&TurnPair {
-                        index,
-                        previous: previous_turn,
-                        current: turn,
-                        previous_rendered: &previous.rendered,
-                        current_rendered: &rendered,
-                        divergence,
-                    })
-                })
-                .into_iter()
-                .collect(),
-            _ => Vec::new(),
+        let current = RenderedRequest {
+            request: &request,
+            rendered: &rendered,
         };
+        let (diff, finding) = kvlint_rules::check_pair(
+            previous,
+            current,
+            index,
+            self.renderer.tokenizer(),
+            &Unplaced,
+        );
+        let diagnostics: Vec<Diagnostic> = finding.into_iter().collect();
         let breaks = diagnostics
             .iter()
             .any(|diagnostic| diagnostic.severity == Severity::Error);
@@ -168,7 +168,7 @@ impl Guard {
             });
         }
         self.break_expected = false;
-        self.previous = Some(ObservedTurn { session, rendered });
+        self.previous = Some(ObservedTurn { request, rendered });
         self.next_turn += 1;
         Ok(diagnostics)
     }

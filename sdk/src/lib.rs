@@ -207,9 +207,8 @@
 //!
 //! [`Guard::observe`] takes each request body of a session (built by this crate or not) and
 //! returns the diagnostics `kvlint check` reports for the same pair of turns: it parses the
-//! body with [`kvlint_core::request::Request`], renders it with the [`Renderer`] you give,
-//! diffs it with [`kvlint_core::analysis::diff_turns`] and names the break with
-//! [`kvlint_rules::diagnose`]. [`GuardMode::Warn`] returns the findings;
+//! body with [`kvlint_core::request::Request`], renders it with the [`Renderer`] you give, and
+//! runs [`kvlint_rules::check_pair`], the same step `kvlint check` runs on every pair. [`GuardMode::Warn`] returns the findings;
 //! [`GuardMode::Error`] refuses a request that recomputes cached content
 //! ([`GuardError::Breaks`]). [`Guard::counters`] sums tokens reused, recomputed and dropped,
 //! and breaks by rule, for your metrics.

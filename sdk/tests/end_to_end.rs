@@ -11,8 +11,7 @@ mod common;
 
 use std::sync::Arc;
 
-use kvlint_core::analysis::SessionAnalysis;
-use kvlint_core::cache::{BreakpointIssueKind, Engine};
+use kvlint_core::cache::Engine;
 use kvlint_core::diagnostic::{Diagnostic, Severity};
 use kvlint_core::render::Renderer;
 use kvlint_core::session::SessionFile;
@@ -137,11 +136,9 @@ fn kvlint_check(bodies: &[Value], renderer: &Renderer, name: &str) -> Vec<Diagno
     let jsonl: String = bodies.iter().map(|body| format!("{body}\n")).collect();
     std::fs::write(&path, &jsonl).unwrap();
     let session = SessionFile::read(&path).unwrap();
-    let analysis = SessionAnalysis::new(&session, renderer).unwrap();
-    analysis
-        .broken_pairs()
-        .map(|pair| kvlint_rules::diagnose(&pair))
-        .collect()
+    kvlint_rules::check_session(&session, renderer, None)
+        .unwrap()
+        .findings
 }
 
 fn guard_findings(bodies: &[Value], renderer: Renderer) -> Vec<Diagnostic> {
@@ -252,13 +249,15 @@ fn anthropic_bodies_carry_valid_breakpoints() {
     let path = temp_path("anthropic.jsonl");
     let jsonl: String = bodies.iter().map(|body| format!("{body}\n")).collect();
     let session = SessionFile::parse(path.display().to_string(), Arc::from(jsonl)).unwrap();
-    let analysis = SessionAnalysis::with_cache_view(&session, &Renderer::provider()).unwrap();
-    let issues = analysis.audit_breakpoints(&"anthropic".parse::<Engine>().unwrap());
+    let engine = "anthropic".parse::<Engine>().unwrap();
+    let checked = kvlint_rules::check_session(&session, &Renderer::provider(), Some(&engine)).unwrap();
+    let issues: Vec<_> = checked
+        .findings
+        .iter()
+        .filter(|finding| finding.rule == "cache-breakpoint")
+        .collect();
     for issue in &issues {
-        assert!(
-            matches!(issue.kind, BreakpointIssueKind::BelowMinimum { .. }),
-            "{issue:?}"
-        );
+        assert!(issue.message.contains("below the model's minimum"), "{issue:?}");
     }
 }
 

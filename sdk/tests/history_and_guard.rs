@@ -5,8 +5,7 @@ mod common;
 
 use std::sync::Arc;
 
-use kvlint_core::analysis::SessionAnalysis;
-use kvlint_core::cache::{BreakpointIssueKind, Engine};
+use kvlint_core::cache::Engine;
 use kvlint_core::diagnostic::Severity;
 use kvlint_core::render::Renderer;
 use kvlint_core::session::SessionFile;
@@ -218,12 +217,17 @@ fn a_long_turn_gets_a_breakpoint_where_the_previous_turn_had_its_own() {
     // kvlint's audit agrees: every breakpoint is read by the next turn within the lookback.
     let jsonl = format!("{first}\n{second}\n");
     let session = SessionFile::parse("long.jsonl".into(), Arc::from(jsonl)).unwrap();
-    let analysis = SessionAnalysis::with_cache_view(&session, &Renderer::provider()).unwrap();
-    let issues = analysis.audit_breakpoints(&"anthropic".parse::<Engine>().unwrap());
+    let engine = "anthropic".parse::<Engine>().unwrap();
+    let checked = kvlint_rules::check_session(&session, &Renderer::provider(), Some(&engine)).unwrap();
+    let issues: Vec<_> = checked
+        .findings
+        .iter()
+        .filter(|finding| finding.rule == "cache-breakpoint")
+        .collect();
     assert!(
         issues
             .iter()
-            .all(|issue| matches!(issue.kind, BreakpointIssueKind::BelowMinimum { .. })),
+            .all(|issue| issue.message.contains("below the model's minimum")),
         "{issues:?}"
     );
 }
@@ -299,6 +303,6 @@ fn warn_mode_returns_findings_and_records_the_turn() {
     );
     assert!(matches!(
         guard.observe(&json!({"prompt": "not a chat"})),
-        Err(GuardError::Input(_))
+        Err(GuardError::Body { turn: 3, .. })
     ));
 }

@@ -5,11 +5,12 @@ use std::fmt::Write as _;
 
 use kvlint_core::diagnostic::Severity;
 
-use crate::report::Report;
+use super::CheckedFile;
+use crate::report::ErrorReport;
 
-pub fn render(report: &Report) -> String {
+pub fn render(files: &[CheckedFile<'_>], errors: &[ErrorReport]) -> String {
     let mut out = String::new();
-    for error in &report.errors {
+    for error in errors {
         let _ = writeln!(
             out,
             "::error file={}::{}",
@@ -17,14 +18,14 @@ pub fn render(report: &Report) -> String {
             escape_data(&error.message)
         );
     }
-    for session in &report.sessions {
-        for finding in &session.findings {
+    for file in files {
+        for finding in file.findings {
             let command = match finding.severity {
                 Severity::Error => "error",
                 Severity::Warning => "warning",
                 Severity::Info => "notice",
             };
-            let mut properties = format!("file={}", escape_property(&session.path));
+            let mut properties = format!("file={}", escape_property(file.path));
             if let Some(span) = finding.span {
                 let _ = write!(
                     properties,

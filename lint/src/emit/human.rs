@@ -7,27 +7,28 @@ use kvlint_core::diagnostic::{Diagnostic, Severity, SeverityCounts};
 use kvlint_core::excerpt::Excerpt;
 use miette::{GraphicalReportHandler, GraphicalTheme, LabeledSpan, SourceCode};
 
-use crate::diff::RequestDiff;
+use super::Terminal;
+use crate::commands::diff::RequestDiff;
+use crate::commands::template::TemplateReport;
 use crate::probe::ProbeReport;
 use crate::report::{Report, SessionReport};
-use crate::template::TemplateReport;
 
-fn handler(color: bool, width: usize) -> GraphicalReportHandler {
-    let theme = if color {
+fn handler(terminal: Terminal) -> GraphicalReportHandler {
+    let theme = if terminal.color {
         GraphicalTheme::unicode()
     } else {
         GraphicalTheme::unicode_nocolor()
     };
-    GraphicalReportHandler::new_themed(theme).with_width(width)
+    GraphicalReportHandler::new_themed(theme).with_width(terminal.width)
 }
 
-/// Renders the whole report. `color` picks the theme; `width` wraps messages.
-pub fn render(report: &Report, color: bool, width: usize) -> String {
-    let handler = handler(color, width);
+/// Renders the whole report: the terminal's colour picks the theme, its width wraps messages.
+pub fn render(report: &Report, terminal: Terminal) -> String {
+    let handler = handler(terminal);
     let mut out = String::new();
-    for error in &report.input_errors {
+    for error in &report.errors {
         // Writing into a String cannot fail.
-        let _ = handler.render_report(&mut out, error.as_ref());
+        let _ = handler.render_report(&mut out, error.diagnostic.as_ref());
     }
     for session in &report.sessions {
         for finding in &session.findings {
@@ -46,11 +47,11 @@ pub fn render(report: &Report, color: bool, width: usize) -> String {
 }
 
 /// Renders `kvlint template`: each template's findings with the text around each break.
-pub fn render_templates(report: &TemplateReport, color: bool, width: usize) -> String {
-    let handler = handler(color, width);
+pub fn render_templates(report: &TemplateReport, terminal: Terminal) -> String {
+    let handler = handler(terminal);
     let mut out = String::new();
-    for error in &report.input_errors {
-        let _ = handler.render_report(&mut out, error.as_ref());
+    for error in &report.errors {
+        let _ = handler.render_report(&mut out, error.diagnostic.as_ref());
     }
     for template in &report.templates {
         for finding in &template.findings {
@@ -68,8 +69,12 @@ pub fn render_templates(report: &TemplateReport, color: bool, width: usize) -> S
 }
 
 /// Renders `kvlint probe`: a per-turn table of predicted and observed cached tokens.
-pub fn render_probe(report: &ProbeReport) -> String {
+pub fn render_probe(report: &ProbeReport, terminal: Terminal) -> String {
+    let handler = handler(terminal);
     let mut out = String::new();
+    for error in &report.errors {
+        let _ = handler.render_report(&mut out, error.diagnostic.as_ref());
+    }
     for session in &report.sessions {
         let _ = writeln!(
             out,
@@ -124,7 +129,7 @@ pub fn render_probe(report: &ProbeReport) -> String {
 }
 
 /// Renders `kvlint diff`: token counts, the finding, and the rendered prompts' diff.
-pub fn render_diff(diff: &RequestDiff, current_file: &str, color: bool, width: usize) -> String {
+pub fn render_diff(diff: &RequestDiff, terminal: Terminal) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -138,8 +143,8 @@ pub fn render_diff(diff: &RequestDiff, current_file: &str, color: bool, width: u
     );
     match &diff.finding {
         Some(finding) => {
-            let report = FindingReport::new(&diff.current.path, current_file, finding);
-            let _ = handler(color, width).render_report(&mut out, &report);
+            let report = FindingReport::new(&diff.current.path, &diff.current_source, finding);
+            let _ = handler(terminal).render_report(&mut out, &report);
             out.push_str(&diff.rendered_diff);
         }
         None => out.push_str("the second request extends the first: its whole prompt is a cache hit up to the new content\n"),

@@ -1,7 +1,7 @@
 //! The JSON report: a contract, versioned.
 
-use crate::report::Report;
+use super::Output;
 
-pub fn render(report: &Report) -> String {
-    serde_json::to_string_pretty(report).unwrap_or_default() + "\n"
+pub fn render(output: &Output<'_>) -> String {
+    serde_json::to_string_pretty(output).unwrap_or_default() + "\n"
 }

@@ -5,23 +5,19 @@ use std::fmt::Write as _;
 
 use kvlint_core::diagnostic::{Diagnostic, Severity};
 
-use crate::report::{Report, SessionReport};
+use super::CheckedFile;
+use crate::report::ErrorReport;
 
-pub fn render(report: &Report) -> String {
-    let tests: usize = report
-        .sessions
-        .iter()
-        .map(|session| session.turns.len())
-        .sum::<usize>()
-        + report.errors.len();
-    let failures: usize = report.sessions.iter().map(failed_turns).sum();
+pub fn render(files: &[CheckedFile<'_>], errors: &[ErrorReport]) -> String {
+    let tests: usize = files.iter().map(|file| file.turns).sum::<usize>() + errors.len();
+    let failures: usize = files.iter().map(failed_turns).sum();
     let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let _ = writeln!(
         out,
         "<testsuites name=\"kvlint\" tests=\"{tests}\" failures=\"{failures}\" errors=\"{}\">",
-        report.errors.len()
+        errors.len()
     );
-    for error in &report.errors {
+    for error in errors {
         let path = attribute(&error.path);
         let _ = writeln!(
             out,
@@ -31,19 +27,17 @@ pub fn render(report: &Report) -> String {
             attribute(&error.message)
         );
     }
-    for session in &report.sessions {
-        let path = attribute(&session.path);
+    for file in files {
+        let path = attribute(file.path);
         let _ = writeln!(
             out,
             "  <testsuite name=\"{path}\" tests=\"{}\" failures=\"{}\" errors=\"0\">",
-            session.turns.len(),
-            failed_turns(session)
+            file.turns,
+            failed_turns(file)
         );
-        for turn in &session.turns {
-            let index = turn.diff.index;
+        for index in 0..file.turns {
             let findings = || {
-                session
-                    .findings
+                file.findings
                     .iter()
                     .filter(move |finding| finding.turn == index)
             };
@@ -65,7 +59,7 @@ pub fn render(report: &Report) -> String {
             if let Some(first) = errors.first() {
                 let body: Vec<String> = errors
                     .iter()
-                    .map(|finding| describe(&session.path, finding))
+                    .map(|finding| describe(file.path, finding))
                     .collect();
                 let _ = writeln!(
                     out,
@@ -82,7 +76,7 @@ pub fn render(report: &Report) -> String {
                         format!(
                             "{}: {}",
                             finding.severity.as_str(),
-                            describe(&session.path, finding)
+                            describe(file.path, finding)
                         )
                     })
                     .collect();
@@ -100,14 +94,12 @@ pub fn render(report: &Report) -> String {
     out
 }
 
-fn failed_turns(session: &SessionReport) -> usize {
-    session
-        .turns
-        .iter()
+fn failed_turns(file: &CheckedFile<'_>) -> usize {
+    (0..file.turns)
         .filter(|turn| {
-            session.findings.iter().any(|finding| {
-                finding.turn == turn.diff.index && finding.severity == Severity::Error
-            })
+            file.findings
+                .iter()
+                .any(|finding| finding.turn == *turn && finding.severity == Severity::Error)
         })
         .count()
 }

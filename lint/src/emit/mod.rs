@@ -1,4 +1,6 @@
-//! Emitters: each renders the same [`Report`](crate::report::Report) in one output format.
+//! Output as one boundary: every command hands its result to [`emit`] as an [`Output`], and
+//! each format is a small emitter over that plain data. A command × format pair an emitter
+//! does not support is refused with a message (exit 2), never printed in another format.
 
 pub mod github;
 pub mod human;
@@ -7,6 +9,13 @@ pub mod junit;
 pub mod sarif;
 
 use clap::ValueEnum;
+use kvlint_core::diagnostic::Diagnostic;
+use serde::Serialize;
+
+use crate::commands::diff::RequestDiff;
+use crate::commands::template::TemplateReport;
+use crate::probe::ProbeReport;
+use crate::report::{ErrorReport, Report};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum OutputFormat {
@@ -20,4 +29,77 @@ pub enum OutputFormat {
     Github,
     /// JUnit XML: a test suite per session, a test case per turn.
     Junit,
+}
+
+/// What a command produced, for the emitters.
+#[derive(Serialize)]
+#[serde(untagged)]
+pub enum Output<'a> {
+    Check(&'a Report),
+    Template(&'a TemplateReport),
+    Diff(&'a RequestDiff),
+    Probe(&'a ProbeReport),
+}
+
+/// How human output is laid out.
+#[derive(Clone, Copy, Debug)]
+pub struct Terminal {
+    pub color: bool,
+    pub width: usize,
+}
+
+/// A format the command's output has no emitter for.
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+#[error("`kvlint {command}` does not print `--format {format}`")]
+#[diagnostic(code(kvlint::format), help("use {supported}"))]
+pub struct UnsupportedFormat {
+    command: &'static str,
+    format: String,
+    supported: &'static str,
+}
+
+/// One checked file as the file-based emitters (SARIF, GitHub, JUnit) read it: its findings,
+/// and its turns (JUnit's test cases).
+pub struct CheckedFile<'a> {
+    pub path: &'a str,
+    pub turns: usize,
+    pub findings: &'a [Diagnostic],
+}
+
+/// Renders a command's output in a format.
+pub fn emit(
+    format: OutputFormat,
+    output: &Output<'_>,
+    terminal: Terminal,
+) -> Result<String, UnsupportedFormat> {
+    let render_files: fn(&[CheckedFile<'_>], &[ErrorReport]) -> String = match format {
+        OutputFormat::Json => return Ok(json::render(output)),
+        OutputFormat::Human => {
+            return Ok(match output {
+                Output::Check(report) => human::render(report, terminal),
+                Output::Template(report) => human::render_templates(report, terminal),
+                Output::Diff(diff) => human::render_diff(diff, terminal),
+                Output::Probe(report) => human::render_probe(report, terminal),
+            });
+        }
+        OutputFormat::Sarif => sarif::render,
+        OutputFormat::Github => github::render,
+        OutputFormat::Junit => junit::render,
+    };
+    match output {
+        Output::Check(report) => Ok(render_files(&report.checked_files(), &report.errors)),
+        Output::Template(report) => Ok(render_files(&report.checked_files(), &report.errors)),
+        Output::Diff(_) => Err(unsupported("diff", format)),
+        Output::Probe(_) => Err(unsupported("probe", format)),
+    }
+}
+
+fn unsupported(command: &'static str, format: OutputFormat) -> UnsupportedFormat {
+    UnsupportedFormat {
+        command,
+        format: format
+            .to_possible_value()
+            .map_or_else(String::new, |value| value.get_name().to_owned()),
+        supported: "`--format human` or `--format json`",
+    }
 }

@@ -4,26 +4,24 @@ use kvlint_core::diagnostic::{Diagnostic, Severity};
 use kvlint_rules::RuleMeta;
 use serde_json::{Value, json};
 
-use crate::report::Report;
+use super::CheckedFile;
+use crate::report::ErrorReport;
 
 const SCHEMA: &str =
     "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json";
 
-pub fn render(report: &Report) -> String {
+pub fn render(files: &[CheckedFile<'_>], errors: &[ErrorReport]) -> String {
     let mut rules: Vec<&RuleMeta> = kvlint_rules::RULES.iter().map(|rule| rule.meta()).collect();
     rules.sort_by_key(|meta| meta.code);
-    let results: Vec<Value> = report
-        .sessions
+    let results: Vec<Value> = files
         .iter()
-        .flat_map(|session| {
-            session
-                .findings
+        .flat_map(|file| {
+            file.findings
                 .iter()
-                .map(|finding| result(&rules, &session.path, finding))
+                .map(|finding| result(&rules, file.path, finding))
         })
         .collect();
-    let notifications: Vec<Value> = report
-        .errors
+    let notifications: Vec<Value> = errors
         .iter()
         .map(|error| {
             json!({
@@ -46,7 +44,7 @@ pub fn render(report: &Report) -> String {
                 }
             },
             "invocations": [{
-                "executionSuccessful": report.errors.is_empty(),
+                "executionSuccessful": errors.is_empty(),
                 "toolExecutionNotifications": notifications,
             }],
             // Span columns count characters, not the UTF-16 units SARIF assumes otherwise.

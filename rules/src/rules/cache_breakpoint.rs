@@ -1,10 +1,9 @@
-use kvlint_core::analysis::TurnPair;
 use kvlint_core::cache::{
     ANTHROPIC_LOOKBACK_BLOCKS, ANTHROPIC_MAX_BREAKPOINTS, BreakpointIssue, BreakpointIssueKind,
 };
-use kvlint_core::diagnostic::{Diagnostic, Severity, Span};
+use kvlint_core::diagnostic::Severity;
 
-use crate::{Finding, Rule, RuleMeta, declare_rule};
+use crate::{Finding, Rule, RuleInput, RuleMeta, declare_rule};
 
 declare_rule! {
     /// ## What it does
@@ -38,8 +37,8 @@ declare_rule! {
 }
 
 impl CacheBreakpoint {
-    /// The diagnostic for an audited breakpoint.
-    pub fn diagnostic(issue: &BreakpointIssue, span: Option<Span>) -> Diagnostic {
+    /// The finding for an audited breakpoint.
+    fn finding(issue: &BreakpointIssue) -> Finding {
         let (severity, message, tokens_lost, help) = match &issue.kind {
             BreakpointIssueKind::TooMany { count } => (
                 Severity::Error,
@@ -85,19 +84,7 @@ impl CacheBreakpoint {
                 "keep a breakpoint on the newest message every turn (or use the automatic top-level cache_control)",
             ),
         };
-        Diagnostic {
-            rule: Self::META.name,
-            code: Self::META.code,
-            severity,
-            turn: issue.turn,
-            part: issue.block.clone(),
-            message,
-            tokens_lost,
-            span,
-            help: help.to_owned(),
-            previous_window: String::new(),
-            current_window: String::new(),
-        }
+        Finding::new(severity, message, help).with_tokens_lost(tokens_lost)
     }
 }
 
@@ -106,8 +93,11 @@ impl Rule for CacheBreakpoint {
         &Self::META
     }
 
-    /// Breakpoints are audited per turn, not per broken pair.
-    fn check(&self, _pair: &TurnPair<'_>) -> Option<Finding> {
-        None
+    /// Breakpoints are audited per turn (with `--engine anthropic`), not per broken pair.
+    fn check(&self, input: &RuleInput<'_>) -> Option<Finding> {
+        let RuleInput::Breakpoint { issue, .. } = *input else {
+            return None;
+        };
+        Some(Self::finding(issue))
     }
 }

@@ -1,6 +1,8 @@
-use kvlint_core::analysis::TurnPair;
 
-use crate::{Finding, Rule, RuleMeta, declare_rule};
+use kvlint_core::diagnostic::Severity;
+use kvlint_core::template_check::TemplateBreakKind;
+
+use crate::{Finding, Rule, RuleInput, RuleMeta, declare_rule};
 
 declare_rule! {
     /// ## What it does
@@ -38,7 +40,16 @@ impl Rule for GenerationPrompt {
     }
 
     /// Found by the template check, not in a pair of recorded turns.
-    fn check(&self, _pair: &TurnPair<'_>) -> Option<Finding> {
-        None
+    fn check(&self, input: &RuleInput<'_>) -> Option<Finding> {
+        let RuleInput::TemplateBreak(found) = *input else {
+            return None;
+        };
+        (found.kind == TemplateBreakKind::GenerationPromptNotReproduced).then(|| {
+            Finding::new(
+                Severity::Warning,
+                "the generation prompt is not rendered the same way once the answer is history: the engine's cached answer is not reused",
+                "render history the way the model generated it, or accept one more prefill of each answer",
+            )
+        })
     }
 }

@@ -1,7 +1,8 @@
-use kvlint_core::analysis::TurnPair;
+use kvlint_core::diagnostic::Severity;
 use kvlint_core::request::PartKind;
+use kvlint_core::template_check::TemplateBreakKind;
 
-use crate::{Finding, Rule, RuleMeta, declare_rule};
+use crate::{Finding, Rule, RuleInput, RuleMeta, TurnPair, declare_rule};
 
 declare_rule! {
     /// ## What it does
@@ -37,11 +38,36 @@ impl Rule for HistoryRewrite {
         &Self::META
     }
 
-    fn check(&self, pair: &TurnPair<'_>) -> Option<Finding> {
+    fn check(&self, input: &RuleInput<'_>) -> Option<Finding> {
+        let (message, help) = match *input {
+            RuleInput::TurnPair(pair) => return rewritten_history(pair),
+            RuleInput::TemplateBreak(found) => match found.kind {
+                TemplateBreakKind::ReasoningDropped => (
+                    "the template drops the reasoning of earlier assistant turns once a new turn exists: history is rewritten every turn",
+                    "keep reasoning in history (a template option such as preserve_thinking, or a custom template)",
+                ),
+                TemplateBreakKind::SystemPromptMoved => (
+                    "the template moves the system prompt as turns are added (into the newest user message): every turn rewrites history",
+                    "use a template that renders the system prompt once, at the start",
+                ),
+                TemplateBreakKind::HistoryChanged => (
+                    "the template renders earlier turns differently once a new turn exists",
+                    "use a template whose rendering of a turn does not depend on later turns",
+                ),
+                _ => return None,
+            },
+            _ => return None,
+        };
+        Some(Finding::new(Severity::Error, message, help))
+    }
+}
+
+/// A message of the earlier turn's history that this turn drops, moves or changes.
+fn rewritten_history(pair: &TurnPair<'_>) -> Option<Finding> {
         let previous_part = pair.previous_part()?;
         let index = previous_part.message?;
-        let previous = &pair.previous.request;
-        let current = &pair.current.request;
+        let previous = pair.previous;
+        let current = pair.current;
         let message = previous.messages.get(index)?;
         // The system prompt as the first message is the head of the prompt, not history.
         if index == 0 && matches!(message.role.as_str(), "system" | "developer") {
@@ -93,9 +119,5 @@ impl Rule for HistoryRewrite {
         } else {
             format!("`{path}` was changed")
         };
-        Some(Finding {
-            message: format!("history rewritten: {how}"),
-            help: "treat history as append-only; compact rarely and in large steps so the cost is paid once".into(),
-        })
-    }
+        Some(Finding::of_pair(pair, &format!("history rewritten: {how}"), "treat history as append-only; compact rarely and in large steps so the cost is paid once"))
 }

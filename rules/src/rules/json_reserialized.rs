@@ -1,9 +1,8 @@
-use kvlint_core::analysis::TurnPair;
 use kvlint_core::request::{PartKind, same_bytes};
 use serde_json::Value;
 
 use super::diverges_in_tools;
-use crate::{Finding, Rule, RuleMeta, declare_rule};
+use crate::{Finding, Rule, RuleInput, RuleMeta, declare_rule};
 
 declare_rule! {
     /// ## What it does
@@ -38,12 +37,15 @@ impl Rule for JsonReserialized {
         &Self::META
     }
 
-    fn check(&self, pair: &TurnPair<'_>) -> Option<Finding> {
+    fn check(&self, input: &RuleInput<'_>) -> Option<Finding> {
+        let RuleInput::TurnPair(pair) = *input else {
+            return None;
+        };
         let (what, before, after) =
             if diverges_in_tools(pair) {
-                let previous_tools = &pair.previous.request.tools;
+                let previous_tools = &pair.previous.tools;
                 let (after, before) =
-                    pair.current.request.tools.iter().zip(previous_tools).find(
+                    pair.current.tools.iter().zip(previous_tools).find(
                         |(after, before)| !same_bytes(&after.definition, &before.definition),
                     )?;
                 if after.name != before.name {
@@ -85,9 +87,6 @@ impl Rule for JsonReserialized {
         } else {
             "key order"
         };
-        Some(Finding {
-            message: format!("{what} is the same JSON value serialized with other {difference}"),
-            help: "send the exact bytes of the earlier turn: keep tool-call arguments as the model wrote them and serialize schemas once, with a fixed key order".into(),
-        })
+        Some(Finding::of_pair(pair, &format!("{what} is the same JSON value serialized with other {difference}"), "send the exact bytes of the earlier turn: keep tool-call arguments as the model wrote them and serialize schemas once, with a fixed key order"))
     }
 }

@@ -1,37 +1,42 @@
-//! One file per rule. Adding a rule: a file here, a line below, a line in [`crate::RULES`].
+//! One file per rule. Adding a rule: its file here and one line in [`register_rules!`] below.
 
-mod cache_breakpoint;
-mod generation_prompt;
-mod history_rewrite;
-mod json_reserialized;
-mod prefix_edit;
-mod tool_order;
-mod tool_set_change;
-mod tools_in_system;
-mod volatile_counter;
-mod volatile_id;
-mod volatile_timestamp;
-
-pub use cache_breakpoint::CacheBreakpoint;
-pub use generation_prompt::GenerationPrompt;
-pub use history_rewrite::HistoryRewrite;
-pub use json_reserialized::JsonReserialized;
-pub use prefix_edit::PrefixEdit;
-pub use tool_order::ToolOrder;
-pub use tool_set_change::ToolSetChange;
-pub use tools_in_system::ToolsInSystem;
-pub use volatile_counter::VolatileCounter;
-pub use volatile_id::VolatileId;
-pub use volatile_timestamp::VolatileTimestamp;
-
-use kvlint_core::analysis::TurnPair;
 use kvlint_core::request::{PartKind, same_bytes};
+
+use crate::TurnPair;
+
+/// Declares each rule's module, re-exports its struct, and lists it in [`RULES`], in the
+/// order rules are asked: the most specific first.
+macro_rules! register_rules {
+    ($($module:ident::$rule:ident),+ $(,)?) => {
+        $(
+            mod $module;
+            pub use $module::$rule;
+        )+
+
+        /// Every rule, in the order they are asked: the most specific first.
+        pub static RULES: &[&dyn crate::Rule] = &[$(&$rule),+];
+    };
+}
+
+register_rules! {
+    tool_order::ToolOrder,
+    tool_set_change::ToolSetChange,
+    json_reserialized::JsonReserialized,
+    volatile_timestamp::VolatileTimestamp,
+    volatile_id::VolatileId,
+    volatile_counter::VolatileCounter,
+    history_rewrite::HistoryRewrite,
+    prefix_edit::PrefixEdit,
+    cache_breakpoint::CacheBreakpoint,
+    generation_prompt::GenerationPrompt,
+    tools_in_system::ToolsInSystem,
+}
 
 /// Whether the pair diverges where tools are rendered (before the conversation) while the
 /// two turns send different tool lists.
 pub(crate) fn diverges_in_tools(pair: &TurnPair<'_>) -> bool {
-    let previous = &pair.previous.request.tools;
-    let current = &pair.current.request.tools;
+    let previous = &pair.previous.tools;
+    let current = &pair.current.tools;
     let differ = previous.len() != current.len()
         || previous.iter().zip(current).any(|(before, after)| {
             before.name != after.name || !same_bytes(&before.definition, &after.definition)
@@ -51,8 +56,8 @@ pub(crate) fn diverges_in_tools(pair: &TurnPair<'_>) -> bool {
             }),
         })
     };
-    in_head(pair.current_part(), &pair.current.request.messages)
-        || in_head(pair.previous_part(), &pair.previous.request.messages)
+    in_head(pair.current_part(), &pair.current.messages)
+        || in_head(pair.previous_part(), &pair.previous.messages)
 }
 
 /// A name list for messages: `a`, `b` and `c`.

@@ -1,6 +1,5 @@
-use kvlint_core::analysis::TurnPair;
 
-use crate::{Finding, Rule, RuleMeta, declare_rule};
+use crate::{Finding, Rule, RuleInput, RuleMeta, declare_rule};
 
 declare_rule! {
     /// ## What it does
@@ -28,22 +27,19 @@ declare_rule! {
     }
 }
 
-impl PrefixEdit {
-    /// Describes the change; `prefix-edit` names every break no other rule names.
-    pub fn describe(pair: &TurnPair<'_>) -> Finding {
-        Finding {
-            message: format!("`{}` changed", pair.divergence.part),
-            help: "keep the head of the prompt fixed for the session; send changing state as a new message at the end".into(),
-        }
-    }
-}
-
 impl Rule for PrefixEdit {
     fn meta(&self) -> &'static RuleMeta {
         &Self::META
     }
 
-    fn check(&self, pair: &TurnPair<'_>) -> Option<Finding> {
-        Some(Self::describe(pair))
+    fn check(&self, input: &RuleInput<'_>) -> Option<Finding> {
+        let RuleInput::TurnPair(pair) = *input else {
+            return None;
+        };
+        Some(Finding::of_pair(
+            pair,
+            &format!("`{}` changed", pair.divergence.part),
+            "keep the head of the prompt fixed for the session; send changing state as a new message at the end",
+        ))
     }
 }

@@ -1,7 +1,6 @@
-use kvlint_core::analysis::TurnPair;
 
 use super::{diverges_in_tools, quoted_list};
-use crate::{Finding, Rule, RuleMeta, declare_rule};
+use crate::{Finding, Rule, RuleInput, RuleMeta, declare_rule};
 
 declare_rule! {
     /// ## What it does
@@ -36,9 +35,12 @@ impl Rule for ToolOrder {
         &Self::META
     }
 
-    fn check(&self, pair: &TurnPair<'_>) -> Option<Finding> {
-        let before = pair.previous.request.tool_names();
-        let after = pair.current.request.tool_names();
+    fn check(&self, input: &RuleInput<'_>) -> Option<Finding> {
+        let RuleInput::TurnPair(pair) = *input else {
+            return None;
+        };
+        let before = pair.previous.tool_names();
+        let after = pair.current.tool_names();
         let (mut sorted_before, mut sorted_after) = (before.clone(), after.clone());
         sorted_before.sort_unstable();
         sorted_after.sort_unstable();
@@ -51,13 +53,10 @@ impl Rule for ToolOrder {
             .filter(|(was, is)| was != is)
             .map(|(was, _)| *was)
             .collect();
-        Some(Finding {
-            message: format!(
+        Some(Finding::of_pair(pair, &format!(
                 "the same {} tools are sent in another order ({} moved)",
                 before.len(),
                 quoted_list(&moved)
-            ),
-            help: "sort tools by name once per session and send the same list every turn".into(),
-        })
+            ), "sort tools by name once per session and send the same list every turn"))
     }
 }

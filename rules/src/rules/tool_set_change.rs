@@ -1,8 +1,7 @@
-use kvlint_core::analysis::TurnPair;
 
 use super::{diverges_in_tools, quoted_list};
 use crate::volatile::VolatileClass;
-use crate::{Finding, Rule, RuleMeta, declare_rule};
+use crate::{Finding, Rule, RuleInput, RuleMeta, declare_rule};
 
 declare_rule! {
     /// ## What it does
@@ -37,12 +36,15 @@ impl Rule for ToolSetChange {
         &Self::META
     }
 
-    fn check(&self, pair: &TurnPair<'_>) -> Option<Finding> {
+    fn check(&self, input: &RuleInput<'_>) -> Option<Finding> {
+        let RuleInput::TurnPair(pair) = *input else {
+            return None;
+        };
         if !diverges_in_tools(pair) {
             return None;
         }
-        let before = pair.previous.request.tool_names();
-        let after = pair.current.request.tool_names();
+        let before = pair.previous.tool_names();
+        let after = pair.current.tool_names();
         let added: Vec<&str> = after
             .iter()
             .filter(|name| !before.contains(name))
@@ -62,10 +64,9 @@ impl Rule for ToolSetChange {
                 quoted_list(&added)
             ),
             (true, true) => {
-                let previous_tools = &pair.previous.request.tools;
+                let previous_tools = &pair.previous.tools;
                 let changed = pair
                     .current
-                    .request
                     .tools
                     .iter()
                     .zip(previous_tools)
@@ -88,9 +89,10 @@ impl Rule for ToolSetChange {
                 format!("the definition of tool `{}` changed", changed.0.name)
             }
         };
-        Some(Finding {
-            message,
-            help: "send the full tool list from the first turn and keep it fixed for the session; mask tools instead of removing them".into(),
-        })
+        Some(Finding::of_pair(
+            pair,
+            &message,
+            "send the full tool list from the first turn and keep it fixed for the session; mask tools instead of removing them",
+        ))
     }
 }

@@ -1,6 +1,8 @@
-use kvlint_core::analysis::TurnPair;
 
-use crate::{Finding, Rule, RuleMeta, declare_rule};
+use kvlint_core::diagnostic::Severity;
+use kvlint_core::template_check::TemplateBreakKind;
+
+use crate::{Finding, Rule, RuleInput, RuleMeta, declare_rule};
 
 declare_rule! {
     /// ## What it does
@@ -33,7 +35,16 @@ impl Rule for ToolsInSystem {
     }
 
     /// Found by the template check, not in a pair of recorded turns.
-    fn check(&self, _pair: &TurnPair<'_>) -> Option<Finding> {
-        None
+    fn check(&self, input: &RuleInput<'_>) -> Option<Finding> {
+        let RuleInput::TemplateBreak(found) = *input else {
+            return None;
+        };
+        (found.kind == TemplateBreakKind::ToolsInSystemBlock).then(|| {
+            Finding::new(
+                Severity::Info,
+                "tools render inside the system block: any tool change shifts everything after it",
+                "keep the tool list fixed for the session",
+            )
+        })
     }
 }

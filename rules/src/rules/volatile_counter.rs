@@ -1,7 +1,8 @@
-use kvlint_core::analysis::TurnPair;
 
-use crate::volatile::VolatileClass;
-use crate::{Finding, Rule, RuleMeta, declare_rule};
+use kvlint_core::prompt_template::Volatility;
+
+use crate::volatile::{VolatileClass, placement_finding};
+use crate::{Finding, Rule, RuleInput, RuleMeta, declare_rule};
 
 declare_rule! {
     /// ## What it does
@@ -35,10 +36,17 @@ impl Rule for VolatileCounter {
         &Self::META
     }
 
-    fn check(&self, pair: &TurnPair<'_>) -> Option<Finding> {
-        VolatileClass::Counter.explains(pair).then(|| Finding {
-            message: format!("a counter changes in `{}`", pair.divergence.part),
-            help: "put budgets, usage and step counts at the end of the newest message, not in the system prompt or history".into(),
-        })
+    fn check(&self, input: &RuleInput<'_>) -> Option<Finding> {
+        match *input {
+            RuleInput::TurnPair(pair) => VolatileClass::Counter
+                .explains(pair)
+                .then(|| Finding::of_pair(pair, &format!("a counter changes in `{}`", pair.divergence.part), "put budgets, usage and step counts at the end of the newest message, not in the system prompt or history")),
+            RuleInput::Placement { placement, .. }
+                if matches!(placement.volatility, Volatility::Counter | Volatility::Configured) =>
+            {
+                Some(placement_finding(placement))
+            }
+            _ => None,
+        }
     }
 }

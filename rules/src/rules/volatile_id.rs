@@ -1,7 +1,8 @@
-use kvlint_core::analysis::TurnPair;
 
-use crate::volatile::VolatileClass;
-use crate::{Finding, Rule, RuleMeta, declare_rule};
+use kvlint_core::prompt_template::Volatility;
+
+use crate::volatile::{VolatileClass, placement_finding};
+use crate::{Finding, Rule, RuleInput, RuleMeta, declare_rule};
 
 declare_rule! {
     /// ## What it does
@@ -33,10 +34,17 @@ impl Rule for VolatileId {
         &Self::META
     }
 
-    fn check(&self, pair: &TurnPair<'_>) -> Option<Finding> {
-        VolatileClass::Id.explains(pair).then(|| Finding {
-            message: format!("an id changes in `{}`", pair.divergence.part),
-            help: "move request and session ids to headers or metadata; an id the model needs goes at the end of the newest message".into(),
-        })
+    fn check(&self, input: &RuleInput<'_>) -> Option<Finding> {
+        match *input {
+            RuleInput::TurnPair(pair) => VolatileClass::Id
+                .explains(pair)
+                .then(|| Finding::of_pair(pair, &format!("an id changes in `{}`", pair.divergence.part), "move request and session ids to headers or metadata; an id the model needs goes at the end of the newest message")),
+            RuleInput::Placement { placement, .. }
+                if matches!(placement.volatility, Volatility::Id) =>
+            {
+                Some(placement_finding(placement))
+            }
+            _ => None,
+        }
     }
 }

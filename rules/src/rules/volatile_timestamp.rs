@@ -1,7 +1,10 @@
-use kvlint_core::analysis::TurnPair;
 
-use crate::volatile::VolatileClass;
-use crate::{Finding, Rule, RuleMeta, declare_rule};
+use kvlint_core::diagnostic::Severity;
+use kvlint_core::prompt_template::Volatility;
+use kvlint_core::template_check::TemplateBreakKind;
+
+use crate::volatile::{VolatileClass, placement_finding};
+use crate::{Finding, Rule, RuleInput, RuleMeta, declare_rule};
 
 declare_rule! {
     /// ## What it does
@@ -38,10 +41,30 @@ impl Rule for VolatileTimestamp {
         &Self::META
     }
 
-    fn check(&self, pair: &TurnPair<'_>) -> Option<Finding> {
-        VolatileClass::Timestamp.explains(pair).then(|| Finding {
-            message: format!("a timestamp changes in `{}`", pair.divergence.part),
-            help: "keep times out of the system prompt and history; send the time at the end of the newest message, or fix it for the session".into(),
-        })
+    fn check(&self, input: &RuleInput<'_>) -> Option<Finding> {
+        match *input {
+            RuleInput::TurnPair(pair) => VolatileClass::Timestamp
+                .explains(pair)
+                .then(|| Finding::of_pair(pair, &format!("a timestamp changes in `{}`", pair.divergence.part), "keep times out of the system prompt and history; send the time at the end of the newest message, or fix it for the session")),
+            RuleInput::Placement { placement, .. }
+                if matches!(placement.volatility, Volatility::Timestamp) =>
+            {
+                Some(placement_finding(placement))
+            }
+            RuleInput::TemplateBreak(found) => match found.kind {
+                TemplateBreakKind::DateInjected => Some(Finding::new(
+                    Severity::Error,
+                    "the template renders today's date (`strftime_now`): the whole prompt changes at midnight",
+                    "pass a fixed date in chat_template_kwargs, or use a template without the date",
+                )),
+                TemplateBreakKind::DateVariable => Some(Finding::new(
+                    Severity::Warning,
+                    "the template renders a `date_string` variable in the system header: a server that passes today's date breaks the prefix daily",
+                    "pass a fixed date_string in chat_template_kwargs, or none",
+                )),
+                _ => None,
+            },
+            _ => None,
+        }
     }
 }

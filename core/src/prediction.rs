@@ -1,0 +1,159 @@
+//! What an engine serves from cache over a whole session: each turn's tokens kept as a cache
+//! sees them, then every engine's prediction from the same view.
+
+use serde_json::Value;
+
+use crate::cache::{
+    BreakpointIssue, CacheTurn, Earlier, Engine, ModelFigures, Prediction, audit_breakpoints,
+    generated_text, llamacpp_reuse,
+};
+use crate::render::{Rendered, Renderer};
+use crate::request::Request;
+use crate::tokenize::Tokens;
+
+/// A session's turns as a cache sees them: their tokens (shared chunks: cheap to keep), block
+/// and breakpoint ends, and the tokens each recorded response generated.
+#[derive(Default)]
+pub struct SessionCacheView {
+    tokens: Vec<Tokens>,
+    cache_turns: Vec<CacheTurn>,
+    generated: Vec<Vec<u32>>,
+    /// Whether prompts end with the generation prompt, so that the next turn's rendering of
+    /// the answer can continue right where the generated tokens did (engine mode).
+    continues_into_answer: bool,
+}
+
+impl SessionCacheView {
+    pub fn new(renderer: &Renderer) -> Self {
+        Self {
+            continues_into_answer: renderer.ends_with_generation_prompt(),
+            ..Self::default()
+        }
+    }
+
+    /// Adds the next turn: its request, rendering and recorded response.
+    pub fn push(
+        &mut self,
+        request: &Request,
+        rendered: &Rendered,
+        response: Option<&Value>,
+        renderer: &Renderer,
+    ) {
+        let generated = response
+            .and_then(generated_text)
+            .map(|text| renderer.tokenizer().encode_piece(&text).ids.clone())
+            .unwrap_or_default();
+        self.cache_turns
+            .push(CacheTurn::new(request, rendered, generated.len()));
+        self.tokens.push(rendered.tokens.clone());
+        self.generated.push(generated);
+    }
+
+    /// What `engine` serves from cache for each turn, as recorded and as it would be if every
+    /// turn extended the one before (a stable prefix).
+    pub fn predict(&self, engine: &Engine) -> Vec<TurnCachePrediction> {
+        let keeps_generated = engine.keeps_generated_tokens() && self.continues_into_answer;
+        let mut written: Vec<Vec<usize>> = Vec::with_capacity(self.tokens.len());
+        let mut predictions = Vec::with_capacity(self.tokens.len());
+        for (index, (tokens, turn)) in self.tokens.iter().zip(&self.cache_turns).enumerate() {
+            let earlier: Vec<Earlier> = (0..index)
+                .map(|before| {
+                    let earlier_tokens = &self.tokens[before];
+                    // A different cache salt isolates: nothing is shared (vLLM, SGLang).
+                    let isolated = matches!(engine, Engine::Vllm { .. } | Engine::Sglang { .. })
+                        && self.cache_turns[before].cache_salt != turn.cache_salt;
+                    let common_prompt = if isolated {
+                        0
+                    } else {
+                        earlier_tokens.common_prefix_len(tokens)
+                    };
+                    let generated = &self.generated[before];
+                    let through_generated = keeps_generated
+                        && common_prompt == earlier_tokens.len()
+                        && !generated.is_empty();
+                    let common_sequence = if through_generated {
+                        common_prompt + tokens.common_prefix_from(common_prompt, generated)
+                    } else {
+                        common_prompt
+                    };
+                    Earlier {
+                        prompt_tokens: earlier_tokens.len(),
+                        common_prompt,
+                        common_sequence,
+                        written: written[before].clone(),
+                    }
+                })
+                .collect();
+            let mut earlier = earlier;
+            if let (Engine::LlamaCpp { cache_reuse }, Some(previous)) = (engine, earlier.last_mut())
+                && *cache_reuse > 0
+            {
+                // The slot holds the previous sequence; chunks of it past the common prefix
+                // can be shifted into place.
+                let mut slot = self.tokens[index - 1].ids();
+                slot.extend_from_slice(&self.generated[index - 1]);
+                previous.common_sequence = llamacpp_reuse(&slot, &tokens.ids(), *cache_reuse);
+            }
+            let recorded = engine.predict(turn, &earlier);
+            // A stable prefix: the turn right before is sent again in full.
+            let stable = earlier.last().map_or(recorded, |previous| {
+                let full = Earlier {
+                    common_prompt: previous.prompt_tokens.min(turn.prompt_tokens),
+                    common_sequence: (previous.prompt_tokens
+                        + self.generated[index - 1].len() * usize::from(keeps_generated))
+                    .min(turn.prompt_tokens),
+                    ..previous.clone()
+                };
+                engine.predict(turn, &[full])
+            });
+            written.push(engine.writes(turn));
+            let generated_lost = earlier.last().and_then(|previous| {
+                let generated = self.generated[index - 1].len();
+                (keeps_generated
+                    && previous.common_prompt == previous.prompt_tokens
+                    && generated > 0)
+                    .then(|| generated - (previous.common_sequence - previous.common_prompt))
+                    .filter(|lost| *lost > 0 && previous.common_sequence < turn.prompt_tokens)
+            });
+            predictions.push(TurnCachePrediction {
+                prompt_tokens: turn.prompt_tokens,
+                recorded,
+                stable,
+                generated_not_reproduced: generated_lost,
+                figures: engine.figures(turn),
+            });
+        }
+        predictions
+    }
+
+    /// Problems with the session's Anthropic cache breakpoints, for a model minimum.
+    pub fn audit_breakpoints(&self, engine: &Engine) -> Vec<BreakpointIssue> {
+        if !matches!(engine, Engine::Anthropic { .. }) {
+            return Vec::new();
+        }
+        let minimum = self
+            .cache_turns
+            .first()
+            .and_then(|turn| engine.figures(turn))
+            .map_or(1024, |figures| figures.min_cacheable_tokens);
+        let common_with_next: Vec<usize> = self
+            .tokens
+            .windows(2)
+            .map(|pair| pair[0].common_prefix_len(&pair[1]))
+            .collect();
+        audit_breakpoints(&self.cache_turns, &common_with_next, minimum)
+    }
+}
+
+/// One turn's predicted cache use.
+#[derive(Clone, Debug)]
+pub struct TurnCachePrediction {
+    pub prompt_tokens: usize,
+    pub recorded: Prediction,
+    /// The prediction had the turn extended the one before.
+    pub stable: Prediction,
+    /// Generated tokens of the turn before that this turn's rendering of the answer does not
+    /// reproduce (reasoning dropped, arguments re-serialized): the engine cached them in vain.
+    pub generated_not_reproduced: Option<usize>,
+    pub figures: Option<&'static ModelFigures>,
+}

@@ -1,0 +1,136 @@
+//! `kvlint diff A B`: two single requests, token by token.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use kvlint_core::diagnostic::Diagnostic;
+use kvlint_core::diff::RenderedRequest;
+use kvlint_core::error::InputError;
+use kvlint_core::locate::{LineColumn, Locator};
+use kvlint_core::path::PartPath;
+use kvlint_core::render::{Rendered, Renderer};
+use kvlint_core::session::SessionFile;
+use serde::Serialize;
+use similar::TextDiff;
+
+use super::{Outcome, RenderArgs};
+use crate::emit::{Output, OutputFormat, Terminal};
+use crate::report::REPORT_VERSION;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    pub previous: PathBuf,
+    pub current: PathBuf,
+    #[command(flatten)]
+    pub render: RenderArgs,
+    #[arg(long, value_enum, default_value = "human")]
+    pub format: OutputFormat,
+}
+
+pub fn run(args: Args, terminal: Terminal) -> miette::Result<Outcome> {
+    let renderer = args.render.renderer()?;
+    let result = diff(&args.previous, &args.current, &renderer)?;
+    Outcome::emitted(
+        args.format,
+        &Output::Diff(&result),
+        terminal,
+        false,
+        super::has_errors(&result.finding),
+    )
+}
+
+/// The comparison of two requests.
+#[derive(Debug, Serialize)]
+pub struct RequestDiff {
+    pub version: u32,
+    pub previous: RequestSide,
+    pub current: RequestSide,
+    pub renderer: String,
+    pub reused_tokens: usize,
+    pub first_divergence: Option<kvlint_core::diff::Divergence>,
+    pub finding: Option<Diagnostic>,
+    /// A unified diff of the two rendered prompts.
+    pub rendered_diff: String,
+    /// The later request's file, which the finding points into.
+    #[serde(skip)]
+    pub current_source: Arc<str>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct RequestSide {
+    pub path: String,
+    pub format: String,
+    pub prompt_tokens: usize,
+}
+
+fn single_request(path: &Path) -> Result<SessionFile, InputError> {
+    let session = SessionFile::read(path)?;
+    if session.turns.len() != 1 {
+        return Err(InputError::NotOneRequest {
+            path: session.path.clone(),
+            turns: session.turns.len(),
+        });
+    }
+    Ok(session)
+}
+
+/// Places the later request of a diff, which is turn 1 of the pair but the only turn of its file.
+struct SingleRequest<'a>(&'a SessionFile);
+
+impl Locator for SingleRequest<'_> {
+    fn locate(&self, _turn: usize, part: &PartPath, offset_in_part: usize) -> Option<usize> {
+        self.0.locate(0, part, offset_in_part)
+    }
+
+    fn line_column(&self, offset: usize) -> LineColumn {
+        self.0.line_column(offset)
+    }
+}
+
+pub fn diff(
+    previous_path: &Path,
+    current_path: &Path,
+    renderer: &Renderer,
+) -> Result<RequestDiff, InputError> {
+    let previous = single_request(previous_path)?;
+    let current = single_request(current_path)?;
+    let render = |session: &SessionFile| -> Result<Rendered, InputError> {
+        renderer.render(&session.turns[0].request)
+    };
+    let (previous_rendered, current_rendered) = (render(&previous)?, render(&current)?);
+    fn side<'a>(session: &'a SessionFile, rendered: &'a Rendered) -> RenderedRequest<'a> {
+        RenderedRequest {
+            request: &session.turns[0].request,
+            rendered,
+        }
+    }
+    let (turn_diff, finding) = kvlint_rules::check_pair(
+        Some(side(&previous, &previous_rendered)),
+        side(&current, &current_rendered),
+        1,
+        renderer.tokenizer(),
+        &SingleRequest(&current),
+    );
+    let rendered_diff = TextDiff::from_lines(&previous_rendered.text, &current_rendered.text)
+        .unified_diff()
+        .context_radius(2)
+        .header(&previous.path, &current.path)
+        .to_string();
+    let report_side = |session: &SessionFile, rendered: &Rendered| RequestSide {
+        path: session.path.clone(),
+        format: session.turns[0].request.format.name().to_owned(),
+        prompt_tokens: rendered.tokens.len(),
+    };
+    let result = RequestDiff {
+        version: REPORT_VERSION,
+        previous: report_side(&previous, &previous_rendered),
+        current: report_side(&current, &current_rendered),
+        renderer: renderer.name(),
+        reused_tokens: turn_diff.reused_tokens,
+        first_divergence: turn_diff.first_divergence,
+        finding,
+        rendered_diff,
+        current_source: Arc::clone(&current.text),
+    };
+    Ok(result)
+}

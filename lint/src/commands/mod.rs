@@ -1,0 +1,139 @@
+//! One file per command. Each has its arguments (`Args`) and a `run` that returns the
+//! [`Outcome`]: what to print and the exit code.
+
+pub mod check;
+pub mod diff;
+pub mod probe;
+pub mod rule;
+pub mod template;
+
+use std::path::PathBuf;
+
+use chrono::NaiveDateTime;
+use kvlint_core::diagnostic::Severity;
+use kvlint_core::render::Renderer;
+use kvlint_core::template::ChatTemplate;
+use kvlint_core::tokenize::Tokenizer;
+use miette::{IntoDiagnostic, WrapErr};
+
+use crate::emit::{Output, OutputFormat, Terminal, emit};
+
+/// Exit code of a run with error findings (0 is clean).
+pub const EXIT_FINDINGS: u8 = 1;
+/// Exit code of a usage or input error.
+pub const EXIT_INPUT: u8 = 2;
+
+/// What a command prints and how it exits.
+#[derive(Debug)]
+pub struct Outcome {
+    pub output: String,
+    pub exit_code: u8,
+}
+
+impl Outcome {
+    /// Emits a command's output in `format`; exit code 2 when inputs could not be read, 1
+    /// when findings are errors, else 0.
+    fn emitted(
+        format: OutputFormat,
+        output: &Output<'_>,
+        terminal: Terminal,
+        input_errors: bool,
+        error_findings: bool,
+    ) -> miette::Result<Self> {
+        Ok(Self {
+            output: emit(format, output, terminal)?,
+            exit_code: if input_errors {
+                EXIT_INPUT
+            } else if error_findings {
+                EXIT_FINDINGS
+            } else {
+                0
+            },
+        })
+    }
+}
+
+/// Whether any of the findings is an error.
+fn has_errors<'a>(
+    findings: impl IntoIterator<Item = &'a kvlint_core::diagnostic::Diagnostic>,
+) -> bool {
+    findings
+        .into_iter()
+        .any(|finding| finding.severity == Severity::Error)
+}
+
+/// How requests are rendered: provider mode by default, a chat template for engine mode.
+#[derive(Debug, Default, clap::Args)]
+pub struct RenderArgs {
+    /// Render through this chat template (a Jinja file, or a tokenizer_config.json holding
+    /// one), as an engine does.
+    #[arg(long, value_name = "FILE")]
+    pub chat_template: Option<PathBuf>,
+    /// Tokenize with this Hugging Face tokenizer.json instead of the embedded o200k_base.
+    #[arg(long, value_name = "FILE")]
+    pub tokenizer: Option<PathBuf>,
+    /// The time `strftime_now` returns in chat templates (`2026-11-29T10:00:00` or `2026-11-29`).
+    #[arg(long, value_name = "TIME", value_parser = parse_now)]
+    pub now: Option<NaiveDateTime>,
+    /// Extra template variables, as an engine's `chat_template_kwargs` (a JSON object).
+    #[arg(long, value_name = "JSON")]
+    pub chat_template_kwargs: Option<String>,
+    /// Render without the generation prompt (engines add it to every chat request).
+    #[arg(long)]
+    pub no_generation_prompt: bool,
+}
+
+pub fn parse_now(text: &str) -> Result<NaiveDateTime, String> {
+    NaiveDateTime::parse_from_str(text, "%Y-%m-%dT%H:%M:%S")
+        .or_else(|_| NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S"))
+        .or_else(|_| {
+            chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d")
+                .map(|date| date.and_time(chrono::NaiveTime::MIN))
+        })
+        .or_else(|_| chrono::DateTime::parse_from_rfc3339(text).map(|time| time.naive_local()))
+        .map_err(|_| {
+            format!(
+                "expected a time like 2026-11-29T10:00:00 or a date like 2026-11-29, got `{text}`"
+            )
+        })
+}
+
+impl RenderArgs {
+    pub fn renderer(&self) -> miette::Result<Renderer> {
+        let tokenizer_path = self.tokenizer.clone().or_else(|| {
+            // A tokenizer_config.json usually sits beside its tokenizer.json.
+            let template = self.chat_template.as_deref()?;
+            let sibling = template.with_file_name("tokenizer.json");
+            (template
+                .extension()
+                .is_some_and(|extension| extension == "json")
+                && sibling.is_file())
+            .then_some(sibling)
+        });
+        let tokenizer = match &tokenizer_path {
+            Some(path) => Tokenizer::from_file(path)?,
+            None => Tokenizer::o200k_base(),
+        };
+        let Some(template_path) = &self.chat_template else {
+            return Ok(Renderer::Provider { tokenizer });
+        };
+        let now = self
+            .now
+            .unwrap_or_else(|| chrono::Local::now().naive_local());
+        let mut template = ChatTemplate::from_file(template_path, now)?;
+        if let Some(kwargs) = &self.chat_template_kwargs {
+            let kwargs: serde_json::Value = serde_json::from_str(kwargs)
+                .into_diagnostic()
+                .wrap_err("--chat-template-kwargs must be a JSON object")?;
+            let serde_json::Value::Object(kwargs) = kwargs else {
+                miette::bail!("--chat-template-kwargs must be a JSON object");
+            };
+            template.kwargs = kwargs;
+        }
+        Ok(Renderer::Engine {
+            template: Box::new(template),
+            tokenizer,
+            add_generation_prompt: !self.no_generation_prompt,
+        })
+    }
+}

@@ -1,0 +1,119 @@
+//! `kvlint probe`: replay sessions against a live engine and compare what it serves from cache
+//! with kvlint's prediction, turn by turn.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use kvlint_core::session::SessionFile;
+
+use super::{Outcome, RenderArgs};
+use crate::emit::{Output, OutputFormat, Terminal};
+use crate::probe::{self, Client, EngineKind, Fleet, ProbeReport};
+use crate::report::REPORT_VERSION;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    pub sessions: Vec<PathBuf>,
+    /// The engine's base URL, e.g. http://127.0.0.1:8080.
+    #[arg(long, value_name = "URL", required_unless_present = "gateway")]
+    pub engine_url: Option<String>,
+    /// Fleet check: replay through this gateway (llama.cpp replicas behind it)...
+    #[arg(long, value_name = "URL", requires = "replica")]
+    pub gateway: Option<String>,
+    /// ...and find which of these replicas served each turn (repeat for each).
+    #[arg(long, value_name = "URL")]
+    pub replica: Vec<String>,
+    /// The kind of engine; detected from its endpoints when not given.
+    #[arg(long, value_enum)]
+    pub engine_kind: Option<EngineKind>,
+    /// The model name to send (else the request's).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// llama.cpp: read served-from-cache from `/metrics` (`llamacpp:prompt_tokens_cached_total`)
+    /// around each turn, and check it against the response.
+    #[arg(long)]
+    pub metrics: bool,
+    /// Seconds to wait for each answer.
+    #[arg(long, default_value = "60")]
+    pub timeout: u64,
+    /// Also render each turn with this chat template and tokenizer and report whether
+    /// kvlint's tokens equal the engine's.
+    #[command(flatten)]
+    pub render: RenderArgs,
+    #[arg(long, value_enum, default_value = "human")]
+    pub format: OutputFormat,
+}
+
+pub fn run(args: Args, terminal: Terminal) -> miette::Result<Outcome> {
+    let own_renderer = args
+        .render
+        .chat_template
+        .is_some()
+        .then(|| args.render.renderer())
+        .transpose()?;
+    let timeout = Duration::from_secs(args.timeout);
+    let mut fleet = args.gateway.as_deref().map(|gateway| {
+        Fleet::new(
+            Client::new(gateway, timeout),
+            args.replica
+                .iter()
+                .map(|url| Client::new(url, timeout))
+                .collect(),
+        )
+    });
+    let client = Client::new(
+        args.engine_url
+            .as_deref()
+            .or(args.gateway.as_deref())
+            .unwrap_or_default(),
+        timeout,
+    );
+    let kind = if fleet.is_some() {
+        EngineKind::Llamacpp
+    } else {
+        args.engine_kind.unwrap_or_else(|| client.detect())
+    };
+    let mut report = ProbeReport {
+        version: REPORT_VERSION,
+        sessions: Vec::new(),
+        errors: Vec::new(),
+    };
+    // vLLM and SGLang answer only for the model they serve.
+    let model = args.model.or_else(|| {
+        matches!(kind, EngineKind::Vllm | EngineKind::Sglang)
+            .then(|| client.served_model())
+            .flatten()
+    });
+    let mut seen = Vec::new();
+    for path in &args.sessions {
+        let session = match SessionFile::read(path) {
+            Ok(session) => session,
+            Err(error) => {
+                report.errors.push(error.into());
+                continue;
+            }
+        };
+        report.sessions.push(match fleet.as_mut() {
+            Some(fleet) => probe::probe_fleet(fleet, &session, model.as_deref()),
+            None if matches!(kind, EngineKind::Openai | EngineKind::Anthropic) => {
+                probe::probe_hosted(&client, kind, &session, model.as_deref())
+            }
+            None => probe::probe_session(
+                &client,
+                kind,
+                &session,
+                model.as_deref(),
+                own_renderer.as_ref(),
+                &mut seen,
+                args.metrics,
+            ),
+        });
+    }
+    Outcome::emitted(
+        args.format,
+        &Output::Probe(&report),
+        terminal,
+        !report.complete(),
+        !report.all_match(),
+    )
+}

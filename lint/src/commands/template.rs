@@ -1,0 +1,189 @@
+//! `kvlint template`: model chat templates checked for prefix breaks before any traffic.
+
+use std::path::PathBuf;
+
+use chrono::NaiveDateTime;
+
+use kvlint_core::diagnostic::Diagnostic;
+use kvlint_core::error::InputError;
+use kvlint_core::prompt_template::{TemplateSyntax, check_prompt_template, ignored_rules};
+use kvlint_core::template::ChatTemplate;
+use kvlint_core::template_check::check_template;
+use kvlint_core::tokenize::Tokenizer;
+use kvlint_rules::RuleInput;
+use serde::Serialize;
+
+use super::Outcome;
+use crate::config::Discovery;
+use crate::discover::template_files;
+use crate::emit::{CheckedFile, Output, OutputFormat, Terminal};
+use crate::report::{ErrorReport, REPORT_VERSION};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    pub paths: Vec<PathBuf>,
+    /// A tokenizer_config.json whose bos/eos and other special tokens bare Jinja
+    /// templates are rendered with.
+    #[arg(long, value_name = "FILE")]
+    pub special_tokens: Option<PathBuf>,
+    /// The clock `strftime_now` reads first (the check also renders a day later).
+    #[arg(long, value_name = "TIME", value_parser = super::parse_now)]
+    pub now: Option<NaiveDateTime>,
+    #[arg(long, value_enum, default_value = "human")]
+    pub format: OutputFormat,
+}
+
+pub fn run(args: Args, terminal: Terminal) -> miette::Result<Outcome> {
+    if args.paths.is_empty() {
+        miette::bail!("`kvlint template` needs at least one chat template file");
+    }
+    let now = args
+        .now
+        .unwrap_or_else(|| chrono::Local::now().naive_local());
+    let mut configs = Discovery::default();
+    let report = check_templates(&args.paths, args.special_tokens.as_ref(), now, &mut configs);
+    Outcome::emitted(
+        args.format,
+        &Output::Template(&report),
+        terminal,
+        !report.errors.is_empty(),
+        super::has_errors(
+            report
+                .templates
+                .iter()
+                .flat_map(|template| &template.findings),
+        ),
+    )
+}
+
+#[derive(Debug, Serialize)]
+pub struct TemplateReport {
+    pub version: u32,
+    pub templates: Vec<TemplateResult>,
+    pub errors: Vec<ErrorReport>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct TemplateResult {
+    pub path: String,
+    /// `chat` for a model's chat template, `prompt` for an application prompt template.
+    pub kind: &'static str,
+    pub findings: Vec<Diagnostic>,
+    #[serde(skip)]
+    pub source: String,
+}
+
+/// Checks each template file; directories are searched for templates.
+pub fn check_templates(
+    paths: &[PathBuf],
+    special_tokens: Option<&PathBuf>,
+    now: NaiveDateTime,
+    configs: &mut Discovery,
+) -> TemplateReport {
+    let mut report = TemplateReport {
+        version: REPORT_VERSION,
+        templates: Vec::new(),
+        errors: Vec::new(),
+    };
+    let tokenizer = Tokenizer::o200k_base();
+    for path in template_files(paths)
+        .into_iter()
+        .map(|candidate| candidate.path)
+    {
+        let config = match configs.for_file(&path) {
+            Ok(config) => config,
+            Err(error) => {
+                report.errors.push(error.into());
+                continue;
+            }
+        };
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(source) => {
+                let error = InputError::Io {
+                    path: path.display().to_string(),
+                    source,
+                };
+                report.errors.push(error.into());
+                continue;
+            }
+        };
+        let display = path.display().to_string();
+        let is_chat = path
+            .extension()
+            .is_some_and(|extension| extension == "json")
+            || text.contains("messages");
+        let (kind, findings) = if is_chat {
+            let checked = ChatTemplate::from_file(&path, now)
+                .and_then(|template| match special_tokens {
+                    Some(config) => template.with_special_tokens_from(config),
+                    None => Ok(template),
+                })
+                .and_then(|template| check_template(&template, now));
+            match checked {
+                Ok(breaks) => (
+                    "chat",
+                    breaks
+                        .iter()
+                        .filter_map(|found| {
+                            kvlint_rules::diagnose(&RuleInput::TemplateBreak(found))
+                        })
+                        .collect(),
+                ),
+                Err(error) => {
+                    report.errors.push(error.into());
+                    continue;
+                }
+            }
+        } else {
+            let syntax = TemplateSyntax::for_file(&display).unwrap_or(TemplateSyntax::Braces);
+            let volatile = config
+                .as_ref()
+                .map(|config| config.options.volatile.clone())
+                .unwrap_or_default();
+            let ignored = ignored_rules(&text);
+            let findings = check_prompt_template(&text, syntax, &volatile, &tokenizer)
+                .iter()
+                .filter_map(|placement| {
+                    kvlint_rules::diagnose(&RuleInput::Placement {
+                        placement,
+                        template: &text,
+                    })
+                })
+                .filter(|finding| !ignored.iter().any(|rule| rule == finding.rule))
+                .collect();
+            ("prompt", findings)
+        };
+        let findings = match &config {
+            Some(config) => config.apply(&path, findings),
+            None => findings,
+        };
+        report.templates.push(TemplateResult {
+            path: display,
+            kind,
+            findings,
+            source: text,
+        });
+    }
+    report
+}
+
+impl TemplateReport {
+    /// The templates as the file-based emitters read them: a template's turns are those of the
+    /// built-in conversation, up to the last one with a finding.
+    pub fn checked_files(&self) -> Vec<CheckedFile<'_>> {
+        self.templates
+            .iter()
+            .map(|template| CheckedFile {
+                path: &template.path,
+                turns: template
+                    .findings
+                    .iter()
+                    .map(|finding| finding.turn + 1)
+                    .max()
+                    .unwrap_or(1),
+                findings: &template.findings,
+            })
+            .collect()
+    }
+}
