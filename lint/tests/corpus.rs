@@ -1,4 +1,4 @@
-//! The real sessions in `../shared/corpus/` (recorded or reconstructed from public agent
+//! The real sessions in `fixtures/corpus/sessions/` (recorded or reconstructed from public agent
 //! projects) are all analysed, and what kvlint reports is compared with
 //! `fixtures/corpus/expected.json`: the breaks found pair by pair by an independent script
 //! that compares request bodies part by part (see `fixtures/corpus/README.md`).
@@ -16,7 +16,7 @@ fn real_sessions_get_the_findings_found_by_hand() {
     let corpus = kvlint_fixtures::corpus();
     assert!(
         corpus.is_dir(),
-        "the shared corpus is not at {} (set KVLINT_CORPUS)",
+        "the corpus is not at {} (set KVLINT_CORPUS)",
         corpus.display()
     );
     let output = Command::new(env!("CARGO_BIN_EXE_kvlint"))
