@@ -109,6 +109,42 @@ fn diff_of_two_requests() {
 }
 
 #[test]
+fn a_format_a_command_cannot_print_is_refused_before_any_work() {
+    let diff = kvlint(&[
+        "diff",
+        "--format",
+        "sarif",
+        "fixtures/diff/before.json",
+        "fixtures/diff/after.json",
+    ]);
+    assert_eq!(diff.code, 2);
+    assert!(
+        diff.stdout
+            .contains("`kvlint diff` does not print `--format sarif`"),
+        "{}",
+        diff.stdout
+    );
+    // Nothing listens on port 9 of loopback: refused before the probe tries to connect.
+    let probe = kvlint(&[
+        "probe",
+        "--engine-url",
+        "http://127.0.0.1:9",
+        "--format",
+        "junit",
+        "fixtures/examples/coding-agent.jsonl",
+    ]);
+    assert_eq!(probe.code, 2);
+    assert!(
+        probe
+            .stdout
+            .contains("`kvlint probe` does not print `--format junit`"),
+        "{}",
+        probe.stdout
+    );
+    assert!(!probe.stdout.contains("turn"), "{}", probe.stdout);
+}
+
+#[test]
 fn rule_prints_its_docs() {
     let run = kvlint(&["rule", "volatile-timestamp"]);
     assert_eq!(run.code, 0);

@@ -11,9 +11,8 @@
 
 use std::process::ExitCode;
 
-use kvlint_core::diagnostic::Severity;
-use kvlint_core::render::Renderer;
 use kvlint_sdk::{Conversation, Guard, GuardMode, HistoryWindow, Tool, ToolCall};
+use kvlint_sdk::{Renderer, Severity};
 use serde_json::{Value, json};
 
 /// Builds the request body of the current turn for one API.

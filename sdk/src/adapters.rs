@@ -146,7 +146,7 @@ impl Conversation {
     /// [`Renderer::provider`] the provider's cache order with `o200k_base`.
     ///
     /// ```
-    /// use kvlint_core::render::Renderer;
+    /// use kvlint_sdk::Renderer;
     /// use kvlint_sdk::Conversation;
     ///
     /// let mut conversation = Conversation::new();

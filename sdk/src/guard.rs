@@ -90,8 +90,7 @@ struct ObservedTurn {
 /// place in the body).
 ///
 /// ```
-/// use kvlint_core::render::Renderer;
-/// use kvlint_sdk::{Guard, GuardMode};
+/// use kvlint_sdk::{Guard, GuardMode, Renderer};
 /// use serde_json::json;
 ///
 /// let mut guard = Guard::new(Renderer::provider(), GuardMode::Warn);

@@ -54,8 +54,7 @@
 //! ## A turn, end to end
 //!
 //! ```
-//! use kvlint_core::render::Renderer;
-//! use kvlint_sdk::{Conversation, Guard, GuardMode, Tool, ToolCall};
+//! use kvlint_sdk::{Conversation, Guard, GuardMode, Renderer, Tool, ToolCall};
 //! use serde_json::json;
 //!
 //! let mut conversation = Conversation::new();
@@ -77,7 +76,7 @@
 //! let findings = guard.observe(&conversation.to_openai_chat("gpt-4.1")).unwrap();
 //! // One info finding: the previous turn's clock, dropped by design. No error.
 //! assert_eq!(findings.len(), 1);
-//! assert_eq!(findings[0].severity, kvlint_core::diagnostic::Severity::Info);
+//! assert_eq!(findings[0].severity, kvlint_sdk::Severity::Info);
 //! ```
 //!
 //! ## Conversation
@@ -153,16 +152,13 @@
 //! needed.
 //!
 //! For self-hosted engines, [`Conversation::render`] renders the turn with kvlint's renderer:
-//! [`kvlint_core::render::Renderer::Engine`] runs the model's chat template
-//! ([`kvlint_core::template::ChatTemplate`]) as transformers does and tokenizes like the
+//! [`Renderer::Engine`] runs the model's chat template
+//! ([`ChatTemplate`]) as transformers does and tokenizes like the
 //! engine; the result is what the engine prefills, and what `kvlint check --chat-template`
 //! diffs.
 //!
 //! ```
-//! use kvlint_core::render::Renderer;
-//! use kvlint_core::template::ChatTemplate;
-//! use kvlint_core::tokenize::Tokenizer;
-//! use kvlint_sdk::Conversation;
+//! use kvlint_sdk::{ChatTemplate, Conversation, Renderer, Tokenizer};
 //!
 //! let path = std::env::temp_dir().join(format!("kvlint-sdk-doc-{}.jinja", std::process::id()));
 //! std::fs::write(&path, "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}<|end|>\n{% endfor %}").unwrap();
@@ -213,11 +209,8 @@
 //! ([`GuardError::Breaks`]). [`Guard::counters`] sums tokens reused, recomputed and dropped,
 //! and breaks by rule, for your metrics.
 //!
-//! [`Renderer`]: kvlint_core::render::Renderer
-//!
 //! ```
-//! use kvlint_core::render::Renderer;
-//! use kvlint_sdk::{GuardError, Guard, GuardMode};
+//! use kvlint_sdk::{Guard, GuardError, GuardMode, Renderer};
 //! use serde_json::json;
 //!
 //! let mut guard = Guard::new(Renderer::provider(), GuardMode::Error);
@@ -279,3 +272,9 @@ pub use conversation::{CacheBreak, Conversation, HistoryWindow, Message, PrefixC
 pub use fingerprint::{PrefixFingerprint, ROUTING_KEY_HEADER, SGLANG_ROUTING_KEY_HEADER};
 pub use guard::{Guard, GuardCounters, GuardError, GuardMode};
 pub use tool::{Tool, ToolCall, ToolDefinitionError};
+
+// What users of the SDK need from the analysis, so that depending on `kvlint-sdk` alone is
+// enough: the renderer and what it is built from, and the findings.
+pub use kvlint_core::{
+    ChatTemplate, Diagnostic, InputError, PartPath, Renderer, Severity, Span, Tokenizer,
+};

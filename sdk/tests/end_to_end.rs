@@ -250,14 +250,18 @@ fn anthropic_bodies_carry_valid_breakpoints() {
     let jsonl: String = bodies.iter().map(|body| format!("{body}\n")).collect();
     let session = SessionFile::parse(path.display().to_string(), Arc::from(jsonl)).unwrap();
     let engine = "anthropic".parse::<Engine>().unwrap();
-    let checked = kvlint_rules::check_session(&session, &Renderer::provider(), Some(&engine)).unwrap();
+    let checked =
+        kvlint_rules::check_session(&session, &Renderer::provider(), Some(&engine)).unwrap();
     let issues: Vec<_> = checked
         .findings
         .iter()
         .filter(|finding| finding.rule == "cache-breakpoint")
         .collect();
     for issue in &issues {
-        assert!(issue.message.contains("below the model's minimum"), "{issue:?}");
+        assert!(
+            issue.message.contains("below the model's minimum"),
+            "{issue:?}"
+        );
     }
 }
 

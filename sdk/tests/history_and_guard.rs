@@ -218,7 +218,8 @@ fn a_long_turn_gets_a_breakpoint_where_the_previous_turn_had_its_own() {
     let jsonl = format!("{first}\n{second}\n");
     let session = SessionFile::parse("long.jsonl".into(), Arc::from(jsonl)).unwrap();
     let engine = "anthropic".parse::<Engine>().unwrap();
-    let checked = kvlint_rules::check_session(&session, &Renderer::provider(), Some(&engine)).unwrap();
+    let checked =
+        kvlint_rules::check_session(&session, &Renderer::provider(), Some(&engine)).unwrap();
     let issues: Vec<_> = checked
         .findings
         .iter()

@@ -14,7 +14,7 @@ use serde::Serialize;
 use similar::TextDiff;
 
 use super::{Outcome, RenderArgs};
-use crate::emit::{Output, OutputFormat, Terminal};
+use crate::emit::{self, Output, OutputFormat, OutputKind, Terminal};
 use crate::report::REPORT_VERSION;
 
 #[derive(Debug, clap::Args)]
@@ -28,6 +28,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args, terminal: Terminal) -> miette::Result<Outcome> {
+    emit::supported(OutputKind::Diff, args.format)?;
     let renderer = args.render.renderer()?;
     let result = diff(&args.previous, &args.current, &renderer)?;
     Outcome::emitted(

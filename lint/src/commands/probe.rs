@@ -7,7 +7,7 @@ use std::time::Duration;
 use kvlint_core::session::SessionFile;
 
 use super::{Outcome, RenderArgs};
-use crate::emit::{Output, OutputFormat, Terminal};
+use crate::emit::{self, Output, OutputFormat, OutputKind, Terminal};
 use crate::probe::{self, Client, EngineKind, Fleet, ProbeReport};
 use crate::report::REPORT_VERSION;
 
@@ -45,6 +45,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args, terminal: Terminal) -> miette::Result<Outcome> {
+    emit::supported(OutputKind::Probe, args.format)?;
     let own_renderer = args
         .render
         .chat_template

@@ -41,6 +41,62 @@ pub enum Output<'a> {
     Probe(&'a ProbeReport),
 }
 
+/// Which command an output comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutputKind {
+    Check,
+    Template,
+    Diff,
+    Probe,
+}
+
+impl Output<'_> {
+    pub fn kind(&self) -> OutputKind {
+        match self {
+            Output::Check(_) => OutputKind::Check,
+            Output::Template(_) => OutputKind::Template,
+            Output::Diff(_) => OutputKind::Diff,
+            Output::Probe(_) => OutputKind::Probe,
+        }
+    }
+}
+
+impl Output<'_> {
+    /// The checked files, for the file-based emitters: none for commands without findings in
+    /// files (diff, probe).
+    fn checked_files(&self) -> Option<(Vec<CheckedFile<'_>>, &[ErrorReport])> {
+        match self {
+            Output::Check(report) => Some((report.checked_files(), &report.errors)),
+            Output::Template(report) => Some((report.checked_files(), &report.errors)),
+            Output::Diff(_) | Output::Probe(_) => None,
+        }
+    }
+}
+
+/// Whether a command's output can be printed in a format: every command prints human and JSON
+/// output; those with findings in files (check, template) also SARIF, GitHub and JUnit.
+/// Commands without findings in files call it before doing the work, so that a refused format
+/// costs nothing.
+pub fn supported(kind: OutputKind, format: OutputFormat) -> Result<(), UnsupportedFormat> {
+    let command = match kind {
+        OutputKind::Check | OutputKind::Template => return Ok(()),
+        OutputKind::Diff => "diff",
+        OutputKind::Probe => "probe",
+    };
+    match format {
+        OutputFormat::Human | OutputFormat::Json => Ok(()),
+        OutputFormat::Sarif | OutputFormat::Github | OutputFormat::Junit => {
+            Err(UnsupportedFormat {
+                command,
+                format: format
+                    .to_possible_value()
+                    .map_or_else(String::new, |value| value.get_name().to_owned()),
+                supported: "`--format human` or `--format json`",
+            })
+        }
+    }
+}
+
 /// How human output is laid out.
 #[derive(Clone, Copy, Debug)]
 pub struct Terminal {
@@ -72,6 +128,7 @@ pub fn emit(
     output: &Output<'_>,
     terminal: Terminal,
 ) -> Result<String, UnsupportedFormat> {
+    supported(output.kind(), format)?;
     let render_files: fn(&[CheckedFile<'_>], &[ErrorReport]) -> String = match format {
         OutputFormat::Json => return Ok(json::render(output)),
         OutputFormat::Human => {
@@ -86,20 +143,9 @@ pub fn emit(
         OutputFormat::Github => github::render,
         OutputFormat::Junit => junit::render,
     };
-    match output {
-        Output::Check(report) => Ok(render_files(&report.checked_files(), &report.errors)),
-        Output::Template(report) => Ok(render_files(&report.checked_files(), &report.errors)),
-        Output::Diff(_) => Err(unsupported("diff", format)),
-        Output::Probe(_) => Err(unsupported("probe", format)),
-    }
-}
-
-fn unsupported(command: &'static str, format: OutputFormat) -> UnsupportedFormat {
-    UnsupportedFormat {
-        command,
-        format: format
-            .to_possible_value()
-            .map_or_else(String::new, |value| value.get_name().to_owned()),
-        supported: "`--format human` or `--format json`",
-    }
+    // `supported` refused the outputs without checked files.
+    Ok(output
+        .checked_files()
+        .map(|(files, errors)| render_files(&files, errors))
+        .unwrap_or_default())
 }
