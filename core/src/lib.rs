@@ -28,6 +28,7 @@ pub mod cache;
 pub mod diagnostic;
 pub mod error;
 pub mod excerpt;
+mod json;
 pub mod locate;
 pub mod path;
 pub mod prompt_template;
