@@ -42,6 +42,7 @@ pub mod diagnostic;
 pub mod diff;
 pub mod error;
 pub mod excerpt;
+mod json;
 pub mod locate;
 pub mod path;
 pub mod prediction;

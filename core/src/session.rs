@@ -11,9 +11,10 @@ use serde_json::Value;
 
 use crate::error::InputError;
 use crate::excerpt::Excerpt;
+use crate::json::{compact_json, kind_of};
 use crate::locate::{LineColumn, Locator, raw_offset_in_string, value_range};
 use crate::path::{PartPath, PathSegment};
-use crate::request::{BodyError, Request, compact_json};
+use crate::request::{BodyError, Request};
 
 /// One recorded request of a session, parsed.
 #[derive(Debug, Clone)]
@@ -263,15 +264,4 @@ fn byte_offset_of(text: &str, line: usize, column: usize) -> usize {
         .map(str::len)
         .sum();
     (line_start + column.saturating_sub(1)).min(text.len())
-}
-
-pub(crate) fn kind_of(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }

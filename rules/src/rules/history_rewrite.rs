@@ -70,7 +70,7 @@ fn rewritten_history(pair: &TurnPair<'_>) -> Option<Finding> {
         let current = pair.current;
         let message = previous.messages.get(index)?;
         // The system prompt as the first message is the head of the prompt, not history.
-        if index == 0 && matches!(message.role.as_str(), "system" | "developer") {
+        if index == 0 && message.role.is_instructions() {
             return None;
         }
         // The newest message rewritten while the conversation does not move on is a prompt

@@ -50,9 +50,9 @@ pub(crate) fn diverges_in_tools(pair: &TurnPair<'_>) -> bool {
             PartKind::Tool | PartKind::Setting | PartKind::System => true,
             _ => part.message.is_some_and(|index| {
                 index == 0
-                    && messages.first().is_some_and(|message| {
-                        matches!(message.role.as_str(), "system" | "developer")
-                    })
+                    && messages
+                        .first()
+                        .is_some_and(|message| message.role.is_instructions())
             }),
         })
     };

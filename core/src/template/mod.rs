@@ -5,20 +5,28 @@
 //! does not HTML-escape (`json.dumps(x, ensure_ascii=False)`), `raise_exception` and
 //! `strftime_now`. The template sees `messages`, `tools`, `add_generation_prompt`, the
 //! special tokens of the tokenizer config and any extra keyword arguments.
+//!
+//! This module loads a template and builds the context; `environment` holds the Jinja
+//! environment and the functions transformers adds, `python_json` the `json.dumps` layout
+//! its `tojson` filter writes.
+
+mod environment;
+mod python_json;
 
 use std::borrow::Borrow;
 use std::path::Path;
-use std::sync::Arc;
 
 use chrono::NaiveDateTime;
-use minijinja::syntax::SyntaxConfig;
-use minijinja::value::{Kwargs, Serde, Value as JinjaValue};
-use minijinja::{AutoEscape, Environment, Error as JinjaError, ErrorKind};
+use minijinja::value::{Serde, Value as JinjaValue};
+use minijinja::{Environment, Error as JinjaError, ErrorKind};
 use serde::Serialize;
 use serde::ser::SerializeMap;
 use serde_json::{Map, Value};
 
 use crate::error::InputError;
+use environment::transformers_environment;
+
+pub use python_json::PythonJson;
 
 /// A loaded chat template with the context transformers gives it.
 pub struct ChatTemplate {
@@ -313,157 +321,6 @@ fn template_error(path: &str, error: &JinjaError) -> InputError {
         message,
         help: None,
     }
-}
-
-/// A Jinja environment configured like transformers' `_compile_jinja_template`.
-fn transformers_environment(now: NaiveDateTime) -> Environment<'static> {
-    let mut environment = Environment::new();
-    if let Ok(syntax) = SyntaxConfig::builder()
-        .trim_blocks(true)
-        .lstrip_blocks(true)
-        .build()
-    {
-        environment.set_syntax(syntax);
-    }
-    environment.set_auto_escape_callback(|_| AutoEscape::None);
-    environment.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
-    minijinja_contrib::add_to_environment(&mut environment);
-    environment.add_filter("tojson", python_tojson);
-    // Python's `iterable`: none and undefined are not.
-    environment.add_test("iterable", |value: JinjaValue| {
-        !value.is_none() && !value.is_undefined() && value.try_iter().is_ok()
-    });
-    environment.add_function(
-        "raise_exception",
-        |message: String| -> Result<JinjaValue, JinjaError> {
-            Err(JinjaError::new(ErrorKind::InvalidOperation, message))
-        },
-    );
-    let clock = Arc::new(now);
-    environment.add_function("strftime_now", move |format: String| -> String {
-        clock.format(&format).to_string()
-    });
-    environment
-}
-
-/// `json.dumps(value, ensure_ascii=False, indent=indent, separators=separators, sort_keys=sort_keys)`.
-fn python_tojson(value: JinjaValue, kwargs: Kwargs) -> Result<JinjaValue, JinjaError> {
-    let indent: Option<usize> = kwargs.get("indent")?;
-    let sort_keys: Option<bool> = kwargs.get("sort_keys")?;
-    let separators: Option<Vec<String>> = kwargs.get("separators")?;
-    let _ensure_ascii: Option<bool> = kwargs.get("ensure_ascii")?;
-    kwargs.assert_all_used()?;
-    let json = serde_json::to_value(&value)
-        .map_err(|error| JinjaError::new(ErrorKind::BadSerialization, error.to_string()))?;
-    let (item_separator, key_separator) = match separators.as_deref() {
-        Some([item, key]) => (item.clone(), key.clone()),
-        _ if indent.is_some() => (",".to_owned(), ": ".to_owned()),
-        _ => (", ".to_owned(), ": ".to_owned()),
-    };
-    let style = PythonJson {
-        indent,
-        sort_keys: sort_keys.unwrap_or(false),
-        item_separator,
-        key_separator,
-    };
-    let mut out = String::new();
-    style.write(&json, 0, &mut out);
-    Ok(JinjaValue::from_safe_string(out))
-}
-
-/// Python's `json.dumps` layout.
-pub struct PythonJson {
-    pub indent: Option<usize>,
-    pub sort_keys: bool,
-    pub item_separator: String,
-    pub key_separator: String,
-}
-
-impl PythonJson {
-    /// `json.dumps(value, ensure_ascii=False)`: `{"a": 1, "b": [1, 2]}`.
-    pub fn compact() -> Self {
-        Self {
-            indent: None,
-            sort_keys: false,
-            item_separator: ", ".into(),
-            key_separator: ": ".into(),
-        }
-    }
-
-    pub fn dumps(&self, value: &Value) -> String {
-        let mut out = String::new();
-        self.write(value, 0, &mut out);
-        out
-    }
-
-    fn newline(&self, depth: usize, out: &mut String) {
-        if let Some(indent) = self.indent {
-            out.push('\n');
-            out.extend(std::iter::repeat_n(' ', indent * depth));
-        }
-    }
-
-    fn write(&self, value: &Value, depth: usize, out: &mut String) {
-        match value {
-            Value::Array(items) if !items.is_empty() => {
-                out.push('[');
-                for (index, item) in items.iter().enumerate() {
-                    if index > 0 {
-                        out.push_str(&self.item_separator);
-                    }
-                    self.newline(depth + 1, out);
-                    self.write(item, depth + 1, out);
-                }
-                self.newline(depth, out);
-                out.push(']');
-            }
-            Value::Object(object) if !object.is_empty() => {
-                let mut entries: Vec<(&String, &Value)> = object.iter().collect();
-                if self.sort_keys {
-                    entries.sort_by(|a, b| a.0.cmp(b.0));
-                }
-                out.push('{');
-                for (index, (key, item)) in entries.into_iter().enumerate() {
-                    if index > 0 {
-                        out.push_str(&self.item_separator);
-                    }
-                    self.newline(depth + 1, out);
-                    write_python_string(key, out);
-                    out.push_str(&self.key_separator);
-                    self.write(item, depth + 1, out);
-                }
-                self.newline(depth, out);
-                out.push('}');
-            }
-            Value::String(text) => write_python_string(text, out),
-            Value::Number(number) => {
-                let text = number.to_string();
-                // Python writes whole floats with `.0`; serde_json agrees except for exponents.
-                out.push_str(&text);
-            }
-            other => out.push_str(&other.to_string()),
-        }
-    }
-}
-
-fn write_python_string(text: &str, out: &mut String) {
-    out.push('"');
-    for character in text.chars() {
-        match character {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{08}' => out.push_str("\\b"),
-            '\u{0c}' => out.push_str("\\f"),
-            control if u32::from(control) < 0x20 => {
-                out.push_str(&format!("\\u{:04x}", u32::from(control)));
-            }
-            other => out.push(other),
-        }
-    }
-    out.push('"');
 }
 
 #[cfg(test)]

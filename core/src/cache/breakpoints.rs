@@ -1,0 +1,128 @@
+//! Anthropic cache breakpoints: where a request's marked blocks end, and the audit of each
+//! turn's breakpoints against the model minimum and the turn after it.
+
+use super::turn::CacheTurn;
+use crate::path::PartPath;
+
+/// Anthropic: a breakpoint looks for an entry at most this many blocks back.
+pub const ANTHROPIC_LOOKBACK_BLOCKS: usize = 20;
+/// Anthropic: at most this many breakpoints in a request.
+pub const ANTHROPIC_MAX_BREAKPOINTS: usize = 4;
+
+/// The positions of a request's breakpoints: the marked blocks, and the last block for the
+/// automatic form. The request counts every marked block, even past the fourth.
+pub(super) fn anthropic_breakpoints(turn: &CacheTurn) -> Vec<usize> {
+    let mut positions: Vec<usize> = turn
+        .breakpoint_blocks
+        .iter()
+        .filter_map(|block| turn.block_ends.get(*block).copied())
+        .collect();
+    positions.sort_unstable();
+    positions.dedup();
+    positions
+}
+
+/// A problem with a turn's Anthropic cache breakpoints.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BreakpointIssue {
+    /// The turn whose request carries the breakpoint.
+    pub turn: usize,
+    pub block: PartPath,
+    /// Tokens up to the end of the marked block.
+    pub position: usize,
+    pub kind: BreakpointIssueKind,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BreakpointIssueKind {
+    /// More breakpoints than the API accepts: it rejects the request.
+    TooMany { count: usize },
+    /// The prefix up to the breakpoint is shorter than the model caches.
+    BelowMinimum { minimum: usize },
+    /// The next turn changes content before the breakpoint: what it wrote is never read.
+    AfterVolatile { next_turn_diverges_at: usize },
+    /// The next turn keeps the prefix but none of its breakpoints is within 20 blocks after
+    /// this one, so the entry is not found.
+    BeyondLookback { blocks: usize },
+    /// The next turn has no breakpoint at or after this one.
+    Unread,
+}
+
+/// Audits each turn's breakpoints against the model minimum and the turn after it.
+/// `common_with_next[i]` is the number of leading tokens turn `i+1` shares with turn `i`.
+pub fn audit_breakpoints(
+    turns: &[CacheTurn],
+    common_with_next: &[usize],
+    minimum: usize,
+) -> Vec<BreakpointIssue> {
+    let mut issues = Vec::new();
+    for (index, turn) in turns.iter().enumerate() {
+        let marked: Vec<(usize, usize)> = turn
+            .breakpoint_blocks
+            .iter()
+            .filter_map(|block| turn.block_ends.get(*block).map(|end| (*block, *end)))
+            .collect();
+        let issue = |block: usize, position: usize, kind| BreakpointIssue {
+            turn: index,
+            block: turn.block_paths.get(block).cloned().unwrap_or_default(),
+            position,
+            kind,
+        };
+        if marked.len() > ANTHROPIC_MAX_BREAKPOINTS {
+            let (block, position) = marked[ANTHROPIC_MAX_BREAKPOINTS];
+            issues.push(issue(
+                block,
+                position,
+                BreakpointIssueKind::TooMany {
+                    count: marked.len(),
+                },
+            ));
+        }
+        let next = turns.get(index + 1).zip(common_with_next.get(index));
+        for &(block, position) in &marked {
+            if position < minimum {
+                issues.push(issue(
+                    block,
+                    position,
+                    BreakpointIssueKind::BelowMinimum { minimum },
+                ));
+                continue;
+            }
+            let Some((next, &common)) = next else {
+                continue;
+            };
+            if position > common {
+                issues.push(issue(
+                    block,
+                    position,
+                    BreakpointIssueKind::AfterVolatile {
+                        next_turn_diverges_at: common,
+                    },
+                ));
+                continue;
+            }
+            // The block of the next turn that ends where this one did.
+            let Some(same_block) = next.block_ends.iter().position(|end| *end == position) else {
+                continue;
+            };
+            let reach = next
+                .breakpoint_blocks
+                .iter()
+                .filter(|later| **later >= same_block)
+                .map(|later| later - same_block)
+                .min();
+            match reach {
+                None => issues.push(issue(block, position, BreakpointIssueKind::Unread)),
+                Some(blocks) if blocks >= ANTHROPIC_LOOKBACK_BLOCKS => {
+                    issues.push(issue(
+                        block,
+                        position,
+                        BreakpointIssueKind::BeyondLookback { blocks },
+                    ));
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    issues
+}

@@ -1,0 +1,308 @@
+//! The engines and APIs kvlint models: their `--engine` spelling, and which hit formula and
+//! write positions apply to each.
+
+use std::fmt;
+use std::str::FromStr;
+
+use super::breakpoints::anthropic_breakpoints;
+use super::hits::{
+    OPENAI_MINIMUM, anthropic_hit, breakpoint_hit, gemini_hit, llamacpp_hit, openai_hit,
+    readable_units, sglang_hit, vllm_hit,
+};
+use super::models::{MODELS, ModelFigures};
+use super::turn::{CacheTurn, Earlier, Prediction};
+
+/// An engine or API whose prefix cache kvlint predicts, as given to `--engine NAME[:options]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Engine {
+    /// `vllm[:block=16][,spec]`
+    Vllm { block: usize, speculative: bool },
+    /// `sglang[:page=1]`
+    Sglang { page: usize },
+    /// `llamacpp[:cache-reuse=N]`
+    LlamaCpp { cache_reuse: usize },
+    /// `openai[:MODEL]`
+    OpenAi { model: Option<String> },
+    /// `anthropic[:MODEL]`
+    Anthropic { model: Option<String> },
+    /// `gemini[:MODEL]`
+    Gemini { model: Option<String> },
+    /// `deepseek`
+    DeepSeek,
+}
+
+impl Engine {
+    pub fn name(&self) -> String {
+        match self {
+            Self::Vllm { block, speculative } => {
+                format!(
+                    "vllm:block={block}{}",
+                    if *speculative { ",spec" } else { "" }
+                )
+            }
+            Self::Sglang { page } => format!("sglang:page={page}"),
+            Self::LlamaCpp { cache_reuse: 0 } => "llamacpp".into(),
+            Self::LlamaCpp { cache_reuse } => format!("llamacpp:cache-reuse={cache_reuse}"),
+            Self::OpenAi { model } => with_model("openai", model),
+            Self::Anthropic { model } => with_model("anthropic", model),
+            Self::Gemini { model } => with_model("gemini", model),
+            Self::DeepSeek => "deepseek".into(),
+        }
+    }
+
+    /// Whether the engine keeps the tokens it generates in its cache (self-hosted engines
+    /// do; hosted APIs cache prompts).
+    pub fn keeps_generated_tokens(&self) -> bool {
+        matches!(
+            self,
+            Self::Vllm { .. } | Self::Sglang { .. } | Self::LlamaCpp { .. } | Self::DeepSeek
+        )
+    }
+
+    /// The provider whose price and minimum figures apply, for hosted APIs.
+    pub fn provider(&self) -> Option<&'static str> {
+        match self {
+            Self::OpenAi { .. } => Some("openai"),
+            Self::Anthropic { .. } => Some("anthropic"),
+            Self::Gemini { .. } => Some("gemini"),
+            Self::DeepSeek => Some("deepseek"),
+            _ => None,
+        }
+    }
+
+    /// The figures of the model a turn uses: the engine's model, else the request's.
+    pub fn figures(&self, turn: &CacheTurn) -> Option<&'static ModelFigures> {
+        let provider = self.provider()?;
+        let named = match self {
+            Self::OpenAi { model } | Self::Anthropic { model } | Self::Gemini { model } => {
+                model.as_deref()
+            }
+            _ => None,
+        };
+        MODELS.lookup(
+            provider,
+            named.or(turn.model.as_deref()).unwrap_or_default(),
+        )
+    }
+
+    /// What this engine serves from cache for `turn`, given the earlier turns of the session
+    /// (oldest first; the last is the turn right before).
+    pub fn predict(&self, turn: &CacheTurn, earlier: &[Earlier]) -> Prediction {
+        let longest_sequence = earlier
+            .iter()
+            .map(|entry| entry.common_sequence)
+            .max()
+            .unwrap_or(0);
+        let longest_prompt = earlier
+            .iter()
+            .map(|entry| entry.common_prompt)
+            .max()
+            .unwrap_or(0);
+        let n = turn.prompt_tokens;
+        match self {
+            Self::Vllm { block, speculative } => Prediction {
+                cached: vllm_hit(n, longest_sequence, *block, *speculative),
+                written: 0,
+            },
+            Self::Sglang { page } => Prediction {
+                cached: sglang_hit(n, longest_sequence, *page),
+                written: 0,
+            },
+            Self::LlamaCpp { .. } => Prediction {
+                cached: llamacpp_hit(
+                    n,
+                    earlier
+                        .last()
+                        .map_or(0, |previous| previous.common_sequence),
+                ),
+                written: 0,
+            },
+            Self::OpenAi { .. } => {
+                let figures = self.figures(turn);
+                if figures.is_some_and(|figures| figures.breakpoints) {
+                    breakpoint_hit(turn, earlier, &self.writes(turn), OPENAI_MINIMUM)
+                } else {
+                    Prediction {
+                        cached: openai_hit(n, longest_prompt),
+                        written: 0,
+                    }
+                }
+            }
+            Self::Anthropic { .. } => {
+                let minimum = self
+                    .figures(turn)
+                    .map_or(1024, |figures| figures.min_cacheable_tokens);
+                anthropic_hit(turn, earlier, minimum)
+            }
+            Self::Gemini { .. } => {
+                let minimum = self
+                    .figures(turn)
+                    .map_or(1024, |figures| figures.min_cacheable_tokens);
+                Prediction {
+                    cached: gemini_hit(longest_prompt, minimum),
+                    written: 0,
+                }
+            }
+            Self::DeepSeek => Prediction {
+                cached: readable_units(earlier),
+                written: 0,
+            },
+        }
+    }
+
+    /// The cache entries this turn leaves for later turns (token positions), for the models
+    /// that cache at marked points rather than at every token.
+    pub fn writes(&self, turn: &CacheTurn) -> Vec<usize> {
+        match self {
+            Self::Anthropic { .. } => anthropic_breakpoints(turn),
+            Self::OpenAi { .. } => {
+                let mut positions: Vec<usize> = turn
+                    .breakpoint_blocks
+                    .iter()
+                    .filter_map(|block| turn.block_ends.get(*block).copied())
+                    .collect();
+                positions.push(turn.latest_input_end);
+                positions.sort_unstable();
+                positions.dedup();
+                positions
+            }
+            Self::DeepSeek => vec![
+                turn.prompt_tokens,
+                turn.prompt_tokens + turn.generated_tokens,
+            ],
+            _ => Vec::new(),
+        }
+    }
+}
+
+fn with_model(provider: &str, model: &Option<String>) -> String {
+    match model {
+        Some(model) => format!("{provider}:{model}"),
+        None => provider.to_owned(),
+    }
+}
+
+/// `--engine NAME[:options]` could not be read.
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+#[error("unknown engine `{spec}`: {reason}")]
+#[diagnostic(
+    code(kvlint::engine),
+    help(
+        "one of vllm[:block=16][,spec], sglang[:page=1], llamacpp[:cache-reuse=N], openai[:MODEL], anthropic[:MODEL], gemini[:MODEL], deepseek"
+    )
+)]
+pub struct EngineSpecError {
+    pub spec: String,
+    pub reason: String,
+}
+
+impl FromStr for Engine {
+    type Err = EngineSpecError;
+
+    fn from_str(spec: &str) -> Result<Self, Self::Err> {
+        let error = |reason: &str| EngineSpecError {
+            spec: spec.to_owned(),
+            reason: reason.to_owned(),
+        };
+        let (name, options) = spec.split_once(':').unwrap_or((spec, ""));
+        let options: Vec<&str> = options
+            .split(',')
+            .filter(|option| !option.is_empty())
+            .collect();
+        let number = |key: &str, default: usize| -> Result<usize, EngineSpecError> {
+            match options
+                .iter()
+                .find_map(|option| option.strip_prefix(key)?.strip_prefix('='))
+            {
+                None => Ok(default),
+                Some(value) => value
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|value| *value > 0)
+                    .ok_or_else(|| error(&format!("`{key}` must be a positive whole number"))),
+            }
+        };
+        let model = || (!options.is_empty()).then(|| options.join(","));
+        let known = |allowed: &[&str]| {
+            options.iter().all(|option| {
+                allowed.iter().any(|key| {
+                    *option == *key
+                        || option
+                            .strip_prefix(key)
+                            .is_some_and(|rest| rest.starts_with('='))
+                })
+            })
+        };
+        match name {
+            "vllm" if known(&["block", "spec"]) => Ok(Self::Vllm {
+                block: number("block", 16)?,
+                speculative: options.contains(&"spec"),
+            }),
+            "sglang" if known(&["page"]) => Ok(Self::Sglang {
+                page: number("page", 1)?,
+            }),
+            "llamacpp" | "llama.cpp" if known(&["cache-reuse"]) => Ok(Self::LlamaCpp {
+                cache_reuse: options
+                    .iter()
+                    .find_map(|option| option.strip_prefix("cache-reuse="))
+                    .map(|value| {
+                        value
+                            .parse()
+                            .map_err(|_| error("`cache-reuse` must be a whole number"))
+                    })
+                    .transpose()?
+                    .unwrap_or(0),
+            }),
+            "openai" => Ok(Self::OpenAi { model: model() }),
+            "anthropic" => Ok(Self::Anthropic { model: model() }),
+            "gemini" => Ok(Self::Gemini { model: model() }),
+            "deepseek" if options.is_empty() => Ok(Self::DeepSeek),
+            "vllm" | "sglang" | "llamacpp" | "llama.cpp" | "deepseek" => {
+                Err(error("unknown option"))
+            }
+            _ => Err(error("not an engine kvlint models")),
+        }
+    }
+}
+
+impl fmt::Display for Engine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn engine_specs_parse_and_print() {
+        for (spec, name) in [
+            ("vllm", "vllm:block=16"),
+            ("vllm:block=32,spec", "vllm:block=32,spec"),
+            ("sglang:page=64", "sglang:page=64"),
+            ("llamacpp", "llamacpp"),
+            ("openai:gpt-4o", "openai:gpt-4o"),
+            ("anthropic", "anthropic"),
+            ("deepseek", "deepseek"),
+        ] {
+            assert_eq!(
+                spec.parse::<Engine>()
+                    .map(|engine| engine.name())
+                    .ok()
+                    .as_deref(),
+                Some(name),
+                "{spec}"
+            );
+        }
+        for bad in [
+            "vllm:block=0",
+            "vllm:blocks=16",
+            "tgi",
+            "sglang:page=x",
+            "deepseek:x",
+        ] {
+            assert!(bad.parse::<Engine>().is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,29 @@
+//! Engine cache models: how many prompt tokens of a turn each engine or API serves from its
+//! cache, given what earlier turns of the session left there.
+//!
+//! Every model reads the same facts about a turn ([`CacheTurn`]) and about each earlier turn
+//! ([`Earlier`]); the facts behind each rule, with their sources, are in the doc comments of
+//! the hit formulas and in `shared/reference/engines.md`. Per-model figures that change
+//! over time (minimum cacheable lengths, prices) live in `data/models.toml`, not in code.
+//!
+//! The files: `engine` names a cache ([`Engine`]) and dispatches to its formula in `hits`;
+//! `turn` holds the facts every formula reads; `breakpoints` Anthropic's breakpoint
+//! positions and their audit; `models` the per-model figures.
+
+mod breakpoints;
+mod engine;
+mod hits;
+mod models;
+mod turn;
+
+pub use breakpoints::{
+    ANTHROPIC_LOOKBACK_BLOCKS, ANTHROPIC_MAX_BREAKPOINTS, BreakpointIssue, BreakpointIssueKind,
+    audit_breakpoints,
+};
+pub use engine::{Engine, EngineSpecError};
+pub use hits::{
+    DEEPSEEK_UNIT, OPENAI_INCREMENT, OPENAI_MINIMUM, anthropic_hit, gemini_hit, llamacpp_hit,
+    llamacpp_reuse, openai_hit, sglang_hit, vllm_hit,
+};
+pub use models::{MODELS, ModelFigures, ModelTable};
+pub use turn::{CacheTurn, Earlier, Prediction, generated_text};

@@ -1,0 +1,83 @@
+//! Per-model figures (minimum cacheable length, prices) from `data/models.toml`: they change
+//! over time, so they are data, not code.
+
+use std::sync::LazyLock;
+
+use serde::{Deserialize, Serialize};
+
+use super::turn::Prediction;
+
+/// Per-model figures from `data/models.toml`.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+pub struct ModelFigures {
+    pub provider: String,
+    /// Matched as a prefix of the request's model name; empty matches any model.
+    pub name: String,
+    pub min_cacheable_tokens: usize,
+    /// USD per million tokens.
+    pub input: f64,
+    pub cached_input: f64,
+    pub cache_write: f64,
+    #[serde(default)]
+    pub breakpoints: bool,
+    pub source: String,
+    pub verified: bool,
+}
+
+impl ModelFigures {
+    /// The cost in USD of one turn.
+    pub fn cost(&self, prompt_tokens: usize, prediction: Prediction) -> f64 {
+        let fresh = prompt_tokens.saturating_sub(prediction.cached + prediction.written);
+        (fresh as f64 * self.input
+            + prediction.cached as f64 * self.cached_input
+            + prediction.written as f64 * self.cache_write)
+            / 1_000_000.0
+    }
+}
+
+/// The dated table of model figures.
+#[derive(Debug, Deserialize)]
+pub struct ModelTable {
+    pub as_of: String,
+    #[serde(rename = "model")]
+    pub models: Vec<ModelFigures>,
+}
+
+impl ModelTable {
+    /// The row for a model: the longest name that prefixes it, else the provider's fallback.
+    pub fn lookup(&self, provider: &str, model: &str) -> Option<&ModelFigures> {
+        self.models
+            .iter()
+            .filter(|row| row.provider == provider && model.starts_with(&row.name))
+            .max_by_key(|row| row.name.len())
+    }
+}
+
+/// The embedded table; an unreadable table (a build with a broken data file) is empty.
+pub static MODELS: LazyLock<ModelTable> = LazyLock::new(|| {
+    toml::from_str(include_str!("../../data/models.toml")).unwrap_or(ModelTable {
+        as_of: String::new(),
+        models: Vec::new(),
+    })
+});
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_model_table_is_readable_and_dated() {
+        assert!(!MODELS.as_of.is_empty());
+        assert!(MODELS.models.len() >= 20);
+        for provider in ["openai", "anthropic", "gemini", "deepseek"] {
+            assert!(
+                MODELS.lookup(provider, "some-future-model").is_some(),
+                "{provider} has a fallback row"
+            );
+        }
+        let sonnet = MODELS
+            .lookup("anthropic", "claude-sonnet-4-5-20250929")
+            .map(|row| row.name.as_str());
+        assert_eq!(sonnet, Some("claude-sonnet-4-5"));
+    }
+}

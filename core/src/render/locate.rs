@@ -1,0 +1,147 @@
+//! Engine mode: which request part each byte of a chat template's output came from.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+use serde_json::Value;
+
+use super::Segment;
+use crate::request::{Part, PartKind, Request};
+use crate::template::PythonJson;
+
+/// Engine mode: finds each content part of the request in the rendered text, and gives the
+/// text between them (role headers, template text) to a neighbouring part.
+///
+/// Parts are searched in request order from where the last one was found; tools and system
+/// text, which templates move (Qwen puts the tools after the system message), are searched
+/// in the whole text.
+pub(super) fn locate_parts(
+    text: &str,
+    request: &Request,
+    chat_tools: &[Cow<'_, Value>],
+) -> Vec<Segment> {
+    // Located ranges by start, to check a candidate against its neighbours only.
+    let mut located: BTreeMap<usize, (usize, usize)> = BTreeMap::new();
+    let mut is_located = vec![false; request.parts.len()];
+    let mut cursor = 0;
+    for (index, part) in request.parts.iter().enumerate() {
+        if !matches!(
+            part.kind,
+            PartKind::Tool
+                | PartKind::System
+                | PartKind::Text
+                | PartKind::Arguments
+                | PartKind::ToolResult
+                | PartKind::Reasoning
+        ) {
+            continue;
+        }
+        let is_free = |range: &Range<usize>| {
+            let before = located.range(..=range.start).next_back();
+            let after = located.range(range.start..).next();
+            before.is_none_or(|(_, (end, _))| *end <= range.start)
+                && after.is_none_or(|(start, _)| range.end <= *start)
+        };
+        // Tools reach the template in chat form, whatever the request's API.
+        let chat_tool = (part.kind == PartKind::Tool)
+            .then(|| request.tools.iter().position(|tool| tool.path == part.path))
+            .flatten()
+            .and_then(|index| chat_tools.get(index))
+            .map(Cow::as_ref);
+        let in_head = matches!(part.kind, PartKind::Tool | PartKind::System)
+            || part
+                .message
+                .and_then(|message| request.messages.get(message))
+                .is_some_and(|message| message.role.is_instructions());
+        let found = needles(part, chat_tool)
+            .into_iter()
+            .filter(|needle| !needle.is_empty())
+            .find_map(|needle| {
+                let after_cursor = text[cursor..].find(needle.as_ref()).map(|at| cursor + at);
+                // Only the head of the prompt is rendered out of order by templates; searching
+                // the whole text for every part would make rendering quadratic.
+                let anywhere = in_head
+                    .then(|| text.match_indices(needle.as_ref()).map(|(at, _)| at))
+                    .into_iter()
+                    .flatten();
+                after_cursor
+                    .into_iter()
+                    .chain(anywhere)
+                    .map(|start| start..start + needle.len())
+                    .find(|range| is_free(range))
+            });
+        if let Some(range) = found {
+            cursor = cursor.max(range.end);
+            located.insert(range.start, (range.end, index));
+            is_located[index] = true;
+        }
+    }
+    let located: Vec<Segment> = located
+        .into_iter()
+        .map(|(start, (end, part))| Segment {
+            range: start..end,
+            part,
+        })
+        .collect();
+    let is_located = |part: usize| is_located[part];
+    // Text between two located parts belongs to the first content part the search could not
+    // find between them (a tool call the template re-serialized), else to the header of the
+    // message that follows, else to the part right after the earlier one.
+    let gap_owner = |after: Option<usize>, before: usize| {
+        let first = after.map_or(0, |part| part + 1);
+        if let Some(skipped) = (first..before)
+            .find(|&part| !request.parts[part].kind.is_structural() && !is_located(part))
+        {
+            return skipped;
+        }
+        let header = request.parts[before].message.and_then(|message| {
+            request.parts[..=before]
+                .iter()
+                .rposition(|part| part.message == Some(message) && part.kind == PartKind::Header)
+        });
+        header.unwrap_or(first.min(request.parts.len().saturating_sub(1)))
+    };
+    let mut segments = Vec::with_capacity(located.len() * 2 + 1);
+    let mut previous_end = 0;
+    let mut previous_part = None;
+    for segment in &located {
+        if previous_end < segment.range.start {
+            segments.push(Segment {
+                range: previous_end..segment.range.start,
+                part: gap_owner(previous_part, segment.part),
+            });
+        }
+        previous_end = segment.range.end;
+        previous_part = Some(segment.part);
+        segments.push(segment.clone());
+    }
+    if previous_end < text.len() || segments.is_empty() {
+        let last = request.parts.len().saturating_sub(1);
+        segments.push(Segment {
+            range: previous_end..text.len(),
+            part: previous_part.map_or(0, |part| (part + 1).min(last)),
+        });
+    }
+    segments
+}
+
+/// The texts a part may appear as in a template's output: as sent, trimmed, and for JSON
+/// (a tool, tool-call arguments) as Python's `json.dumps` writes it.
+fn needles<'a>(part: &'a Part, chat_tool: Option<&Value>) -> Vec<Cow<'a, str>> {
+    let parsed = match (part.kind, chat_tool) {
+        (PartKind::Tool, Some(chat_tool)) => Some(chat_tool.clone()),
+        (PartKind::Tool | PartKind::Arguments, _) => serde_json::from_str::<Value>(&part.text).ok(),
+        _ => None,
+    };
+    let mut needles = Vec::new();
+    if let Some(value) = &parsed {
+        needles.push(Cow::Owned(PythonJson::compact().dumps(value)));
+        if let Some(function) = value.get("function") {
+            needles.push(Cow::Owned(PythonJson::compact().dumps(function)));
+        }
+    }
+    needles.push(Cow::Borrowed(part.text.as_str()));
+    needles.push(Cow::Borrowed(part.text.trim()));
+    needles
+}

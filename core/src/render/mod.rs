@@ -1,0 +1,195 @@
+//! Rendering a request into the exact text and tokens an engine prefills.
+//!
+//! Two modes:
+//! - **provider** (the default, offline): the request's parts in the provider's cache order,
+//!   each tokenized with the embedded `o200k_base` encoding. Exact for OpenAI's encoding of
+//!   the text; an approximation of other providers' counts.
+//! - **engine**: the request rendered through a model's chat template (as transformers does)
+//!   and tokenized with its `tokenizer.json`: the tokens a self-hosted engine computes.
+//!
+//! Provider mode lives in `provider`, the engine-mode attribution of template output to
+//! request parts in `locate`, and the chat-format view templates receive in `chat_view`.
+
+mod chat_view;
+mod locate;
+mod provider;
+
+use std::ops::Range;
+
+use crate::error::InputError;
+use crate::request::{BodyFormat, Request};
+use crate::template::ChatTemplate;
+use crate::tokenize::{Tokenizer, Tokens};
+
+pub use chat_view::chat_view;
+use locate::locate_parts;
+use provider::render_parts;
+
+/// A byte range of the rendered text and the request part it came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Segment {
+    pub range: Range<usize>,
+    /// Index into [`Request::parts`].
+    pub part: usize,
+}
+
+/// A request as text and tokens, with every byte attributed to a request part.
+#[derive(Clone, Debug, Default)]
+pub struct Rendered {
+    pub text: String,
+    /// Sorted, non-overlapping; together they cover the whole text.
+    pub segments: Vec<Segment>,
+    pub tokens: Tokens,
+}
+
+impl Rendered {
+    /// The segment that holds byte `offset`, or the last one past the end.
+    pub fn segment_at(&self, offset: usize) -> Option<&Segment> {
+        let index = self
+            .segments
+            .partition_point(|segment| segment.range.end <= offset);
+        self.segments.get(index).or_else(|| self.segments.last())
+    }
+}
+
+/// How requests become tokens.
+pub enum Renderer {
+    Provider {
+        tokenizer: Tokenizer,
+    },
+    Engine {
+        template: Box<ChatTemplate>,
+        tokenizer: Tokenizer,
+        add_generation_prompt: bool,
+    },
+}
+
+impl Renderer {
+    /// Provider mode with the embedded `o200k_base` encoding.
+    pub fn provider() -> Self {
+        Self::Provider {
+            tokenizer: Tokenizer::o200k_base(),
+        }
+    }
+
+    /// The name reported as `renderer`: `provider:o200k_base` or `engine:<template>`.
+    pub fn name(&self) -> String {
+        match self {
+            Self::Provider { tokenizer } => format!("provider:{}", tokenizer.name()),
+            Self::Engine {
+                template,
+                tokenizer,
+                ..
+            } => {
+                format!("engine:{}+{}", file_name(template.path()), tokenizer.name())
+            }
+        }
+    }
+
+    /// Whether each rendered prompt ends with the generation prompt, where the model's answer
+    /// starts (engine mode, as engines render chat requests).
+    pub fn ends_with_generation_prompt(&self) -> bool {
+        matches!(
+            self,
+            Self::Engine {
+                add_generation_prompt: true,
+                ..
+            }
+        )
+    }
+
+    pub fn tokenizer(&self) -> &Tokenizer {
+        match self {
+            Self::Provider { tokenizer } | Self::Engine { tokenizer, .. } => tokenizer,
+        }
+    }
+
+    /// Whether token counts for a request of `format` are only an approximation.
+    pub fn is_approximate(&self, format: BodyFormat) -> bool {
+        match self {
+            Self::Provider { .. } => format == BodyFormat::AnthropicMessages,
+            Self::Engine { .. } => false,
+        }
+    }
+
+    pub fn render(&self, request: &Request) -> Result<Rendered, InputError> {
+        self.render_after(request, None)
+    }
+
+    /// Renders a request knowing the turn before it: parts it sends again unchanged reuse
+    /// that turn's tokens without being hashed or encoded again.
+    pub fn render_after(
+        &self,
+        request: &Request,
+        previous: Option<(&Request, &Rendered)>,
+    ) -> Result<Rendered, InputError> {
+        match self {
+            Self::Provider { tokenizer } => Ok(render_parts(request, tokenizer, previous)),
+            Self::Engine {
+                template,
+                tokenizer,
+                add_generation_prompt,
+            } => {
+                let (messages, tools) = chat_view(request);
+                let text = template.render(&messages, tools.as_deref(), *add_generation_prompt)?;
+                let segments = locate_parts(&text, request, tools.as_deref().unwrap_or_default());
+                let tokens = tokenizer.encode_text(&text);
+                Ok(Rendered {
+                    text,
+                    segments,
+                    tokens,
+                })
+            }
+        }
+    }
+}
+
+fn file_name(path: &str) -> &str {
+    path.rsplit(['/', '\\']).next().unwrap_or(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::NaiveDate;
+    use serde_json::json;
+
+    #[test]
+    fn engine_mode_attributes_template_text_to_the_following_part() {
+        let dir = std::env::temp_dir().join(format!("kvlint-render-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("t.jinja");
+        std::fs::write(
+            &path,
+            "{% for m in messages %}<{{ m.role }}>{% if loop.first %}Date: {{ strftime_now('%Y-%m-%d') }}\n{% endif %}{{ m.content }}</>{% endfor %}",
+        )
+        .unwrap();
+        let now = NaiveDate::from_ymd_opt(2026, 1, 2)
+            .and_then(|d| d.and_hms_opt(0, 0, 0))
+            .unwrap();
+        let renderer = Renderer::Engine {
+            template: Box::new(ChatTemplate::from_file(&path, now).unwrap()),
+            tokenizer: Tokenizer::o200k_base(),
+            add_generation_prompt: false,
+        };
+        let body = json!({"messages": [{"role": "system", "content": "Be terse."}, {"role": "user", "content": "hi"}]});
+        let request = Request::from_body(&body).unwrap();
+        let rendered = renderer.render(&request).unwrap();
+        assert_eq!(
+            rendered.text,
+            "<system>Date: 2026-01-02\nBe terse.</><user>hi</>"
+        );
+        let date = rendered
+            .segment_at(rendered.text.find("2026").unwrap())
+            .unwrap();
+        assert_eq!(request.parts[date.part].path.to_string(), "messages[0]");
+        let hi = rendered
+            .segment_at(rendered.text.find("hi").unwrap())
+            .unwrap();
+        assert_eq!(
+            request.parts[hi.part].path.to_string(),
+            "messages[1].content"
+        );
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}

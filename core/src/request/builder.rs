@@ -1,0 +1,142 @@
+//! The parts list under construction, and the steps every API shares: tool definitions,
+//! cache-relevant settings, message scaffolding and string fields.
+
+use serde_json::{Map, Value};
+
+use super::{BodyError, Message, Part, PartKind, Role, Tool, without_cache_control};
+use crate::json::{compact_json, kind_of};
+use crate::path::PartPath;
+
+/// What [`super::Request::from_body`] collects while it walks a body in cache order.
+#[derive(Default)]
+pub(super) struct PartsBuilder {
+    pub(super) tools: Vec<Tool>,
+    pub(super) messages: Vec<Message>,
+    pub(super) parts: Vec<Part>,
+}
+
+impl PartsBuilder {
+    pub(super) fn push(
+        &mut self,
+        path: PartPath,
+        kind: PartKind,
+        text: String,
+        message: Option<usize>,
+    ) {
+        self.parts.push(Part {
+            path,
+            kind,
+            text,
+            message,
+        });
+    }
+
+    /// The `tools` array, as sent apart from `cache_control`.
+    pub(super) fn tools(&mut self, body: &Map<String, Value>) -> Result<(), BodyError> {
+        let Some(tools) = body.get("tools").filter(|tools| !tools.is_null()) else {
+            return Ok(());
+        };
+        let tools_path = PartPath::root().key("tools");
+        let tools = tools.as_array().ok_or_else(|| {
+            BodyError::new(
+                tools_path.clone(),
+                format!("`tools` must be an array, found {}", kind_of(tools)),
+            )
+        })?;
+        for (index, tool) in tools.iter().enumerate() {
+            let path = tools_path.index(index);
+            if !tool.is_object() {
+                return Err(BodyError::new(
+                    path,
+                    format!("a tool must be an object, found {}", kind_of(tool)),
+                ));
+            }
+            let name = tool
+                .pointer("/function/name")
+                .or_else(|| tool.get("name"))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            let definition = without_cache_control(tool);
+            self.push(
+                path.clone(),
+                PartKind::Tool,
+                compact_json(&definition),
+                None,
+            );
+            self.tools.push(Tool {
+                name,
+                path,
+                definition,
+            });
+        }
+        Ok(())
+    }
+
+    /// Settings that change what the provider caches: tool choice and output schemas are
+    /// rendered after the tools; Anthropic's thinking parameters and OpenAI's reasoning
+    /// effort invalidate the system prompt and messages when they change.
+    pub(super) fn settings(&mut self, body: &Map<String, Value>) {
+        for setting in [
+            "tool_choice",
+            "response_format",
+            "text",
+            "thinking",
+            "reasoning",
+            "reasoning_effort",
+        ] {
+            if let Some(value) = body.get(setting).filter(|value| !value.is_null()) {
+                let path = PartPath::root().key(setting);
+                self.push(path, PartKind::Setting, compact_json(value), None);
+            }
+        }
+    }
+
+    /// Starts a message: records it and pushes its header part.
+    ///
+    /// The header and end texts are ChatML-like stand-ins for the scaffolding a provider
+    /// adds around each message. They live in the parts rather than in the renderer because
+    /// the turn diff and the probe's routing key read part texts, scaffolding included.
+    pub(super) fn open_message(&mut self, path: PartPath, role: Role, value: Value) -> usize {
+        let index = self.messages.len();
+        let header = format!("<|im_start|>{role}\n");
+        self.messages.push(Message {
+            path: path.clone(),
+            role,
+            value,
+        });
+        self.push(path, PartKind::Header, header, Some(index));
+        index
+    }
+
+    pub(super) fn close_message(&mut self, path: PartPath, message: usize) {
+        self.push(
+            path,
+            PartKind::End,
+            "<|im_end|>\n".to_owned(),
+            Some(message),
+        );
+    }
+
+    /// A string field of a message, item or block as a part; absent and null are skipped.
+    pub(super) fn string_field(
+        &mut self,
+        path: &PartPath,
+        object: &Map<String, Value>,
+        key: &str,
+        kind: PartKind,
+        message: usize,
+    ) -> Result<(), BodyError> {
+        match object.get(key) {
+            None | Some(Value::Null) => Ok(()),
+            Some(Value::String(text)) => {
+                self.push(path.key(key), kind, text.clone(), Some(message));
+                Ok(())
+            }
+            Some(other) => Err(BodyError::new(
+                path.key(key),
+                format!("`{key}` must be a string, found {}", kind_of(other)),
+            )),
+        }
+    }
+}

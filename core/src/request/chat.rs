@@ -1,0 +1,204 @@
+//! OpenAI Chat Completions: `messages` with string or block content and `tool_calls`.
+//! Anthropic's messages and Responses items that carry a `role` are read here too.
+
+use serde_json::{Map, Value};
+
+use super::builder::PartsBuilder;
+use super::{BodyError, PartKind, Role};
+use crate::json::{compact_json, kind_of};
+use crate::path::PartPath;
+
+impl PartsBuilder {
+    /// The `messages` array of a Chat Completions or Anthropic Messages body.
+    pub(super) fn chat_messages(&mut self, body: &Map<String, Value>) -> Result<(), BodyError> {
+        let path = PartPath::root().key("messages");
+        let messages = body
+            .get("messages")
+            .and_then(Value::as_array)
+            .ok_or_else(|| BodyError::new(path.clone(), "`messages` must be an array"))?;
+        for (index, message) in messages.iter().enumerate() {
+            self.message(path.index(index), message)?;
+        }
+        Ok(())
+    }
+
+    /// One message with a `role`: its name or call id, reasoning, content and tool calls.
+    pub(super) fn message(&mut self, path: PartPath, message: &Value) -> Result<(), BodyError> {
+        let object = message.as_object().ok_or_else(|| {
+            BodyError::new(
+                path.clone(),
+                format!("a message must be an object, found {}", kind_of(message)),
+            )
+        })?;
+        let role = match object.get("role") {
+            Some(Value::String(role)) => Role::from(role.as_str()),
+            Some(other) => {
+                return Err(BodyError::new(
+                    path.key("role"),
+                    format!("`role` must be a string, found {}", kind_of(other)),
+                ));
+            }
+            None => return Err(BodyError::new(path, "a message must have a `role`")),
+        };
+        let index = self.open_message(path.clone(), role.clone(), message.clone());
+        for key in ["name", "tool_call_id"] {
+            if object.get(key).is_some_and(Value::is_string) {
+                self.string_field(&path, object, key, PartKind::ToolCallId, index)?;
+            }
+        }
+        for key in ["reasoning_content", "reasoning", "thinking"] {
+            if object.get(key).is_some_and(Value::is_string) {
+                self.string_field(&path, object, key, PartKind::Reasoning, index)?;
+            }
+        }
+        let content_path = path.key("content");
+        let content_kind = if role == Role::Tool {
+            PartKind::ToolResult
+        } else {
+            PartKind::Text
+        };
+        match object.get("content") {
+            None | Some(Value::Null) => {}
+            Some(Value::String(text)) => {
+                self.push(content_path, content_kind, text.clone(), Some(index))
+            }
+            Some(Value::Array(blocks)) => self.blocks(&content_path, blocks, index)?,
+            Some(other) => {
+                return Err(BodyError::new(
+                    content_path,
+                    format!(
+                        "`content` must be a string, null or an array of content blocks, found {}",
+                        kind_of(other)
+                    ),
+                ));
+            }
+        }
+        if let Some(tool_calls) = object.get("tool_calls").filter(|calls| !calls.is_null()) {
+            let calls_path = path.key("tool_calls");
+            let calls = tool_calls.as_array().ok_or_else(|| {
+                BodyError::new(
+                    calls_path.clone(),
+                    format!(
+                        "`tool_calls` must be an array, found {}",
+                        kind_of(tool_calls)
+                    ),
+                )
+            })?;
+            for (call_index, call) in calls.iter().enumerate() {
+                self.tool_call(calls_path.index(call_index), call, index)?;
+            }
+        }
+        self.close_message(path, index);
+        Ok(())
+    }
+
+    fn tool_call(&mut self, path: PartPath, call: &Value, message: usize) -> Result<(), BodyError> {
+        let object = call.as_object().ok_or_else(|| {
+            BodyError::new(
+                path.clone(),
+                format!("a tool call must be an object, found {}", kind_of(call)),
+            )
+        })?;
+        if object.contains_key("id") {
+            self.string_field(&path, object, "id", PartKind::ToolCallId, message)?;
+        }
+        let function_path = path.key("function");
+        let function = object
+            .get("function")
+            .and_then(Value::as_object)
+            .ok_or_else(|| {
+                BodyError::new(
+                    function_path.clone(),
+                    "a tool call must have a `function` object",
+                )
+            })?;
+        self.string_field(
+            &function_path,
+            function,
+            "name",
+            PartKind::ToolCallName,
+            message,
+        )?;
+        match function.get("arguments") {
+            Some(Value::String(arguments)) => {
+                self.push(
+                    function_path.key("arguments"),
+                    PartKind::Arguments,
+                    arguments.clone(),
+                    Some(message),
+                );
+            }
+            Some(arguments @ Value::Object(_)) => {
+                self.push(
+                    function_path.key("arguments"),
+                    PartKind::Arguments,
+                    compact_json(arguments),
+                    Some(message),
+                );
+            }
+            Some(other) => {
+                return Err(BodyError::new(
+                    function_path.key("arguments"),
+                    format!(
+                        "`arguments` must be a JSON string, found {}",
+                        kind_of(other)
+                    ),
+                ));
+            }
+            None => {}
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::request::tests::content_paths;
+    use crate::request::{BodyFormat, Request};
+
+    #[test]
+    fn openai_chat_parts_follow_cache_order() {
+        let body = json!({
+            "model": "gpt-4o",
+            "messages": [
+                {"role": "system", "content": "sys"},
+                {"role": "assistant", "content": null, "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "ok"}
+            ],
+            "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}],
+        });
+        let request = Request::from_body(&body).unwrap();
+        assert_eq!(request.format, BodyFormat::OpenAiChat);
+        assert_eq!(
+            content_paths(&request),
+            [
+                "tools[0]",
+                "messages[0].content",
+                "messages[1].tool_calls[0].id",
+                "messages[1].tool_calls[0].function.name",
+                "messages[1].tool_calls[0].function.arguments",
+                "messages[2].tool_call_id",
+                "messages[2].content",
+            ]
+        );
+        assert_eq!(request.tool_names(), ["f"]);
+    }
+
+    #[test]
+    fn wrong_types_name_the_place() {
+        let body = json!({"messages": [{"role": "user", "content": 3}]});
+        let error = Request::from_body(&body).unwrap_err();
+        assert_eq!(error.path.to_string(), "messages[0].content");
+        assert!(
+            error.message.contains("found a number"),
+            "{}",
+            error.message
+        );
+
+        let error = Request::from_body(&json!({"prompt": "x"})).unwrap_err();
+        assert_eq!(error.message, "no known request format");
+    }
+}

@@ -1,0 +1,283 @@
+//! The request model: one request body, whatever its API, as prompt parts in cache order.
+//!
+//! Each provider caches a request in a fixed order: Anthropic tools → system → messages,
+//! OpenAI tools → instructions/system → messages. [`Request::parts`] lists the prompt's
+//! pieces in that order, each with the path it came from, so a divergence found in the
+//! rendered text can be named as a place in the user's file.
+//!
+//! The parsing is split by API: `detect` tells the formats apart, `chat`, `responses` and
+//! `anthropic` read each one's messages, `blocks` reads the content blocks they share, and
+//! `builder` holds the parts list they fill. [`Role`] is in `role`.
+
+mod anthropic;
+mod blocks;
+mod builder;
+mod chat;
+mod detect;
+mod responses;
+mod role;
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::json::kind_of;
+use crate::path::{PartPath, PathSegment};
+use builder::PartsBuilder;
+
+// The JSON helpers lived here first; other crates import them from this module.
+pub use crate::json::{compact_json, same_bytes};
+pub use role::Role;
+
+/// The API a request body is written for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub enum BodyFormat {
+    #[serde(rename = "openai-chat")]
+    OpenAiChat,
+    #[serde(rename = "openai-responses")]
+    OpenAiResponses,
+    #[serde(rename = "anthropic-messages")]
+    AnthropicMessages,
+}
+
+impl BodyFormat {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::OpenAiChat => "openai-chat",
+            Self::OpenAiResponses => "openai-responses",
+            Self::AnthropicMessages => "anthropic-messages",
+        }
+    }
+}
+
+/// What a part of the prompt is. Structural parts (role headers, message ends) are
+/// scaffolding the renderer adds; they are not content a user would call "re-sent".
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PartKind {
+    Tool,
+    Setting,
+    System,
+    Header,
+    Text,
+    ToolCallName,
+    ToolCallId,
+    Arguments,
+    ToolResult,
+    Reasoning,
+    Media,
+    End,
+}
+
+impl PartKind {
+    pub fn is_structural(self) -> bool {
+        matches!(self, Self::Header | Self::End)
+    }
+}
+
+/// One piece of the prompt in cache order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Part {
+    pub path: PartPath,
+    pub kind: PartKind,
+    pub text: String,
+    /// The index into [`Request::messages`] this part belongs to, if any.
+    pub message: Option<usize>,
+}
+
+/// A tool definition as sent.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tool {
+    pub name: String,
+    pub path: PartPath,
+    /// The definition without `cache_control`, which marks a breakpoint but is not prompt text.
+    pub definition: Value,
+}
+
+/// A conversation item: a chat message, or a Responses `input` item.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Message {
+    pub path: PartPath,
+    pub role: Role,
+    pub value: Value,
+}
+
+/// A request body parsed into prompt parts in the provider's cache order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Request {
+    pub format: BodyFormat,
+    pub model: Option<String>,
+    pub tools: Vec<Tool>,
+    pub messages: Vec<Message>,
+    pub parts: Vec<Part>,
+    /// Blocks marked as cache breakpoints (`cache_control`, `prompt_cache_breakpoint`).
+    pub breakpoints: Vec<PartPath>,
+    /// Anthropic's top-level `cache_control`: a breakpoint on the last cacheable block.
+    pub automatic_breakpoint: bool,
+    pub body: Value,
+}
+
+/// A body that does not have the shape of any supported API, with the place that is wrong.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BodyError {
+    pub path: PartPath,
+    pub message: String,
+    pub expected: Option<String>,
+}
+
+impl BodyError {
+    pub fn new(path: PartPath, message: impl Into<String>) -> Self {
+        Self {
+            path,
+            message: message.into(),
+            expected: None,
+        }
+    }
+
+    fn expected(mut self, expected: impl Into<String>) -> Self {
+        self.expected = Some(expected.into());
+        self
+    }
+}
+
+const SUPPORTED_FORMATS: &str = "expected an OpenAI Chat Completions body (`messages`), an OpenAI \
+    Responses body (`input` and/or `instructions`) or an Anthropic Messages body (`messages`, \
+    `system`, `tools[].input_schema`)";
+
+impl Request {
+    pub fn from_body(body: &Value) -> Result<Self, BodyError> {
+        let Some(object) = body.as_object() else {
+            return Err(BodyError::new(
+                PartPath::root(),
+                format!("expected a request body object, found {}", kind_of(body)),
+            ));
+        };
+        let format = BodyFormat::detect(object).ok_or_else(|| {
+            BodyError::new(PartPath::root(), "no known request format").expected(SUPPORTED_FORMATS)
+        })?;
+        let mut builder = PartsBuilder::default();
+        builder.tools(object)?;
+        builder.settings(object);
+        match format {
+            BodyFormat::OpenAiChat => builder.chat_messages(object)?,
+            BodyFormat::AnthropicMessages => {
+                builder.anthropic_system(object)?;
+                builder.chat_messages(object)?;
+            }
+            BodyFormat::OpenAiResponses => builder.responses_input(object)?,
+        }
+        Ok(Self {
+            format,
+            model: object
+                .get("model")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            tools: builder.tools,
+            messages: builder.messages,
+            parts: builder.parts,
+            breakpoints: breakpoints(object),
+            automatic_breakpoint: object.contains_key("cache_control"),
+            body: body.clone(),
+        })
+    }
+
+    /// The block a part belongs to, as cache breakpoints and Anthropic's lookback count
+    /// blocks: a tool, a system block, a message's content block, else the whole message.
+    pub fn block_of(path: &PartPath) -> PartPath {
+        let segments = path.segments();
+        let key = match segments.first() {
+            Some(PathSegment::Key(key)) => key.as_str(),
+            _ => "",
+        };
+        let content_block = matches!(
+            (segments.get(2), segments.get(3)),
+            (Some(PathSegment::Key(content)), Some(PathSegment::Index(_))) if content == "content"
+        );
+        let depth = match key {
+            "messages" | "input" if content_block => 4,
+            "messages" | "input" | "tools" => 2,
+            "system" if matches!(segments.get(1), Some(PathSegment::Index(_))) => 2,
+            _ => 1,
+        };
+        path.truncated(depth)
+    }
+
+    /// The tool names in request order.
+    pub fn tool_names(&self) -> Vec<&str> {
+        self.tools.iter().map(|tool| tool.name.as_str()).collect()
+    }
+}
+
+/// The blocks that carry a breakpoint marker, in cache order.
+fn breakpoints(body: &Map<String, Value>) -> Vec<PartPath> {
+    let marked = |value: &Value| {
+        value
+            .get("cache_control")
+            .is_some_and(|marker| !marker.is_null())
+            || value
+                .get("prompt_cache_breakpoint")
+                .is_some_and(|marker| !marker.is_null())
+    };
+    let mut found = Vec::new();
+    let mut scan = |path: PartPath, items: Option<&Value>| {
+        for (index, item) in items
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            if marked(item) {
+                found.push(path.index(index));
+            }
+        }
+    };
+    scan(PartPath::root().key("tools"), body.get("tools"));
+    scan(PartPath::root().key("system"), body.get("system"));
+    for key in ["messages", "input"] {
+        for (index, message) in body
+            .get(key)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            let message_path = PartPath::root().key(key).index(index);
+            scan(message_path.key("content"), message.get("content"));
+        }
+    }
+    found
+}
+
+/// A tool or block as prompt text: `cache_control` marks a breakpoint, it is not prompt.
+fn without_cache_control(value: &Value) -> Value {
+    match value {
+        Value::Object(object) => Value::Object(
+            object
+                .iter()
+                .filter(|(key, _)| key.as_str() != "cache_control")
+                .map(|(key, value)| (key.clone(), value.clone()))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// A short digest standing in for bytes that are not prompt text (media, encrypted
+/// reasoning), so that a change to them still shows as a changed part.
+fn short_hash(text: &str) -> String {
+    blake3::hash(text.as_bytes()).to_hex()[..12].to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The paths of the content parts, in order (message scaffolding left out).
+    pub(super) fn content_paths(request: &Request) -> Vec<String> {
+        request
+            .parts
+            .iter()
+            .filter(|part| !part.kind.is_structural())
+            .map(|part| part.path.to_string())
+            .collect()
+    }
+}
