@@ -13,7 +13,7 @@
 //! | render and tokenize | [`render`], [`template`], [`tokenize`] | [`Renderer`], [`Rendered`], [`ChatTemplate`], [`Tokenizer`] |
 //! | diff two turns | [`diff`] | [`TurnDiff`], [`Divergence`] |
 //! | place in the file | [`locate`] | [`Locator`] |
-//! | predict cache use | [`cache`], [`prediction`] | [`Engine`], [`SessionCacheView`] |
+//! | predict cache use | [`cache`] | [`Engine`], [`SessionCacheView`] |
 //! | findings | [`diagnostic`] | [`Diagnostic`], [`Severity`], [`Span`] |
 //!
 //! The rules that name each break, and the one pipeline that runs every stage
@@ -45,7 +45,6 @@ pub mod excerpt;
 mod json;
 pub mod locate;
 pub mod path;
-pub mod prediction;
 pub mod prompt_template;
 pub mod render;
 pub mod request;
@@ -54,13 +53,12 @@ pub mod template;
 pub mod template_check;
 pub mod tokenize;
 
-pub use cache::Engine;
+pub use cache::{Engine, SessionCacheView, TurnCachePrediction};
 pub use diagnostic::{Diagnostic, Severity, SeverityCounts, Span};
 pub use diff::{Divergence, RenderedRequest, TurnDiff};
 pub use error::InputError;
 pub use locate::{Locator, Unplaced};
 pub use path::PartPath;
-pub use prediction::{SessionCacheView, TurnCachePrediction};
 pub use render::{Rendered, Renderer};
 pub use request::{BodyFormat, Request};
 pub use session::{SessionFile, Turn};

@@ -4,12 +4,13 @@
 //! session → render → tokens → turn diff → rules → diagnostics; with an engine, each turn's
 //! cache view → predicted cache use and the breakpoint audit.
 
-use kvlint_core::cache::Engine;
+use std::ops::Range;
+
+use kvlint_core::cache::{Engine, SessionCacheView, TurnCachePrediction};
 use kvlint_core::diagnostic::Diagnostic;
 use kvlint_core::diff::{RenderedRequest, TurnDiff, diff_turns};
 use kvlint_core::error::InputError;
 use kvlint_core::locate::Locator;
-use kvlint_core::prediction::{SessionCacheView, TurnCachePrediction};
 use kvlint_core::render::{Rendered, Renderer};
 use kvlint_core::session::SessionFile;
 use kvlint_core::tokenize::Tokenizer;
@@ -17,9 +18,9 @@ use rayon::prelude::*;
 
 use crate::{RuleInput, TurnPair, diagnose};
 
-/// Turns rendered at once, in parallel: enough to keep every core busy, few enough that only
-/// a handful of renderings are held, not the whole session's.
-const RENDER_BATCH: usize = 16;
+/// The fewest turns worth a thread of their own: each range renders one turn more (the one
+/// before it), to diff its first turn against.
+const MIN_TURNS_PER_RANGE: usize = 8;
 
 /// A session checked: each turn's diff against the one before, the findings in turn order,
 /// and, with an engine, what it serves from cache.
@@ -41,47 +42,36 @@ impl SessionCheck {
     }
 }
 
-/// Checks a recorded session: renders its turns (in parallel batches), diffs each against the
-/// one before, names every break, and with `engine` predicts its cache use and audits its
-/// breakpoints.
+/// Checks a recorded session: renders its turns, diffs each against the one before, names
+/// every break, and with `engine` predicts its cache use and audits its breakpoints.
+///
+/// The turns are split into one contiguous range per thread, checked in parallel; inside a
+/// range each turn is rendered knowing the one before (parts sent again reuse its tokens) and
+/// only two renderings are held at a time. Results are joined in turn order.
 pub fn check_session(
     session: &SessionFile,
     renderer: &Renderer,
     engine: Option<&Engine>,
 ) -> Result<SessionCheck, InputError> {
+    let turn_count = session.turns.len();
+    let range_count = rayon::current_num_threads()
+        .min(turn_count / MIN_TURNS_PER_RANGE)
+        .max(1);
+    let ranges: Vec<Range<usize>> = (0..range_count)
+        .map(|range| range * turn_count / range_count..(range + 1) * turn_count / range_count)
+        .collect();
+    let checked: Vec<RangeCheck> = ranges
+        .into_par_iter()
+        .map(|range| check_range(session, range, renderer, engine.is_some()))
+        .collect::<Result<_, _>>()?;
     let mut turns = Vec::with_capacity(session.turns.len());
     let mut findings = Vec::new();
     let mut cache_view = engine.map(|_| SessionCacheView::new(renderer));
-    let mut previous: Option<Rendered> = None;
-    for (batch_index, batch) in session.turns.chunks(RENDER_BATCH).enumerate() {
-        let renderings: Vec<_> = batch
-            .par_iter()
-            .map(|turn| renderer.render(&turn.request))
-            .collect();
-        for (offset, (turn, rendered)) in batch.iter().zip(renderings).enumerate() {
-            let index = batch_index * RENDER_BATCH + offset;
-            let rendered = rendered.map_err(|source| InputError::Turn {
-                path: session.path.clone(),
-                line: session.turn_line(turn),
-                turn: index,
-                source: Box::new(source),
-            })?;
-            if let Some(view) = &mut cache_view {
-                view.push(&turn.request, &rendered, turn.response.as_ref(), renderer);
-            }
-            let previous_side = previous.as_ref().and_then(|rendered| {
-                let request = &session.turns.get(index.checked_sub(1)?)?.request;
-                Some(RenderedRequest { request, rendered })
-            });
-            let current = RenderedRequest {
-                request: &turn.request,
-                rendered: &rendered,
-            };
-            let (diff, finding) =
-                check_pair(previous_side, current, index, renderer.tokenizer(), session);
-            findings.extend(finding);
-            turns.push(diff);
-            previous = Some(rendered);
+    for range in checked {
+        turns.extend(range.turns);
+        findings.extend(range.findings);
+        if let (Some(view), Some(later)) = (&mut cache_view, range.cache_view) {
+            view.append(later);
         }
     }
     let predictions = engine.zip(cache_view).map(|(engine, view)| {
@@ -102,6 +92,64 @@ pub fn check_session(
         findings,
         predictions,
     })
+}
+
+/// The check of a contiguous range of a session's turns.
+#[derive(Default)]
+struct RangeCheck {
+    turns: Vec<TurnDiff>,
+    findings: Vec<Diagnostic>,
+    cache_view: Option<SessionCacheView>,
+}
+
+fn check_range(
+    session: &SessionFile,
+    range: Range<usize>,
+    renderer: &Renderer,
+    with_cache_view: bool,
+) -> Result<RangeCheck, InputError> {
+    let render = |index: usize, previous: Option<(&kvlint_core::Request, &Rendered)>| {
+        let turn = &session.turns[index];
+        renderer
+            .render_after(&turn.request, previous)
+            .map_err(|source| InputError::Turn {
+                path: session.path.clone(),
+                line: session.turn_line(turn),
+                turn: index,
+                source: Box::new(source),
+            })
+    };
+    let mut checked = RangeCheck {
+        cache_view: with_cache_view.then(|| SessionCacheView::new(renderer)),
+        ..RangeCheck::default()
+    };
+    // The turn before the range, rendered again: the first turn of the range is diffed with it.
+    let mut previous = match range.start.checked_sub(1) {
+        Some(before) => Some(render(before, None)?),
+        None => None,
+    };
+    for index in range {
+        let turn = &session.turns[index];
+        let previous_request = index
+            .checked_sub(1)
+            .map(|before| &session.turns[before].request);
+        let hint = previous_request.zip(previous.as_ref());
+        let rendered = render(index, hint)?;
+        if let Some(view) = &mut checked.cache_view {
+            view.push(&turn.request, &rendered, turn.response.as_ref(), renderer);
+        }
+        let previous_side = hint.map(|(request, rendered)| RenderedRequest { request, rendered });
+        let current = RenderedRequest {
+            request: &turn.request,
+            rendered: &rendered,
+        };
+        let (diff, finding) =
+            check_pair(previous_side, current, index, renderer.tokenizer(), session);
+        checked.findings.extend(finding);
+        checked.turns.push(diff);
+        previous = Some(rendered);
+    }
+    Ok(checked)
 }
 
 /// Checks one request against the one before it (`None` for a first turn): the turn diff, and

@@ -8,12 +8,14 @@
 //!
 //! The files: `engine` names a cache ([`Engine`]) and dispatches to its formula in `hits`;
 //! `turn` holds the facts every formula reads; `breakpoints` Anthropic's breakpoint
-//! positions and their audit; `models` the per-model figures.
+//! positions and their audit; `models` the per-model figures; `prediction` a whole session's
+//! view and every engine's prediction over it.
 
 mod breakpoints;
 mod engine;
 mod hits;
 mod models;
+mod prediction;
 mod turn;
 
 pub use breakpoints::{
@@ -26,4 +28,5 @@ pub use hits::{
     llamacpp_reuse, openai_hit, sglang_hit, vllm_hit,
 };
 pub use models::{MODELS, ModelFigures, ModelTable};
+pub use prediction::{SessionCacheView, TurnCachePrediction};
 pub use turn::{CacheTurn, Earlier, Prediction, generated_text};

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::cache::{
+use super::{
     BreakpointIssue, CacheTurn, Earlier, Engine, ModelFigures, Prediction, audit_breakpoints,
     generated_text, llamacpp_reuse,
 };
@@ -47,6 +47,13 @@ impl SessionCacheView {
             .push(CacheTurn::new(request, rendered, generated.len()));
         self.tokens.push(rendered.tokens.clone());
         self.generated.push(generated);
+    }
+
+    /// Adds the turns of `later`, a view of the turns that follow this view's.
+    pub fn append(&mut self, later: Self) {
+        self.tokens.extend(later.tokens);
+        self.cache_turns.extend(later.cache_turns);
+        self.generated.extend(later.generated);
     }
 
     /// What `engine` serves from cache for each turn, as recorded and as it would be if every
