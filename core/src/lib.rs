@@ -33,6 +33,7 @@ pub mod path;
 pub mod prompt_template;
 pub mod render;
 pub mod request;
+pub mod routing;
 pub mod session;
 pub mod template;
 pub mod template_check;
