@@ -8,6 +8,7 @@ use serde::Serialize;
 use crate::diagnostic::Span;
 use crate::locate::{Locator, floor_char_boundary};
 use crate::path::PartPath;
+use crate::prefix::common_prefix_len;
 use crate::render::Rendered;
 use crate::request::{Part, Request};
 use crate::tokenize::Tokenizer;
@@ -80,11 +81,6 @@ pub fn diff_turns(
         reused_tokens,
         first_divergence,
     }
-}
-
-/// The length of the common prefix of two sequences.
-pub fn common_prefix_len<T: PartialEq>(a: &[T], b: &[T]) -> usize {
-    a.iter().zip(b).take_while(|(a, b)| a == b).count()
 }
 
 fn divergence(
@@ -202,13 +198,12 @@ pub fn change_between<'a>(previous: &'a str, current: &'a str) -> Change<'a> {
         common_prefix_len(previous.as_bytes(), current.as_bytes()),
     );
     let max_suffix = previous.len().min(current.len()) - prefix;
-    let suffix = previous.as_bytes()[prefix..]
-        .iter()
-        .rev()
-        .zip(current.as_bytes()[prefix..].iter().rev())
-        .take_while(|(a, b)| a == b)
-        .count()
-        .min(max_suffix);
+    // The common suffix is the common prefix of the reversed texts.
+    let suffix = common_prefix_len(
+        previous.as_bytes()[prefix..].iter().rev(),
+        current.as_bytes()[prefix..].iter().rev(),
+    )
+    .min(max_suffix);
     let previous_end = ceil_char_boundary(previous, previous.len() - suffix);
     let current_end = ceil_char_boundary(current, current.len() - suffix);
     Change {

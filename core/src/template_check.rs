@@ -248,7 +248,7 @@ fn divergence(
 }
 
 fn common_prefix(a: &str, b: &str) -> usize {
-    let bytes = a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count();
+    let bytes = crate::prefix::common_prefix_len(a.bytes(), b.bytes());
     crate::locate::floor_char_boundary(a, bytes)
 }
 

@@ -14,6 +14,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use crate::error::InputError;
+use crate::prefix::common_prefix_len;
 
 /// The encoding of one chunk of text: token ids and the byte offset each starts at.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -138,12 +139,7 @@ impl Tokens {
             .chunks
             .get(shared)
             .map_or(self.len, |placed| placed.first);
-        first
-            + self
-                .ids_after(shared)
-                .zip(other.ids_after(shared))
-                .take_while(|(a, b)| a == b)
-                .count()
+        first + common_prefix_len(self.ids_after(shared), other.ids_after(shared))
     }
 
     fn ids_after(&self, first_chunk: usize) -> impl Iterator<Item = u32> + '_ {
@@ -174,11 +170,10 @@ impl Tokens {
             return 0;
         };
         let first = self.chunks[position].chunk.ids[inner..].iter().copied();
-        first
-            .chain(self.ids_after(position + 1))
-            .zip(ids)
-            .take_while(|(a, b)| a == *b)
-            .count()
+        common_prefix_len(
+            first.chain(self.ids_after(position + 1)),
+            ids.iter().copied(),
+        )
     }
 }
 

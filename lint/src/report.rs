@@ -5,9 +5,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use kvlint_core::cache::TurnCachePrediction;
 use kvlint_core::cache::{Engine, MODELS};
 use kvlint_core::diff::TurnDiff;
-use kvlint_core::cache::TurnCachePrediction;
 
 use crate::config::{Config, ConfigError};
 use crate::emit::CheckedFile;

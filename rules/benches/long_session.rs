@@ -156,7 +156,7 @@ fn measure(
         for turn in &session.turns {
             renderer.tokenizer().clear_cache();
             let ids = renderer.render(&turn.request).unwrap().tokens.ids();
-            reused += kvlint_core::diff::common_prefix_len(&previous, &ids);
+            reused += kvlint_core::common_prefix_len(&previous, &ids);
             previous = ids;
         }
         reused

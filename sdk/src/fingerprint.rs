@@ -1,17 +1,11 @@
 //! Prefix identity: a hash chain over the prompt's blocks, and the routing key derived from it.
+//! The chain, the key and the headers are kvlint-core's ([`kvlint_core::routing`]), which
+//! `kvlint probe` derives the same way.
+
+use kvlint_core::routing::{PrefixChain, PrefixTier};
+pub use kvlint_core::routing::{ROUTING_KEY_HEADER, SGLANG_ROUTING_KEY_HEADER};
 
 use crate::conversation::Conversation;
-
-/// The header a gateway or load balancer reads to send a session to the replica that holds
-/// its prefix (kvlint's own name; configure your gateway's sticky routing on it).
-pub const ROUTING_KEY_HEADER: &str = "x-kvlint-routing-key";
-
-/// The header the SGLang Model Gateway (SMG, formerly the SGLang router) reads as the routing
-/// key of its `consistent_hashing` policy: requests with the same key go to the same worker.
-pub const SGLANG_ROUTING_KEY_HEADER: &str = "X-SMG-Routing-Key";
-
-/// Hex characters of a chain hash kept in the routing key.
-const ROUTING_KEY_LENGTH: usize = 32;
 
 /// The identity of a conversation's stable prefix.
 ///
@@ -48,52 +42,29 @@ pub struct PrefixFingerprint {
 
 impl PrefixFingerprint {
     pub(crate) fn of(conversation: &Conversation) -> Self {
-        let mut chain = Chain {
-            last: blake3::hash(b"kvlint-prefix-v1"),
-            blocks: Vec::new(),
-        };
+        let mut chain = PrefixChain::new();
         for tool in conversation.tools.values() {
-            chain.push("tool", &tool.canonical_text());
+            chain.push(PrefixTier::Tool, &tool.canonical_text());
         }
         for text in &conversation.static_blocks {
-            chain.push("static", text);
+            chain.push(PrefixTier::Static, text);
         }
         for (key, text) in &conversation.session_blocks {
-            chain.push("session", &format!("{key}\0{text}"));
+            chain.push(PrefixTier::Session, &format!("{key}\0{text}"));
         }
-        let key = chain.last.to_hex()[..ROUTING_KEY_LENGTH].to_owned();
+        let key = chain.routing_key();
         for message in &conversation.history {
-            chain.push("message", &message.canonical_text());
+            chain.push(PrefixTier::Message, &message.canonical_text());
         }
-        let blocks = chain.blocks;
-        Self { blocks, key }
+        Self {
+            blocks: chain.into_links(),
+            key,
+        }
     }
 
     /// How many leading blocks two fingerprints share.
     pub fn common_blocks(&self, other: &Self) -> usize {
-        self.blocks
-            .iter()
-            .zip(&other.blocks)
-            .take_while(|(a, b)| a == b)
-            .count()
-    }
-}
-
-/// The running hash chain.
-struct Chain {
-    last: blake3::Hash,
-    blocks: Vec<String>,
-}
-
-impl Chain {
-    fn push(&mut self, tier: &str, content: &str) {
-        let mut hasher = blake3::Hasher::new();
-        hasher.update(self.last.as_bytes());
-        hasher.update(tier.as_bytes());
-        hasher.update(&[0]);
-        hasher.update(content.as_bytes());
-        self.last = hasher.finalize();
-        self.blocks.push(self.last.to_hex().to_string());
+        kvlint_core::common_prefix_len(&self.blocks, &other.blocks)
     }
 }
 

@@ -3,6 +3,7 @@
 
 use super::breakpoints::{ANTHROPIC_LOOKBACK_BLOCKS, anthropic_breakpoints};
 use super::turn::{CacheTurn, Earlier, Prediction};
+use crate::prefix::common_prefix_len;
 
 /// OpenAI: no caching below this many prompt tokens.
 pub const OPENAI_MINIMUM: usize = 1024;
@@ -64,17 +65,13 @@ pub fn llamacpp_hit(prompt_tokens: usize, matched: usize) -> usize {
 /// (`tools/server/server-context.cpp:3467-3512`). Returns the tokens reused, before the
 /// last-token rule.
 pub fn llamacpp_reuse(cache: &[u32], prompt: &[u32], min_chunk: usize) -> usize {
-    let common = cache.iter().zip(prompt).take_while(|(a, b)| a == b).count();
+    let common = common_prefix_len(cache, prompt);
     if min_chunk == 0 {
         return common;
     }
     let (mut in_cache, mut in_prompt, mut reused) = (common, common, common);
     while in_cache < cache.len() && in_prompt < prompt.len() {
-        let run = cache[in_cache..]
-            .iter()
-            .zip(&prompt[in_prompt..])
-            .take_while(|(a, b)| a == b)
-            .count();
+        let run = common_prefix_len(&cache[in_cache..], &prompt[in_prompt..]);
         if run >= min_chunk {
             reused += run;
             in_cache += run;

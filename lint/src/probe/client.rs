@@ -1,0 +1,115 @@
+//! The HTTP side of a probe: JSON posts with the API key from the environment, a bounded
+//! retry on rate limits, and transport errors said in words a user can act on.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// A problem talking to the engine, said per turn.
+#[derive(Debug)]
+pub(super) struct Failure(pub(super) String);
+
+/// The HTTP side of a probe.
+pub struct Client {
+    agent: ureq::Agent,
+    /// The engine's URL without a trailing slash.
+    pub(super) base: String,
+    api_key: Option<String>,
+}
+
+/// Attempts for a 429 answer with `retry-after`, and the longest wait honoured.
+const RATE_LIMIT_ATTEMPTS: usize = 3;
+const LONGEST_RETRY_AFTER: Duration = Duration::from_secs(10);
+
+impl Client {
+    pub fn new(base: &str, timeout: Duration) -> Self {
+        let agent = ureq::Agent::config_builder()
+            .timeout_global(Some(timeout))
+            .http_status_as_error(false)
+            .build()
+            .into();
+        Self {
+            agent,
+            base: base.trim_end_matches('/').to_owned(),
+            // Keys come only from the environment and are never printed or written.
+            api_key: std::env::var("KVLINT_API_KEY")
+                .or_else(|_| std::env::var("OPENAI_API_KEY"))
+                .ok(),
+        }
+    }
+
+    pub(super) fn post(&self, path: &str, body: &Value) -> Result<Value, Failure> {
+        self.post_with(path, body, &[])
+    }
+
+    pub(super) fn post_with(
+        &self,
+        path: &str,
+        body: &Value,
+        headers: &[(&str, &str)],
+    ) -> Result<Value, Failure> {
+        for attempt in 1..=RATE_LIMIT_ATTEMPTS {
+            let mut request = self.agent.post(&format!("{}{path}", self.base));
+            for (name, value) in headers {
+                request = request.header(*name, *value);
+            }
+            if let Some(key) = &self.api_key {
+                request = request.header("authorization", &format!("Bearer {key}"));
+            }
+            let mut response = request
+                .send_json(body)
+                .map_err(|error| Failure(describe_transport(&error)))?;
+            let status = response.status().as_u16();
+            if status == 429 && attempt < RATE_LIMIT_ATTEMPTS {
+                let wait = response
+                    .headers()
+                    .get("retry-after")
+                    .and_then(|value| value.to_str().ok())
+                    .and_then(|value| value.trim().parse::<u64>().ok())
+                    .map_or(Duration::from_secs(1), Duration::from_secs)
+                    .min(LONGEST_RETRY_AFTER);
+                std::thread::sleep(wait);
+                continue;
+            }
+            let text = response.body_mut().read_to_string().map_err(|error| {
+                Failure(format!(
+                    "{path}: the response body could not be read: {error}"
+                ))
+            })?;
+            if !(200..300).contains(&status) {
+                let excerpt: String = text.chars().take(200).collect();
+                return Err(Failure(format!("{path}: HTTP {status}: {excerpt}")));
+            }
+            return serde_json::from_str(&text).map_err(|error| {
+                Failure(format!("{path}: malformed JSON in the response: {error}"))
+            });
+        }
+        Err(Failure(format!(
+            "{path}: still rate limited (HTTP 429) after {RATE_LIMIT_ATTEMPTS} attempts"
+        )))
+    }
+
+    /// The body of a GET that answered 200; anything else is `None`, because the endpoints
+    /// read this way are optional facts about the engine.
+    pub(super) fn get_text(&self, path: &str) -> Option<String> {
+        let mut response = self
+            .agent
+            .get(&format!("{}{path}", self.base))
+            .call()
+            .ok()?;
+        if response.status().as_u16() != 200 {
+            return None;
+        }
+        response.body_mut().read_to_string().ok()
+    }
+}
+
+fn describe_transport(error: &ureq::Error) -> String {
+    match error {
+        ureq::Error::Timeout(_) => "the engine did not answer in time".to_owned(),
+        ureq::Error::ConnectionFailed | ureq::Error::Io(_) => {
+            format!("cannot reach the engine: {error}")
+        }
+        other => format!("request failed: {other}"),
+    }
+}

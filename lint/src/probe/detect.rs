@@ -1,0 +1,133 @@
+//! What the probed engine is and how its cache is set up: its kind, the model it serves, its
+//! slots, block or page size, and from these the cache model kvlint predicts with.
+
+use kvlint_core::cache::Engine;
+use serde::Serialize;
+use serde_json::Value;
+
+use super::client::Client;
+
+/// The kind of server, which decides the endpoints and fields read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EngineKind {
+    Llamacpp,
+    Vllm,
+    Sglang,
+    /// OpenAI's API: `usage.prompt_tokens_details.cached_tokens`; no tokenize endpoint.
+    Openai,
+    /// Anthropic's Messages API: `usage.cache_read_input_tokens`; no tokenize endpoint.
+    Anthropic,
+}
+
+/// vLLM's default block size, for a server whose metrics do not say.
+const VLLM_DEFAULT_BLOCK: usize = 16;
+/// SGLang's default page size on CUDA and ROCm, for a server whose info does not say.
+const SGLANG_DEFAULT_PAGE: usize = 1;
+
+impl Client {
+    /// Guesses the engine from the endpoints it answers.
+    pub fn detect(&self) -> EngineKind {
+        let metrics = self.get_text("/metrics").unwrap_or_default();
+        if metrics.contains("vllm:") {
+            EngineKind::Vllm
+        } else if metrics.contains("sglang:") {
+            EngineKind::Sglang
+        } else {
+            EngineKind::Llamacpp
+        }
+    }
+
+    /// The model the server serves (`/v1/models`): vLLM and SGLang reject other names.
+    pub fn served_model(&self) -> Option<String> {
+        let models: Value = serde_json::from_str(&self.get_text("/v1/models")?).ok()?;
+        models.pointer("/data/0/id")?.as_str().map(str::to_owned)
+    }
+
+    /// How many slots a llama.cpp server has (`/slots`).
+    pub(super) fn slot_count(&self) -> Option<usize> {
+        let slots: Value = serde_json::from_str(&self.get_text("/slots")?).ok()?;
+        slots.as_array().map(Vec::len)
+    }
+
+    /// The cache model of this engine, with the settings the engine reports about itself;
+    /// hosted APIs are modelled for `model` (their figures differ per model).
+    pub(super) fn cache_model(&self, kind: EngineKind, model: Option<&str>) -> Engine {
+        match kind {
+            // The probe sends whole prompts; `--cache-reuse` is not reported by the server.
+            EngineKind::Llamacpp => Engine::LlamaCpp { cache_reuse: 0 },
+            EngineKind::Vllm => Engine::Vllm {
+                block: self.vllm_block_size(),
+                speculative: false,
+            },
+            EngineKind::Sglang => Engine::Sglang {
+                page: self.sglang_page_size(),
+            },
+            EngineKind::Openai => Engine::OpenAi {
+                model: model.map(str::to_owned),
+            },
+            EngineKind::Anthropic => Engine::Anthropic {
+                model: model.map(str::to_owned),
+            },
+        }
+    }
+
+    /// vLLM's block size, from the `vllm:cache_config_info` gauge.
+    fn vllm_block_size(&self) -> usize {
+        let metrics = self.get_text("/metrics").unwrap_or_default();
+        prometheus_label(&metrics, "vllm:cache_config_info", "block_size")
+            .and_then(|value| value.parse().ok())
+            .unwrap_or(VLLM_DEFAULT_BLOCK)
+    }
+
+    /// SGLang's page size, from the server arguments `/get_server_info` lists; some attention
+    /// backends force pages of 16 to 128 tokens, and a hit is cut to whole pages.
+    fn sglang_page_size(&self) -> usize {
+        self.get_text("/get_server_info")
+            .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+            .and_then(|info| info.get("page_size")?.as_u64())
+            .and_then(|page| usize::try_from(page).ok())
+            .filter(|page| *page > 0)
+            .unwrap_or(SGLANG_DEFAULT_PAGE)
+    }
+}
+
+/// The value of the first sample of `metric` in Prometheus text.
+pub fn prometheus_value(text: &str, metric: &str) -> Option<f64> {
+    text.lines()
+        .filter(|line| !line.starts_with('#'))
+        .find(|line| line.split([' ', '{']).next() == Some(metric))
+        .and_then(|line| line.rsplit(' ').next())
+        .and_then(|value| value.parse().ok())
+}
+
+/// The value of `label` on the first sample of `metric` in Prometheus text. Metric names
+/// with colons (`vllm:*`) are kept, unlike some parsers do.
+pub fn prometheus_label(text: &str, metric: &str, label: &str) -> Option<String> {
+    let line = text.lines().find(|line| {
+        !line.starts_with('#') && line.starts_with(metric) && line[metric.len()..].starts_with('{')
+    })?;
+    let labels = &line[line.find('{')? + 1..line.find('}')?];
+    labels.split(',').find_map(|pair| {
+        let (key, value) = pair.split_once('=')?;
+        (key.trim() == label).then(|| value.trim().trim_matches('"').to_owned())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prometheus_labels_keep_colon_names() {
+        let metrics = "# HELP vllm:cache_config_info info\n# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{block_size=\"32\",enable_prefix_caching=\"True\"} 1.0\n";
+        assert_eq!(
+            prometheus_label(metrics, "vllm:cache_config_info", "block_size").as_deref(),
+            Some("32")
+        );
+        assert_eq!(
+            prometheus_label(metrics, "vllm:cache_config_info", "missing"),
+            None
+        );
+    }
+}

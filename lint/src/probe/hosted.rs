@@ -1,0 +1,76 @@
+//! Replaying a session against a hosted API (OpenAI, Anthropic), which offers no tokenizer:
+//! the prediction is kvlint's cache model for that API on its own rendering, the one
+//! `kvlint check` makes (approximate, as the report says).
+
+use kvlint_core::render::Renderer;
+use kvlint_core::session::SessionFile;
+use serde_json::json;
+
+use super::client::Client;
+use super::detect::EngineKind;
+use super::observe::observed_cached;
+use super::replay::chat_body;
+use super::report::{ProbeSession, ProbeTurn};
+
+/// The Messages API version the request shapes kvlint reads are documented for.
+const ANTHROPIC_VERSION: &str = "2023-06-01";
+
+/// Replays one session against a hosted API of `kind` (`Openai` or `Anthropic`).
+pub fn probe_hosted(
+    client: &Client,
+    kind: EngineKind,
+    session: &SessionFile,
+    model: Option<&str>,
+) -> ProbeSession {
+    let cache_model = client.cache_model(kind, model);
+    let renderer = Renderer::provider();
+    let predictions = kvlint_rules::check_session(session, &renderer, Some(&cache_model))
+        .ok()
+        .and_then(|checked| checked.predictions)
+        .unwrap_or_default();
+    let anthropic_key = std::env::var("ANTHROPIC_API_KEY").ok();
+    let mut turns = Vec::new();
+    for (index, turn) in session.turns.iter().enumerate() {
+        let mut note = None;
+        let (path, body, headers) = if kind == EngineKind::Anthropic {
+            let mut body = turn.request.body.clone();
+            body["max_tokens"] = json!(1);
+            body["stream"] = json!(false);
+            if let Some(model) = model {
+                body["model"] = json!(model);
+            }
+            let mut headers = vec![("anthropic-version", ANTHROPIC_VERSION.to_owned())];
+            headers.extend(anthropic_key.clone().map(|key| ("x-api-key", key)));
+            ("/v1/messages", body, headers)
+        } else {
+            let mut body = chat_body(turn, model);
+            if let Some(key) = turn.request.body.get("prompt_cache_key") {
+                body["prompt_cache_key"] = key.clone();
+            }
+            ("/v1/chat/completions", body, Vec::new())
+        };
+        let headers: Vec<(&str, &str)> = headers
+            .iter()
+            .map(|(name, value)| (*name, value.as_str()))
+            .collect();
+        let observed = client
+            .post_with(path, &body, &headers)
+            .map_err(|failure| failure.0)
+            .and_then(|response| observed_cached(kind, &response))
+            .map_err(|problem| note = Some(problem))
+            .ok();
+        let prediction = predictions.get(index);
+        let predicted = prediction.map(|prediction| prediction.recorded.cached);
+        turns.push(ProbeTurn {
+            prompt_tokens: prediction.map(|prediction| prediction.prompt_tokens),
+            ..ProbeTurn::new(index, None, predicted, observed, note)
+        });
+    }
+    ProbeSession {
+        path: session.path.clone(),
+        engine_url: client.base.clone(),
+        engine_kind: kind,
+        routing_key: None,
+        turns,
+    }
+}
