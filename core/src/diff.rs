@@ -121,8 +121,7 @@ fn divergence(
     let parts = &current.request.parts;
     let own_text = current.rendered.segments.iter().find(|segment| {
         let part = &parts[segment.part];
-        part.path == part_path
-            && current_text.get(segment.range.clone()) == Some(part.text.as_str())
+        part.path == part_path && current_text.get(segment.range.clone()) == Some(&*part.text)
     });
     let byte = own_text.map_or(0, |segment| {
         rendered_byte.clamp(segment.range.start, segment.range.end) - segment.range.start
@@ -136,7 +135,7 @@ fn divergence(
             .find(|previous_part| {
                 previous_part.path == part.path && previous_part.kind == part.kind
             })
-            .map_or("", |previous_part| previous_part.text.as_str());
+            .map_or("", |previous_part| &*previous_part.text);
         let change = change_between(previous_text, &part.text);
         (part.text.len() - change.kept_suffix.len())
             .max(byte + 1)

@@ -1,46 +1,63 @@
 //! Paths into a request body, such as `messages[4].tool_calls[0].function.arguments`.
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde::{Serialize, Serializer};
 
 /// One step of a [`PartPath`]: an object key or an array index.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+///
+/// Keys are the field names of the request formats kvlint reads, named in its code: a
+/// session holds a path for every part of every turn, and static keys cost no allocation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum PathSegment {
-    Key(String),
+    Key(&'static str),
     Index(usize),
 }
 
 /// Where a part of a prompt comes from inside its request body.
 ///
 /// Displayed the way a user reads it: `messages[4].tool_calls[0].function.arguments`.
+///
+/// Cheap to clone: a session's parts share their paths (see
+/// [`SharedParts`](crate::request::SharedParts)).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct PartPath(Vec<PathSegment>);
+pub struct PartPath(Arc<[PathSegment]>);
 
 impl PartPath {
     pub fn root() -> Self {
-        Self(Vec::new())
+        Self::default()
     }
 
-    pub fn key(&self, key: &str) -> Self {
-        let mut segments = self.0.clone();
-        segments.push(PathSegment::Key(key.to_owned()));
-        Self(segments)
+    pub fn key(&self, key: &'static str) -> Self {
+        self.then(PathSegment::Key(key))
     }
 
     pub fn index(&self, index: usize) -> Self {
-        let mut segments = self.0.clone();
-        segments.push(PathSegment::Index(index));
-        Self(segments)
+        self.then(PathSegment::Index(index))
+    }
+
+    fn then(&self, segment: PathSegment) -> Self {
+        Self(self.0.iter().copied().chain([segment]).collect())
     }
 
     pub fn segments(&self) -> &[PathSegment] {
         &self.0
     }
 
+    /// The value this path names inside `root`.
+    pub fn lookup<'v>(&self, root: &'v serde_json::Value) -> Option<&'v serde_json::Value> {
+        self.0
+            .iter()
+            .try_fold(root, |value, segment| match segment {
+                PathSegment::Key(key) => value.get(key),
+                PathSegment::Index(index) => value.get(index),
+            })
+    }
+
     /// The path cut to its first `len` segments.
     pub fn truncated(&self, len: usize) -> Self {
-        Self(self.0.iter().take(len).cloned().collect())
+        Self(self.0.iter().take(len).copied().collect())
     }
 }
 

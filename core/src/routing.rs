@@ -139,10 +139,8 @@ pub fn request_routing_key(request: &Request) -> String {
         .iter()
         .filter(|part| !part.kind.is_structural())
         .filter_map(|part| match (part.kind, part.message) {
-            (PartKind::Tool, _) => Some((PrefixTier::Tool, part.text.as_str())),
-            (PartKind::System, None) | (_, Some(0)) => {
-                Some((PrefixTier::Static, part.text.as_str()))
-            }
+            (PartKind::Tool, _) => Some((PrefixTier::Tool, &*part.text)),
+            (PartKind::System, None) | (_, Some(0)) => Some((PrefixTier::Static, &*part.text)),
             _ => None,
         });
     routing_key(head)

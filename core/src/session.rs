@@ -14,7 +14,7 @@ use crate::excerpt::Excerpt;
 use crate::json::{compact_json, kind_of};
 use crate::locate::{LineColumn, Locator, raw_offset_in_string, value_range};
 use crate::path::{PartPath, PathSegment};
-use crate::request::{BodyError, Request};
+use crate::request::{BodyError, Request, SharedParts};
 
 /// One recorded request of a session, parsed.
 #[derive(Debug, Clone)]
@@ -59,26 +59,31 @@ impl SessionFile {
                     path: session.path.clone(),
                 });
             }
-            Some(b'[') => session.read_array(trimmed_start)?,
-            Some(_) => session.read_lines()?,
+            Some(b'[') => session.read_array(trimmed_start, &mut SharedParts::default())?,
+            Some(_) => session.read_lines(&mut SharedParts::default())?,
         }
         Ok(session)
     }
 
-    fn read_array(&mut self, start: usize) -> Result<(), InputError> {
+    fn read_array(&mut self, start: usize, shared: &mut SharedParts) -> Result<(), InputError> {
         let document = start..self.text.len();
         let value = self.parse_json(document.clone())?;
         let Value::Array(items) = value else {
             return Ok(());
         };
         for (index, item) in items.into_iter().enumerate() {
-            let turn = self.turn(item, document.clone(), PartPath::root().index(index))?;
+            let turn = self.turn(
+                item,
+                document.clone(),
+                PartPath::root().index(index),
+                shared,
+            )?;
             self.turns.push(turn);
         }
         Ok(())
     }
 
-    fn read_lines(&mut self) -> Result<(), InputError> {
+    fn read_lines(&mut self, shared: &mut SharedParts) -> Result<(), InputError> {
         let text = Arc::clone(&self.text);
         let mut line_start = 0;
         for line in text.split_inclusive('\n') {
@@ -88,7 +93,7 @@ impl SessionFile {
                 continue;
             }
             let value = self.parse_json(document.clone())?;
-            let turn = self.turn(value, document, PartPath::root())?;
+            let turn = self.turn(value, document, PartPath::root(), shared)?;
             self.turns.push(turn);
         }
         Ok(())
@@ -123,6 +128,7 @@ impl SessionFile {
         value: Value,
         document: Range<usize>,
         path_in_document: PartPath,
+        shared: &mut SharedParts,
     ) -> Result<Turn, InputError> {
         let Value::Object(mut object) = value else {
             return Err(self.body_error(
@@ -152,7 +158,7 @@ impl SessionFile {
                 (Value::Object(object), None, path_in_document)
             }
         };
-        let request = Request::from_body(&body)
+        let request = Request::parse(body, shared)
             .map_err(|error| self.body_error(&document, &body_path, error))?;
         Ok(Turn {
             request,

@@ -138,7 +138,7 @@ fn measure(
     target_ratio: f64,
 ) -> bool {
     // Each run starts from an empty encoding cache; loading the tokenizer is not timed.
-    let (kvlint_time, reused) = best_of(3, || {
+    let (kvlint_time, reused) = best_of(5, || {
         renderer.tokenizer().clear_cache();
         let checked = kvlint_rules::check_session(session, renderer, None).unwrap();
         checked.reused_tokens()

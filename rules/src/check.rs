@@ -53,14 +53,10 @@ pub fn check_session(
     renderer: &Renderer,
     engine: Option<&Engine>,
 ) -> Result<SessionCheck, InputError> {
-    let turn_count = session.turns.len();
     let range_count = rayon::current_num_threads()
-        .min(turn_count / MIN_TURNS_PER_RANGE)
+        .min(session.turns.len() / MIN_TURNS_PER_RANGE)
         .max(1);
-    let ranges: Vec<Range<usize>> = (0..range_count)
-        .map(|range| range * turn_count / range_count..(range + 1) * turn_count / range_count)
-        .collect();
-    let checked: Vec<RangeCheck> = ranges
+    let checked: Vec<RangeCheck> = balanced_ranges(session, range_count)
         .into_par_iter()
         .map(|range| check_range(session, range, renderer, engine.is_some()))
         .collect::<Result<_, _>>()?;
@@ -92,6 +88,33 @@ pub fn check_session(
         findings,
         predictions,
     })
+}
+
+/// Splits the turns into `count` contiguous ranges of about equal work: rendering a turn costs
+/// about its text's length, and later turns are longer.
+fn balanced_ranges(session: &SessionFile, count: usize) -> Vec<Range<usize>> {
+    let weights: Vec<usize> = session
+        .turns
+        .iter()
+        .map(|turn| {
+            let text: usize = turn.request.parts.iter().map(|part| part.text.len()).sum();
+            text + 1
+        })
+        .collect();
+    let total: usize = weights.iter().sum();
+    let mut ranges = Vec::with_capacity(count);
+    let (mut start, mut done) = (0, 0);
+    for (index, weight) in weights.iter().enumerate() {
+        done += weight;
+        // Close a range once its share of the total is reached (the last takes the rest).
+        if ranges.len() + 1 < count && done * count >= total * (ranges.len() + 1) {
+            ranges.push(start..index + 1);
+            start = index + 1;
+        }
+    }
+    ranges.push(start..weights.len());
+    ranges.retain(|range| !range.is_empty());
+    ranges
 }
 
 /// The check of a contiguous range of a session's turns.
@@ -177,4 +200,65 @@ pub fn check_pair(
                 }))
             });
     (diff, finding)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::sync::Arc;
+
+    use super::*;
+
+    /// A session whose turn `i` sends `i + 1` messages.
+    fn growing_session(turns: usize) -> SessionFile {
+        let lines: Vec<String> = (1..=turns)
+            .map(|count| {
+                let messages: Vec<String> = (0..count)
+                    .map(|index| format!(r#"{{"role":"user","content":"message {index}"}}"#))
+                    .collect();
+                format!(r#"{{"messages":[{}]}}"#, messages.join(","))
+            })
+            .collect();
+        SessionFile::parse("s.jsonl".into(), Arc::from(lines.join("\n"))).unwrap()
+    }
+
+    #[test]
+    fn ranges_cover_every_turn_in_order_and_balance_work() {
+        let session = growing_session(40);
+        for count in 1..=4 {
+            let ranges = balanced_ranges(&session, count);
+            assert_eq!(ranges.len(), count);
+            assert_eq!(ranges.first().map(|range| range.start), Some(0));
+            assert_eq!(ranges.last().map(|range| range.end), Some(40));
+            assert!(ranges.windows(2).all(|pair| pair[0].end == pair[1].start));
+        }
+        // Later turns are longer: the first half of the work holds more than half the turns.
+        let halves = balanced_ranges(&session, 2);
+        assert!(halves[0].len() > 20 && halves[0].len() < 35, "{halves:?}");
+    }
+
+    #[test]
+    fn a_session_checked_in_ranges_equals_one_checked_whole() {
+        let session = growing_session(40);
+        let renderer = Renderer::provider();
+        let reused = |turns: &[TurnDiff]| -> Vec<usize> {
+            turns.iter().map(|turn| turn.reused_tokens).collect()
+        };
+        let whole = check_range(&session, 0..40, &renderer, true).unwrap();
+        let mut in_ranges = Vec::new();
+        for range in balanced_ranges(&session, 3) {
+            in_ranges.extend(check_range(&session, range, &renderer, true).unwrap().turns);
+        }
+        assert_eq!(reused(&whole.turns), reused(&in_ranges));
+        assert!(
+            whole
+                .turns
+                .iter()
+                .skip(1)
+                .all(|turn| turn.reused_tokens > 0)
+        );
+        let checked = check_session(&session, &renderer, None).unwrap();
+        assert_eq!(reused(&whole.turns), reused(&checked.turns));
+    }
 }

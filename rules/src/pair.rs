@@ -95,14 +95,14 @@ impl<'a> TurnPair<'a> {
         let mut tail = Vec::new();
         match (self.change(), self.previous_part()) {
             (Some(change), _) => tail.push(change.before),
-            (None, Some(part)) if !part.kind.is_structural() => tail.push(part.text.as_str()),
+            (None, Some(part)) if !part.kind.is_structural() => tail.push(&*part.text),
             _ => {}
         }
         tail.extend(
             self.previous_later_parts()
                 .iter()
                 .filter(|part| !part.kind.is_structural())
-                .map(|part| part.text.as_str()),
+                .map(|part| &*part.text),
         );
         tail
     }
@@ -137,14 +137,14 @@ impl<'a> TurnPair<'a> {
         let current_later: HashSet<&str> = current.parts[divergence_part..]
             .iter()
             .filter(|part| !part.kind.is_structural())
-            .map(|part| part.text.as_str())
+            .map(|part| &*part.text)
             .collect();
         let previous_last_message = previous.messages.len().checked_sub(1);
         let current_last_message = current.messages.len().checked_sub(1);
         self.previous_later_parts()
             .iter()
             .filter(|part| !part.kind.is_structural() && has_content(&part.text))
-            .filter(|part| current_later.contains(part.text.as_str()))
+            .filter(|part| current_later.contains(&*part.text))
             .any(|part| {
                 // A trailing note sent again as the newest message is a moved tail, not kept
                 // history: it was at the end before and is at the end again.

@@ -125,8 +125,8 @@ impl VolatileClass {
             let message = |request: &kvlint_core::request::Request| {
                 pair.current_part()
                     .and_then(|part| part.message)
-                    .and_then(|index| request.messages.get(index))
-                    .map(|message| message.value.to_string())
+                    .and_then(|index| request.message_value(index))
+                    .map(ToString::to_string)
             };
             match (message(pair.previous), message(pair.current)) {
                 (Some(before), Some(after)) if !self.differs_only_in_values(&before, &after) => {}

@@ -22,10 +22,9 @@ pub fn chat_view(request: &Request) -> (Vec<Cow<'_, Value>>, Option<Vec<Cow<'_, 
     let (messages, tools): (Vec<Cow<'_, Value>>, Option<Vec<Cow<'_, Value>>>) = match request.format
     {
         BodyFormat::OpenAiChat => (
-            request
-                .messages
-                .iter()
-                .map(|message| openai_chat_message(&message.value))
+            (0..request.messages.len())
+                .filter_map(|index| request.message_value(index))
+                .map(openai_chat_message)
                 .collect(),
             body.get("tools")
                 .and_then(Value::as_array)

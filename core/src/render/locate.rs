@@ -141,7 +141,7 @@ fn needles<'a>(part: &'a Part, chat_tool: Option<&Value>) -> Vec<Cow<'a, str>> {
             needles.push(Cow::Owned(PythonJson::compact().dumps(function)));
         }
     }
-    needles.push(Cow::Borrowed(part.text.as_str()));
+    needles.push(Cow::Borrowed(&*part.text));
     needles.push(Cow::Borrowed(part.text.trim()));
     needles
 }

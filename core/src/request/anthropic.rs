@@ -8,7 +8,7 @@ use super::{BodyError, PartKind};
 use crate::json::kind_of;
 use crate::path::PartPath;
 
-impl PartsBuilder {
+impl PartsBuilder<'_> {
     pub(super) fn anthropic_system(&mut self, body: &Map<String, Value>) -> Result<(), BodyError> {
         let path = PartPath::root().key("system");
         match body.get("system") {
@@ -72,6 +72,6 @@ mod tests {
                 "messages[0].content[0].content"
             ]
         );
-        assert_eq!(request.parts[0].text, r#"{"name":"t","input_schema":{}}"#);
+        assert_eq!(&*request.parts[0].text, r#"{"name":"t","input_schema":{}}"#);
     }
 }

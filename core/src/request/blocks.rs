@@ -8,7 +8,7 @@ use super::{BodyError, PartKind, short_hash, without_cache_control};
 use crate::json::{compact_json, kind_of};
 use crate::path::PartPath;
 
-impl PartsBuilder {
+impl PartsBuilder<'_> {
     /// Content blocks of any of the three APIs.
     pub(super) fn blocks(
         &mut self,

@@ -3,19 +3,28 @@
 
 use serde_json::{Map, Value};
 
-use super::{BodyError, Message, Part, PartKind, Role, Tool, without_cache_control};
+use super::{BodyError, Message, Part, PartKind, Role, SharedParts, Tool, without_cache_control};
 use crate::json::{compact_json, kind_of};
 use crate::path::PartPath;
 
-/// What [`super::Request::from_body`] collects while it walks a body in cache order.
-#[derive(Default)]
-pub(super) struct PartsBuilder {
+/// What [`super::Request::parse`] collects while it walks a body in cache order.
+pub(super) struct PartsBuilder<'s> {
     pub(super) tools: Vec<Tool>,
     pub(super) messages: Vec<Message>,
     pub(super) parts: Vec<Part>,
+    shared: &'s mut SharedParts,
 }
 
-impl PartsBuilder {
+impl<'s> PartsBuilder<'s> {
+    pub(super) fn new(shared: &'s mut SharedParts) -> Self {
+        Self {
+            tools: Vec::new(),
+            messages: Vec::new(),
+            parts: Vec::new(),
+            shared,
+        }
+    }
+
     pub(super) fn push(
         &mut self,
         path: PartPath,
@@ -24,9 +33,9 @@ impl PartsBuilder {
         message: Option<usize>,
     ) {
         self.parts.push(Part {
-            path,
+            path: self.shared.path(path),
             kind,
-            text,
+            text: self.shared.text(text),
             message,
         });
     }
@@ -97,13 +106,12 @@ impl PartsBuilder {
     /// The header and end texts are ChatML-like stand-ins for the scaffolding a provider
     /// adds around each message. They live in the parts rather than in the renderer because
     /// the turn diff and the probe's routing key read part texts, scaffolding included.
-    pub(super) fn open_message(&mut self, path: PartPath, role: Role, value: Value) -> usize {
+    pub(super) fn open_message(&mut self, path: PartPath, role: Role) -> usize {
         let index = self.messages.len();
         let header = format!("<|im_start|>{role}\n");
         self.messages.push(Message {
             path: path.clone(),
             role,
-            value,
         });
         self.push(path, PartKind::Header, header, Some(index));
         index
@@ -123,7 +131,7 @@ impl PartsBuilder {
         &mut self,
         path: &PartPath,
         object: &Map<String, Value>,
-        key: &str,
+        key: &'static str,
         kind: PartKind,
         message: usize,
     ) -> Result<(), BodyError> {

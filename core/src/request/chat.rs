@@ -8,7 +8,7 @@ use super::{BodyError, PartKind, Role};
 use crate::json::{compact_json, kind_of};
 use crate::path::PartPath;
 
-impl PartsBuilder {
+impl PartsBuilder<'_> {
     /// The `messages` array of a Chat Completions or Anthropic Messages body.
     pub(super) fn chat_messages(&mut self, body: &Map<String, Value>) -> Result<(), BodyError> {
         let path = PartPath::root().key("messages");
@@ -40,7 +40,7 @@ impl PartsBuilder {
             }
             None => return Err(BodyError::new(path, "a message must have a `role`")),
         };
-        let index = self.open_message(path.clone(), role.clone(), message.clone());
+        let index = self.open_message(path.clone(), role.clone());
         for key in ["name", "tool_call_id"] {
             if object.get(key).is_some_and(Value::is_string) {
                 self.string_field(&path, object, key, PartKind::ToolCallId, index)?;

@@ -19,6 +19,8 @@ mod role;
 
 use serde::Serialize;
 use serde_json::{Map, Value};
+use std::collections::HashSet;
+use std::sync::Arc;
 
 use crate::json::kind_of;
 use crate::path::{PartPath, PathSegment};
@@ -79,7 +81,8 @@ impl PartKind {
 pub struct Part {
     pub path: PartPath,
     pub kind: PartKind,
-    pub text: String,
+    /// Shared with every equal text of the session (turns resend most of theirs).
+    pub text: Arc<str>,
     /// The index into [`Request::messages`] this part belongs to, if any.
     pub message: Option<usize>,
 }
@@ -96,9 +99,9 @@ pub struct Tool {
 /// A conversation item: a chat message, or a Responses `input` item.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Message {
+    /// Where the message is in the body ([`Request::message_value`] reads it there).
     pub path: PartPath,
     pub role: Role,
-    pub value: Value,
 }
 
 /// A request body parsed into prompt parts in the provider's cache order.
@@ -114,6 +117,33 @@ pub struct Request {
     /// Anthropic's top-level `cache_control`: a breakpoint on the last cacheable block.
     pub automatic_breakpoint: bool,
     pub body: Value,
+}
+
+/// The texts and paths of a session's parts, each kept once: a turn resends most of the
+/// previous turn's messages, and their parts share the earlier turn's instead of copying them.
+#[derive(Debug, Default)]
+pub struct SharedParts {
+    texts: HashSet<Arc<str>>,
+    paths: HashSet<PartPath>,
+}
+
+impl SharedParts {
+    pub fn text(&mut self, text: String) -> Arc<str> {
+        if let Some(shared) = self.texts.get(text.as_str()) {
+            return Arc::clone(shared);
+        }
+        let shared: Arc<str> = Arc::from(text);
+        self.texts.insert(Arc::clone(&shared));
+        shared
+    }
+
+    pub fn path(&mut self, path: PartPath) -> PartPath {
+        if let Some(shared) = self.paths.get(&path) {
+            return shared.clone();
+        }
+        self.paths.insert(path.clone());
+        path
+    }
 }
 
 /// A body that does not have the shape of any supported API, with the place that is wrong.
@@ -144,17 +174,27 @@ const SUPPORTED_FORMATS: &str = "expected an OpenAI Chat Completions body (`mess
     `system`, `tools[].input_schema`)";
 
 impl Request {
+    /// The JSON value of message `index`, as sent.
+    pub fn message_value(&self, index: usize) -> Option<&Value> {
+        self.messages.get(index)?.path.lookup(&self.body)
+    }
+
     pub fn from_body(body: &Value) -> Result<Self, BodyError> {
+        Self::parse(body.clone(), &mut SharedParts::default())
+    }
+
+    /// Parses a body, sharing part texts and paths with the earlier turns' through `shared`.
+    pub fn parse(body: Value, shared: &mut SharedParts) -> Result<Self, BodyError> {
         let Some(object) = body.as_object() else {
             return Err(BodyError::new(
                 PartPath::root(),
-                format!("expected a request body object, found {}", kind_of(body)),
+                format!("expected a request body object, found {}", kind_of(&body)),
             ));
         };
         let format = BodyFormat::detect(object).ok_or_else(|| {
             BodyError::new(PartPath::root(), "no known request format").expected(SUPPORTED_FORMATS)
         })?;
-        let mut builder = PartsBuilder::default();
+        let mut builder = PartsBuilder::new(shared);
         builder.tools(object)?;
         builder.settings(object);
         match format {
@@ -165,18 +205,21 @@ impl Request {
             }
             BodyFormat::OpenAiResponses => builder.responses_input(object)?,
         }
+        let model = object
+            .get("model")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let breakpoints = breakpoints(object);
+        let automatic_breakpoint = object.contains_key("cache_control");
         Ok(Self {
             format,
-            model: object
-                .get("model")
-                .and_then(Value::as_str)
-                .map(str::to_owned),
+            model,
             tools: builder.tools,
             messages: builder.messages,
             parts: builder.parts,
-            breakpoints: breakpoints(object),
-            automatic_breakpoint: object.contains_key("cache_control"),
-            body: body.clone(),
+            breakpoints,
+            automatic_breakpoint,
+            body,
         })
     }
 
@@ -185,12 +228,12 @@ impl Request {
     pub fn block_of(path: &PartPath) -> PartPath {
         let segments = path.segments();
         let key = match segments.first() {
-            Some(PathSegment::Key(key)) => key.as_str(),
+            Some(PathSegment::Key(key)) => key,
             _ => "",
         };
         let content_block = matches!(
             (segments.get(2), segments.get(3)),
-            (Some(PathSegment::Key(content)), Some(PathSegment::Index(_))) if content == "content"
+            (Some(PathSegment::Key(content)), Some(PathSegment::Index(_))) if *content == "content"
         );
         let depth = match key {
             "messages" | "input" if content_block => 4,

@@ -9,7 +9,7 @@ use super::{BodyError, PartKind, Role, short_hash};
 use crate::json::{compact_json, kind_of};
 use crate::path::PartPath;
 
-impl PartsBuilder {
+impl PartsBuilder<'_> {
     /// The `instructions` and `input` of a Responses body.
     pub(super) fn responses_input(&mut self, body: &Map<String, Value>) -> Result<(), BodyError> {
         if let Some(instructions) = body.get("instructions").filter(|value| !value.is_null()) {
@@ -29,8 +29,7 @@ impl PartsBuilder {
         match body.get("input") {
             None | Some(Value::Null) => Ok(()),
             Some(Value::String(text)) => {
-                let message =
-                    self.open_message(path.clone(), Role::User, Value::String(text.clone()));
+                let message = self.open_message(path.clone(), Role::User);
                 self.push(path.clone(), PartKind::Text, text.clone(), Some(message));
                 self.close_message(path, message);
                 Ok(())
@@ -63,7 +62,7 @@ impl PartsBuilder {
             return self.message(path, item);
         }
         let role = Role::from(item_type.unwrap_or("item"));
-        let message = self.open_message(path.clone(), role.clone(), item.clone());
+        let message = self.open_message(path.clone(), role.clone());
         match role {
             Role::FunctionCall | Role::CustomToolCall => {
                 self.string_field(&path, object, "call_id", PartKind::ToolCallId, message)?;

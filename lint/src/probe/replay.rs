@@ -92,10 +92,8 @@ pub fn probe_session(
 pub(super) fn chat_body(turn: &Turn, model: Option<&str>) -> Value {
     let (messages, tools): (Vec<Value>, Option<Vec<Value>>) = match turn.request.format {
         BodyFormat::OpenAiChat => (
-            turn.request
-                .messages
-                .iter()
-                .map(|message| message.value.clone())
+            (0..turn.request.messages.len())
+                .filter_map(|index| turn.request.message_value(index).cloned())
                 .collect(),
             turn.request
                 .body

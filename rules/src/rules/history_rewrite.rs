@@ -82,17 +82,14 @@ fn rewritten_history(pair: &TurnPair<'_>) -> Option<Finding> {
         let path = &message.path;
         let same_at = |offset: usize| {
             current
-                .messages
-                .get(index + offset)
-                .zip(previous.messages.get(index))
-                .is_some_and(|(after, before)| after.value == before.value)
+                .message_value(index + offset)
+                .zip(previous.message_value(index))
+                .is_some_and(|(after, before)| after == before)
         };
-        let how = if previous.messages.get(index + 1).is_some_and(|next| {
-            current
-                .messages
-                .get(index)
-                .is_some_and(|now| now.value == next.value)
-        }) {
+        let how = if previous
+            .message_value(index + 1)
+            .is_some_and(|next| current.message_value(index) == Some(next))
+        {
             format!("`{path}` was dropped")
         } else if same_at(1) {
             format!("a message was inserted before `{path}`")
