@@ -212,7 +212,7 @@ fn diagnostic(meta: &RuleMeta, finding: Finding, input: &RuleInput<'_>) -> Diagn
         RuleInput::TemplateBreak(found) => (
             found.turn,
             template(),
-            None,
+            found.site.as_ref().and_then(|site| site.span),
             found.before.clone(),
             found.after.clone(),
         ),

@@ -69,6 +69,9 @@ pub struct TemplateResult {
     /// `chat` for a model's chat template, `prompt` for an application prompt template.
     pub kind: &'static str,
     pub findings: Vec<Diagnostic>,
+    /// How a chat template was rendered where it is not what an engine does with the
+    /// model's own files: placeholder special tokens, parts of the conversation it refuses.
+    pub notes: Vec<String>,
     #[serde(skip)]
     pub source: String,
 }
@@ -113,23 +116,33 @@ pub fn check_templates(
             .extension()
             .is_some_and(|extension| extension == "json")
             || text.contains("messages");
+        let mut notes = Vec::new();
         let (kind, findings) = if is_chat {
+            let is_config = path
+                .extension()
+                .is_some_and(|extension| extension == "json");
             let checked = ChatTemplate::from_file(&path, now)
                 .and_then(|template| match special_tokens {
                     Some(config) => template.with_special_tokens_from(config),
+                    // A bare Jinja file has no special tokens: name them as placeholders.
+                    None if !is_config => Ok(template.with_placeholder_special_tokens()),
                     None => Ok(template),
                 })
                 .and_then(|template| check_template(&template, now));
             match checked {
-                Ok(breaks) => (
-                    "chat",
-                    breaks
-                        .iter()
-                        .filter_map(|found| {
-                            kvlint_rules::diagnose(&RuleInput::TemplateBreak(found))
-                        })
-                        .collect(),
-                ),
+                Ok(checked) => {
+                    notes = checked.notes.iter().map(ToString::to_string).collect();
+                    (
+                        "chat",
+                        checked
+                            .breaks
+                            .iter()
+                            .filter_map(|found| {
+                                kvlint_rules::diagnose(&RuleInput::TemplateBreak(found))
+                            })
+                            .collect(),
+                    )
+                }
                 Err(error) => {
                     report.errors.push(error.into());
                     continue;
@@ -162,6 +175,7 @@ pub fn check_templates(
             path: display,
             kind,
             findings,
+            notes,
             source: text,
         });
     }
