@@ -363,3 +363,16 @@ fn the_docs_table_is_generated_from_the_check() {
         "docs/chat-templates.md is stale: run with KVLINT_UPDATE_DOCS=1"
     );
 }
+
+#[test]
+fn a_time_of_day_breaks_every_request_and_is_placed() {
+    let path = kvlint_fixtures::root().join("templates/clock-in-first-message.jinja");
+    let check = check(&path).unwrap();
+    assert_eq!(kinds(&check), vec![(TemplateBreakKind::TimeInjected, None)]);
+    let found = &check.breaks[0];
+    assert_eq!(found.variable, None);
+    let site = found.site.as_ref().unwrap();
+    assert_eq!(site.expression, "strftime_now('%Y-%m-%d %H:%M:%S')");
+    let span = site.span.unwrap();
+    assert_eq!((span.line, span.column), (6, 46));
+}

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use chrono::NaiveDateTime;
 use minijinja::syntax::SyntaxConfig;
-use minijinja::value::{Kwargs, Value as JinjaValue, ValueKind};
+use minijinja::value::{Kwargs, Object, ObjectRepr, Value as JinjaValue, ValueKind};
 use minijinja::{AutoEscape, Environment, Error as JinjaError, ErrorKind};
 
 use super::PythonJson;
@@ -48,6 +48,25 @@ pub(super) struct ClockProbe(pub usize);
 #[error("raised by the template")]
 pub(super) struct RaisedByTemplate;
 
+/// A value that fails wherever the template prints, adds, iterates or serializes it, so that
+/// the error places the first use of a variable.
+#[derive(Debug)]
+pub(super) struct Tripwire;
+
+impl Object for Tripwire {
+    fn repr(self: &Arc<Self>) -> ObjectRepr {
+        ObjectRepr::Plain
+    }
+}
+
+fn is_tripwire(value: &JinjaValue) -> bool {
+    value.downcast_object_ref::<Tripwire>().is_some()
+}
+
+fn tripped() -> JinjaError {
+    JinjaError::new(ErrorKind::InvalidOperation, "the variable is used here")
+}
+
 /// A Jinja environment configured like transformers' `_compile_jinja_template`.
 pub(super) fn transformers_environment(
     clock: Clock,
@@ -62,6 +81,12 @@ pub(super) fn transformers_environment(
         environment.set_syntax(syntax);
     }
     environment.set_auto_escape_callback(|_| AutoEscape::None);
+    environment.set_formatter(|out, state, value| {
+        if is_tripwire(value) {
+            return Err(tripped());
+        }
+        minijinja::escape_formatter(out, state, value)
+    });
     environment.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
     minijinja_contrib::add_to_environment(&mut environment);
     environment.add_filter("tojson", python_tojson);
@@ -122,7 +147,10 @@ fn python_tojson(value: JinjaValue, kwargs: Kwargs) -> Result<JinjaValue, JinjaE
     let separators: Option<Vec<String>> = kwargs.get("separators")?;
     let _ensure_ascii: Option<bool> = kwargs.get("ensure_ascii")?;
     kwargs.assert_all_used()?;
-    if contains_undefined(&value, 0) {
+    if contains(&value, &is_tripwire, 0) {
+        return Err(tripped());
+    }
+    if contains(&value, &JinjaValue::is_undefined, 0) {
         return Err(JinjaError::new(
             ErrorKind::BadSerialization,
             "Object of type Undefined is not JSON serializable",
@@ -144,10 +172,10 @@ fn python_tojson(value: JinjaValue, kwargs: Kwargs) -> Result<JinjaValue, JinjaE
     Ok(JinjaValue::from_safe_string(style.dumps(&json)))
 }
 
-/// Whether a value is or holds an undefined value, which Python's `json.dumps` refuses
-/// (serde would write `null`).
-fn contains_undefined(value: &JinjaValue, depth: usize) -> bool {
-    if value.is_undefined() {
+/// Whether a value is or holds a value that passes the test (an undefined value, which
+/// Python's `json.dumps` refuses and serde would write as `null`).
+fn contains(value: &JinjaValue, test: &dyn Fn(&JinjaValue) -> bool, depth: usize) -> bool {
+    if test(value) {
         return true;
     }
     if depth > 32 || !matches!(value.kind(), ValueKind::Seq | ValueKind::Map) {
@@ -163,7 +191,7 @@ fn contains_undefined(value: &JinjaValue, depth: usize) -> bool {
         } else {
             item
         };
-        contains_undefined(&item, depth + 1)
+        contains(&item, test, depth + 1)
     })
 }
 

@@ -25,13 +25,13 @@ use std::path::Path;
 use std::sync::Arc;
 
 use chrono::NaiveDateTime;
-use minijinja::value::{Object, ObjectRepr, Serde, Value as JinjaValue};
+use minijinja::value::{Serde, Value as JinjaValue};
 use minijinja::{Environment, Error as JinjaError};
 use serde_json::{Map, Value};
 
 use crate::diagnostic::Span;
 use crate::error::InputError;
-use environment::{ClockProbe, set_clock, transformers_environment};
+use environment::{ClockProbe, Tripwire, set_clock, transformers_environment};
 use message::{CONTEXT_VARIABLES, TemplateContext, TransformersMessage, special_tokens};
 use python_list::ListMutations;
 use render_error::{SPECIAL_TOKENS, template_error, undefined_variable};
@@ -70,20 +70,6 @@ impl std::fmt::Debug for ChatTemplate {
 
 const DEFAULT_NAME: &str = "default";
 const TOOL_USE_NAME: &str = "tool_use";
-
-/// A value that fails wherever the template uses it, to find where a variable is used.
-#[derive(Debug)]
-struct Tripwire;
-
-impl Object for Tripwire {
-    fn repr(self: &Arc<Self>) -> ObjectRepr {
-        ObjectRepr::Plain
-    }
-
-    fn render(self: &Arc<Self>, _f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        Err(std::fmt::Error)
-    }
-}
 
 /// A place the template is asked to reveal by failing there.
 #[derive(Clone, Copy, Debug)]
@@ -375,13 +361,13 @@ impl ChatTemplate {
         };
         let context = JinjaValue::from(Serde(&context));
         match extra {
-            // The first map wins.
+            // The last map wins.
             Some((key, value)) => {
                 let overlay = JinjaValue::from(std::collections::BTreeMap::from([(
                     JinjaValue::from(key),
                     value,
                 )]));
-                template.render(minijinja::value::merge_maps([overlay, context]))
+                template.render(minijinja::value::merge_maps([context, overlay]))
             }
             None => template.render(context),
         }

@@ -190,3 +190,15 @@ fn indent_and_tojson_behave_like_jinja2() {
         "{error}"
     );
 }
+
+#[test]
+fn the_site_of_tools() {
+    let template = template("{%- if tools %}\n{{- 'Tools: ' + tools | tojson }}{% endif %}");
+    let tools = [json!({"name": "f"})];
+    let messages = [json!({"role": "user", "content": "x"})];
+    let site = template.site(&messages, Some(&tools), SiteProbe::Variable("tools"));
+    // The filter that fails on the tripwire: where the tools are written.
+    let site = site.unwrap();
+    assert_eq!(site.expression, "tojson");
+    assert_eq!(site.span.map(|span| span.line), Some(2));
+}

@@ -42,7 +42,7 @@ pub fn run(args: Args, terminal: Terminal) -> miette::Result<Outcome> {
         .unwrap_or_else(|| chrono::Local::now().naive_local());
     let mut configs = Discovery::default();
     let report = check_templates(&args.paths, args.special_tokens.as_ref(), now, &mut configs);
-    Outcome::emitted(
+    let mut outcome = Outcome::emitted(
         args.format,
         &Output::Template(&report),
         terminal,
@@ -53,7 +53,12 @@ pub fn run(args: Args, terminal: Terminal) -> miette::Result<Outcome> {
                 .iter()
                 .flat_map(|template| &template.findings),
         ),
-    )
+    )?;
+    // JSON carries the notes in each template; human output lists them last.
+    if matches!(args.format, OutputFormat::Human) {
+        outcome.output.push_str(&report.notes_text());
+    }
+    Ok(outcome)
 }
 
 #[derive(Debug, Serialize)]
@@ -183,6 +188,19 @@ pub fn check_templates(
 }
 
 impl TemplateReport {
+    /// One line per note of each template: `note: PATH: NOTE`.
+    pub fn notes_text(&self) -> String {
+        self.templates
+            .iter()
+            .flat_map(|template| {
+                template
+                    .notes
+                    .iter()
+                    .map(move |note| format!("note: {}: {note}\n", template.path))
+            })
+            .collect()
+    }
+
     /// The templates as the file-based emitters read them: a template's turns are those of the
     /// built-in conversation, up to the last one with a finding.
     pub fn checked_files(&self) -> Vec<CheckedFile<'_>> {
