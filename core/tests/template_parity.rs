@@ -48,7 +48,9 @@ fn cases_of(path: &Path, qwen3: &Path) -> Vec<Case> {
     let variant = match &check {
         Ok(check) => {
             for note in &check.notes {
-                if let TemplateNote::PlaceholderVariables(names) = note {
+                if let TemplateNote::PlaceholderVariables(names)
+                | TemplateNote::PlaceholderTokens(names) = note
+                {
                     for name in names {
                         template
                             .kwargs

@@ -28,16 +28,6 @@ pub enum Clock {
     FailingCall(usize),
 }
 
-impl Clock {
-    /// The time a clock shows on most calls.
-    pub fn base(self) -> Option<NaiveDateTime> {
-        match self {
-            Self::At(now) | Self::OneCallAt { base: now, .. } => Some(now),
-            Self::FailingCall(_) => None,
-        }
-    }
-}
-
 /// The error a [`Clock::FailingCall`] raises.
 #[derive(Debug, thiserror::Error)]
 #[error("strftime_now call {0} stopped on purpose to find its place in the template")]

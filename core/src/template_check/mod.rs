@@ -185,7 +185,7 @@ pub fn check_template(
     now: NaiveDateTime,
 ) -> Result<TemplateCheck, InputError> {
     let mut template = template.with_clock(Clock::At(now));
-    let mut filled: Vec<String> = Vec::new();
+    let mut filled = Filled::default();
     let mut refusal: Option<InputError> = None;
     for variant in Variant::in_order_of_preference() {
         let (messages, tools) = variant.conversation();
@@ -196,13 +196,13 @@ pub fn check_template(
         match checked {
             Ok(breaks) => {
                 let mut notes = Vec::new();
-                if !template.placeholder_tokens().is_empty() {
-                    notes.push(TemplateNote::PlaceholderTokens(
-                        template.placeholder_tokens().to_vec(),
-                    ));
+                let mut tokens = template.placeholder_tokens().to_vec();
+                tokens.extend(filled.tokens);
+                if !tokens.is_empty() {
+                    notes.push(TemplateNote::PlaceholderTokens(tokens));
                 }
-                if !filled.is_empty() {
-                    notes.push(TemplateNote::PlaceholderVariables(filled));
+                if !filled.variables.is_empty() {
+                    notes.push(TemplateNote::PlaceholderVariables(filled.variables));
                 }
                 if let Some(error) = refusal.filter(|_| !variant.dropped.is_empty()) {
                     notes.push(TemplateNote::Refused {
@@ -239,12 +239,21 @@ fn refusal_reason(error: &InputError) -> String {
     }
 }
 
+/// What the check gave a placeholder because the conversation failed without it.
+#[derive(Default)]
+struct Filled {
+    /// Special tokens the tokenizer config lacks (`bos_token`).
+    tokens: Vec<String>,
+    /// Variables a server would pass (`functions`, `datetime`).
+    variables: Vec<String>,
+}
+
 /// Gives every variable the conversation fails on for being undefined a placeholder.
 fn fill_missing_variables(
     template: &mut ChatTemplate,
     messages: &[Value],
     tools: &[Value],
-    filled: &mut Vec<String>,
+    filled: &mut Filled,
 ) {
     for _ in 0..MAX_MISSING_VARIABLES {
         let Some(name) = template.missing_variable(messages, Some(tools), true) else {
@@ -253,7 +262,11 @@ fn fill_missing_variables(
         template
             .kwargs
             .insert(name.clone(), Value::String(placeholder(&name)));
-        filled.push(name);
+        if name.ends_with("_token") {
+            filled.tokens.push(name);
+        } else {
+            filled.variables.push(name);
+        }
     }
 }
 
