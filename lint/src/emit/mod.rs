@@ -59,9 +59,7 @@ impl Output<'_> {
             Output::Probe(_) => OutputKind::Probe,
         }
     }
-}
 
-impl Output<'_> {
     /// The checked files, for the file-based emitters: none for commands without findings in
     /// files (diff, probe).
     fn checked_files(&self) -> Option<(Vec<CheckedFile<'_>>, &[ErrorReport])> {
