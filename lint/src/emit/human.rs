@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use kvlint_core::diagnostic::{Diagnostic, Severity, SeverityCounts};
 use kvlint_core::excerpt::Excerpt;
 use miette::{GraphicalReportHandler, GraphicalTheme, LabeledSpan, SourceCode};
+use similar::ChangeTag;
 
 use super::Terminal;
 use crate::commands::diff::RequestDiff;
@@ -32,10 +33,7 @@ pub fn render(report: &Report, terminal: Terminal) -> String {
     }
     for session in &report.sessions {
         for finding in &session.findings {
-            let _ = handler.render_report(
-                &mut out,
-                &FindingReport::new(&session.path, &session.source, finding),
-            );
+            render_finding(&mut out, &handler, &session.path, &session.source, finding);
         }
         if let Some(table) = cache_table(session) {
             out.push_str(&table);
@@ -55,8 +53,13 @@ pub fn render_templates(report: &TemplateReport, terminal: Terminal) -> String {
     }
     for template in &report.templates {
         for finding in &template.findings {
-            let report = FindingReport::new(&template.path, &template.source, finding);
-            let _ = handler.render_report(&mut out, &report);
+            render_finding(
+                &mut out,
+                &handler,
+                &template.path,
+                &template.source,
+                finding,
+            );
         }
         let counts = SeverityCounts::of(&template.findings);
         let _ = writeln!(
@@ -143,8 +146,8 @@ pub fn render_diff(diff: &RequestDiff, terminal: Terminal) -> String {
     );
     match &diff.finding {
         Some(finding) => {
-            let report = FindingReport::new(&diff.current.path, &diff.current_source, finding);
-            let _ = handler(terminal).render_report(&mut out, &report);
+            let handler = handler(terminal);
+            render_finding(&mut out, &handler, &diff.current.path, &diff.current_source, finding);
             out.push_str(&diff.rendered_diff);
         }
         None => out.push_str("the second request extends the first: its whole prompt is a cache hit up to the new content\n"),
@@ -250,13 +253,35 @@ fn totals_line(report: &Report) -> String {
     )
 }
 
+/// A finding through miette, then, for a pair of turns, both turns' token windows on one line
+/// of their own under the help: never wrapped, so that what differs stays side by side.
+fn render_finding(
+    out: &mut String,
+    handler: &GraphicalReportHandler,
+    path: &str,
+    file: &str,
+    finding: &Diagnostic,
+) {
+    // Writing into a String cannot fail.
+    let _ = handler.render_report(out, &FindingReport::new(path, file, finding));
+    if finding.previous_window.is_empty() && finding.current_window.is_empty() {
+        return;
+    }
+    let (previous, current) = visible_windows(&finding.previous_window, &finding.current_window);
+    let _ = writeln!(
+        out,
+        "        turn {}: {previous}  ┃  turn {}: {current}",
+        finding.turn.saturating_sub(1),
+        finding.turn,
+    );
+}
+
 /// One finding as a miette diagnostic.
 #[derive(Debug)]
 struct FindingReport<'a> {
     finding: &'a Diagnostic,
     title: String,
     source: Option<Excerpt>,
-    help: String,
 }
 
 impl<'a> FindingReport<'a> {
@@ -279,43 +304,71 @@ impl<'a> FindingReport<'a> {
         let source = finding
             .span
             .map(|span| Excerpt::around(path, file, span.offset, span.len));
-        let help = if has_windows {
-            format!(
-                "{}\nturn {}: {}  ┃  turn {}: {}",
-                finding.help,
-                finding.turn.saturating_sub(1),
-                quoted(&finding.previous_window),
-                finding.turn,
-                quoted(&finding.current_window),
-            )
-        } else {
-            finding.help.clone()
-        };
         Self {
             finding,
             title,
             source,
-            help,
         }
     }
 }
 
-/// A token window as one line: newlines and tabs shown escaped.
-fn quoted(window: &str) -> String {
-    let mut escaped = String::with_capacity(window.len() + 2);
-    escaped.push('"');
-    for character in window.chars() {
-        match character {
-            '\n' => escaped.push_str("\\n"),
-            '\r' => escaped.push_str("\\r"),
-            '\t' => escaped.push_str("\\t"),
-            '"' => escaped.push_str("\\\""),
-            '\\' => escaped.push_str("\\\\"),
-            other => escaped.push(other),
+/// The two turns' token windows, each as one quoted line that shows what differs: spaces that
+/// differ between the windows are `·`; everywhere, a newline is `⏎`, tabs and carriage returns
+/// are escaped, and invisible or terminal-controlling characters are named.
+fn visible_windows(previous: &str, current: &str) -> (String, String) {
+    let (mut previous_shown, mut current_shown) = (String::from('"'), String::from('"'));
+    for change in similar::TextDiff::from_chars(previous, current).iter_all_changes() {
+        let differs = change.tag() != ChangeTag::Equal;
+        let shown = visible(change.value(), differs);
+        if change.tag() != ChangeTag::Insert {
+            previous_shown.push_str(&shown);
+        }
+        if change.tag() != ChangeTag::Delete {
+            current_shown.push_str(&shown);
         }
     }
-    escaped.push('"');
-    escaped
+    previous_shown.push('"');
+    current_shown.push('"');
+    (previous_shown, current_shown)
+}
+
+/// Text of a window made visible on one line; `differs` when the other window lacks it.
+fn visible(text: &str, differs: bool) -> String {
+    let mut shown = String::with_capacity(text.len());
+    for character in text.chars() {
+        match character {
+            ' ' if differs => shown.push('·'),
+            '\n' => shown.push('⏎'),
+            '\r' => shown.push_str("\\r"),
+            '\t' => shown.push_str("\\t"),
+            '"' => shown.push_str("\\\""),
+            '\\' => shown.push_str("\\\\"),
+            other => match invisible_name(other) {
+                Some(name) => shown.push_str(&name),
+                None => shown.push(other),
+            },
+        }
+    }
+    shown
+}
+
+/// A name for a character that shows nothing or controls the terminal: zero-width
+/// characters, the byte-order mark, bidirectional overrides, other control characters.
+fn invisible_name(character: char) -> Option<String> {
+    let name = match character {
+        '\u{200B}' => "ZWSP",
+        '\u{200C}' => "ZWNJ",
+        '\u{200D}' => "ZWJ",
+        '\u{2060}' => "WJ",
+        '\u{FEFF}' => "BOM",
+        '\u{00AD}' => "SHY",
+        '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' => {
+            return Some(format!("<U+{:04X}>", u32::from(character)));
+        }
+        other if other.is_control() => return Some(format!("<U+{:04X}>", u32::from(other))),
+        _ => return None,
+    };
+    Some(format!("<{name}>"))
 }
 
 impl std::fmt::Display for FindingReport<'_> {
@@ -340,7 +393,7 @@ impl miette::Diagnostic for FindingReport<'_> {
     }
 
     fn help<'b>(&'b self) -> Option<Box<dyn std::fmt::Display + 'b>> {
-        Some(Box::new(&self.help))
+        Some(Box::new(&self.finding.help))
     }
 
     fn source_code(&self) -> Option<&dyn SourceCode> {
@@ -362,5 +415,24 @@ impl miette::Diagnostic for FindingReport<'_> {
         Some(Box::new(std::iter::once(
             LabeledSpan::new_primary_with_span(Some(label), source.clip(span.offset, span.len)),
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::visible_windows;
+
+    #[test]
+    fn what_differs_is_visible_and_windows_do_not_wrap() {
+        let (previous, current) = visible_windows("a b\nc", "a  b\nc");
+        // The space that differs is a dot; the one both share stays a space.
+        assert_eq!(previous, "\"a b⏎c\"");
+        assert_eq!(current, "\"a ·b⏎c\"");
+        let (previous, current) = visible_windows("x\u{200B}y", "x\u{1b}[31my\u{202E}");
+        assert_eq!(previous, "\"x<ZWSP>y\"");
+        assert_eq!(current, "\"x<U+001B>[31my<U+202E>\"");
+        let (previous, current) = visible_windows("\u{feff}{\"a\":\t1}", "{\"a\":\t1}\r");
+        assert_eq!(previous, "\"<BOM>{\\\"a\\\":\\t1}\"");
+        assert_eq!(current, "\"{\\\"a\\\":\\t1}\\r\"");
     }
 }
