@@ -94,6 +94,11 @@ fn a_missing_tokenizer_or_unknown_flag_is_a_usage_error() {
         2
     );
     assert_eq!(kvlint(&["check", "--no-such-flag"]).code, 2);
+    for speed in ["0", "-5", "NaN", "inf", "0.001", "fast"] {
+        let run = kvlint(&["check", "--prefill-tps", speed, "fixtures/diff"]);
+        assert_eq!(run.code, 2, "{speed}");
+        assert!(run.stdout.contains("tokens per second"), "{}", run.stdout);
+    }
     assert_eq!(kvlint(&["rule", "no-such-rule"]).code, 2);
 }
 

@@ -211,3 +211,80 @@ fn the_anthropic_adapter_reads_cache_read_input_tokens() {
     }
     assert_eq!(output.status.code(), Some(0), "{report}");
 }
+
+/// A server that keeps the headers of every request and answers each with an error that
+/// echoes them back, credentials included, as careless servers do.
+fn echoing_server() -> (String, Arc<std::sync::Mutex<Vec<String>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let recorded = Arc::clone(&seen);
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut head = String::new();
+            let mut length = 0;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap() == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = value.trim().parse().unwrap();
+                }
+                head.push_str(&line);
+            }
+            let mut body = vec![0; length];
+            reader.read_exact(&mut body).unwrap();
+            recorded.lock().unwrap().push(head.clone());
+            let echo = serde_json::json!({"error": format!("unauthorized: {head}")}).to_string();
+            respond(&mut stream, "401 Unauthorized", "", &echo);
+        }
+    });
+    (format!("http://ada:hunter2@{address}"), seen)
+}
+
+#[test]
+fn keys_reach_only_their_own_provider_and_never_any_output() {
+    const OPENAI: &str = "sk-sentinel-openai-7f3a";
+    const ANTHROPIC: &str = "sk-ant-sentinel-91c2";
+    for (kind, header, key, other) in [
+        ("anthropic", "x-api-key", ANTHROPIC, OPENAI),
+        ("openai", "authorization", OPENAI, ANTHROPIC),
+    ] {
+        let (url, seen) = echoing_server();
+        for format in ["human", "json"] {
+            let output = Command::new(env!("CARGO_BIN_EXE_kvlint"))
+                .current_dir(kvlint_fixtures::repository())
+                .env("OPENAI_API_KEY", OPENAI)
+                .env("ANTHROPIC_API_KEY", ANTHROPIC)
+                .env_remove("KVLINT_API_KEY")
+                .args(["probe", "--engine-kind", kind, "--timeout", "5"])
+                .args(["--format", format, "--engine-url", &url])
+                .arg("fixtures/diff/before.json")
+                .output()
+                .unwrap();
+            let printed = String::from_utf8_lossy(&output.stdout).into_owned()
+                + &String::from_utf8_lossy(&output.stderr);
+            assert_eq!(output.status.code(), Some(2), "{printed}");
+            assert!(printed.contains("HTTP 401"), "{printed}");
+            for secret in [OPENAI, ANTHROPIC, "hunter2"] {
+                assert!(!printed.contains(secret), "{kind} {format}: {printed}");
+            }
+        }
+        let seen = seen.lock().unwrap();
+        assert!(!seen.is_empty());
+        for head in seen.iter() {
+            let head = head.to_ascii_lowercase();
+            assert!(
+                head.contains(&format!("{header}: ")) && head.contains(&key.to_ascii_lowercase()),
+                "{kind}: {head}"
+            );
+            assert!(
+                !head.contains(&other.to_ascii_lowercase()),
+                "{kind} got the other key: {head}"
+            );
+        }
+    }
+}

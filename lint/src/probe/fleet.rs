@@ -112,7 +112,7 @@ pub fn probe_fleet(fleet: &mut Fleet, session: &SessionFile, model: Option<&str>
     }
     ProbeSession {
         path: session.path.clone(),
-        engine_url: fleet.gateway.base.clone(),
+        engine_url: fleet.gateway.shown_url(),
         engine_kind: REPLICA_KIND,
         routing_key: Some(key),
         turns,

@@ -80,7 +80,7 @@ pub fn probe_session(
     }
     ProbeSession {
         path: session.path.clone(),
-        engine_url: client.base.clone(),
+        engine_url: client.shown_url(),
         engine_kind: kind,
         routing_key: None,
         turns,
