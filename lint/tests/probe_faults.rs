@@ -19,6 +19,8 @@ enum Fault {
     Truncated,
     NoUsage,
     Silent,
+    /// Reports more cached tokens than the prompt has.
+    Impossible,
 }
 
 fn read_request(stream: &mut TcpStream) -> String {
@@ -99,6 +101,12 @@ fn misbehaving_server(fault: Fault) -> String {
                                 r#"{"choices":[{"message":{"role":"assistant","content":"x"}}]}"#,
                             ),
                             Fault::Silent => std::thread::sleep(Duration::from_secs(5)),
+                            Fault::Impossible => respond(
+                                &mut stream,
+                                "200 OK",
+                                "",
+                                r#"{"choices":[{"message":{"role":"assistant","content":"x"}}],"usage":{"prompt_tokens":5},"timings":{"cache_n":999}}"#,
+                            ),
                         }
                     }
                     // The shape Anthropic's API answers with, for the hosted adapter.
@@ -157,7 +165,40 @@ fn each_fault_is_said_and_the_probe_is_incomplete() {
         let (code, report) = probe(&misbehaving_server(fault));
         assert_eq!(code, 2, "{report}");
         assert!(note(&report).contains(expected), "{expected}: {report}");
+        assert_eq!(report["sessions"][0]["turns"][0]["outcome"], "error");
     }
+}
+
+#[test]
+fn failures_are_errors_not_mismatches_in_human_output() {
+    let url = misbehaving_server(Fault::ServerError);
+    let output = Command::new(env!("CARGO_BIN_EXE_kvlint"))
+        .current_dir(kvlint_fixtures::repository())
+        .args(["probe", "--engine-kind", "llamacpp", "--engine-url", &url])
+        .arg("fixtures/diff/before.json")
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        printed.contains("ERROR: /v1/chat/completions: HTTP 500"),
+        "{printed}"
+    );
+    assert!(!printed.contains("MISMATCH"), "{printed}");
+    assert!(printed.contains("0 match, 0 do not, 1 failed"), "{printed}");
+}
+
+#[test]
+fn more_cached_tokens_than_the_prompt_has_is_an_impossible_report() {
+    let (code, report) = probe(&misbehaving_server(Fault::Impossible));
+    let turn = &report["sessions"][0]["turns"][0];
+    assert_eq!(turn["outcome"], "mismatch", "{report}");
+    assert!(
+        note(&report).starts_with(
+            "impossible report: the engine says it served 999 cached tokens of a 5-token prompt"
+        ),
+        "{report}"
+    );
+    assert_eq!(code, 1, "{report}");
 }
 
 #[test]

@@ -11,7 +11,7 @@ use similar::ChangeTag;
 use super::Terminal;
 use crate::commands::diff::RequestDiff;
 use crate::commands::template::TemplateReport;
-use crate::probe::ProbeReport;
+use crate::probe::{Outcome, ProbeReport};
 use crate::report::{Report, SessionReport};
 
 fn handler(terminal: Terminal) -> GraphicalReportHandler {
@@ -92,10 +92,10 @@ pub fn render_probe(report: &ProbeReport, terminal: Terminal) -> String {
         let number =
             |value: Option<usize>| value.map_or_else(|| "-".to_owned(), |value| value.to_string());
         for turn in &session.turns {
-            let result = if turn.matches {
-                "match".to_owned()
-            } else {
-                "MISMATCH".to_owned()
+            let result = match turn.outcome {
+                Outcome::Match => "match",
+                Outcome::Mismatch => "MISMATCH",
+                Outcome::Error => "ERROR",
             };
             let own = match turn.own_rendering_matches {
                 Some(false) => "; kvlint's own rendering differs",
@@ -121,12 +121,19 @@ pub fn render_probe(report: &ProbeReport, terminal: Terminal) -> String {
         .iter()
         .flat_map(|session| &session.turns)
         .collect();
-    let matched = turns.iter().filter(|turn| turn.matches).count();
+    let count = |outcome| turns.iter().filter(|turn| turn.outcome == outcome).count();
+    let failed = count(Outcome::Error);
     let _ = writeln!(
         out,
-        "probed {} turns: {matched} match, {} do not",
+        "probed {} turns: {} match, {} do not{}",
         turns.len(),
-        turns.len() - matched
+        count(Outcome::Match),
+        count(Outcome::Mismatch),
+        if failed > 0 {
+            format!(", {failed} failed")
+        } else {
+            String::new()
+        }
     );
     out
 }

@@ -106,7 +106,13 @@ pub fn probe_fleet(fleet: &mut Fleet, session: &SessionFile, model: Option<&str>
         turns.push(ProbeTurn {
             replica,
             lost_locality_tokens: lost,
-            ..ProbeTurn::new(index, tokens.as_ref(), predicted, observed, note)
+            ..ProbeTurn::new(
+                index,
+                tokens.as_ref().map(Vec::len),
+                predicted,
+                observed,
+                note,
+            )
         });
         previous = tokens;
     }

@@ -59,10 +59,14 @@ pub fn probe_hosted(
             .ok();
         let prediction = predictions.get(index);
         let predicted = prediction.map(|prediction| prediction.recorded.cached);
-        turns.push(ProbeTurn {
-            prompt_tokens: prediction.map(|prediction| prediction.prompt_tokens),
-            ..ProbeTurn::new(index, None, predicted, observed, note)
-        });
+        let prompt_tokens = prediction.map(|prediction| prediction.prompt_tokens);
+        turns.push(ProbeTurn::new(
+            index,
+            prompt_tokens,
+            predicted,
+            observed,
+            note,
+        ));
     }
     ProbeSession {
         path: session.path.clone(),

@@ -30,4 +30,4 @@ pub use detect::EngineKind;
 pub use fleet::{Fleet, probe_fleet};
 pub use hosted::probe_hosted;
 pub use replay::probe_session;
-pub use report::ProbeReport;
+pub use report::{Outcome, ProbeReport};
