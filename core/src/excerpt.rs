@@ -70,8 +70,9 @@ static SECRET_FIELD: LazyLock<Option<Regex>> = LazyLock::new(|| {
     .ok()
 });
 
-/// `line[window]`, with the value of every secret-named string field of the line replaced by
-/// `*`, byte for byte, so that offsets into the excerpt stay valid.
+/// `line[window]` as it may be shown: the value of every secret-named string field of the line
+/// replaced by `*`, and characters that control a terminal (C0 but tab, C1, bidirectional
+/// overrides) by `?`, byte for byte, so that offsets into the excerpt stay valid.
 fn masked(line: &str, window: Range<usize>) -> String {
     let mut text = line[window.clone()].as_bytes().to_vec();
     if let Some(secret_field) = SECRET_FIELD.as_ref() {
@@ -84,9 +85,21 @@ fn masked(line: &str, window: Range<usize>) -> String {
             text[from..to].fill(b'*');
         }
     }
+    for (offset, character) in line[window.clone()].char_indices() {
+        if controls_terminal(character) {
+            text[offset..offset + character.len_utf8()].fill(b'?');
+        }
+    }
     // Only whole characters were replaced (a value starts and ends at a quote; the window
     // at char boundaries), so the bytes are UTF-8 still.
     String::from_utf8(text).unwrap_or_default()
+}
+
+/// Whether a character, printed raw, can change what a terminal shows: control characters
+/// (but tab and newline) and the bidirectional overrides and isolates.
+pub fn controls_terminal(character: char) -> bool {
+    (character.is_control() && !matches!(character, '\t' | '\n'))
+        || matches!(character, '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
 }
 
 fn back_chars(text: &str, offset: usize, count: usize) -> usize {

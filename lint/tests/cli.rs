@@ -498,3 +498,30 @@ fn template_findings_in_ci_formats() {
     assert_eq!(junit.code, 0);
     assert!(junit.stdout.contains("failures=\"0\""), "{}", junit.stdout);
 }
+
+#[test]
+fn input_text_cannot_control_the_terminal() {
+    // A tool name with an escape sequence and a bell; a system prompt with a bidi override.
+    let first = r#"{"tools":[{"type":"function","function":{"name":"read","parameters":{}}}],"messages":[{"role":"system","content":"Rules \u202e tnirp"},{"role":"user","content":"hi"}]}"#;
+    let second = r#"{"tools":[{"type":"function","function":{"name":"read","parameters":{}}},{"type":"function","function":{"name":"evil\u001b]0;pwned\u0007","parameters":{}}}],"messages":[{"role":"system","content":"Rules \u202e tnirp"},{"role":"user","content":"hi"}]}"#;
+    let path = std::env::temp_dir().join(format!("kvlint-escapes-{}.jsonl", std::process::id()));
+    std::fs::write(&path, format!("{first}\n{second}\n")).unwrap();
+    for format in ["human", "github", "junit", "sarif", "json"] {
+        let run = kvlint(&["check", "--format", format, path.to_str().unwrap()]);
+        assert_eq!(run.code, 1, "{format}: {}", run.stdout);
+        for raw in ['\u{1b}', '\u{7}', '\u{202e}'] {
+            assert!(
+                !run.stdout.contains(raw),
+                "{format} prints {raw:?}: {}",
+                run.stdout
+            );
+        }
+    }
+    let human = kvlint(&["check", path.to_str().unwrap()]);
+    assert!(
+        human.stdout.contains("evil<U+001B>]0;pwned<U+0007>"),
+        "{}",
+        human.stdout
+    );
+    std::fs::remove_file(&path).unwrap();
+}

@@ -8,7 +8,7 @@ use kvlint_core::excerpt::Excerpt;
 use miette::{GraphicalReportHandler, GraphicalTheme, LabeledSpan, SourceCode};
 use similar::ChangeTag;
 
-use super::Terminal;
+use super::{Terminal, invisible_name, printable};
 use crate::commands::diff::RequestDiff;
 use crate::commands::template::TemplateReport;
 use crate::probe::{Outcome, ProbeReport};
@@ -65,7 +65,10 @@ pub fn render_templates(report: &TemplateReport, terminal: Terminal) -> String {
         let _ = writeln!(
             out,
             "{}: {} errors, {} warnings, {} info",
-            template.path, counts.errors, counts.warnings, counts.infos
+            printable(&template.path),
+            counts.errors,
+            counts.warnings,
+            counts.infos
         );
     }
     out
@@ -82,7 +85,9 @@ pub fn render_probe(report: &ProbeReport, terminal: Terminal) -> String {
         let _ = writeln!(
             out,
             "{} on {} ({:?})",
-            session.path, session.engine_url, session.engine_kind
+            printable(&session.path),
+            printable(&session.engine_url),
+            session.engine_kind
         );
         let _ = writeln!(
             out,
@@ -104,7 +109,7 @@ pub fn render_probe(report: &ProbeReport, terminal: Terminal) -> String {
             let note = turn
                 .note
                 .as_deref()
-                .map(|note| format!(": {note}"))
+                .map(|note| format!(": {}", printable(note)))
                 .unwrap_or_default();
             let _ = writeln!(
                 out,
@@ -144,8 +149,8 @@ pub fn render_diff(diff: &RequestDiff, terminal: Terminal) -> String {
     let _ = writeln!(
         out,
         "{} → {} ({}): {} and {} prompt tokens, {} reused",
-        diff.previous.path,
-        diff.current.path,
+        printable(&diff.previous.path),
+        printable(&diff.current.path),
         diff.renderer,
         diff.previous.prompt_tokens,
         diff.current.prompt_tokens,
@@ -155,7 +160,7 @@ pub fn render_diff(diff: &RequestDiff, terminal: Terminal) -> String {
         Some(finding) => {
             let handler = handler(terminal);
             render_finding(&mut out, &handler, &diff.current.path, &diff.current_source, finding);
-            out.push_str(&diff.rendered_diff);
+            out.push_str(&printable(&diff.rendered_diff));
         }
         None => out.push_str("the second request extends the first: its whole prompt is a cache hit up to the new content\n"),
     }
@@ -165,7 +170,7 @@ pub fn render_diff(diff: &RequestDiff, terminal: Terminal) -> String {
 /// The per-turn table of predicted cache use, with `--engine`.
 fn cache_table(session: &SessionReport) -> Option<String> {
     let cache = session.cache.as_ref()?;
-    let mut table = format!("{} on {}\n", session.path, cache.engine);
+    let mut table = format!("{} on {}\n", printable(&session.path), cache.engine);
     let _ = writeln!(
         table,
         "{:>6} {:>8} {:>8} {:>8} {:>9}  first cause",
@@ -236,7 +241,7 @@ fn session_line(session: &SessionReport) -> String {
     };
     format!(
         "{}: {} turns, {} prompt tokens, {} reused ({:.0}%){approximate}, {} errors, {} info",
-        session.path,
+        printable(&session.path),
         summary.turns,
         summary.prompt_tokens,
         summary.reused_tokens,
@@ -269,8 +274,14 @@ fn render_finding(
     file: &str,
     finding: &Diagnostic,
 ) {
+    // Input text (tool names, paths, parts of the prompt) reaches the terminal only printable.
+    let shown = Diagnostic {
+        message: printable(&finding.message).into_owned(),
+        help: printable(&finding.help).into_owned(),
+        ..finding.clone()
+    };
     // Writing into a String cannot fail.
-    let _ = handler.render_report(out, &FindingReport::new(path, file, finding));
+    let _ = handler.render_report(out, &FindingReport::new(&printable(path), file, &shown));
     if finding.previous_window.is_empty() && finding.current_window.is_empty() {
         return;
     }
@@ -357,25 +368,6 @@ fn visible(text: &str, differs: bool) -> String {
         }
     }
     shown
-}
-
-/// A name for a character that shows nothing or controls the terminal: zero-width
-/// characters, the byte-order mark, bidirectional overrides, other control characters.
-fn invisible_name(character: char) -> Option<String> {
-    let name = match character {
-        '\u{200B}' => "ZWSP",
-        '\u{200C}' => "ZWNJ",
-        '\u{200D}' => "ZWJ",
-        '\u{2060}' => "WJ",
-        '\u{FEFF}' => "BOM",
-        '\u{00AD}' => "SHY",
-        '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' => {
-            return Some(format!("<U+{:04X}>", u32::from(character)));
-        }
-        other if other.is_control() => return Some(format!("<U+{:04X}>", u32::from(other))),
-        _ => return None,
-    };
-    Some(format!("<{name}>"))
 }
 
 impl std::fmt::Display for FindingReport<'_> {
