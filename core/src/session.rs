@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::error::InputError;
+use crate::error::{InputError, read_text};
 use crate::excerpt::Excerpt;
 use crate::json::{compact_json, kind_of};
 use crate::locate::{LineColumn, Locator, raw_offset_in_string, value_range};
@@ -39,11 +39,7 @@ pub struct SessionFile {
 impl SessionFile {
     pub fn read(path: &Path) -> Result<Self, InputError> {
         let display = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| InputError::Io {
-            path: display.clone(),
-            source,
-        })?;
-        Self::parse(display, Arc::from(text))
+        Self::parse(display, Arc::from(read_text(path)?))
     }
 
     pub fn parse(path: String, text: Arc<str>) -> Result<Self, InputError> {
@@ -52,7 +48,13 @@ impl SessionFile {
             text,
             turns: Vec::new(),
         };
-        let trimmed_start = session.text.len() - session.text.trim_start().len();
+        // A byte-order mark is harmless: the text after it is read.
+        let bom = if session.text.starts_with('\u{FEFF}') {
+            '\u{FEFF}'.len_utf8()
+        } else {
+            0
+        };
+        let trimmed_start = session.text.len() - session.text[bom..].trim_start().len();
         match session.text.as_bytes().get(trimmed_start) {
             None => {
                 return Err(InputError::Empty {
@@ -60,7 +62,7 @@ impl SessionFile {
                 });
             }
             Some(b'[') => session.read_array(trimmed_start, &mut SharedParts::default())?,
-            Some(_) => session.read_lines(&mut SharedParts::default())?,
+            Some(_) => session.read_documents(trimmed_start, &mut SharedParts::default())?,
         }
         Ok(session)
     }
@@ -83,43 +85,48 @@ impl SessionFile {
         Ok(())
     }
 
-    fn read_lines(&mut self, shared: &mut SharedParts) -> Result<(), InputError> {
+    /// JSON documents one after the other: JSONL, one body per line, or bodies pretty-printed
+    /// over several lines (as `jq .` writes them).
+    fn read_documents(&mut self, start: usize, shared: &mut SharedParts) -> Result<(), InputError> {
         let text = Arc::clone(&self.text);
-        let mut line_start = 0;
-        for line in text.split_inclusive('\n') {
-            let document = line_start..line_start + line.trim_end().len();
-            line_start += line.len();
-            if line.trim().is_empty() {
-                continue;
-            }
-            let value = self.parse_json(document.clone())?;
-            let turn = self.turn(value, document, PartPath::root(), shared)?;
+        let mut documents = serde_json::Deserializer::from_str(&text[start..]).into_iter::<Value>();
+        let mut end = start;
+        while let Some(parsed) = documents.next() {
+            let rest = &text[end..];
+            let document_start = end + (rest.len() - rest.trim_start().len());
+            end = start + documents.byte_offset();
+            let value = parsed.map_err(|error| self.json_error(start..text.len(), &error))?;
+            let turn = self.turn(value, document_start..end, PartPath::root(), shared)?;
             self.turns.push(turn);
         }
         Ok(())
     }
 
     fn parse_json(&self, document: Range<usize>) -> Result<Value, InputError> {
-        serde_json::from_str(&self.text[document.clone()]).map_err(|error| {
-            let document_text = &self.text[document.clone()];
-            let offset_in_document = byte_offset_of(document_text, error.line(), error.column());
-            let offset = document.start + offset_in_document;
-            let position = LineColumn::of_offset(&self.text, offset);
-            let message = error.to_string();
-            let message = message
-                .split(" at line ")
-                .next()
-                .unwrap_or(&message)
-                .to_owned();
-            InputError::Json {
-                path: self.path.clone(),
-                line: position.line,
-                column: position.column,
-                message,
-                source_code: Excerpt::around(&self.path, &self.text, offset, 1),
-                span: (offset, 1).into(),
-            }
-        })
+        serde_json::from_str(&self.text[document.clone()])
+            .map_err(|error| self.json_error(document, &error))
+    }
+
+    /// A JSON error in `document`, placed in the file.
+    fn json_error(&self, document: Range<usize>, error: &serde_json::Error) -> InputError {
+        let document_text = &self.text[document.clone()];
+        let offset_in_document = byte_offset_of(document_text, error.line(), error.column());
+        let offset = document.start + offset_in_document;
+        let position = LineColumn::of_offset(&self.text, offset);
+        let message = error.to_string();
+        let message = message
+            .split(" at line ")
+            .next()
+            .unwrap_or(&message)
+            .to_owned();
+        InputError::Json {
+            path: self.path.clone(),
+            line: position.line,
+            column: position.column,
+            message,
+            source_code: Excerpt::around(&self.path, &self.text, offset, 1),
+            span: (offset, 1).into(),
+        }
     }
 
     /// Unwraps the known containers around a request body and parses the body.

@@ -525,3 +525,58 @@ fn input_text_cannot_control_the_terminal() {
     );
     std::fs::remove_file(&path).unwrap();
 }
+
+#[test]
+fn requests_are_read_as_users_have_them() {
+    let single = kvlint(&[
+        "check",
+        "--format",
+        "json",
+        "fixtures/inputs/pretty-single.json",
+    ]);
+    assert_eq!(single.code, 0, "{}", single.stdout);
+    let report: serde_json::Value = serde_json::from_str(&single.stdout).unwrap();
+    assert_eq!(report["sessions"][0]["summary"]["turns"], 1);
+    for session in [
+        "fixtures/inputs/pretty-session.json",
+        "fixtures/inputs/bom.jsonl",
+    ] {
+        let run = kvlint(&["check", "--format", "json", session]);
+        assert_eq!(run.code, 1, "{}", run.stdout);
+        let report: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+        let finding = &report["sessions"][0]["findings"][0];
+        assert_eq!(finding["rule"], "volatile-timestamp", "{session}");
+        assert_eq!(finding["part"], "messages[0].content", "{session}");
+    }
+    // Placed in the pretty-printed file: line 4 holds the second request's system prompt.
+    let run = kvlint(&[
+        "check",
+        "--format",
+        "json",
+        "fixtures/inputs/pretty-session.json",
+    ]);
+    let report: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    let span = &report["sessions"][0]["findings"][0]["span"];
+    let text = std::fs::read_to_string(
+        kvlint_fixtures::repository().join("fixtures/inputs/pretty-session.json"),
+    )
+    .unwrap();
+    let line = text
+        .lines()
+        .nth(span["line"].as_u64().unwrap() as usize - 1)
+        .unwrap();
+    assert!(line.contains("10:23:05"), "{line}");
+    let diff = kvlint(&[
+        "diff",
+        "fixtures/inputs/pretty-single.json",
+        "fixtures/diff/after.json",
+    ]);
+    assert_ne!(diff.code, 2, "{}", diff.stdout);
+    let encoding = kvlint(&["check", "fixtures/inputs/not-utf8.jsonl"]);
+    assert_eq!(encoding.code, 2);
+    assert!(
+        encoding.stdout.contains("not-utf8.jsonl:2:") && encoding.stdout.contains("byte 0xFF"),
+        "{}",
+        encoding.stdout
+    );
+}

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use kvlint_core::cache::Engine;
-use kvlint_core::error::InputError;
+use kvlint_core::error::read_text;
 use kvlint_core::render::Renderer;
 use kvlint_core::session::SessionFile;
 use miette::{IntoDiagnostic, WrapErr};
@@ -104,11 +104,10 @@ pub fn check(
     // analysis of every session in parallel.
     let mut found: Vec<Result<Pending, ErrorReport>> = Vec::new();
     for candidate in session_files(paths) {
-        let text = match std::fs::read_to_string(&candidate.path) {
+        let text = match read_text(&candidate.path) {
             Ok(text) => text,
-            Err(source) => {
-                let path = candidate.path.display().to_string();
-                found.push(Err(InputError::Io { path, source }.into()));
+            Err(error) => {
+                found.push(Err(error.into()));
                 continue;
             }
         };
