@@ -34,7 +34,26 @@ pub struct SessionFile {
     pub path: String,
     pub text: Arc<str>,
     pub turns: Vec<Turn>,
+    /// Requests the file holds that are not prompts (an OpenAI Batch line to another
+    /// endpoint): passed over, and said.
+    pub skipped: Vec<Skipped>,
 }
+
+/// A request passed over, and why.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Skipped {
+    pub line: usize,
+    pub reason: String,
+}
+
+/// What a JSON document of a session file holds.
+enum Document {
+    Turn(Box<Turn>),
+    Skipped(Skipped),
+}
+
+/// The endpoints of OpenAI Batch lines that carry prompts.
+const PROMPT_ENDPOINTS: [&str; 3] = ["/chat/completions", "/responses", "/messages"];
 
 impl SessionFile {
     pub fn read(path: &Path) -> Result<Self, InputError> {
@@ -47,6 +66,7 @@ impl SessionFile {
             path,
             text,
             turns: Vec::new(),
+            skipped: Vec::new(),
         };
         // A byte-order mark is harmless: the text after it is read.
         let bom = if session.text.starts_with('\u{FEFF}') {
@@ -74,13 +94,13 @@ impl SessionFile {
             return Ok(());
         };
         for (index, item) in items.into_iter().enumerate() {
-            let turn = self.turn(
+            let read = self.turn(
                 item,
                 document.clone(),
                 PartPath::root().index(index),
                 shared,
             )?;
-            self.turns.push(turn);
+            self.add(read);
         }
         Ok(())
     }
@@ -96,8 +116,8 @@ impl SessionFile {
             let document_start = end + (rest.len() - rest.trim_start().len());
             end = start + documents.byte_offset();
             let value = parsed.map_err(|error| self.json_error(start..text.len(), &error))?;
-            let turn = self.turn(value, document_start..end, PartPath::root(), shared)?;
-            self.turns.push(turn);
+            let read = self.turn(value, document_start..end, PartPath::root(), shared)?;
+            self.add(read);
         }
         Ok(())
     }
@@ -129,6 +149,13 @@ impl SessionFile {
         }
     }
 
+    fn add(&mut self, document: Document) {
+        match document {
+            Document::Turn(turn) => self.turns.push(*turn),
+            Document::Skipped(skipped) => self.skipped.push(skipped),
+        }
+    }
+
     /// Unwraps the known containers around a request body and parses the body.
     fn turn(
         &self,
@@ -136,7 +163,7 @@ impl SessionFile {
         document: Range<usize>,
         path_in_document: PartPath,
         shared: &mut SharedParts,
-    ) -> Result<Turn, InputError> {
+    ) -> Result<Document, InputError> {
         let Value::Object(mut object) = value else {
             return Err(self.body_error(
                 &document,
@@ -148,6 +175,16 @@ impl SessionFile {
             ));
         };
         let is_batch_line = object.contains_key("custom_id") || object.contains_key("method");
+        if let Some(url) = object
+            .get("url")
+            .and_then(Value::as_str)
+            .filter(|url| is_batch_line && !PROMPT_ENDPOINTS.iter().any(|end| url.ends_with(end)))
+        {
+            return Ok(Document::Skipped(Skipped {
+                line: LineColumn::of_offset(&self.text, document.start).line,
+                reason: format!("an OpenAI Batch request to {url}, which takes no prompt"),
+            }));
+        }
         let (body, response, body_path) = match (object.remove("body"), object.remove("request")) {
             (Some(body), _) if is_batch_line => (body, None, path_in_document.key("body")),
             (_, Some(request)) if request.is_object() => (
@@ -167,12 +204,12 @@ impl SessionFile {
         };
         let request = Request::parse(body, shared)
             .map_err(|error| self.body_error(&document, &body_path, error))?;
-        Ok(Turn {
+        Ok(Document::Turn(Box::new(Turn {
             request,
             response,
             document,
             body_path,
-        })
+        })))
     }
 
     fn body_error(

@@ -580,3 +580,33 @@ fn requests_are_read_as_users_have_them() {
         encoding.stdout
     );
 }
+
+#[test]
+fn batch_lines_to_other_endpoints_are_skipped_and_said() {
+    let run = kvlint(&[
+        "check",
+        "--format",
+        "json",
+        "fixtures/inputs/batch-embeddings.jsonl",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stdout);
+    let report: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    let session = &report["sessions"][0];
+    assert_eq!(session["summary"]["turns"], 1);
+    assert_eq!(session["format"], "openai-chat");
+    let lines: Vec<u64> = session["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|skipped| skipped["line"].as_u64().unwrap())
+        .collect();
+    assert_eq!(lines, [1, 3, 4]);
+    let human = kvlint(&["check", "fixtures/inputs/batch-embeddings.jsonl"]);
+    assert!(
+        human.stdout.contains(
+            "batch-embeddings.jsonl:3: skipped: an OpenAI Batch request to /v1/embeddings"
+        ),
+        "{}",
+        human.stdout
+    );
+}

@@ -38,6 +38,15 @@ pub fn render(report: &Report, terminal: Terminal) -> String {
         if let Some(table) = cache_table(session) {
             out.push_str(&table);
         }
+        for skipped in &session.skipped {
+            let _ = writeln!(
+                out,
+                "{}:{}: skipped: {}",
+                printable(&session.path),
+                skipped.line,
+                printable(&skipped.reason)
+            );
+        }
         let _ = writeln!(out, "{}", session_line(session));
     }
     let _ = writeln!(out, "{}", totals_line(report));
