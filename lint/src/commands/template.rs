@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use chrono::NaiveDateTime;
 
 use kvlint_core::diagnostic::Diagnostic;
-use kvlint_core::error::InputError;
+use kvlint_core::error::read_text;
 use kvlint_core::prompt_template::{TemplateSyntax, check_prompt_template, ignored_rules};
 use kvlint_core::template::ChatTemplate;
 use kvlint_core::template_check::check_template;
@@ -105,13 +105,9 @@ pub fn check_templates(
                 continue;
             }
         };
-        let text = match std::fs::read_to_string(&path) {
+        let text = match read_text(&path) {
             Ok(text) => text,
-            Err(source) => {
-                let error = InputError::Io {
-                    path: path.display().to_string(),
-                    source,
-                };
+            Err(error) => {
                 report.errors.push(error.into());
                 continue;
             }
