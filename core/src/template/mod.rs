@@ -30,7 +30,7 @@ use minijinja::{Environment, Error as JinjaError};
 use serde_json::{Map, Value};
 
 use crate::diagnostic::Span;
-use crate::error::InputError;
+use crate::error::{InputError, read_text};
 use environment::{ClockProbe, Tripwire, set_clock, transformers_environment};
 use message::{CONTEXT_VARIABLES, TemplateContext, TransformersMessage, special_tokens};
 use python_list::ListMutations;
@@ -98,10 +98,7 @@ impl ChatTemplate {
     /// `now` is the clock `strftime_now` reads; pin it for reproducible output.
     pub fn from_file(path: &Path, now: NaiveDateTime) -> Result<Self, InputError> {
         let display = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| InputError::Io {
-            path: display.clone(),
-            source,
-        })?;
+        let text = read_text(path)?;
         let is_config = path
             .extension()
             .is_some_and(|extension| extension == "json");
@@ -209,10 +206,7 @@ impl ChatTemplate {
     /// `tokenizer_config.json`, as transformers does for a tokenizer's chat template.
     pub fn with_special_tokens_from(mut self, config_path: &Path) -> Result<Self, InputError> {
         let display = config_path.display().to_string();
-        let text = std::fs::read_to_string(config_path).map_err(|source| InputError::Io {
-            path: display.clone(),
-            source,
-        })?;
+        let text = read_text(config_path)?;
         self.special_tokens = special_tokens(&parse_config(&display, &text)?);
         self.placeholder_tokens.clear();
         Ok(self)

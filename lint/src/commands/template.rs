@@ -16,7 +16,7 @@ use serde::Serialize;
 use super::Outcome;
 use crate::config::Discovery;
 use crate::discover::template_files;
-use crate::emit::{CheckedFile, Output, OutputFormat, Terminal};
+use crate::emit::{CheckedFile, Output, OutputFormat, Terminal, printable};
 use crate::report::{ErrorReport, REPORT_VERSION};
 
 #[derive(Debug, clap::Args)]
@@ -189,10 +189,10 @@ impl TemplateReport {
         self.templates
             .iter()
             .flat_map(|template| {
-                template
-                    .notes
-                    .iter()
-                    .map(move |note| format!("note: {}: {note}\n", template.path))
+                template.notes.iter().map(move |note| {
+                    let line = format!("note: {}: {note}", template.path);
+                    format!("{}\n", printable(&line))
+                })
             })
             .collect()
     }
