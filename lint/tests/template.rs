@@ -115,3 +115,14 @@ fn a_bare_chat_template_renders_with_named_placeholder_tokens_and_errors_name_th
     );
     std::fs::remove_dir_all(&folder).ok();
 }
+
+#[test]
+fn a_folder_without_templates_says_so() {
+    let run = kvlint(&["template", "fixtures/diff"]);
+    assert_eq!(run.code, 2, "{}", run.stdout);
+    assert!(
+        run.stdout.contains("no templates found in fixtures/diff"),
+        "{}",
+        run.stdout
+    );
+}

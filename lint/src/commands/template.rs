@@ -16,7 +16,7 @@ use serde::Serialize;
 use super::Outcome;
 use crate::config::Discovery;
 use crate::discover::template_files;
-use crate::emit::{CheckedFile, Output, OutputFormat, Terminal, printable};
+use crate::emit::{CheckedFile, Output, OutputFormat, Terminal};
 use crate::report::{ErrorReport, REPORT_VERSION};
 
 #[derive(Debug, clap::Args)]
@@ -42,7 +42,19 @@ pub fn run(args: Args, terminal: Terminal) -> miette::Result<Outcome> {
         .unwrap_or_else(|| chrono::Local::now().naive_local());
     let mut configs = Discovery::default();
     let report = check_templates(&args.paths, args.special_tokens.as_ref(), now, &mut configs);
-    let mut outcome = Outcome::emitted(
+    if report.templates.is_empty() && report.errors.is_empty() {
+        let searched: Vec<String> = args
+            .paths
+            .iter()
+            .map(|path| path.display().to_string())
+            .collect();
+        miette::bail!(
+            help = "kvlint template reads tokenizer_config.json, *.jinja, *.j2, *.jinja2, *.mustache, *.hbs, *.prompt and *.prompty files",
+            "no templates found in {}",
+            searched.join(", ")
+        );
+    }
+    Outcome::emitted(
         args.format,
         &Output::Template(&report),
         terminal,
@@ -53,12 +65,7 @@ pub fn run(args: Args, terminal: Terminal) -> miette::Result<Outcome> {
                 .iter()
                 .flat_map(|template| &template.findings),
         ),
-    )?;
-    // JSON carries the notes in each template; human output lists them last.
-    if matches!(args.format, OutputFormat::Human) {
-        outcome.output.push_str(&report.notes_text());
-    }
-    Ok(outcome)
+    )
 }
 
 #[derive(Debug, Serialize)]
@@ -185,18 +192,6 @@ pub fn check_templates(
 
 impl TemplateReport {
     /// One line per note of each template: `note: PATH: NOTE`.
-    pub fn notes_text(&self) -> String {
-        self.templates
-            .iter()
-            .flat_map(|template| {
-                template.notes.iter().map(move |note| {
-                    let line = format!("note: {}: {note}", template.path);
-                    format!("{}\n", printable(&line))
-                })
-            })
-            .collect()
-    }
-
     /// The templates as the file-based emitters read them: a template's turns are those of the
     /// built-in conversation, up to the last one with a finding.
     pub fn checked_files(&self) -> Vec<CheckedFile<'_>> {

@@ -80,6 +80,17 @@ pub fn render_templates(report: &TemplateReport, terminal: Terminal) -> String {
             counts.infos
         );
     }
+    // What the check had to assume or leave out, after the results.
+    for template in &report.templates {
+        for note in &template.notes {
+            let _ = writeln!(
+                out,
+                "note: {}: {}",
+                printable(&template.path),
+                printable(note)
+            );
+        }
+    }
     out
 }
 
