@@ -34,7 +34,13 @@ impl PartsBuilder<'_> {
                     ));
                 }
             };
-            let block_type = object.get("type").and_then(Value::as_str).unwrap_or("text");
+            // Every API requires a block's `type`.
+            let block_type = object.get("type").and_then(Value::as_str).ok_or_else(|| {
+                BodyError::new(
+                    block_path.clone(),
+                    "a content block must have a `type` string (`text`, `image_url`, `tool_use`, ...)",
+                )
+            })?;
             match block_type {
                 "text" | "input_text" | "output_text" | "summary_text" | "reasoning_text" => {
                     let text = object.get("text").and_then(Value::as_str).ok_or_else(|| {

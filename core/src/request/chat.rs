@@ -31,7 +31,18 @@ impl PartsBuilder<'_> {
             )
         })?;
         let role = match object.get("role") {
-            Some(Value::String(role)) => Role::from(role.as_str()),
+            Some(Value::String(role)) => match Role::from(role.as_str()) {
+                // Every API refuses a message with a role it does not know.
+                Role::Other(role) => {
+                    return Err(BodyError::new(
+                        path.key("role"),
+                        format!(
+                            "unknown role `{role}`: expected system, developer, user, assistant, tool or function"
+                        ),
+                    ));
+                }
+                known => known,
+            },
             Some(other) => {
                 return Err(BodyError::new(
                     path.key("role"),
@@ -200,5 +211,34 @@ mod tests {
 
         let error = Request::from_body(&json!({"prompt": "x"})).unwrap_err();
         assert_eq!(error.message, "no known request format");
+    }
+
+    #[test]
+    fn bodies_every_api_refuses_are_errors_at_their_place() {
+        let refused = [
+            (
+                json!({"messages": [{"role": "bot", "content": "hi"}]}),
+                "messages[0].role",
+                "unknown role `bot`",
+            ),
+            (
+                json!({"messages": [{"role": "user", "content": [{"text": "hi"}]}]}),
+                "messages[0].content[0]",
+                "must have a `type`",
+            ),
+            (
+                json!({"tools": [{"type": "function", "function": {"parameters": {}}}], "messages": []}),
+                "tools[0]",
+                "must have a `name`",
+            ),
+        ];
+        for (body, place, message) in refused {
+            let error = Request::from_body(&body).unwrap_err();
+            assert_eq!(error.path.to_string(), place);
+            assert!(error.message.contains(message), "{}", error.message);
+        }
+        // Built-in tools of the Responses API have no name.
+        let built_in = json!({"tools": [{"type": "web_search_preview"}], "input": "hi"});
+        assert!(Request::from_body(&built_in).is_ok());
     }
 }
