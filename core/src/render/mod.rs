@@ -151,6 +151,7 @@ impl Renderer {
             } => {
                 let input =
                     engine_request.template_input(request, template, *add_generation_prompt)?;
+                let template = input.template.as_deref().unwrap_or(template);
                 let text = template.render(
                     &input.messages,
                     input.tools.as_deref(),

@@ -39,6 +39,9 @@ pub struct TemplateInput<'a> {
     pub messages: Vec<Cow<'a, Value>>,
     pub tools: Option<Vec<Cow<'a, Value>>>,
     pub add_generation_prompt: bool,
+    /// The chat template with variables the request sets (vLLM's `chat_template_kwargs`,
+    /// `reasoning_effort`), to render with instead of the configured one.
+    pub template: Option<Box<ChatTemplate>>,
 }
 
 impl EngineRequest {
@@ -67,6 +70,7 @@ impl EngineRequest {
                     messages,
                     tools,
                     add_generation_prompt,
+                    template: None,
                 })
             }
             Self::Vllm(server) => server.template_input(request, template, add_generation_prompt),

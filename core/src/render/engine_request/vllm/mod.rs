@@ -20,6 +20,7 @@ mod template_facts;
 use std::borrow::Cow;
 use std::path::Path;
 
+use chrono::NaiveDateTime;
 use serde_json::{Map, Value};
 
 use super::TemplateInput;
@@ -43,6 +44,9 @@ pub struct VllmServer {
     default: TemplateFacts,
     /// A tokenizer config's `tool_use` template, which requests with tools get.
     tool_use: Option<TemplateFacts>,
+    /// The clock the chat template was loaded with, to load it again with the variables a
+    /// request sets (`chat_template_kwargs`, `reasoning_effort`).
+    clock: Option<NaiveDateTime>,
 }
 
 /// Why vLLM does not render a request as kvlint models it.
@@ -112,6 +116,7 @@ impl VllmServer {
                 Ok(Self {
                     default: TemplateFacts::of(default),
                     tool_use: source(TOOL_USE_TEMPLATE).map(TemplateFacts::of),
+                    clock: None,
                 })
             }
             _ => Err(invalid(
@@ -125,7 +130,15 @@ impl VllmServer {
         Self {
             default: TemplateFacts::of(source),
             tool_use: None,
+            clock: None,
         }
+    }
+
+    /// The clock the [`ChatTemplate`] was loaded with: requests that set template variables
+    /// are then rendered with them (without it, they are not modelled).
+    pub fn with_clock(mut self, now: NaiveDateTime) -> Self {
+        self.clock = Some(now);
+        self
     }
 
     fn facts(&self, has_tools: bool) -> &TemplateFacts {
@@ -165,7 +178,7 @@ impl VllmServer {
             )
             .into());
         }
-        check_variables_as_configured(&variables.others, facts, template)?;
+        let template = self.template_with(&variables.others, facts, template)?;
         let conversation = messages::parse_messages(messages, facts)?;
         if conversation.is_empty() {
             return Err(Failure::Refused(
@@ -181,6 +194,7 @@ impl VllmServer {
             add_generation_prompt: variables
                 .add_generation_prompt
                 .unwrap_or(add_generation_prompt),
+            template,
         })
     }
 
@@ -221,32 +235,43 @@ impl VllmServer {
             messages: conversation,
             tools: tools.map(|tools| tools.into_iter().map(Cow::Owned).collect()),
             add_generation_prompt,
+            template: None,
         })
     }
-}
 
-/// Template variables a request sets (`reasoning_effort`, `chat_template_kwargs`, …) reach
-/// the template only when it reads them (`resolve_chat_template_kwargs`). kvlint renders
-/// with the variables it was given (`--chat-template-kwargs`, the server's defaults); a
-/// request that would change one the template reads is not reproduced.
-fn check_variables_as_configured(
-    variables: &Map<String, Value>,
-    facts: &TemplateFacts,
-    template: &ChatTemplate,
-) -> Result<(), Failure> {
-    let differing: Vec<&str> = variables
-        .iter()
-        .filter(|(name, value)| {
-            facts.variables.contains(name.as_str())
-                && template.kwargs.get(name.as_str()) != Some(*value)
-        })
-        .map(|(name, _)| name.as_str())
-        .collect();
-    if differing.is_empty() {
-        return Ok(());
+    /// The chat template with the variables a request sets, when they change one it reads.
+    ///
+    /// vLLM passes a template only the variables it reads (`resolve_chat_template_kwargs`);
+    /// the request's override the server's defaults (`--default-chat-template-kwargs`, which
+    /// kvlint's `--chat-template-kwargs` stands for).
+    fn template_with(
+        &self,
+        variables: &Map<String, Value>,
+        facts: &TemplateFacts,
+        template: &ChatTemplate,
+    ) -> Result<Option<Box<ChatTemplate>>, InputError> {
+        let changed: Vec<(&String, &Value)> = variables
+            .iter()
+            .filter(|(name, value)| {
+                facts.variables.contains(name.as_str())
+                    && template.kwargs.get(name.as_str()) != Some(*value)
+            })
+            .collect();
+        if changed.is_empty() {
+            return Ok(None);
+        }
+        let Some(clock) = self.clock else {
+            let names: Vec<&str> = changed.iter().map(|(name, _)| name.as_str()).collect();
+            return Err(Failure::NotModelled(format!(
+                "template variables set by the request ({}) without the template's clock",
+                names.join(", ")
+            ))
+            .into());
+        };
+        let mut with_variables = template.with_clock(clock)?;
+        for (name, value) in changed {
+            with_variables.kwargs.insert(name.clone(), value.clone());
+        }
+        Ok(Some(Box::new(with_variables)))
     }
-    Err(Failure::NotModelled(format!(
-        "template variables set by the request ({}); pass them with --chat-template-kwargs",
-        differing.join(", ")
-    )))
 }

@@ -307,6 +307,16 @@ pub(super) fn check_message(message: &Value) -> Result<(), String> {
         Some(Value::Null) if role == "assistant" || (role == "function" && is_string("name")) => {}
         Some(_) => return Err("Input should be a valid string at content".into()),
     }
+    if let Some(Value::Array(parts)) = message.get("content")
+        && OPENAI_ROLES.contains(&role)
+        && role != "function"
+        && !parts.is_empty()
+        && !parts.iter().any(is_typed_part)
+    {
+        // pydantic prefers OpenAI's type for the role, whose content parts are typed objects
+        // only, unless vLLM's own type fills more fields with some typed part.
+        return Err("Input should be a valid dictionary at content.0".into());
+    }
     // The tool type takes any `name` as an unknown key when its own fields are valid.
     let tool_type_fits = role == "tool" && is_string("tool_call_id");
     if !absent_or("name", Value::is_string) && !tool_type_fits {
@@ -327,6 +337,19 @@ pub(super) fn check_message(message: &Value) -> Result<(), String> {
         check_tool_calls(message, role)?;
     }
     Ok(())
+}
+
+/// A content part that fills a field of a part type: an object with a string `type` and a
+/// value for what that type carries.
+fn is_typed_part(part: &Value) -> bool {
+    let Some(kind) = part.get("type").and_then(Value::as_str) else {
+        return false;
+    };
+    let carried = match kind {
+        "text" | "input_text" | "output_text" => "text",
+        other => other,
+    };
+    part.get(carried).is_some_and(|value| !value.is_null())
 }
 
 /// An assistant's `tool_calls`: a list of function calls (`id`, `type` "function",
