@@ -30,7 +30,8 @@ INPUT.json (use "-" for stdin):
         "tool_call_parser": "hermes",         # optional: as `--tool-call-parser`
         "body": {...},                        # the /v1/chat/completions request body
         "now": "2026-11-29T10:00:00"          # what strftime_now() sees; optional
-    }]}
+    }],
+     "templates": ["X.jinja", ...]}            # optional: templates to read facts from
 
 stdout: {"cases": [{"id": ..., "text": "...", "token_ids": [...], "tokenizer_json_ids": [...]}
                    | {"id": ..., "error": "..."}]}
@@ -39,6 +40,11 @@ where "error" is the reason vLLM refuses the request (its 400 message), and
 library): the transformers vLLM pins may load a tokenizer as another class that does not
 tokenize as its tokenizer.json does (5.19 turns DeepSeek-V3's into a `LlamaTokenizer` with a
 Metaspace pre-tokenizer, which drops spaces).
+
+and, for "templates", {"templates": [{"path": ..., "content_format": "string" | "openai",
+"developer_role": bool}]}: how vLLM hands message content to each template
+(`_detect_content_format`) and whether it keeps developer messages
+(`_detect_developer_role_support`).
 
 With KVLINT_VLLM_DEBUG=1 each case also carries "conversation" and "tools": what vLLM hands
 the chat template. Fully offline; nothing but the JSON document is written to stdout.
@@ -213,6 +219,23 @@ def _record_template_inputs(seen: list) -> None:
     hf.safe_apply_chat_template = recording
 
 
+def template_facts(paths: list) -> list:
+    from vllm.renderers.hf import _detect_content_format, _detect_developer_role_support
+
+    facts = []
+    for path in paths:
+        with open(_path(path), encoding="utf-8") as f:
+            source = f.read()
+        facts.append(
+            {
+                "path": path,
+                "content_format": _detect_content_format(source, default="string"),
+                "developer_role": _detect_developer_role_support(source),
+            }
+        )
+    return facts
+
+
 async def run(doc: dict) -> list:
     servers = Servers(os.path.abspath(_path(doc["model_dir"])))
     seen: list = []
@@ -236,7 +259,8 @@ def main(argv) -> int:
     real_stdout = sys.stdout
     with contextlib.redirect_stdout(sys.stderr):
         results = asyncio.run(run(doc))
-    real_stdout.write('{"cases": [\n')
+        facts = template_facts(doc.get("templates") or [])
+    real_stdout.write('{"templates": ' + json.dumps(facts) + ',\n"cases": [\n')
     real_stdout.write(",\n".join(json.dumps(r, ensure_ascii=False) for r in results))
     real_stdout.write("\n]}\n")
     real_stdout.flush()

@@ -1,7 +1,8 @@
 //! `kvlint render --engine vllm` against vLLM itself, on real traffic: every turn of every
 //! corpus session (and of `fixtures/render/vllm-requests.jsonl`, bodies made to touch each
-//! rule of vLLM's request handling), through the chat templates and tokenizers of Qwen3, DeepSeek-V3 and
-//! Llama 3.1, rendered by kvlint and by the installed vLLM's own request parsing and template
+//! rule of vLLM's request handling), through the chat templates and tokenizers of Qwen3,
+//! DeepSeek-V3 and Llama 3.1 (and Qwen3.5's template, which takes content as parts),
+//! rendered by kvlint and by the installed vLLM's own request parsing and template
 //! application (`scripts/vllm_render.py`, in one Python process). Turn by turn: the same
 //! text and token ids, and the same turns refused.
 //!
@@ -23,13 +24,43 @@ use serde_json::{Value, json};
 
 const NOW: &str = "2026-11-29T10:00:00";
 
-/// The tokenizers (with their chat templates) and the tool-call parser each model is served
-/// with.
-const MODELS: [(&str, &str); 3] = [
-    ("qwen3", "hermes"),
-    ("deepseek_v3", "deepseek_v3"),
+/// A model as vLLM serves it: a tokenizer of the assets, its chat template (the tokenizer
+/// config's own, or a Jinja file of the assets given as `--chat-template`) and the tool-call
+/// parser it is served with.
+struct Served {
+    name: &'static str,
+    tokenizer: &'static str,
+    template: Option<&'static str>,
+    tool_call_parser: &'static str,
+}
+
+const SERVED: [Served; 4] = [
+    Served {
+        name: "qwen3",
+        tokenizer: "qwen3",
+        template: None,
+        tool_call_parser: "hermes",
+    },
+    Served {
+        name: "deepseek_v3",
+        tokenizer: "deepseek_v3",
+        template: None,
+        tool_call_parser: "deepseek_v3",
+    },
     // The Llama tokenizer of the assets has no `<|python_tag|>`, which `llama3_json` needs.
-    ("llama3_1", "pythonic"),
+    Served {
+        name: "llama3_1",
+        tokenizer: "llama3_1",
+        template: None,
+        tool_call_parser: "pythonic",
+    },
+    // A template that iterates content parts: vLLM hands it content as a list of parts.
+    Served {
+        name: "qwen3_5",
+        tokenizer: "qwen3",
+        template: Some("Qwen3.5-4B.jinja"),
+        tool_call_parser: "hermes",
+    },
 ];
 
 /// The tokenizers that the transformers vLLM 0.32 pins (5.19) loads as another class than
@@ -84,13 +115,13 @@ fn sessions() -> Vec<PathBuf> {
 }
 
 /// `kvlint render --format json --engine vllm` of every session through one model.
-fn kvlint_render(tokenizer_dir: &Path, sessions: &[PathBuf]) -> Value {
+fn kvlint_render(tokenizer_dir: &Path, template: &Path, sessions: &[PathBuf]) -> Value {
     let output = Command::new(env!("CARGO_BIN_EXE_kvlint"))
         .args([
             "render", "--format", "json", "--engine", "vllm", "--now", NOW,
         ])
         .arg("--chat-template")
-        .arg(tokenizer_dir.join("tokenizer_config.json"))
+        .arg(template)
         .arg("--tokenizer")
         .arg(tokenizer_dir.join("tokenizer.json"))
         .args(sessions)
@@ -112,8 +143,9 @@ fn bodies(session: &Path) -> Vec<Value> {
         .collect()
 }
 
-/// Runs every case through vLLM, in one Python process.
-fn vllm_render(python: &Path, model: &Path, cases: Vec<Value>) -> Vec<Value> {
+/// Runs every case through vLLM, and reads what vLLM reads from each template, in one Python
+/// process.
+fn vllm_render(python: &Path, model: &Path, cases: Vec<Value>, templates: &[PathBuf]) -> Value {
     let script = repository().join("scripts/vllm_render.py");
     let mut child = Command::new(python)
         .arg(script)
@@ -123,7 +155,7 @@ fn vllm_render(python: &Path, model: &Path, cases: Vec<Value>) -> Vec<Value> {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let input = json!({"model_dir": model, "cases": cases});
+    let input = json!({"model_dir": model, "cases": cases, "templates": templates});
     let mut stdin = child.stdin.take().unwrap();
     let writer = std::thread::spawn(move || stdin.write_all(input.to_string().as_bytes()));
     let output = child.wait_with_output().unwrap();
@@ -133,8 +165,7 @@ fn vllm_render(python: &Path, model: &Path, cases: Vec<Value>) -> Vec<Value> {
         String::from_utf8_lossy(&output.stderr)
     );
     writer.join().unwrap().unwrap();
-    let results: Value = serde_json::from_slice(&output.stdout).unwrap();
-    results["cases"].as_array().unwrap().clone()
+    serde_json::from_slice(&output.stdout).unwrap()
 }
 
 #[test]
@@ -152,9 +183,14 @@ fn kvlint_renders_every_turn_as_vllm_does() {
     // kvlint's turns, by (model, session file name, turn index).
     let mut kvlint_turns: BTreeMap<(String, String, u64), Value> = BTreeMap::new();
     let mut cases = Vec::new();
-    for (name, parser) in MODELS {
-        let tokenizer_dir = assets.join("tokenizers").join(name);
-        let report = kvlint_render(&tokenizer_dir, &sessions);
+    for served in &SERVED {
+        let name = served.name;
+        let tokenizer_dir = assets.join("tokenizers").join(served.tokenizer);
+        let template = served.template.map_or_else(
+            || tokenizer_dir.join("tokenizer_config.json"),
+            |file| assets.join("templates").join(file),
+        );
+        let report = kvlint_render(&tokenizer_dir, &template, &sessions);
         for (session, rendered) in sessions.iter().zip(report["sessions"].as_array().unwrap()) {
             let file = session.file_name().unwrap().to_string_lossy().into_owned();
             assert!(rendered["path"].as_str().unwrap().ends_with(&file));
@@ -162,7 +198,7 @@ fn kvlint_renders_every_turn_as_vllm_does() {
                 rendered["renderer"]
                     .as_str()
                     .unwrap()
-                    .starts_with("engine:vllm:tokenizer_config.json+")
+                    .starts_with("engine:vllm:")
             );
             let bodies = bodies(session);
             for turn in rendered["turns"].as_array().unwrap() {
@@ -171,13 +207,17 @@ fn kvlint_renders_every_turn_as_vllm_does() {
                 // vLLM's own Anthropic and Responses endpoints are not modelled: kvlint
                 // renders those bodies as a gateway passes them to the chat endpoint.
                 if turn["format"] == "openai-chat" {
-                    cases.push(json!({
+                    let mut case = json!({
                         "id": [name, file, index],
                         "tokenizer_dir": tokenizer_dir,
-                        "tool_call_parser": parser,
+                        "tool_call_parser": served.tool_call_parser,
                         "body": bodies[index as usize],
                         "now": NOW,
-                    }));
+                    });
+                    if served.template.is_some() {
+                        case["chat_template_file"] = json!(template);
+                    }
+                    cases.push(case);
                 } else {
                     assert!(
                         turn.get("error").is_none(),
@@ -189,13 +229,14 @@ fn kvlint_renders_every_turn_as_vllm_does() {
             }
         }
     }
-    let results = vllm_render(&python, &model, cases);
+    let results = vllm_render(&python, &model, cases, &[]);
+    let results = results["cases"].as_array().unwrap();
     let mut mismatches = Vec::new();
     let mut refused_by_both = 0;
     let mut retokenized = 0;
     // Pairs of (model, session) with a turn that differs or that one side refuses.
     let mut pairs_not_matching = std::collections::BTreeSet::new();
-    for result in &results {
+    for result in results {
         let id = &result["id"];
         let key = (
             id[0].as_str().unwrap().to_owned(),
@@ -205,6 +246,10 @@ fn kvlint_renders_every_turn_as_vllm_does() {
         let ours = &kvlint_turns[&key];
         let place = format!("{} {} turn {}", key.0, key.1, key.2);
         let mismatches_before = mismatches.len();
+        let oracle_failure = result["error"]
+            .as_str()
+            .is_some_and(|error| error.starts_with("oracle failure"));
+        assert!(!oracle_failure, "{place}: {}", result["error"]);
         match (result.get("error"), ours.get("error")) {
             (Some(_), Some(_)) => {
                 refused_by_both += 1;
@@ -290,4 +335,50 @@ fn kvlint_renders_every_turn_as_vllm_does() {
         mismatches.len(),
         mismatches.join("\n")
     );
+}
+
+#[test]
+fn content_format_and_developer_role_are_read_from_templates_as_vllm_reads_them() {
+    let Some((python, model)) = vllm() else {
+        eprintln!("SKIPPED: no vLLM venv; run scripts/setup-vllm.sh");
+        return;
+    };
+    let assets =
+        kvlint_fixtures::assets().expect("test assets missing: run scripts/fetch-assets.sh");
+    let mut templates: Vec<PathBuf> = std::fs::read_dir(assets.join("templates"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| {
+            path.extension()
+                .is_some_and(|extension| extension == "jinja")
+        })
+        .collect();
+    templates.sort();
+    assert!(templates.len() > 50, "llama.cpp's collection of templates");
+    let facts = vllm_render(&python, &model, Vec::new(), &templates);
+    let mut differences = Vec::new();
+    let mut parts = 0;
+    for (path, theirs) in templates.iter().zip(facts["templates"].as_array().unwrap()) {
+        let server = kvlint_core::VllmServer::for_template_file(path).unwrap();
+        let name = path.file_name().unwrap().to_string_lossy();
+        let takes_parts = theirs["content_format"] == "openai";
+        parts += usize::from(takes_parts);
+        if server.takes_content_as_parts(false) != takes_parts {
+            differences.push(format!(
+                "{name}: vLLM's content format is {}",
+                theirs["content_format"]
+            ));
+        }
+        if Value::Bool(server.knows_developer_role(false)) != theirs["developer_role"] {
+            differences.push(format!(
+                "{name}: vLLM's developer role support is {}",
+                theirs["developer_role"]
+            ));
+        }
+    }
+    eprintln!(
+        "{} templates, {parts} of them take content as parts",
+        templates.len()
+    );
+    assert!(differences.is_empty(), "{}", differences.join("\n"));
 }

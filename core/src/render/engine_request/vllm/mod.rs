@@ -141,6 +141,17 @@ impl VllmServer {
         self
     }
 
+    /// Whether the template gets message content as a list of parts (vLLM's "openai" content
+    /// format) rather than one string, for requests without or with tools.
+    pub fn takes_content_as_parts(&self, has_tools: bool) -> bool {
+        self.facts(has_tools).content_format == template_facts::ContentFormat::OpenAi
+    }
+
+    /// Whether the template keeps developer messages (else they become system messages).
+    pub fn knows_developer_role(&self, has_tools: bool) -> bool {
+        self.facts(has_tools).has_developer_role
+    }
+
     fn facts(&self, has_tools: bool) -> &TemplateFacts {
         match &self.tool_use {
             Some(tool_use) if has_tools => tool_use,
