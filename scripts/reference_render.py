@@ -19,7 +19,10 @@ INPUT.json (use "-" for stdin):
         "tools": [...] | null,
         "add_generation_prompt": false,
         "kwargs": {...},                     # extra template variables (enable_thinking, ...)
-        "now": "2026-11-29T10:00:00"         # what strftime_now() sees; optional
+        "now": "2026-11-29T10:00:00",        # what strftime_now() sees; optional
+        "allow_list_mutation": false         # optional; lets the template change lists in place
+                                             # (`ns.ids.append(x)`), as plain Jinja2 and llama.cpp
+                                             # do and transformers' immutable sandbox does not
     }]}
 
 stdout: {"cases": [{"id": ..., "text": "...", "ids": [...]} | {"id": ..., "error": "Type: msg"}]}
@@ -76,6 +79,24 @@ def _pin_now(ctu, now_iso: str) -> None:
     ctu.datetime = _frozen_datetime(_dt.datetime.fromisoformat(now_iso))
 
 
+@contextlib.contextmanager
+def _list_mutation(allowed: bool):
+    """transformers renders in Jinja2's ImmutableSandboxedEnvironment, which refuses methods that
+    change a list; the plain SandboxedEnvironment allows them. The check is looked up on the class
+    at call time, so swapping it also covers templates compiled (and cached) earlier."""
+    if not allowed:
+        yield
+        return
+    from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEnvironment
+
+    immutable_check = ImmutableSandboxedEnvironment.is_safe_attribute
+    ImmutableSandboxedEnvironment.is_safe_attribute = SandboxedEnvironment.is_safe_attribute
+    try:
+        yield
+    finally:
+        ImmutableSandboxedEnvironment.is_safe_attribute = immutable_check
+
+
 def _path(p: str) -> str:
     # "~" and $VARS (e.g. $KVLINT_ASSETS) are expanded; relative paths are relative to the cwd.
     return os.path.expandvars(os.path.expanduser(p))
@@ -120,14 +141,15 @@ def main(argv) -> int:
                     chat_template = case["chat_template_name"]
 
                 _pin_now(ctu, case.get("now") or DEFAULT_NOW)
-                text = tok.apply_chat_template(
-                    case["messages"],
-                    tools=case.get("tools"),
-                    chat_template=chat_template,
-                    add_generation_prompt=bool(case.get("add_generation_prompt", False)),
-                    tokenize=False,
-                    **(case.get("kwargs") or {}),
-                )
+                with _list_mutation(bool(case.get("allow_list_mutation", False))):
+                    text = tok.apply_chat_template(
+                        case["messages"],
+                        tools=case.get("tools"),
+                        chat_template=chat_template,
+                        add_generation_prompt=bool(case.get("add_generation_prompt", False)),
+                        tokenize=False,
+                        **(case.get("kwargs") or {}),
+                    )
                 ids = tok(text, add_special_tokens=False)["input_ids"]
                 results.append({"id": cid, "text": text, "ids": list(ids)})
             except Exception as e:  # per-case: report and carry on

@@ -9,7 +9,7 @@ use crate::diagnostic::Span;
 use crate::locate::{Locator, floor_char_boundary};
 use crate::path::PartPath;
 use crate::prefix::common_prefix_len;
-use crate::render::Rendered;
+use crate::render::{Rendered, push_part_text};
 use crate::request::{Part, Request};
 use crate::tokenize::Tokenizer;
 
@@ -121,13 +121,16 @@ fn divergence(
     let parts = &current.request.parts;
     let own_text = current.rendered.segments.iter().find(|segment| {
         let part = &parts[segment.part];
-        part.path == part_path && current_text.get(segment.range.clone()) == Some(&*part.text)
+        part.path == part_path
+            && current_text.get(segment.range.clone())
+                == Some(part_text(current.request, part).as_str())
     });
     let byte = own_text.map_or(0, |segment| {
         rendered_byte.clamp(segment.range.start, segment.range.end) - segment.range.start
     });
     let change_end = own_text.map_or(byte, |segment| {
         let part = &parts[segment.part];
+        let text = part_text(current.request, part);
         let previous_text = previous
             .request
             .parts
@@ -135,11 +138,13 @@ fn divergence(
             .find(|previous_part| {
                 previous_part.path == part.path && previous_part.kind == part.kind
             })
-            .map_or("", |previous_part| &*previous_part.text);
-        let change = change_between(previous_text, &part.text);
-        (part.text.len() - change.kept_suffix.len())
+            .map_or_else(String::new, |previous_part| {
+                part_text(previous.request, previous_part)
+            });
+        let change = change_between(&previous_text, &text);
+        (text.len() - change.kept_suffix.len())
             .max(byte + 1)
-            .min(part.text.len())
+            .min(text.len())
     });
     let start = locator.locate(index, &part_path, byte);
     let end = locator.locate(index, &part_path, change_end);
@@ -163,6 +168,14 @@ fn divergence(
         current_window: window(current.rendered),
         rendered_byte,
     }
+}
+
+/// A part's text as provider mode renders it (scaffolding included): what "rendered verbatim"
+/// means for a part.
+fn part_text(request: &Request, part: &Part) -> String {
+    let mut text = String::new();
+    push_part_text(&mut text, request, part);
+    text
 }
 
 /// The request part rendered at byte `offset` of the rendering.

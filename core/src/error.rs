@@ -18,6 +18,18 @@ pub enum InputError {
         source: std::io::Error,
     },
 
+    #[error("{path}:{line}:{column}: not UTF-8: byte 0x{byte:02X}")]
+    #[diagnostic(
+        code(kvlint::encoding),
+        help("kvlint reads UTF-8 text; re-encode the file (e.g. `iconv -t UTF-8`)")
+    )]
+    Encoding {
+        path: String,
+        line: usize,
+        column: usize,
+        byte: u8,
+    },
+
     #[error("{path} is empty")]
     #[diagnostic(
         code(kvlint::empty_input),
@@ -103,11 +115,33 @@ pub enum InputError {
     NotModelled { engine: &'static str, what: String },
 }
 
+/// A file's text: an unreadable file or one that is not UTF-8 is an error naming the place.
+pub fn read_text(path: &std::path::Path) -> Result<String, InputError> {
+    let display = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|source| InputError::Io {
+        path: display.clone(),
+        source,
+    })?;
+    String::from_utf8(bytes).map_err(|error| {
+        let valid = error.utf8_error().valid_up_to();
+        let bytes = error.as_bytes();
+        let before = String::from_utf8_lossy(&bytes[..valid]);
+        let position = crate::locate::LineColumn::of_offset(&before, valid);
+        InputError::Encoding {
+            path: display,
+            line: position.line,
+            column: position.column,
+            byte: bytes.get(valid).copied().unwrap_or_default(),
+        }
+    })
+}
+
 impl InputError {
     /// The file this error is about.
     pub fn path(&self) -> &str {
         match self {
             Self::Io { path, .. }
+            | Self::Encoding { path, .. }
             | Self::Empty { path }
             | Self::Json { path, .. }
             | Self::Body { path, .. }

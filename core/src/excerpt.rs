@@ -4,7 +4,11 @@
 //! that line in full would bury the place; an excerpt shows the characters around it, with
 //! the file's real line and column numbers.
 
+use std::ops::Range;
+use std::sync::LazyLock;
+
 use miette::{MietteError, MietteSpanContents, SourceCode, SourceSpan, SpanContents};
+use regex::Regex;
 
 use crate::locate::{LineColumn, floor_char_boundary};
 
@@ -36,7 +40,10 @@ impl Excerpt {
         let position = LineColumn::of_offset(file, start);
         Self {
             name: name.to_owned(),
-            text: file[start..stop].to_owned(),
+            text: masked(
+                &file[line_start..line_end],
+                start - line_start..stop - line_start,
+            ),
             offset: start,
             line: position.line - 1,
             column: position.column - 1,
@@ -52,6 +59,47 @@ impl Excerpt {
             (end - start).max(usize::from(self.text.is_empty())),
         )
     }
+}
+
+/// Fields whose values are secrets: shown masked in excerpts (files from pull requests may
+/// hold keys, and error output lands in CI logs).
+static SECRET_FIELD: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    Regex::new(
+        r#"(?i)"[a-z0-9_\-]*(?:api[_\-]?key|authorization|token|password|secret)[a-z0-9_\-]*"\s*:\s*"((?:[^"\\]|\\.)*)""#,
+    )
+    .ok()
+});
+
+/// `line[window]` as it may be shown: the value of every secret-named string field of the line
+/// replaced by `*`, and characters that control a terminal (C0 but tab, C1, bidirectional
+/// overrides) by `?`, byte for byte, so that offsets into the excerpt stay valid.
+fn masked(line: &str, window: Range<usize>) -> String {
+    let mut text = line[window.clone()].as_bytes().to_vec();
+    if let Some(secret_field) = SECRET_FIELD.as_ref() {
+        for value in secret_field
+            .captures_iter(line)
+            .filter_map(|captures| captures.get(1))
+        {
+            let from = value.start().clamp(window.start, window.end) - window.start;
+            let to = value.end().clamp(window.start, window.end) - window.start;
+            text[from..to].fill(b'*');
+        }
+    }
+    for (offset, character) in line[window.clone()].char_indices() {
+        if controls_terminal(character) {
+            text[offset..offset + character.len_utf8()].fill(b'?');
+        }
+    }
+    // Only whole characters were replaced (a value starts and ends at a quote; the window
+    // at char boundaries), so the bytes are UTF-8 still.
+    String::from_utf8(text).unwrap_or_default()
+}
+
+/// Whether a character, printed raw, can change what a terminal shows: control characters
+/// (but tab and newline) and the bidirectional overrides and isolates.
+pub fn controls_terminal(character: char) -> bool {
+    (character.is_control() && !matches!(character, '\t' | '\n'))
+        || matches!(character, '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
 }
 
 fn back_chars(text: &str, offset: usize, count: usize) -> usize {
@@ -109,5 +157,22 @@ mod tests {
         let span = excerpt.clip(offset, 10_000);
         assert_eq!(span.offset(), offset);
         assert_eq!(span.len(), CONTEXT_CHARS + 1);
+    }
+
+    #[test]
+    fn secret_values_are_masked_byte_for_byte() {
+        let file = r#"{"api_key": "sk-live-ünïcode", "messages": 3, "Authorization": "Bearer x", "model": "m"}"#;
+        let offset = file.find("\"messages\"").unwrap();
+        let excerpt = Excerpt::around("f.json", file, offset, 1);
+        assert_eq!(excerpt.text.len(), file.len());
+        assert!(!excerpt.text.contains("sk-live") && !excerpt.text.contains("Bearer"));
+        assert!(
+            excerpt.text.contains(r#""api_key": "*"#),
+            "{}",
+            excerpt.text
+        );
+        assert!(
+            excerpt.text.contains(r#""messages": 3"#) && excerpt.text.contains(r#""model": "m""#)
+        );
     }
 }

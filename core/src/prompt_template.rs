@@ -2,7 +2,8 @@
 //!
 //! A prompt template renders once per turn. A variable that changes every turn (the time, a
 //! request id, a step counter) placed before stable text makes that text uncacheable on
-//! every turn. Supported syntaxes: Jinja (`{{ name }}`, `.j2`, `.jinja`, `.jinja2`),
+//! every turn; one that differs per session (a session, user or conversation id) makes the
+//! text after it uncacheable across sessions and users: each new session prefills it again. Supported syntaxes: Jinja (`{{ name }}`, `.j2`, `.jinja`, `.jinja2`),
 //! Mustache and Handlebars (`{{name}}`, `.mustache`, `.hbs`), Python format strings
 //! (`{name}` in `.txt`, `.prompt`, `.md`), and Dotprompt/Prompty files (front matter, then a
 //! Handlebars or Jinja body).
@@ -36,7 +37,7 @@ impl TemplateSyntax {
     }
 }
 
-/// What kind of value changes from turn to turn.
+/// What kind of value changes from turn to turn, or from session to session.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Volatility {
     Timestamp,
@@ -44,9 +45,12 @@ pub enum Volatility {
     Counter,
     /// Named volatile in the configuration.
     Configured,
+    /// The same for every turn of a session, different for every session or user (a
+    /// session, user or conversation id): only a new session pays for the text after it.
+    PerSession,
 }
 
-/// A volatile variable placed before stable text.
+/// A volatile or per-session variable placed before stable text.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct VolatilePlacement {
     pub variable: String,
@@ -74,7 +78,8 @@ static IGNORE: LazyLock<Option<Regex>> =
     LazyLock::new(|| Regex::new(r"\{#-?\s*kvlint:\s*ignore\[([^\]]*)\]\s*-?#\}").ok());
 
 /// Names that mean a value changes every turn, judged by the words of the last name
-/// segment: `now`, `current_time`, `time_now`, `request_id`, `steps_left`, `tokens_used`.
+/// segment: `now`, `current_time`, `time_now`, `request_id`, `steps_left`, `tokens_used`;
+/// or every session: `session_id`, `user_id`, `conversation_id`, `customer_name`.
 fn volatility_of_name(name: &str) -> Option<Volatility> {
     let name = name.to_ascii_lowercase();
     let last = name
@@ -125,6 +130,29 @@ fn volatility_of_name(name: &str) -> Option<Volatility> {
         "counter",
         "used",
     ];
+    // Who a per-session value belongs to, and what of theirs it is.
+    const SESSION_OWNERS: &[&str] = &["session", "sess", "conversation", "conv", "thread", "chat"];
+    const PERSON_OWNERS: &[&str] = &[
+        "user",
+        "customer",
+        "account",
+        "client",
+        "tenant",
+        "org",
+        "organization",
+        "workspace",
+    ];
+    let owned_by = |owners: &[&str], things: &[&str]| {
+        words.len() >= 2
+            && words.last().is_some_and(|last| things.contains(last))
+            && words
+                .iter()
+                .rev()
+                .nth(1)
+                .is_some_and(|owner| owners.contains(owner))
+    };
+    let per_session = owned_by(SESSION_OWNERS, &["id", "uuid", "guid"])
+        || owned_by(PERSON_OWNERS, &["id", "uuid", "guid", "name", "email"]);
     let is_id = has(ID)
         || (words.last() == Some(&"id")
             && words
@@ -134,6 +162,8 @@ fn volatility_of_name(name: &str) -> Option<Volatility> {
                 .is_some_and(|owner| ID_OWNERS.contains(owner)));
     if has(TIME) && !has(&["zone", "timezone", "format"]) {
         Some(Volatility::Timestamp)
+    } else if per_session {
+        Some(Volatility::PerSession)
     } else if is_id {
         Some(Volatility::Id)
     } else if has(COUNTER) || last == "turn" || last == "turns_left" {
@@ -153,6 +183,12 @@ static ID_SAMPLE: LazyLock<Option<Regex>> = LazyLock::new(|| {
     Regex::new(r"^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}|[a-z]+_[A-Za-z0-9]{8,}|[0-9a-f]*[0-9][0-9a-f]*[a-f][0-9a-f]*)$").ok()
 });
 
+/// Ids whose prefix says they name a session, a conversation or a user: `sess_8fK2mQ9x`,
+/// `conv-20250304-0017`, `user_4412`.
+static SESSION_SAMPLE: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    Regex::new(r"^(sess|session|conv|conversation|thread|chat|user|usr|cus|cust|customer|acct|account|org|tenant)[_-][A-Za-z0-9_-]{3,}$").ok()
+});
+
 /// Volatility from a sample value in the front matter.
 fn volatility_of_sample(value: &str) -> Option<Volatility> {
     let matches = |pattern: &LazyLock<Option<Regex>>| {
@@ -162,6 +198,8 @@ fn volatility_of_sample(value: &str) -> Option<Volatility> {
     };
     if matches(&TIMESTAMP_SAMPLE) {
         Some(Volatility::Timestamp)
+    } else if matches(&SESSION_SAMPLE) {
+        Some(Volatility::PerSession)
     } else if matches(&ID_SAMPLE) && value.trim().len() >= 8 {
         Some(Volatility::Id)
     } else {
@@ -343,8 +381,13 @@ mod tests {
             ("user_timezone", None),
             ("request_id", Some(Volatility::Id)),
             ("trace_id", Some(Volatility::Id)),
-            ("user_id", None),
-            ("session_uuid", Some(Volatility::Id)),
+            ("user_id", Some(Volatility::PerSession)),
+            ("session_id", Some(Volatility::PerSession)),
+            ("conversation_id", Some(Volatility::PerSession)),
+            ("customer_name", Some(Volatility::PerSession)),
+            ("session_uuid", Some(Volatility::PerSession)),
+            ("file_name", None),
+            ("id", None),
             ("steps_left", Some(Volatility::Counter)),
             ("tokens_used", Some(Volatility::Counter)),
             ("remaining_budget", Some(Volatility::Counter)),
@@ -353,6 +396,18 @@ mod tests {
         ] {
             assert_eq!(volatility_of_name(name), volatility, "{name}");
         }
+    }
+
+    #[test]
+    fn per_session_values_by_name_or_sample() {
+        let text = "---\nsample:\n  conversation: conv_9f8e7d6c\n  topic: billing\n---\nSession {{ session_id }} for {{ conversation }}.\nYou are the support assistant. Answer in the house style.\n{{ topic }}";
+        assert_eq!(
+            check(text, TemplateSyntax::Braces),
+            [
+                ("session_id".to_owned(), Volatility::PerSession, 6),
+                ("conversation".to_owned(), Volatility::PerSession, 6),
+            ]
+        );
     }
 
     #[test]

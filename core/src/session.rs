@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::error::InputError;
+use crate::error::{InputError, read_text};
 use crate::excerpt::Excerpt;
 use crate::json::{compact_json, kind_of};
 use crate::locate::{LineColumn, Locator, raw_offset_in_string, value_range};
@@ -34,16 +34,31 @@ pub struct SessionFile {
     pub path: String,
     pub text: Arc<str>,
     pub turns: Vec<Turn>,
+    /// Requests the file holds that are not prompts (an OpenAI Batch line to another
+    /// endpoint): passed over, and said.
+    pub skipped: Vec<Skipped>,
 }
+
+/// A request passed over, and why.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Skipped {
+    pub line: usize,
+    pub reason: String,
+}
+
+/// What a JSON document of a session file holds.
+enum Document {
+    Turn(Box<Turn>),
+    Skipped(Skipped),
+}
+
+/// The endpoints of OpenAI Batch lines that carry prompts.
+const PROMPT_ENDPOINTS: [&str; 3] = ["/chat/completions", "/responses", "/messages"];
 
 impl SessionFile {
     pub fn read(path: &Path) -> Result<Self, InputError> {
         let display = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| InputError::Io {
-            path: display.clone(),
-            source,
-        })?;
-        Self::parse(display, Arc::from(text))
+        Self::parse(display, Arc::from(read_text(path)?))
     }
 
     pub fn parse(path: String, text: Arc<str>) -> Result<Self, InputError> {
@@ -51,8 +66,15 @@ impl SessionFile {
             path,
             text,
             turns: Vec::new(),
+            skipped: Vec::new(),
         };
-        let trimmed_start = session.text.len() - session.text.trim_start().len();
+        // A byte-order mark is harmless: the text after it is read.
+        let bom = if session.text.starts_with('\u{FEFF}') {
+            '\u{FEFF}'.len_utf8()
+        } else {
+            0
+        };
+        let trimmed_start = session.text.len() - session.text[bom..].trim_start().len();
         match session.text.as_bytes().get(trimmed_start) {
             None => {
                 return Err(InputError::Empty {
@@ -60,7 +82,7 @@ impl SessionFile {
                 });
             }
             Some(b'[') => session.read_array(trimmed_start, &mut SharedParts::default())?,
-            Some(_) => session.read_lines(&mut SharedParts::default())?,
+            Some(_) => session.read_documents(trimmed_start, &mut SharedParts::default())?,
         }
         Ok(session)
     }
@@ -72,54 +94,66 @@ impl SessionFile {
             return Ok(());
         };
         for (index, item) in items.into_iter().enumerate() {
-            let turn = self.turn(
+            let read = self.turn(
                 item,
                 document.clone(),
                 PartPath::root().index(index),
                 shared,
             )?;
-            self.turns.push(turn);
+            self.add(read);
         }
         Ok(())
     }
 
-    fn read_lines(&mut self, shared: &mut SharedParts) -> Result<(), InputError> {
+    /// JSON documents one after the other: JSONL, one body per line, or bodies pretty-printed
+    /// over several lines (as `jq .` writes them).
+    fn read_documents(&mut self, start: usize, shared: &mut SharedParts) -> Result<(), InputError> {
         let text = Arc::clone(&self.text);
-        let mut line_start = 0;
-        for line in text.split_inclusive('\n') {
-            let document = line_start..line_start + line.trim_end().len();
-            line_start += line.len();
-            if line.trim().is_empty() {
-                continue;
-            }
-            let value = self.parse_json(document.clone())?;
-            let turn = self.turn(value, document, PartPath::root(), shared)?;
-            self.turns.push(turn);
+        let mut documents = serde_json::Deserializer::from_str(&text[start..]).into_iter::<Value>();
+        let mut end = start;
+        while let Some(parsed) = documents.next() {
+            let rest = &text[end..];
+            let document_start = end + (rest.len() - rest.trim_start().len());
+            end = start + documents.byte_offset();
+            let value = parsed.map_err(|error| self.json_error(start..text.len(), &error))?;
+            let read = self.turn(value, document_start..end, PartPath::root(), shared)?;
+            self.add(read);
         }
         Ok(())
     }
 
     fn parse_json(&self, document: Range<usize>) -> Result<Value, InputError> {
-        serde_json::from_str(&self.text[document.clone()]).map_err(|error| {
-            let document_text = &self.text[document.clone()];
-            let offset_in_document = byte_offset_of(document_text, error.line(), error.column());
-            let offset = document.start + offset_in_document;
-            let position = LineColumn::of_offset(&self.text, offset);
-            let message = error.to_string();
-            let message = message
-                .split(" at line ")
-                .next()
-                .unwrap_or(&message)
-                .to_owned();
-            InputError::Json {
-                path: self.path.clone(),
-                line: position.line,
-                column: position.column,
-                message,
-                source_code: Excerpt::around(&self.path, &self.text, offset, 1),
-                span: (offset, 1).into(),
-            }
-        })
+        serde_json::from_str(&self.text[document.clone()])
+            .map_err(|error| self.json_error(document, &error))
+    }
+
+    /// A JSON error in `document`, placed in the file.
+    fn json_error(&self, document: Range<usize>, error: &serde_json::Error) -> InputError {
+        let document_text = &self.text[document.clone()];
+        let offset_in_document = byte_offset_of(document_text, error.line(), error.column());
+        let offset = document.start + offset_in_document;
+        let position = LineColumn::of_offset(&self.text, offset);
+        let message = error.to_string();
+        let message = message
+            .split(" at line ")
+            .next()
+            .unwrap_or(&message)
+            .to_owned();
+        InputError::Json {
+            path: self.path.clone(),
+            line: position.line,
+            column: position.column,
+            message,
+            source_code: Excerpt::around(&self.path, &self.text, offset, 1),
+            span: (offset, 1).into(),
+        }
+    }
+
+    fn add(&mut self, document: Document) {
+        match document {
+            Document::Turn(turn) => self.turns.push(*turn),
+            Document::Skipped(skipped) => self.skipped.push(skipped),
+        }
     }
 
     /// Unwraps the known containers around a request body and parses the body.
@@ -129,7 +163,7 @@ impl SessionFile {
         document: Range<usize>,
         path_in_document: PartPath,
         shared: &mut SharedParts,
-    ) -> Result<Turn, InputError> {
+    ) -> Result<Document, InputError> {
         let Value::Object(mut object) = value else {
             return Err(self.body_error(
                 &document,
@@ -141,6 +175,16 @@ impl SessionFile {
             ));
         };
         let is_batch_line = object.contains_key("custom_id") || object.contains_key("method");
+        if let Some(url) = object
+            .get("url")
+            .and_then(Value::as_str)
+            .filter(|url| is_batch_line && !PROMPT_ENDPOINTS.iter().any(|end| url.ends_with(end)))
+        {
+            return Ok(Document::Skipped(Skipped {
+                line: LineColumn::of_offset(&self.text, document.start).line,
+                reason: format!("an OpenAI Batch request to {url}, which takes no prompt"),
+            }));
+        }
         let (body, response, body_path) = match (object.remove("body"), object.remove("request")) {
             (Some(body), _) if is_batch_line => (body, None, path_in_document.key("body")),
             (_, Some(request)) if request.is_object() => (
@@ -160,12 +204,12 @@ impl SessionFile {
         };
         let request = Request::parse(body, shared)
             .map_err(|error| self.body_error(&document, &body_path, error))?;
-        Ok(Turn {
+        Ok(Document::Turn(Box::new(Turn {
             request,
             response,
             document,
             body_path,
-        })
+        })))
     }
 
     fn body_error(

@@ -76,7 +76,6 @@ impl Tokens {
             .map(|placed| Arc::clone(&placed.chunk))
     }
 
-    /// The chunk holding token `index`, and the index inside it.
     /// The position of the chunk holding token `index`, and the index inside it.
     fn locate(&self, index: usize) -> Option<(usize, usize)> {
         let position = self

@@ -14,7 +14,7 @@ use crate::emit::CheckedFile;
 use kvlint_core::diagnostic::{Diagnostic, Severity, SeverityCounts};
 use kvlint_core::error::InputError;
 use kvlint_core::render::Renderer;
-use kvlint_core::session::SessionFile;
+use kvlint_core::session::{SessionFile, Skipped};
 use serde::Serialize;
 
 pub const REPORT_VERSION: u32 = 1;
@@ -41,6 +41,9 @@ pub struct SessionReport {
     /// What the chosen engine serves from cache, with `--engine`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cache: Option<CacheSummary>,
+    /// Requests in the file that are not prompts, passed over.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<Skipped>,
     #[serde(skip)]
     pub source: Arc<str>,
 }
@@ -326,6 +329,7 @@ impl SessionReport {
             findings: checked.findings,
             summary,
             cache,
+            skipped: session.skipped.clone(),
             source: Arc::clone(&session.text),
         })
     }

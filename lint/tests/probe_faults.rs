@@ -19,6 +19,8 @@ enum Fault {
     Truncated,
     NoUsage,
     Silent,
+    /// Reports more cached tokens than the prompt has.
+    Impossible,
 }
 
 fn read_request(stream: &mut TcpStream) -> String {
@@ -99,6 +101,12 @@ fn misbehaving_server(fault: Fault) -> String {
                                 r#"{"choices":[{"message":{"role":"assistant","content":"x"}}]}"#,
                             ),
                             Fault::Silent => std::thread::sleep(Duration::from_secs(5)),
+                            Fault::Impossible => respond(
+                                &mut stream,
+                                "200 OK",
+                                "",
+                                r#"{"choices":[{"message":{"role":"assistant","content":"x"}}],"usage":{"prompt_tokens":5},"timings":{"cache_n":999}}"#,
+                            ),
                         }
                     }
                     // The shape Anthropic's API answers with, for the hosted adapter.
@@ -157,7 +165,40 @@ fn each_fault_is_said_and_the_probe_is_incomplete() {
         let (code, report) = probe(&misbehaving_server(fault));
         assert_eq!(code, 2, "{report}");
         assert!(note(&report).contains(expected), "{expected}: {report}");
+        assert_eq!(report["sessions"][0]["turns"][0]["outcome"], "error");
     }
+}
+
+#[test]
+fn failures_are_errors_not_mismatches_in_human_output() {
+    let url = misbehaving_server(Fault::ServerError);
+    let output = Command::new(env!("CARGO_BIN_EXE_kvlint"))
+        .current_dir(kvlint_fixtures::repository())
+        .args(["probe", "--engine-kind", "llamacpp", "--engine-url", &url])
+        .arg("fixtures/diff/before.json")
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        printed.contains("ERROR: /v1/chat/completions: HTTP 500"),
+        "{printed}"
+    );
+    assert!(!printed.contains("MISMATCH"), "{printed}");
+    assert!(printed.contains("0 match, 0 do not, 1 failed"), "{printed}");
+}
+
+#[test]
+fn more_cached_tokens_than_the_prompt_has_is_an_impossible_report() {
+    let (code, report) = probe(&misbehaving_server(Fault::Impossible));
+    let turn = &report["sessions"][0]["turns"][0];
+    assert_eq!(turn["outcome"], "mismatch", "{report}");
+    assert!(
+        note(&report).starts_with(
+            "impossible report: the engine says it served 999 cached tokens of a 5-token prompt"
+        ),
+        "{report}"
+    );
+    assert_eq!(code, 1, "{report}");
 }
 
 #[test]
@@ -210,4 +251,81 @@ fn the_anthropic_adapter_reads_cache_read_input_tokens() {
         assert_eq!(turn["predicted_cached_tokens"], 0, "{turn}");
     }
     assert_eq!(output.status.code(), Some(0), "{report}");
+}
+
+/// A server that keeps the headers of every request and answers each with an error that
+/// echoes them back, credentials included, as careless servers do.
+fn echoing_server() -> (String, Arc<std::sync::Mutex<Vec<String>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let recorded = Arc::clone(&seen);
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut head = String::new();
+            let mut length = 0;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap() == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = value.trim().parse().unwrap();
+                }
+                head.push_str(&line);
+            }
+            let mut body = vec![0; length];
+            reader.read_exact(&mut body).unwrap();
+            recorded.lock().unwrap().push(head.clone());
+            let echo = serde_json::json!({"error": format!("unauthorized: {head}")}).to_string();
+            respond(&mut stream, "401 Unauthorized", "", &echo);
+        }
+    });
+    (format!("http://ada:hunter2@{address}"), seen)
+}
+
+#[test]
+fn keys_reach_only_their_own_provider_and_never_any_output() {
+    const OPENAI: &str = "sk-sentinel-openai-7f3a";
+    const ANTHROPIC: &str = "sk-ant-sentinel-91c2";
+    for (kind, header, key, other) in [
+        ("anthropic", "x-api-key", ANTHROPIC, OPENAI),
+        ("openai", "authorization", OPENAI, ANTHROPIC),
+    ] {
+        let (url, seen) = echoing_server();
+        for format in ["human", "json"] {
+            let output = Command::new(env!("CARGO_BIN_EXE_kvlint"))
+                .current_dir(kvlint_fixtures::repository())
+                .env("OPENAI_API_KEY", OPENAI)
+                .env("ANTHROPIC_API_KEY", ANTHROPIC)
+                .env_remove("KVLINT_API_KEY")
+                .args(["probe", "--engine-kind", kind, "--timeout", "5"])
+                .args(["--format", format, "--engine-url", &url])
+                .arg("fixtures/diff/before.json")
+                .output()
+                .unwrap();
+            let printed = String::from_utf8_lossy(&output.stdout).into_owned()
+                + &String::from_utf8_lossy(&output.stderr);
+            assert_eq!(output.status.code(), Some(2), "{printed}");
+            assert!(printed.contains("HTTP 401"), "{printed}");
+            for secret in [OPENAI, ANTHROPIC, "hunter2"] {
+                assert!(!printed.contains(secret), "{kind} {format}: {printed}");
+            }
+        }
+        let seen = seen.lock().unwrap();
+        assert!(!seen.is_empty());
+        for head in seen.iter() {
+            let head = head.to_ascii_lowercase();
+            assert!(
+                head.contains(&format!("{header}: ")) && head.contains(&key.to_ascii_lowercase()),
+                "{kind}: {head}"
+            );
+            assert!(
+                !head.contains(&other.to_ascii_lowercase()),
+                "{kind} got the other key: {head}"
+            );
+        }
+    }
 }

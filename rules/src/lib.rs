@@ -114,7 +114,17 @@ impl Finding {
 
     /// The break of a recorded pair, priced by what it costs: recomputing content the earlier
     /// turn had cached is an error; dropping a per-turn tail is info.
+    /// A change of whitespace alone says so, unless the cause already does.
     pub fn of_pair(pair: &TurnPair<'_>, cause: &str, help: impl Into<String>) -> Self {
+        let whitespace_only = pair.change().is_some_and(|change| {
+            let blank = |text: &str| text.chars().all(char::is_whitespace);
+            change.before != change.after && blank(change.before) && blank(change.after)
+        });
+        let cause = if whitespace_only && !cause.contains("whitespace") {
+            format!("{cause} (whitespace only)")
+        } else {
+            cause.to_owned()
+        };
         let tokens_lost = pair.tokens_lost();
         let (severity, message) = if pair.recomputes_kept_content() {
             (
@@ -212,7 +222,7 @@ fn diagnostic(meta: &RuleMeta, finding: Finding, input: &RuleInput<'_>) -> Diagn
         RuleInput::TemplateBreak(found) => (
             found.turn,
             template(),
-            None,
+            found.site.as_ref().and_then(|site| site.span),
             found.before.clone(),
             found.after.clone(),
         ),

@@ -9,16 +9,15 @@
 
 mod common;
 
-use std::sync::Arc;
-
-use kvlint_core::cache::Engine;
 use kvlint_core::diagnostic::{Diagnostic, Severity};
 use kvlint_core::render::Renderer;
 use kvlint_core::session::SessionFile;
 use kvlint_sdk::{Conversation, Guard, GuardMode, ToolCall};
 use serde_json::{Value, json};
 
-use common::{agent_tools, shuffled, temp_path, template_renderer};
+use common::{
+    agent_tools, assert_breakpoints_only_below_minimum, shuffled, temp_path, template_renderer,
+};
 
 const INSTRUCTIONS: &str = "You are a coding agent working in the repository `acme-api`.\n\
     Work in small steps: read before you edit, run the tests after each change, and explain \
@@ -246,23 +245,8 @@ fn anthropic_bodies_carry_valid_breakpoints() {
         assert_eq!(markers, 2);
     }
     // kvlint's own breakpoint audit finds nothing but the short test prompt's size.
-    let path = temp_path("anthropic.jsonl");
     let jsonl: String = bodies.iter().map(|body| format!("{body}\n")).collect();
-    let session = SessionFile::parse(path.display().to_string(), Arc::from(jsonl)).unwrap();
-    let engine = "anthropic".parse::<Engine>().unwrap();
-    let checked =
-        kvlint_rules::check_session(&session, &Renderer::provider(), Some(&engine)).unwrap();
-    let issues: Vec<_> = checked
-        .findings
-        .iter()
-        .filter(|finding| finding.rule == "cache-breakpoint")
-        .collect();
-    for issue in &issues {
-        assert!(
-            issue.message.contains("below the model's minimum"),
-            "{issue:?}"
-        );
-    }
+    assert_breakpoints_only_below_minimum(&jsonl);
 }
 
 #[test]

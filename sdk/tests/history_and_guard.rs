@@ -3,18 +3,14 @@
 
 mod common;
 
-use std::sync::Arc;
-
-use kvlint_core::cache::Engine;
 use kvlint_core::diagnostic::Severity;
 use kvlint_core::render::Renderer;
-use kvlint_core::session::SessionFile;
 use kvlint_sdk::{
     Conversation, Guard, GuardError, GuardMode, HistoryWindow, PrefixChange, Role, Tool, ToolCall,
 };
 use serde_json::{Value, json};
 
-use common::agent_tools;
+use common::{agent_tools, assert_breakpoints_only_below_minimum};
 
 fn started() -> Conversation {
     let mut conversation = Conversation::new();
@@ -215,22 +211,7 @@ fn a_long_turn_gets_a_breakpoint_where_the_previous_turn_had_its_own() {
         ]
     );
     // kvlint's audit agrees: every breakpoint is read by the next turn within the lookback.
-    let jsonl = format!("{first}\n{second}\n");
-    let session = SessionFile::parse("long.jsonl".into(), Arc::from(jsonl)).unwrap();
-    let engine = "anthropic".parse::<Engine>().unwrap();
-    let checked =
-        kvlint_rules::check_session(&session, &Renderer::provider(), Some(&engine)).unwrap();
-    let issues: Vec<_> = checked
-        .findings
-        .iter()
-        .filter(|finding| finding.rule == "cache-breakpoint")
-        .collect();
-    assert!(
-        issues
-            .iter()
-            .all(|issue| issue.message.contains("below the model's minimum")),
-        "{issues:?}"
-    );
+    assert_breakpoints_only_below_minimum(&format!("{first}\n{second}\n"));
 }
 
 #[test]

@@ -27,6 +27,7 @@ use crate::tokenize::{Tokenizer, Tokens};
 pub use chat_view::chat_view;
 pub use engine_request::{EngineRequest, TemplateInput, VllmServer};
 use locate::locate_parts;
+pub use provider::push_part_text;
 use provider::render_parts;
 
 /// A byte range of the rendered text and the request part it came from.

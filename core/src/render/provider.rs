@@ -1,8 +1,29 @@
 //! Provider mode: the request's parts back to back, each tokenized on its own.
 
 use super::{Rendered, Segment};
-use crate::request::Request;
+use crate::request::{Part, PartKind, Request};
 use crate::tokenize::{Tokenizer, Tokens};
+
+/// Bytes of scaffolding text per message header or end, for the text's first allocation.
+const SCAFFOLDING_LENGTH: usize = 20;
+
+/// Appends the text provider mode renders for a part: content as sent; around each message,
+/// ChatML-like stand-ins for the scaffolding a provider adds (a role header, an end marker).
+pub fn push_part_text(text: &mut String, request: &Request, part: &Part) {
+    match part.kind {
+        PartKind::Header => {
+            let role = part
+                .message
+                .and_then(|message| request.messages.get(message))
+                .map_or("", |message| message.role.as_str());
+            text.push_str("<|im_start|>");
+            text.push_str(role);
+            text.push('\n');
+        }
+        PartKind::End => text.push_str("<|im_end|>\n"),
+        _ => text.push_str(&part.text),
+    }
+}
 
 /// Provider mode: the parts back to back, each tokenized on its own.
 pub(super) fn render_parts(
@@ -10,26 +31,37 @@ pub(super) fn render_parts(
     tokenizer: &Tokenizer,
     previous: Option<(&Request, &Rendered)>,
 ) -> Rendered {
-    let length = request.parts.iter().map(|part| part.text.len()).sum();
+    let length = request
+        .parts
+        .iter()
+        .map(|part| part.text.len() + SCAFFOLDING_LENGTH)
+        .sum();
     let mut text = String::with_capacity(length);
     let mut segments = Vec::with_capacity(request.parts.len());
     let mut tokens = Tokens::default();
     for (index, part) in request.parts.iter().enumerate() {
         let start = text.len();
-        text.push_str(&part.text);
+        push_part_text(&mut text, request, part);
+        let piece = &text[start..];
+        // The same part at the same place as in the previous turn: take its tokens.
+        let unchanged = previous.and_then(|(previous_request, previous_rendered)| {
+            let previous_part = previous_request.parts.get(index)?;
+            let same = previous_part.kind == part.kind
+                && if part.kind.is_structural() {
+                    let range = previous_rendered.segments.get(index)?.range.clone();
+                    previous_rendered.text.get(range) == Some(piece)
+                } else {
+                    previous_part.text == part.text
+                };
+            same.then(|| previous_rendered.tokens.piece(index))
+                .flatten()
+        });
+        let chunk = unchanged.unwrap_or_else(|| tokenizer.encode_piece(piece));
+        tokens.push_piece(chunk, start);
         segments.push(Segment {
             range: start..text.len(),
             part: index,
         });
-        // The same part at the same place as in the previous turn: take its tokens.
-        let unchanged = previous.and_then(|(previous_request, previous_rendered)| {
-            let previous_part = previous_request.parts.get(index)?;
-            (previous_part.text == part.text)
-                .then(|| previous_rendered.tokens.piece(index))
-                .flatten()
-        });
-        let chunk = unchanged.unwrap_or_else(|| tokenizer.encode_piece(&part.text));
-        tokens.push_piece(chunk, start);
     }
     Rendered {
         text,

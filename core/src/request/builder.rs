@@ -101,29 +101,20 @@ impl<'s> PartsBuilder<'s> {
         }
     }
 
-    /// Starts a message: records it and pushes its header part.
-    ///
-    /// The header and end texts are ChatML-like stand-ins for the scaffolding a provider
-    /// adds around each message. They live in the parts rather than in the renderer because
-    /// the turn diff and the probe's routing key read part texts, scaffolding included.
+    /// Starts a message: records it and pushes its header part. Scaffolding parts (header
+    /// and end) carry no text: what stands there is the renderer's decision.
     pub(super) fn open_message(&mut self, path: PartPath, role: Role) -> usize {
         let index = self.messages.len();
-        let header = format!("<|im_start|>{role}\n");
         self.messages.push(Message {
             path: path.clone(),
             role,
         });
-        self.push(path, PartKind::Header, header, Some(index));
+        self.push(path, PartKind::Header, String::new(), Some(index));
         index
     }
 
     pub(super) fn close_message(&mut self, path: PartPath, message: usize) {
-        self.push(
-            path,
-            PartKind::End,
-            "<|im_end|>\n".to_owned(),
-            Some(message),
-        );
+        self.push(path, PartKind::End, String::new(), Some(message));
     }
 
     /// A string field of a message, item or block as a part; absent and null are skipped.

@@ -6,39 +6,58 @@
 //! `strftime_now`. The template sees `messages`, `tools`, `add_generation_prompt`, the
 //! special tokens of the tokenizer config and any extra keyword arguments.
 //!
-//! This module loads a template and builds the context; `environment` holds the Jinja
-//! environment and the functions transformers adds, `python_json` the `json.dumps` layout
-//! its `tojson` filter writes.
+//! This module loads a template and renders it; `environment` holds the Jinja environment
+//! and the functions transformers adds, `message` the context a template sees,
+//! `python_list` the lists a template may change in place (as Jinja2 and llama.cpp allow),
+//! `python_json` the `json.dumps` layout its `tojson` filter writes, `source` where a
+//! template's lines are in its file and `render_error` the errors as the user reads them.
 
 mod environment;
+mod message;
 mod python_json;
+mod python_list;
+mod render_error;
+mod source;
 
 use std::borrow::Borrow;
+use std::collections::BTreeSet;
 use std::path::Path;
+use std::sync::Arc;
 
 use chrono::NaiveDateTime;
 use minijinja::value::{Serde, Value as JinjaValue};
-use minijinja::{Environment, Error as JinjaError, ErrorKind};
-use serde::Serialize;
-use serde::ser::SerializeMap;
+use minijinja::{Environment, Error as JinjaError};
 use serde_json::{Map, Value};
 
-use crate::error::InputError;
-use environment::transformers_environment;
+use crate::diagnostic::Span;
+use crate::error::{InputError, read_text};
+use environment::{ClockProbe, Tripwire, set_clock, transformers_environment};
+use message::{CONTEXT_VARIABLES, TemplateContext, TransformersMessage, special_tokens};
+use python_list::ListMutations;
+use render_error::{SPECIAL_TOKENS, template_error, undefined_variable};
+use source::{Origin, TemplateSource, without_generation_blocks};
 
+pub use environment::Clock;
 pub use python_json::PythonJson;
 
 /// A loaded chat template with the context transformers gives it.
+#[derive(Clone)]
 pub struct ChatTemplate {
     environment: Environment<'static>,
-    /// The named template sources, to rebuild the environment on another clock.
-    sources: Vec<(String, String)>,
     path: String,
+    /// The file's text, to place template lines in it.
+    file_text: String,
+    sources: Vec<TemplateSource>,
     /// `bos_token`, `eos_token` and the other special tokens of the tokenizer config.
     special_tokens: Map<String, Value>,
+    /// The special tokens rendered as placeholders, for a template given without its
+    /// tokenizer config.
+    placeholder_tokens: Vec<String>,
     /// Extra variables, as `chat_template_kwargs` on an engine.
     pub kwargs: Map<String, Value>,
     has_tool_use_variant: bool,
+    clock: Clock,
+    list_mutations: Arc<ListMutations>,
 }
 
 impl std::fmt::Debug for ChatTemplate {
@@ -52,92 +71,118 @@ impl std::fmt::Debug for ChatTemplate {
 const DEFAULT_NAME: &str = "default";
 const TOOL_USE_NAME: &str = "tool_use";
 
+/// A place the template is asked to reveal by failing there.
+#[derive(Clone, Copy, Debug)]
+pub enum SiteProbe<'a> {
+    /// The `strftime_now` call of this number (0-based, in the order they are made).
+    StrftimeCall(usize),
+    /// The first use of this variable.
+    Variable(&'a str),
+}
+
+/// An expression of the template: its text and its place in the file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TemplateSite {
+    pub expression: String,
+    pub span: Option<Span>,
+}
+
+/// A placeholder for a special token or variable the template needs and was not given.
+pub fn placeholder(name: &str) -> String {
+    format!("<kvlint-placeholder:{name}>")
+}
+
 impl ChatTemplate {
     /// Loads a Jinja chat template, or the `chat_template` of a `tokenizer_config.json`.
     ///
     /// `now` is the clock `strftime_now` reads; pin it for reproducible output.
     pub fn from_file(path: &Path, now: NaiveDateTime) -> Result<Self, InputError> {
         let display = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| InputError::Io {
-            path: display.clone(),
-            source,
-        })?;
+        let text = read_text(path)?;
         let is_config = path
             .extension()
             .is_some_and(|extension| extension == "json");
         if is_config {
-            Self::from_tokenizer_config(&display, &text, now)
+            Self::from_tokenizer_config(display, text, now)
         } else {
-            Self::from_source(
-                display,
-                vec![(DEFAULT_NAME.to_owned(), text)],
-                Map::new(),
-                now,
-            )
+            let sources = vec![TemplateSource {
+                name: DEFAULT_NAME.to_owned(),
+                text: text.clone(),
+                origin: Origin::File,
+            }];
+            Self::from_sources(display, text, sources, Map::new(), now)
         }
     }
 
     fn from_tokenizer_config(
-        path: &str,
-        text: &str,
+        path: String,
+        text: String,
         now: NaiveDateTime,
     ) -> Result<Self, InputError> {
-        let config = parse_config(path, text)?;
-        let templates = match config.get("chat_template") {
-            Some(Value::String(source)) => vec![(DEFAULT_NAME.to_owned(), source.clone())],
+        let config = parse_config(&path, &text)?;
+        let mut sources: Vec<TemplateSource> = match config.get("chat_template") {
+            Some(Value::String(source)) => vec![TemplateSource {
+                name: DEFAULT_NAME.to_owned(),
+                text: source.clone(),
+                origin: Origin::ConfigString,
+            }],
             Some(Value::Array(named)) => named
                 .iter()
-                .filter_map(|entry| {
-                    Some((
-                        entry.get("name")?.as_str()?.to_owned(),
-                        entry.get("template")?.as_str()?.to_owned(),
-                    ))
+                .enumerate()
+                .filter_map(|(index, entry)| {
+                    Some(TemplateSource {
+                        name: entry.get("name")?.as_str()?.to_owned(),
+                        text: entry.get("template")?.as_str()?.to_owned(),
+                        origin: Origin::ConfigEntry(index),
+                    })
                 })
                 .collect(),
             _ => Vec::new(),
         };
-        if templates.is_empty() {
+        if sources.is_empty() {
             return Err(InputError::Template {
-                path: path.to_owned(),
+                path,
                 message: "no `chat_template` in this tokenizer config".into(),
                 help: Some("expected a Jinja file, or a tokenizer_config.json with a `chat_template` string or list".into()),
             });
         }
-        Self::from_source(path.to_owned(), templates, special_tokens(&config), now)
+        // The template named `default`, else the first, is the one rendered without tools.
+        if !sources.iter().any(|source| source.name == DEFAULT_NAME)
+            && let Some(first) = sources.first_mut()
+        {
+            first.name = DEFAULT_NAME.to_owned();
+        }
+        let tokens = special_tokens(&config);
+        Self::from_sources(path, text, sources, tokens, now)
     }
 
-    fn from_source(
+    fn from_sources(
         path: String,
-        templates: Vec<(String, String)>,
+        file_text: String,
+        sources: Vec<TemplateSource>,
         special_tokens: Map<String, Value>,
         now: NaiveDateTime,
     ) -> Result<Self, InputError> {
-        let mut environment = transformers_environment(now);
-        let sources = templates.clone();
-        let has_tool_use_variant = templates.iter().any(|(name, _)| name == TOOL_USE_NAME);
-        let default_name = templates
-            .iter()
-            .map(|(name, _)| name.clone())
-            .find(|name| name == DEFAULT_NAME)
-            .or_else(|| templates.first().map(|(name, _)| name.clone()))
-            .unwrap_or_default();
-        for (name, source) in templates {
-            let name = if name == default_name {
-                DEFAULT_NAME.to_owned()
-            } else {
-                name
-            };
+        let list_mutations = Arc::new(ListMutations::default());
+        let clock = Clock::At(now);
+        let mut environment = transformers_environment(clock, Arc::clone(&list_mutations));
+        for source in &sources {
             environment
-                .add_template_owned(name, without_generation_blocks(&source))
-                .map_err(|error| template_error(&path, &error))?;
+                .add_template_owned(source.name.clone(), without_generation_blocks(&source.text))
+                .map_err(|error| template_error(&path, &error, &sources))?;
         }
+        let has_tool_use_variant = sources.iter().any(|source| source.name == TOOL_USE_NAME);
         Ok(Self {
             environment,
-            sources,
             path,
+            file_text,
+            sources,
             special_tokens,
+            placeholder_tokens: Vec::new(),
             kwargs: Map::new(),
             has_tool_use_variant,
+            clock,
+            list_mutations,
         })
     }
 
@@ -145,28 +190,66 @@ impl ChatTemplate {
         &self.path
     }
 
+    pub fn clock(&self) -> Clock {
+        self.clock
+    }
+
     /// The same template and context with `strftime_now` reading another clock.
-    pub fn with_clock(&self, now: NaiveDateTime) -> Result<Self, InputError> {
-        let mut template = Self::from_source(
-            self.path.clone(),
-            self.sources.clone(),
-            self.special_tokens.clone(),
-            now,
-        )?;
-        template.kwargs = self.kwargs.clone();
-        Ok(template)
+    pub fn with_clock(&self, clock: Clock) -> Self {
+        let mut template = self.clone();
+        set_clock(&mut template.environment, clock);
+        template.clock = clock;
+        template
     }
 
     /// Takes `bos_token`, `eos_token` and the other special tokens from a
     /// `tokenizer_config.json`, as transformers does for a tokenizer's chat template.
     pub fn with_special_tokens_from(mut self, config_path: &Path) -> Result<Self, InputError> {
         let display = config_path.display().to_string();
-        let text = std::fs::read_to_string(config_path).map_err(|source| InputError::Io {
-            path: display.clone(),
-            source,
-        })?;
+        let text = read_text(config_path)?;
         self.special_tokens = special_tokens(&parse_config(&display, &text)?);
+        self.placeholder_tokens.clear();
         Ok(self)
+    }
+
+    /// Gives the special tokens the template reads and has no value for (`bos_token`,
+    /// `eos_token`) a placeholder value that names them: `<kvlint-placeholder:bos_token>`.
+    /// For a Jinja file checked without its tokenizer config.
+    pub fn with_placeholder_special_tokens(mut self) -> Self {
+        let read = self.undeclared_variables();
+        for token in SPECIAL_TOKENS {
+            if read.contains(token) && !self.special_tokens.contains_key(token) {
+                self.special_tokens
+                    .insert(token.to_owned(), Value::String(placeholder(token)));
+                self.placeholder_tokens.push(token.to_owned());
+            }
+        }
+        self
+    }
+
+    /// The special tokens rendered as placeholders.
+    pub fn placeholder_tokens(&self) -> &[String] {
+        &self.placeholder_tokens
+    }
+
+    /// Whether any render so far changed a list in place (`ns.ids.append(x)`), which
+    /// transformers' sandboxed Jinja refuses (so vLLM and SGLang fail where llama.cpp renders).
+    pub fn mutated_lists(&self) -> bool {
+        self.list_mutations.happened()
+    }
+
+    /// The variables the template reads and neither sets nor gets from transformers:
+    /// special tokens and extra keyword arguments (`date_string`, `enable_thinking`).
+    pub fn undeclared_variables(&self) -> BTreeSet<String> {
+        let globals: BTreeSet<&str> = self.environment.globals().map(|(name, _)| name).collect();
+        self.sources
+            .iter()
+            .filter_map(|source| self.environment.get_template(&source.name).ok())
+            .flat_map(|template| template.undeclared_variables(false))
+            .filter(|name| {
+                !globals.contains(name.as_str()) && !CONTEXT_VARIABLES.contains(&name.as_str())
+            })
+            .collect()
     }
 
     /// Renders a conversation given as chat-format `messages` and `tools`.
@@ -176,15 +259,89 @@ impl ChatTemplate {
         tools: Option<&[M]>,
         add_generation_prompt: bool,
     ) -> Result<String, InputError> {
+        self.render_jinja(messages, tools, add_generation_prompt)
+            .map_err(|error| template_error(&self.path, &error, &self.sources))
+    }
+
+    /// The variable, not passed by transformers, that the conversation fails for being
+    /// undefined (`functions` in a template written for a server that passes it).
+    pub fn missing_variable<M: Borrow<Value>>(
+        &self,
+        messages: &[M],
+        tools: Option<&[M]>,
+        add_generation_prompt: bool,
+    ) -> Option<String> {
+        let error = self
+            .render_jinja(messages, tools, add_generation_prompt)
+            .err()?;
+        let name = undefined_variable(&error)?;
+        let passed = self.kwargs.contains_key(&name) || self.special_tokens.contains_key(&name);
+        (!passed && self.undeclared_variables().contains(&name)).then_some(name)
+    }
+
+    /// Where in the template a `strftime_now` call or a variable's first use is, found by
+    /// making it fail there; `None` when rendering the conversation never reaches it.
+    pub fn site<M: Borrow<Value>>(
+        &self,
+        messages: &[M],
+        tools: Option<&[M]>,
+        probe: SiteProbe<'_>,
+    ) -> Option<TemplateSite> {
+        let probing = match probe {
+            SiteProbe::StrftimeCall(call) => self.with_clock(Clock::FailingCall(call)),
+            SiteProbe::Variable(name) => {
+                let mut probing = self.clone();
+                probing.kwargs.remove(name);
+                probing.special_tokens.remove(name);
+                probing
+            }
+        };
+        let extra = match probe {
+            SiteProbe::Variable(name) => Some((name, JinjaValue::from_object(Tripwire))),
+            SiteProbe::StrftimeCall(_) => None,
+        };
+        let error = probing.render_with(messages, tools, true, extra).err()?;
+        if let SiteProbe::StrftimeCall(call) = probe {
+            let probed = std::error::Error::source(&error)
+                .and_then(|source| source.downcast_ref::<ClockProbe>())
+                .is_some_and(|ClockProbe(failed)| *failed == call);
+            if !probed {
+                return None;
+            }
+        }
+        let range = error.range()?;
+        let source = self
+            .sources
+            .iter()
+            .find(|source| error.name() == Some(source.name.as_str()))?;
+        Some(TemplateSite {
+            expression: source.text.get(range.clone())?.to_owned(),
+            span: source.file_span(&self.file_text, &range),
+        })
+    }
+
+    fn render_jinja<M: Borrow<Value>>(
+        &self,
+        messages: &[M],
+        tools: Option<&[M]>,
+        add_generation_prompt: bool,
+    ) -> Result<String, JinjaError> {
+        self.render_with(messages, tools, add_generation_prompt, None)
+    }
+
+    fn render_with<M: Borrow<Value>>(
+        &self,
+        messages: &[M],
+        tools: Option<&[M]>,
+        add_generation_prompt: bool,
+        extra: Option<(&str, JinjaValue)>,
+    ) -> Result<String, JinjaError> {
         let name = if tools.is_some() && self.has_tool_use_variant {
             TOOL_USE_NAME
         } else {
             DEFAULT_NAME
         };
-        let template = self
-            .environment
-            .get_template(name)
-            .map_err(|error| template_error(&self.path, &error))?;
+        let template = self.environment.get_template(name)?;
         let context = TemplateContext {
             special_tokens: &self.special_tokens,
             messages: messages
@@ -196,56 +353,18 @@ impl ChatTemplate {
             add_generation_prompt,
             kwargs: &self.kwargs,
         };
-        template
-            .render(JinjaValue::from(Serde(&context)))
-            .map_err(|error| template_error(&self.path, &error))
-    }
-}
-
-/// What a template sees, serialized straight into template values without copying the
-/// conversation first. Later keys win, as in Python's `render(**special_tokens, ..., **kwargs)`.
-#[derive(Serialize)]
-struct TemplateContext<'a> {
-    #[serde(flatten)]
-    special_tokens: &'a Map<String, Value>,
-    messages: Vec<TransformersMessage<'a>>,
-    documents: (),
-    tools: Option<Vec<&'a Value>>,
-    add_generation_prompt: bool,
-    #[serde(flatten)]
-    kwargs: &'a Map<String, Value>,
-}
-
-/// Names a message's reasoning goes by; templates read the first.
-const REASONING_FIELDS: [&str; 3] = ["reasoning_content", "thinking", "reasoning"];
-
-/// A message as transformers hands it to the template: keys whose value is null dropped
-/// (`_normalize_chat_messages`), and the reasoning copied to `thinking` (first) and
-/// `reasoning_content` (`_alias_reasoning_fields`).
-struct TransformersMessage<'a>(&'a Value);
-
-impl Serialize for TransformersMessage<'_> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let Some(object) = self.0.as_object() else {
-            return self.0.serialize(serializer);
-        };
-        let present = |key: &str| object.get(key).filter(|value| !value.is_null());
-        let reasoning = REASONING_FIELDS.iter().find_map(|key| present(key));
-        let mut map = serializer.serialize_map(None)?;
-        if let Some(reasoning) = reasoning {
-            map.serialize_entry("thinking", present("thinking").unwrap_or(reasoning))?;
-        }
-        for (key, value) in object {
-            let aliased =
-                reasoning.is_some() && matches!(key.as_str(), "thinking" | "reasoning_content");
-            if !value.is_null() && !aliased {
-                map.serialize_entry(key, value)?;
+        let context = JinjaValue::from(Serde(&context));
+        match extra {
+            // The last map wins.
+            Some((key, value)) => {
+                let overlay = JinjaValue::from(std::collections::BTreeMap::from([(
+                    JinjaValue::from(key),
+                    value,
+                )]));
+                template.render(minijinja::value::merge_maps([context, overlay]))
             }
+            None => template.render(context),
         }
-        if let Some(reasoning) = reasoning {
-            map.serialize_entry("reasoning_content", reasoning)?;
-        }
-        map.end()
     }
 }
 
@@ -261,137 +380,5 @@ fn parse_config(path: &str, text: &str) -> Result<Value, InputError> {
     })
 }
 
-/// The special tokens of a tokenizer config, as plain strings (configs also write them as
-/// `{"content": ...}` objects).
-fn special_tokens(config: &Value) -> Map<String, Value> {
-    config
-        .as_object()
-        .map(|object| {
-            object
-                .iter()
-                .filter(|(key, _)| key.ends_with("_token"))
-                .filter_map(|(key, value)| {
-                    let content = value.as_str().or_else(|| value.get("content")?.as_str())?;
-                    Some((key.clone(), Value::String(content.to_owned())))
-                })
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// transformers' `{% generation %}` block marks assistant tokens and renders its body as
-/// is; an always-true `if` block keeps the same whitespace handling.
-fn without_generation_blocks(source: &str) -> String {
-    static TAGS: std::sync::LazyLock<Option<regex::Regex>> = std::sync::LazyLock::new(|| {
-        regex::Regex::new(r"\{%(-|\+)?\s*(end)?generation\s*(-|\+)?%\}").ok()
-    });
-    match TAGS.as_ref() {
-        Some(tags) => tags
-            .replace_all(source, |captures: &regex::Captures<'_>| {
-                let open = captures.get(1).map_or("", |m| m.as_str());
-                let close = captures.get(3).map_or("", |m| m.as_str());
-                let statement = if captures.get(2).is_some() {
-                    "endif"
-                } else {
-                    "if true"
-                };
-                format!("{{%{open} {statement} {close}%}}")
-            })
-            .into_owned(),
-        None => source.to_owned(),
-    }
-}
-
-fn template_error(path: &str, error: &JinjaError) -> InputError {
-    let place = error
-        .line()
-        .map(|line| format!(" at line {line}"))
-        .unwrap_or_default();
-    let detail = error
-        .detail()
-        .map(|detail| format!(": {detail}"))
-        .unwrap_or_default();
-    let message = if error.kind() == ErrorKind::InvalidOperation && error.detail().is_some() {
-        format!("the template raised an exception{place}{detail}")
-    } else {
-        format!("{}{place}{detail}", error.kind())
-    };
-    InputError::Template {
-        path: path.to_owned(),
-        message,
-        help: None,
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn now() -> NaiveDateTime {
-        chrono::NaiveDate::from_ymd_opt(2026, 11, 29)
-            .and_then(|date| date.and_hms_opt(10, 0, 0))
-            .unwrap()
-    }
-
-    fn template(source: &str) -> ChatTemplate {
-        ChatTemplate::from_source(
-            "t.jinja".into(),
-            vec![("default".into(), source.into())],
-            Map::new(),
-            now(),
-        )
-        .unwrap()
-    }
-
-    #[test]
-    fn tojson_matches_python_json_dumps() {
-        let rendered = template("{{ tools | tojson }}|{{ tools[0] | tojson(indent=2) }}")
-            .render(
-                &[],
-                Some(&[json!({"z": "é<>", "a": [1, 2.5], "e": {}})]),
-                false,
-            )
-            .unwrap();
-        assert_eq!(
-            rendered,
-            "[{\"z\": \"é<>\", \"a\": [1, 2.5], \"e\": {}}]|{\n  \"z\": \"é<>\",\n  \"a\": [\n    1,\n    2.5\n  ],\n  \"e\": {}\n}"
-        );
-    }
-
-    #[test]
-    fn blocks_are_trimmed_like_transformers() {
-        let source = "{% for m in messages %}\n  {% if m.role == 'user' %}\n<{{ m.content }}>\n  {% endif %}\n{% endfor %}\n";
-        let rendered = template(source)
-            .render(
-                &[
-                    json!({"role": "user", "content": "a"}),
-                    json!({"role": "x", "content": "b"}),
-                ],
-                None,
-                false,
-            )
-            .unwrap();
-        assert_eq!(rendered, "<a>\n");
-    }
-
-    #[test]
-    fn strftime_now_reads_the_pinned_clock_and_exceptions_surface() {
-        let rendered = template("{{ strftime_now('%d %b %Y') }}")
-            .render::<Value>(&[], None, false)
-            .unwrap();
-        assert_eq!(rendered, "29 Nov 2026");
-        let error = template("{{ raise_exception('no system role') }}")
-            .render::<Value>(&[], None, false)
-            .unwrap_err();
-        assert!(error.to_string().contains("no system role"), "{error}");
-    }
-
-    #[test]
-    fn python_string_methods_work() {
-        let rendered = template("{{ 'a,b'.split(',') | join('+') }}{{ ' x '.strip() }}{% if 'ab'.startswith('a') %}y{% endif %}")
-            .render::<Value>(&[], None, false)
-            .unwrap();
-        assert_eq!(rendered, "a+bxy");
-    }
-}
+mod tests;

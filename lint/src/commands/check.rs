@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use kvlint_core::cache::Engine;
-use kvlint_core::error::InputError;
+use kvlint_core::error::read_text;
 use kvlint_core::render::Renderer;
 use kvlint_core::session::SessionFile;
 use miette::{IntoDiagnostic, WrapErr};
@@ -31,10 +31,20 @@ pub struct Args {
     #[arg(long, value_name = "NAME[:OPTIONS]")]
     pub engine: Option<Engine>,
     /// Prefill speed of a self-hosted engine, for time estimates (tokens per second).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = parse_prefill_tps, allow_negative_numbers = true)]
     pub prefill_tps: Option<f64>,
     #[arg(long, value_enum, default_value = "human")]
     pub format: OutputFormat,
+}
+
+/// A prefill speed: a finite number of tokens per second, at least one.
+fn parse_prefill_tps(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(speed) if speed.is_finite() && speed >= 1.0 => Ok(speed),
+        _ => Err(format!(
+            "expected tokens per second, a number of at least 1 (such as 2500), got `{text}`"
+        )),
+    }
 }
 
 pub fn run(mut args: Args, terminal: Terminal) -> miette::Result<Outcome> {
@@ -98,11 +108,10 @@ pub fn check(
     // analysis of every session in parallel.
     let mut found: Vec<Result<Pending, ErrorReport>> = Vec::new();
     for candidate in session_files(paths) {
-        let text = match std::fs::read_to_string(&candidate.path) {
+        let text = match read_text(&candidate.path) {
             Ok(text) => text,
-            Err(source) => {
-                let path = candidate.path.display().to_string();
-                found.push(Err(InputError::Io { path, source }.into()));
+            Err(error) => {
+                found.push(Err(error.into()));
                 continue;
             }
         };

@@ -160,9 +160,9 @@ impl RenderArgs {
             template.kwargs = kwargs;
         }
         let request = match serving {
-            ServingEngine::Vllm => EngineRequest::Vllm(Box::new(
-                VllmServer::for_template_file(template_path)?.with_clock(now),
-            )),
+            ServingEngine::Vllm => {
+                EngineRequest::Vllm(Box::new(VllmServer::for_template_file(template_path)?))
+            }
             ServingEngine::Sglang | ServingEngine::Llamacpp => EngineRequest::AsSent,
         };
         Ok(Renderer::Engine {

@@ -8,7 +8,7 @@ use kvlint_core::session::SessionFile;
 
 use super::{Outcome, RenderArgs, ServingEngine};
 use crate::emit::{self, Output, OutputFormat, OutputKind, Terminal};
-use crate::probe::{self, Client, EngineKind, Fleet, ProbeReport};
+use crate::probe::{self, Api, Client, EngineKind, Fleet, ProbeReport};
 use crate::report::REPORT_VERSION;
 
 #[derive(Debug, clap::Args)]
@@ -68,6 +68,11 @@ pub fn run(args: Args, terminal: Terminal) -> miette::Result<Outcome> {
     } else {
         args.engine_kind.unwrap_or_else(|| client.detect())
     };
+    // Each provider's key goes to that provider's header only.
+    let client = client.for_api(match kind {
+        EngineKind::Anthropic => Api::Anthropic,
+        _ => Api::OpenAiCompatible,
+    });
     // kvlint renders each turn as the probed engine parses it.
     let serving = match kind {
         EngineKind::Sglang => ServingEngine::Sglang,

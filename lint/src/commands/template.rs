@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use chrono::NaiveDateTime;
 
 use kvlint_core::diagnostic::Diagnostic;
-use kvlint_core::error::InputError;
+use kvlint_core::error::read_text;
 use kvlint_core::prompt_template::{TemplateSyntax, check_prompt_template, ignored_rules};
 use kvlint_core::template::ChatTemplate;
 use kvlint_core::template_check::check_template;
@@ -42,6 +42,18 @@ pub fn run(args: Args, terminal: Terminal) -> miette::Result<Outcome> {
         .unwrap_or_else(|| chrono::Local::now().naive_local());
     let mut configs = Discovery::default();
     let report = check_templates(&args.paths, args.special_tokens.as_ref(), now, &mut configs);
+    if report.templates.is_empty() && report.errors.is_empty() {
+        let searched: Vec<String> = args
+            .paths
+            .iter()
+            .map(|path| path.display().to_string())
+            .collect();
+        miette::bail!(
+            help = "kvlint template reads tokenizer_config.json, *.jinja, *.j2, *.jinja2, *.mustache, *.hbs, *.prompt and *.prompty files",
+            "no templates found in {}",
+            searched.join(", ")
+        );
+    }
     Outcome::emitted(
         args.format,
         &Output::Template(&report),
@@ -69,6 +81,9 @@ pub struct TemplateResult {
     /// `chat` for a model's chat template, `prompt` for an application prompt template.
     pub kind: &'static str,
     pub findings: Vec<Diagnostic>,
+    /// How a chat template was rendered where it is not what an engine does with the
+    /// model's own files: placeholder special tokens, parts of the conversation it refuses.
+    pub notes: Vec<String>,
     #[serde(skip)]
     pub source: String,
 }
@@ -97,13 +112,9 @@ pub fn check_templates(
                 continue;
             }
         };
-        let text = match std::fs::read_to_string(&path) {
+        let text = match read_text(&path) {
             Ok(text) => text,
-            Err(source) => {
-                let error = InputError::Io {
-                    path: path.display().to_string(),
-                    source,
-                };
+            Err(error) => {
                 report.errors.push(error.into());
                 continue;
             }
@@ -113,23 +124,33 @@ pub fn check_templates(
             .extension()
             .is_some_and(|extension| extension == "json")
             || text.contains("messages");
+        let mut notes = Vec::new();
         let (kind, findings) = if is_chat {
+            let is_config = path
+                .extension()
+                .is_some_and(|extension| extension == "json");
             let checked = ChatTemplate::from_file(&path, now)
                 .and_then(|template| match special_tokens {
                     Some(config) => template.with_special_tokens_from(config),
+                    // A bare Jinja file has no special tokens: name them as placeholders.
+                    None if !is_config => Ok(template.with_placeholder_special_tokens()),
                     None => Ok(template),
                 })
                 .and_then(|template| check_template(&template, now));
             match checked {
-                Ok(breaks) => (
-                    "chat",
-                    breaks
-                        .iter()
-                        .filter_map(|found| {
-                            kvlint_rules::diagnose(&RuleInput::TemplateBreak(found))
-                        })
-                        .collect(),
-                ),
+                Ok(checked) => {
+                    notes = checked.notes.iter().map(ToString::to_string).collect();
+                    (
+                        "chat",
+                        checked
+                            .breaks
+                            .iter()
+                            .filter_map(|found| {
+                                kvlint_rules::diagnose(&RuleInput::TemplateBreak(found))
+                            })
+                            .collect(),
+                    )
+                }
                 Err(error) => {
                     report.errors.push(error.into());
                     continue;
@@ -162,6 +183,7 @@ pub fn check_templates(
             path: display,
             kind,
             findings,
+            notes,
             source: text,
         });
     }
@@ -169,6 +191,7 @@ pub fn check_templates(
 }
 
 impl TemplateReport {
+    /// One line per note of each template: `note: PATH: NOTE`.
     /// The templates as the file-based emitters read them: a template's turns are those of the
     /// built-in conversation, up to the last one with a finding.
     pub fn checked_files(&self) -> Vec<CheckedFile<'_>> {

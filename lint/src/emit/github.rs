@@ -46,9 +46,11 @@ pub fn render(files: &[CheckedFile<'_>], errors: &[ErrorReport]) -> String {
     out
 }
 
-/// A command's message: `%`, CR and LF would end or corrupt the command.
+/// A command's message: `%`, CR and LF would end or corrupt the command; characters that
+/// control a terminal are named.
 fn escape_data(text: &str) -> String {
-    text.replace('%', "%25")
+    super::printable(text)
+        .replace('%', "%25")
         .replace('\r', "%0D")
         .replace('\n', "%0A")
 }

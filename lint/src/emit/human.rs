@@ -6,12 +6,13 @@ use std::fmt::Write as _;
 use kvlint_core::diagnostic::{Diagnostic, Severity, SeverityCounts};
 use kvlint_core::excerpt::Excerpt;
 use miette::{GraphicalReportHandler, GraphicalTheme, LabeledSpan, SourceCode};
+use similar::ChangeTag;
 
-use super::Terminal;
+use super::{Terminal, invisible_name, printable};
 use crate::commands::diff::RequestDiff;
 use crate::commands::render::RenderReport;
 use crate::commands::template::TemplateReport;
-use crate::probe::ProbeReport;
+use crate::probe::{Outcome, ProbeReport};
 use crate::report::{Report, SessionReport};
 
 fn handler(terminal: Terminal) -> GraphicalReportHandler {
@@ -33,13 +34,19 @@ pub fn render(report: &Report, terminal: Terminal) -> String {
     }
     for session in &report.sessions {
         for finding in &session.findings {
-            let _ = handler.render_report(
-                &mut out,
-                &FindingReport::new(&session.path, &session.source, finding),
-            );
+            render_finding(&mut out, &handler, &session.path, &session.source, finding);
         }
         if let Some(table) = cache_table(session) {
             out.push_str(&table);
+        }
+        for skipped in &session.skipped {
+            let _ = writeln!(
+                out,
+                "{}:{}: skipped: {}",
+                printable(&session.path),
+                skipped.line,
+                printable(&skipped.reason)
+            );
         }
         let _ = writeln!(out, "{}", session_line(session));
     }
@@ -56,15 +63,34 @@ pub fn render_templates(report: &TemplateReport, terminal: Terminal) -> String {
     }
     for template in &report.templates {
         for finding in &template.findings {
-            let report = FindingReport::new(&template.path, &template.source, finding);
-            let _ = handler.render_report(&mut out, &report);
+            render_finding(
+                &mut out,
+                &handler,
+                &template.path,
+                &template.source,
+                finding,
+            );
         }
         let counts = SeverityCounts::of(&template.findings);
         let _ = writeln!(
             out,
             "{}: {} errors, {} warnings, {} info",
-            template.path, counts.errors, counts.warnings, counts.infos
+            printable(&template.path),
+            counts.errors,
+            counts.warnings,
+            counts.infos
         );
+    }
+    // What the check had to assume or leave out, after the results.
+    for template in &report.templates {
+        for note in &template.notes {
+            let _ = writeln!(
+                out,
+                "note: {}: {}",
+                printable(&template.path),
+                printable(note)
+            );
+        }
     }
     out
 }
@@ -80,7 +106,9 @@ pub fn render_probe(report: &ProbeReport, terminal: Terminal) -> String {
         let _ = writeln!(
             out,
             "{} on {} ({:?})",
-            session.path, session.engine_url, session.engine_kind
+            printable(&session.path),
+            printable(&session.engine_url),
+            session.engine_kind
         );
         let _ = writeln!(
             out,
@@ -90,10 +118,10 @@ pub fn render_probe(report: &ProbeReport, terminal: Terminal) -> String {
         let number =
             |value: Option<usize>| value.map_or_else(|| "-".to_owned(), |value| value.to_string());
         for turn in &session.turns {
-            let result = if turn.matches {
-                "match".to_owned()
-            } else {
-                "MISMATCH".to_owned()
+            let result = match turn.outcome {
+                Outcome::Match => "match",
+                Outcome::Mismatch => "MISMATCH",
+                Outcome::Error => "ERROR",
             };
             let own = match turn.own_rendering_matches {
                 Some(false) => "; kvlint's own rendering differs",
@@ -102,7 +130,7 @@ pub fn render_probe(report: &ProbeReport, terminal: Terminal) -> String {
             let note = turn
                 .note
                 .as_deref()
-                .map(|note| format!(": {note}"))
+                .map(|note| format!(": {}", printable(note)))
                 .unwrap_or_default();
             let _ = writeln!(
                 out,
@@ -119,12 +147,19 @@ pub fn render_probe(report: &ProbeReport, terminal: Terminal) -> String {
         .iter()
         .flat_map(|session| &session.turns)
         .collect();
-    let matched = turns.iter().filter(|turn| turn.matches).count();
+    let count = |outcome| turns.iter().filter(|turn| turn.outcome == outcome).count();
+    let failed = count(Outcome::Error);
     let _ = writeln!(
         out,
-        "probed {} turns: {matched} match, {} do not",
+        "probed {} turns: {} match, {} do not{}",
         turns.len(),
-        turns.len() - matched
+        count(Outcome::Match),
+        count(Outcome::Mismatch),
+        if failed > 0 {
+            format!(", {failed} failed")
+        } else {
+            String::new()
+        }
     );
     out
 }
@@ -135,8 +170,8 @@ pub fn render_diff(diff: &RequestDiff, terminal: Terminal) -> String {
     let _ = writeln!(
         out,
         "{} → {} ({}): {} and {} prompt tokens, {} reused",
-        diff.previous.path,
-        diff.current.path,
+        printable(&diff.previous.path),
+        printable(&diff.current.path),
         diff.renderer,
         diff.previous.prompt_tokens,
         diff.current.prompt_tokens,
@@ -144,9 +179,9 @@ pub fn render_diff(diff: &RequestDiff, terminal: Terminal) -> String {
     );
     match &diff.finding {
         Some(finding) => {
-            let report = FindingReport::new(&diff.current.path, &diff.current_source, finding);
-            let _ = handler(terminal).render_report(&mut out, &report);
-            out.push_str(&diff.rendered_diff);
+            let handler = handler(terminal);
+            render_finding(&mut out, &handler, &diff.current.path, &diff.current_source, finding);
+            out.push_str(&printable(&diff.rendered_diff));
         }
         None => out.push_str("the second request extends the first: its whole prompt is a cache hit up to the new content\n"),
     }
@@ -192,7 +227,7 @@ pub fn render_prompts(report: &RenderReport, terminal: Terminal) -> String {
 /// The per-turn table of predicted cache use, with `--engine`.
 fn cache_table(session: &SessionReport) -> Option<String> {
     let cache = session.cache.as_ref()?;
-    let mut table = format!("{} on {}\n", session.path, cache.engine);
+    let mut table = format!("{} on {}\n", printable(&session.path), cache.engine);
     let _ = writeln!(
         table,
         "{:>6} {:>8} {:>8} {:>8} {:>9}  first cause",
@@ -263,7 +298,7 @@ fn session_line(session: &SessionReport) -> String {
     };
     format!(
         "{}: {} turns, {} prompt tokens, {} reused ({:.0}%){approximate}, {} errors, {} info",
-        session.path,
+        printable(&session.path),
         summary.turns,
         summary.prompt_tokens,
         summary.reused_tokens,
@@ -287,13 +322,41 @@ fn totals_line(report: &Report) -> String {
     )
 }
 
+/// A finding through miette, then, for a pair of turns, both turns' token windows on one line
+/// of their own under the help: never wrapped, so that what differs stays side by side.
+fn render_finding(
+    out: &mut String,
+    handler: &GraphicalReportHandler,
+    path: &str,
+    file: &str,
+    finding: &Diagnostic,
+) {
+    // Input text (tool names, paths, parts of the prompt) reaches the terminal only printable.
+    let shown = Diagnostic {
+        message: printable(&finding.message).into_owned(),
+        help: printable(&finding.help).into_owned(),
+        ..finding.clone()
+    };
+    // Writing into a String cannot fail.
+    let _ = handler.render_report(out, &FindingReport::new(&printable(path), file, &shown));
+    if finding.previous_window.is_empty() && finding.current_window.is_empty() {
+        return;
+    }
+    let (previous, current) = visible_windows(&finding.previous_window, &finding.current_window);
+    let _ = writeln!(
+        out,
+        "        turn {}: {previous}  ┃  turn {}: {current}",
+        finding.turn.saturating_sub(1),
+        finding.turn,
+    );
+}
+
 /// One finding as a miette diagnostic.
 #[derive(Debug)]
 struct FindingReport<'a> {
     finding: &'a Diagnostic,
     title: String,
     source: Option<Excerpt>,
-    help: String,
 }
 
 impl<'a> FindingReport<'a> {
@@ -316,43 +379,52 @@ impl<'a> FindingReport<'a> {
         let source = finding
             .span
             .map(|span| Excerpt::around(path, file, span.offset, span.len));
-        let help = if has_windows {
-            format!(
-                "{}\nturn {}: {}  ┃  turn {}: {}",
-                finding.help,
-                finding.turn.saturating_sub(1),
-                quoted(&finding.previous_window),
-                finding.turn,
-                quoted(&finding.current_window),
-            )
-        } else {
-            finding.help.clone()
-        };
         Self {
             finding,
             title,
             source,
-            help,
         }
     }
 }
 
-/// A token window as one line: newlines and tabs shown escaped.
-fn quoted(window: &str) -> String {
-    let mut escaped = String::with_capacity(window.len() + 2);
-    escaped.push('"');
-    for character in window.chars() {
-        match character {
-            '\n' => escaped.push_str("\\n"),
-            '\r' => escaped.push_str("\\r"),
-            '\t' => escaped.push_str("\\t"),
-            '"' => escaped.push_str("\\\""),
-            '\\' => escaped.push_str("\\\\"),
-            other => escaped.push(other),
+/// The two turns' token windows, each as one quoted line that shows what differs: spaces that
+/// differ between the windows are `·`; everywhere, a newline is `⏎`, tabs and carriage returns
+/// are escaped, and invisible or terminal-controlling characters are named.
+fn visible_windows(previous: &str, current: &str) -> (String, String) {
+    let (mut previous_shown, mut current_shown) = (String::from('"'), String::from('"'));
+    for change in similar::TextDiff::from_chars(previous, current).iter_all_changes() {
+        let differs = change.tag() != ChangeTag::Equal;
+        let shown = visible(change.value(), differs);
+        if change.tag() != ChangeTag::Insert {
+            previous_shown.push_str(&shown);
+        }
+        if change.tag() != ChangeTag::Delete {
+            current_shown.push_str(&shown);
         }
     }
-    escaped.push('"');
-    escaped
+    previous_shown.push('"');
+    current_shown.push('"');
+    (previous_shown, current_shown)
+}
+
+/// Text of a window made visible on one line; `differs` when the other window lacks it.
+fn visible(text: &str, differs: bool) -> String {
+    let mut shown = String::with_capacity(text.len());
+    for character in text.chars() {
+        match character {
+            ' ' if differs => shown.push('·'),
+            '\n' => shown.push('⏎'),
+            '\r' => shown.push_str("\\r"),
+            '\t' => shown.push_str("\\t"),
+            '"' => shown.push_str("\\\""),
+            '\\' => shown.push_str("\\\\"),
+            other => match invisible_name(other) {
+                Some(name) => shown.push_str(&name),
+                None => shown.push(other),
+            },
+        }
+    }
+    shown
 }
 
 impl std::fmt::Display for FindingReport<'_> {
@@ -377,7 +449,7 @@ impl miette::Diagnostic for FindingReport<'_> {
     }
 
     fn help<'b>(&'b self) -> Option<Box<dyn std::fmt::Display + 'b>> {
-        Some(Box::new(&self.help))
+        Some(Box::new(&self.finding.help))
     }
 
     fn source_code(&self) -> Option<&dyn SourceCode> {
@@ -399,5 +471,24 @@ impl miette::Diagnostic for FindingReport<'_> {
         Some(Box::new(std::iter::once(
             LabeledSpan::new_primary_with_span(Some(label), source.clip(span.offset, span.len)),
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::visible_windows;
+
+    #[test]
+    fn what_differs_is_visible_and_windows_do_not_wrap() {
+        let (previous, current) = visible_windows("a b\nc", "a  b\nc");
+        // The space that differs is a dot; the one both share stays a space.
+        assert_eq!(previous, "\"a b⏎c\"");
+        assert_eq!(current, "\"a ·b⏎c\"");
+        let (previous, current) = visible_windows("x\u{200B}y", "x\u{1b}[31my\u{202E}");
+        assert_eq!(previous, "\"x<ZWSP>y\"");
+        assert_eq!(current, "\"x<U+001B>[31my<U+202E>\"");
+        let (previous, current) = visible_windows("\u{feff}{\"a\":\t1}", "{\"a\":\t1}\r");
+        assert_eq!(previous, "\"<BOM>{\\\"a\\\":\\t1}\"");
+        assert_eq!(current, "\"{\\\"a\\\":\\t1}\\r\"");
     }
 }

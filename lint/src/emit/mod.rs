@@ -8,8 +8,11 @@ pub mod json;
 pub mod junit;
 pub mod sarif;
 
+use std::borrow::Cow;
+
 use clap::ValueEnum;
 use kvlint_core::diagnostic::Diagnostic;
+use kvlint_core::excerpt::controls_terminal;
 use serde::Serialize;
 
 use crate::commands::diff::RequestDiff;
@@ -63,9 +66,7 @@ impl Output<'_> {
             Output::Render(_) => OutputKind::Render,
         }
     }
-}
 
-impl Output<'_> {
     /// The checked files, for the file-based emitters: none for commands without findings in
     /// files (diff, probe, render).
     fn checked_files(&self) -> Option<(Vec<CheckedFile<'_>>, &[ErrorReport])> {
@@ -154,4 +155,39 @@ pub fn emit(
         .checked_files()
         .map(|(files, errors)| render_files(&files, errors))
         .unwrap_or_default())
+}
+
+/// Text from an input as it may reach a terminal: characters that control it named, as in
+/// the token windows.
+pub(crate) fn printable(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(controls_terminal) {
+        return Cow::Borrowed(text);
+    }
+    Cow::Owned(
+        text.chars()
+            .map(|character| match invisible_name(character) {
+                Some(name) if controls_terminal(character) => name,
+                _ => character.to_string(),
+            })
+            .collect(),
+    )
+}
+
+/// A name for a character that shows nothing or controls the terminal: zero-width
+/// characters, the byte-order mark, bidirectional overrides, other control characters.
+pub(crate) fn invisible_name(character: char) -> Option<String> {
+    let name = match character {
+        '\u{200B}' => "ZWSP",
+        '\u{200C}' => "ZWNJ",
+        '\u{200D}' => "ZWJ",
+        '\u{2060}' => "WJ",
+        '\u{FEFF}' => "BOM",
+        '\u{00AD}' => "SHY",
+        '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' => {
+            return Some(format!("<U+{:04X}>", u32::from(character)));
+        }
+        other if other.is_control() => return Some(format!("<U+{:04X}>", u32::from(other))),
+        _ => return None,
+    };
+    Some(format!("<{name}>"))
 }

@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use super::credentials::{Api, Credentials, shown_url};
+
 /// A problem talking to the engine, said per turn.
 #[derive(Debug)]
 pub(super) struct Failure(pub(super) String);
@@ -13,8 +15,9 @@ pub(super) struct Failure(pub(super) String);
 pub struct Client {
     agent: ureq::Agent,
     /// The engine's URL without a trailing slash.
-    pub(super) base: String,
-    api_key: Option<String>,
+    base: String,
+    credentials: Credentials,
+    api: Api,
 }
 
 /// Attempts for a 429 answer with `retry-after`, and the longest wait honoured.
@@ -32,10 +35,20 @@ impl Client {
             agent,
             base: base.trim_end_matches('/').to_owned(),
             // Keys come only from the environment and are never printed or written.
-            api_key: std::env::var("KVLINT_API_KEY")
-                .or_else(|_| std::env::var("OPENAI_API_KEY"))
-                .ok(),
+            credentials: Credentials::from_environment(),
+            api: Api::default(),
         }
+    }
+
+    /// The client for `api`: it authenticates with that API's key and header only.
+    pub fn for_api(mut self, api: Api) -> Self {
+        self.api = api;
+        self
+    }
+
+    /// The engine's URL as reports show it (userinfo masked).
+    pub fn shown_url(&self) -> String {
+        shown_url(&self.base)
     }
 
     pub(super) fn post(&self, path: &str, body: &Value) -> Result<Value, Failure> {
@@ -53,12 +66,12 @@ impl Client {
             for (name, value) in headers {
                 request = request.header(*name, *value);
             }
-            if let Some(key) = &self.api_key {
-                request = request.header("authorization", &format!("Bearer {key}"));
+            if let Some((name, value)) = self.credentials.header(self.api) {
+                request = request.header(name, &value);
             }
             let mut response = request
                 .send_json(body)
-                .map_err(|error| Failure(describe_transport(&error)))?;
+                .map_err(|error| self.failure(&describe_transport(&error)))?;
             let status = response.status().as_u16();
             if status == 429 && attempt < RATE_LIMIT_ATTEMPTS {
                 let wait = response
@@ -72,21 +85,30 @@ impl Client {
                 continue;
             }
             let text = response.body_mut().read_to_string().map_err(|error| {
-                Failure(format!(
+                self.failure(&format!(
                     "{path}: the response body could not be read: {error}"
                 ))
             })?;
             if !(200..300).contains(&status) {
                 let excerpt: String = text.chars().take(200).collect();
-                return Err(Failure(format!("{path}: HTTP {status}: {excerpt}")));
+                return Err(self.failure(&format!("{path}: HTTP {status}: {excerpt}")));
             }
             return serde_json::from_str(&text).map_err(|error| {
-                Failure(format!("{path}: malformed JSON in the response: {error}"))
+                self.failure(&format!("{path}: malformed JSON in the response: {error}"))
             });
         }
         Err(Failure(format!(
             "{path}: still rate limited (HTTP 429) after {RATE_LIMIT_ATTEMPTS} attempts"
         )))
+    }
+
+    /// A failure said without any credential or the URL's userinfo.
+    fn failure(&self, message: &str) -> Failure {
+        let mut message = self.credentials.redact(message);
+        if self.base != self.shown_url() {
+            message = message.replace(&self.base, &self.shown_url());
+        }
+        Failure(message)
     }
 
     /// The body of a GET that answered 200; anything else is `None`, because the endpoints

@@ -106,13 +106,19 @@ pub fn probe_fleet(fleet: &mut Fleet, session: &SessionFile, model: Option<&str>
         turns.push(ProbeTurn {
             replica,
             lost_locality_tokens: lost,
-            ..ProbeTurn::new(index, tokens.as_ref(), predicted, observed, note)
+            ..ProbeTurn::new(
+                index,
+                tokens.as_ref().map(Vec::len),
+                predicted,
+                observed,
+                note,
+            )
         });
         previous = tokens;
     }
     ProbeSession {
         path: session.path.clone(),
-        engine_url: fleet.gateway.base.clone(),
+        engine_url: fleet.gateway.shown_url(),
         engine_kind: REPLICA_KIND,
         routing_key: Some(key),
         turns,

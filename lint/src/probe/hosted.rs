@@ -28,7 +28,6 @@ pub fn probe_hosted(
         .ok()
         .and_then(|checked| checked.predictions)
         .unwrap_or_default();
-    let anthropic_key = std::env::var("ANTHROPIC_API_KEY").ok();
     let mut turns = Vec::new();
     for (index, turn) in session.turns.iter().enumerate() {
         let mut note = None;
@@ -39,8 +38,7 @@ pub fn probe_hosted(
             if let Some(model) = model {
                 body["model"] = json!(model);
             }
-            let mut headers = vec![("anthropic-version", ANTHROPIC_VERSION.to_owned())];
-            headers.extend(anthropic_key.clone().map(|key| ("x-api-key", key)));
+            let headers = vec![("anthropic-version", ANTHROPIC_VERSION.to_owned())];
             ("/v1/messages", body, headers)
         } else {
             let mut body = chat_body(turn, model);
@@ -61,14 +59,18 @@ pub fn probe_hosted(
             .ok();
         let prediction = predictions.get(index);
         let predicted = prediction.map(|prediction| prediction.recorded.cached);
-        turns.push(ProbeTurn {
-            prompt_tokens: prediction.map(|prediction| prediction.prompt_tokens),
-            ..ProbeTurn::new(index, None, predicted, observed, note)
-        });
+        let prompt_tokens = prediction.map(|prediction| prediction.prompt_tokens);
+        turns.push(ProbeTurn::new(
+            index,
+            prompt_tokens,
+            predicted,
+            observed,
+            note,
+        ));
     }
     ProbeSession {
         path: session.path.clone(),
-        engine_url: client.base.clone(),
+        engine_url: client.shown_url(),
         engine_kind: kind,
         routing_key: None,
         turns,

@@ -15,6 +15,7 @@
 //! - [`report`]: the results the emitters read.
 
 mod client;
+mod credentials;
 mod detect;
 mod fleet;
 mod hosted;
@@ -24,8 +25,9 @@ mod replay;
 mod report;
 
 pub use client::Client;
+pub use credentials::Api;
 pub use detect::EngineKind;
 pub use fleet::{Fleet, probe_fleet};
 pub use hosted::probe_hosted;
 pub use replay::probe_session;
-pub use report::ProbeReport;
+pub use report::{Outcome, ProbeReport};

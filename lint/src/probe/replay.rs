@@ -72,7 +72,13 @@ pub fn probe_session(
         }
         turns.push(ProbeTurn {
             own_rendering_matches,
-            ..ProbeTurn::new(index, tokens.as_ref(), predicted, observed, note)
+            ..ProbeTurn::new(
+                index,
+                tokens.as_ref().map(Vec::len),
+                predicted,
+                observed,
+                note,
+            )
         });
         if let Some(tokens) = tokens {
             seen.push(tokens);
@@ -80,7 +86,7 @@ pub fn probe_session(
     }
     ProbeSession {
         path: session.path.clone(),
-        engine_url: client.base.clone(),
+        engine_url: client.shown_url(),
         engine_kind: kind,
         routing_key: None,
         turns,

@@ -6,6 +6,18 @@ use serde::Serialize;
 use super::detect::EngineKind;
 use crate::report::ErrorReport;
 
+/// How a turn of a probe ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    /// The engine served what kvlint predicted.
+    Match,
+    /// The engine answered, and served another number of tokens from cache.
+    Mismatch,
+    /// No comparison: the request failed, or the answer or the prediction is missing.
+    Error,
+}
+
 /// One turn of a probe.
 #[derive(Debug, Serialize)]
 pub struct ProbeTurn {
@@ -19,6 +31,7 @@ pub struct ProbeTurn {
     pub observed_cached_tokens: Option<usize>,
     #[serde(rename = "match")]
     pub matches: bool,
+    pub outcome: Outcome,
     /// Whether kvlint's own rendering (engine mode) gives the engine's tokens, when a chat
     /// template and tokenizer were given.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -75,25 +88,42 @@ impl ProbeReport {
 }
 
 impl ProbeTurn {
-    /// A turn's result; a turn without a note whose numbers differ gets the explanation.
+    /// A turn's result; a turn without a note whose numbers differ gets the explanation, and
+    /// an engine that reports more cached tokens than the prompt has is called impossible.
     pub(super) fn new(
         index: usize,
-        tokens: Option<&Vec<u32>>,
+        prompt_tokens: Option<usize>,
         predicted: Option<usize>,
         observed: Option<usize>,
         note: Option<String>,
     ) -> Self {
         let matches = predicted.is_some() && predicted == observed;
+        let outcome = match (predicted, observed) {
+            (Some(_), Some(_)) if matches => Outcome::Match,
+            (Some(_), Some(_)) => Outcome::Mismatch,
+            _ => Outcome::Error,
+        };
+        let impossible = observed
+            .zip(prompt_tokens)
+            .filter(|(observed, prompt)| observed > prompt)
+            .map(|(observed, prompt)| {
+                format!(
+                    "impossible report: the engine says it served {observed} cached tokens of a {prompt}-token prompt"
+                )
+            });
         Self {
             index,
-            prompt_tokens: tokens.map(Vec::len),
+            prompt_tokens,
             predicted_cached_tokens: predicted,
             observed_cached_tokens: observed,
             matches,
+            outcome,
             own_rendering_matches: None,
             replica: None,
             lost_locality_tokens: None,
-            note: note.or_else(|| (!matches).then(|| explain_mismatch(predicted, observed, None))),
+            note: impossible
+                .or(note)
+                .or_else(|| (!matches).then(|| explain_mismatch(predicted, observed, None))),
         }
     }
 }

@@ -1,7 +1,7 @@
 
 use kvlint_core::diagnostic::Severity;
 use kvlint_core::prompt_template::Volatility;
-use kvlint_core::template_check::TemplateBreakKind;
+use kvlint_core::template_check::{BreakCondition, TemplateBreak, TemplateBreakKind};
 
 use crate::volatile::{VolatileClass, placement_finding};
 use crate::{Finding, Rule, RuleInput, RuleMeta, declare_rule};
@@ -51,20 +51,54 @@ impl Rule for VolatileTimestamp {
             {
                 Some(placement_finding(placement))
             }
-            RuleInput::TemplateBreak(found) => match found.kind {
-                TemplateBreakKind::DateInjected => Some(Finding::new(
-                    Severity::Error,
-                    "the template renders today's date (`strftime_now`): the whole prompt changes at midnight",
-                    "pass a fixed date in chat_template_kwargs, or use a template without the date",
-                )),
-                TemplateBreakKind::DateVariable => Some(Finding::new(
-                    Severity::Warning,
-                    "the template renders a `date_string` variable in the system header: a server that passes today's date breaks the prefix daily",
-                    "pass a fixed date_string in chat_template_kwargs, or none",
-                )),
-                _ => None,
-            },
+            RuleInput::TemplateBreak(found) => template_clock(found),
             _ => None,
         }
     }
+}
+
+/// The clock of a chat template: `strftime_now` or a date variable in the prompt.
+fn template_clock(found: &TemplateBreak) -> Option<Finding> {
+    let expression = found
+        .site
+        .as_ref()
+        .map_or("strftime_now", |site| site.expression.as_str());
+    let what = match found.kind {
+        TemplateBreakKind::DateInjected => format!("today's date (`{expression}`)"),
+        TemplateBreakKind::TimeInjected => format!("the time of day (`{expression}`)"),
+        TemplateBreakKind::DateVariable => {
+            let variable = found.variable.as_deref().unwrap_or("date_string");
+            return Some(Finding::new(
+                Severity::Warning,
+                format!("the template renders a `{variable}` variable in the prompt: a server that passes today's date (or the time) breaks the prefix daily"),
+                format!("pass a fixed `{variable}` in chat_template_kwargs, or none"),
+            ));
+        }
+        _ => return None,
+    };
+    let changes = if found.kind == TemplateBreakKind::TimeInjected {
+        "every request's prompt differs from there on, and nothing after it is ever reused"
+    } else {
+        "the prompt from there on changes at midnight"
+    };
+    let (severity, message) = match found.condition {
+        None => (
+            Severity::Error,
+            format!("the template renders {what}: {changes}"),
+        ),
+        Some(condition @ BreakCondition::NoSystemMessage) => (
+            Severity::Warning,
+            format!("{condition}, the template renders {what} in its default system prompt: {changes}"),
+        ),
+    };
+    let help = match (&found.variable, found.condition) {
+        (Some(variable), _) => format!(
+            "pass a fixed `{variable}` in chat_template_kwargs (the template then leaves the clock out), or use a template without it"
+        ),
+        (None, Some(BreakCondition::NoSystemMessage)) => {
+            "send a system message: the template renders the clock only in its default one".to_owned()
+        }
+        (None, None) => "the template calls strftime_now itself and no variable overrides it: edit the template to drop the clock, or to render it after the conversation".to_owned(),
+    };
+    Some(Finding::new(severity, message, help))
 }

@@ -89,3 +89,21 @@ pub fn shuffled<T>(mut items: Vec<T>, seed: u64) -> Vec<T> {
     }
     items
 }
+
+/// kvlint's Anthropic breakpoint audit of a session (JSONL) finds nothing but breakpoints
+/// below the model's minimum: the test prompts are short.
+pub fn assert_breakpoints_only_below_minimum(jsonl: &str) {
+    let session =
+        kvlint_core::SessionFile::parse("session.jsonl".into(), std::sync::Arc::from(jsonl))
+            .unwrap();
+    let engine = "anthropic".parse::<kvlint_core::Engine>().unwrap();
+    let checked =
+        kvlint_rules::check_session(&session, &Renderer::provider(), Some(&engine)).unwrap();
+    for finding in &checked.findings {
+        assert!(
+            finding.rule != "cache-breakpoint"
+                || finding.message.contains("below the model's minimum"),
+            "{finding:?}"
+        );
+    }
+}

@@ -20,7 +20,6 @@ mod template_facts;
 use std::borrow::Cow;
 use std::path::Path;
 
-use chrono::NaiveDateTime;
 use serde_json::{Map, Value};
 
 use super::TemplateInput;
@@ -44,9 +43,6 @@ pub struct VllmServer {
     default: TemplateFacts,
     /// A tokenizer config's `tool_use` template, which requests with tools get.
     tool_use: Option<TemplateFacts>,
-    /// The clock the chat template was loaded with, to load it again with the variables a
-    /// request sets (`chat_template_kwargs`, `reasoning_effort`).
-    clock: Option<NaiveDateTime>,
 }
 
 /// Why vLLM does not render a request as kvlint models it.
@@ -116,7 +112,6 @@ impl VllmServer {
                 Ok(Self {
                     default: TemplateFacts::of(default),
                     tool_use: source(TOOL_USE_TEMPLATE).map(TemplateFacts::of),
-                    clock: None,
                 })
             }
             _ => Err(invalid(
@@ -130,15 +125,7 @@ impl VllmServer {
         Self {
             default: TemplateFacts::of(source),
             tool_use: None,
-            clock: None,
         }
-    }
-
-    /// The clock the [`ChatTemplate`] was loaded with: requests that set template variables
-    /// are then rendered with them (without it, they are not modelled).
-    pub fn with_clock(mut self, now: NaiveDateTime) -> Self {
-        self.clock = Some(now);
-        self
     }
 
     /// Whether the template gets message content as a list of parts (vLLM's "openai" content
@@ -189,7 +176,7 @@ impl VllmServer {
             )
             .into());
         }
-        let template = self.template_with(&variables.others, facts, template)?;
+        let template = template_with(&variables.others, facts, template);
         let conversation = messages::parse_messages(messages, facts)?;
         if conversation.is_empty() {
             return Err(Failure::Refused(
@@ -249,40 +236,31 @@ impl VllmServer {
             template: None,
         })
     }
+}
 
-    /// The chat template with the variables a request sets, when they change one it reads.
-    ///
-    /// vLLM passes a template only the variables it reads (`resolve_chat_template_kwargs`);
-    /// the request's override the server's defaults (`--default-chat-template-kwargs`, which
-    /// kvlint's `--chat-template-kwargs` stands for).
-    fn template_with(
-        &self,
-        variables: &Map<String, Value>,
-        facts: &TemplateFacts,
-        template: &ChatTemplate,
-    ) -> Result<Option<Box<ChatTemplate>>, InputError> {
-        let changed: Vec<(&String, &Value)> = variables
-            .iter()
-            .filter(|(name, value)| {
-                facts.variables.contains(name.as_str())
-                    && template.kwargs.get(name.as_str()) != Some(*value)
-            })
-            .collect();
-        if changed.is_empty() {
-            return Ok(None);
-        }
-        let Some(clock) = self.clock else {
-            let names: Vec<&str> = changed.iter().map(|(name, _)| name.as_str()).collect();
-            return Err(Failure::NotModelled(format!(
-                "template variables set by the request ({}) without the template's clock",
-                names.join(", ")
-            ))
-            .into());
-        };
-        let mut with_variables = template.with_clock(clock)?;
-        for (name, value) in changed {
-            with_variables.kwargs.insert(name.clone(), value.clone());
-        }
-        Ok(Some(Box::new(with_variables)))
+/// The chat template with the variables a request sets, when they change one it reads.
+///
+/// vLLM passes a template only the variables it reads (`resolve_chat_template_kwargs`);
+/// the request's override the server's defaults (`--default-chat-template-kwargs`, which
+/// kvlint's `--chat-template-kwargs` stands for).
+fn template_with(
+    variables: &Map<String, Value>,
+    facts: &TemplateFacts,
+    template: &ChatTemplate,
+) -> Option<Box<ChatTemplate>> {
+    let changed: Vec<(&String, &Value)> = variables
+        .iter()
+        .filter(|(name, value)| {
+            facts.variables.contains(name.as_str())
+                && template.kwargs.get(name.as_str()) != Some(*value)
+        })
+        .collect();
+    if changed.is_empty() {
+        return None;
     }
+    let mut with_variables = template.clone();
+    for (name, value) in changed {
+        with_variables.kwargs.insert(name.clone(), value.clone());
+    }
+    Some(Box::new(with_variables))
 }
