@@ -97,6 +97,22 @@ pub enum InputError {
         #[help]
         help: Option<String>,
     },
+
+    /// The engine answers the request with an error instead of prefilling it.
+    #[error("{engine} refuses the request: {reason}")]
+    #[diagnostic(
+        code(kvlint::refused),
+        help("the engine answers this body with HTTP 400 before rendering it; fix the request")
+    )]
+    Refused {
+        engine: &'static str,
+        reason: String,
+    },
+
+    /// A request the engine accepts, through a path kvlint does not reproduce.
+    #[error("kvlint does not model how {engine} renders {what}")]
+    #[diagnostic(code(kvlint::not_modelled))]
+    NotModelled { engine: &'static str, what: String },
 }
 
 /// A file's text: an unreadable file or one that is not UTF-8 is an error naming the place.
@@ -133,6 +149,8 @@ impl InputError {
             | Self::NotOneRequest { path, .. }
             | Self::Tokenizer { path, .. }
             | Self::Template { path, .. } => path,
+            // About a request, not a file: the `Turn` error around them names the file.
+            Self::Refused { .. } | Self::NotModelled { .. } => "",
         }
     }
 }

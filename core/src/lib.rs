@@ -62,7 +62,7 @@ pub use error::InputError;
 pub use locate::{Locator, Unplaced};
 pub use path::PartPath;
 pub use prefix::common_prefix_len;
-pub use render::{Rendered, Renderer};
+pub use render::{EngineRequest, Rendered, Renderer, VllmServer};
 pub use request::{BodyFormat, Request};
 pub use session::{SessionFile, Turn};
 pub use template::ChatTemplate;

@@ -39,6 +39,9 @@ enum Command {
     Check(commands::check::Args),
     /// Compare two single requests token by token.
     Diff(commands::diff::Args),
+    /// Print exactly what the engine prefills for each turn of sessions: text and token ids
+    /// (with --chat-template, as vLLM parses and renders each request).
+    Render(commands::render::Args),
     /// Check templates: model chat templates (Jinja, tokenizer_config.json) are rendered turn
     /// by turn and on another day; application prompt templates (Jinja, Mustache, Handlebars,
     /// format strings, Dotprompt, Prompty) are checked for volatile variables before stable text.
@@ -93,6 +96,7 @@ fn run(cli: Cli) -> miette::Result<Outcome> {
     match cli.command {
         Command::Check(args) => commands::check::run(args, terminal()),
         Command::Diff(args) => commands::diff::run(args, terminal()),
+        Command::Render(args) => commands::render::run(args, terminal()),
         Command::Template(args) => commands::template::run(args, terminal()),
         Command::Probe(args) => commands::probe::run(args, terminal()),
         Command::Rule(args) => commands::rule::run(args),

@@ -1,5 +1,6 @@
-//! `kvlint check` in engine mode: the fixture sessions rendered through Qwen2.5's real chat
-//! template and tokenized with the real Qwen tokenizer (assets of `scripts/fetch-assets.sh`).
+//! `kvlint check` in engine mode: the fixture sessions parsed as vLLM parses requests (the
+//! default engine), rendered through Qwen2.5's real chat template and tokenized with the real
+//! Qwen tokenizer (assets of `scripts/fetch-assets.sh`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::process::Command;
@@ -44,7 +45,7 @@ fn findings(paths: &[&str]) -> Vec<(String, Vec<Expected>)> {
                 session["renderer"]
                     .as_str()
                     .unwrap()
-                    .starts_with("engine:Qwen-Qwen2.5-7B-Instruct.jinja")
+                    .starts_with("engine:vllm:Qwen-Qwen2.5-7B-Instruct.jinja")
             );
             (
                 session["path"].as_str().unwrap().to_owned(),

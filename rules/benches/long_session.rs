@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::NaiveDateTime;
-use kvlint_core::{ChatTemplate, Renderer, SessionFile, Tokenizer};
+use kvlint_core::{ChatTemplate, EngineRequest, Renderer, SessionFile, Tokenizer};
 use peak_alloc::PeakAlloc;
 use serde_json::{Value, json};
 
@@ -201,6 +201,7 @@ fn main() {
             template: Box::new(ChatTemplate::from_file(&template, now).unwrap()),
             tokenizer: Tokenizer::from_file(&tokenizer).unwrap(),
             add_generation_prompt: true,
+            request: EngineRequest::AsSent,
         };
         met &= measure("engine", &jsonl, &session, &engine, ENGINE_TARGET_RATIO);
     }

@@ -152,13 +152,13 @@
 //! needed.
 //!
 //! For self-hosted engines, [`Conversation::render`] renders the turn with kvlint's renderer:
-//! [`Renderer::Engine`] runs the model's chat template
-//! ([`ChatTemplate`]) as transformers does and tokenizes like the
-//! engine; the result is what the engine prefills, and what `kvlint check --chat-template`
-//! diffs.
+//! [`Renderer::Engine`] parses the request as the engine does ([`EngineRequest`]: vLLM's
+//! parsing with [`VllmServer`]), runs the model's chat template ([`ChatTemplate`]) as
+//! transformers does and tokenizes like the engine; the result is what the engine prefills,
+//! and what `kvlint check --chat-template` diffs.
 //!
 //! ```
-//! use kvlint_sdk::{ChatTemplate, Conversation, Renderer, Tokenizer};
+//! use kvlint_sdk::{ChatTemplate, Conversation, EngineRequest, Renderer, Tokenizer, VllmServer};
 //!
 //! let path = std::env::temp_dir().join(format!("kvlint-sdk-doc-{}.jinja", std::process::id()));
 //! std::fs::write(&path, "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}<|end|>\n{% endfor %}").unwrap();
@@ -167,6 +167,7 @@
 //!     template: Box::new(ChatTemplate::from_file(&path, now).unwrap()),
 //!     tokenizer: Tokenizer::o200k_base(),
 //!     add_generation_prompt: false,
+//!     request: EngineRequest::Vllm(Box::new(VllmServer::for_template_file(&path).unwrap())),
 //! };
 //! let mut conversation = Conversation::new();
 //! conversation.add_static("Be terse.").push_user("hi");
@@ -276,5 +277,6 @@ pub use tool::{Tool, ToolCall, ToolDefinitionError};
 // What users of the SDK need from the analysis, so that depending on `kvlint-sdk` alone is
 // enough: the renderer and what it is built from, and the findings.
 pub use kvlint_core::{
-    ChatTemplate, Diagnostic, InputError, PartPath, Renderer, Severity, Span, Tokenizer,
+    ChatTemplate, Diagnostic, EngineRequest, InputError, PartPath, Renderer, Severity, Span,
+    Tokenizer, VllmServer,
 };

@@ -4,13 +4,16 @@
 //! - **provider** (the default, offline): the request's parts in the provider's cache order,
 //!   each tokenized with the embedded `o200k_base` encoding. Exact for OpenAI's encoding of
 //!   the text; an approximation of other providers' counts.
-//! - **engine**: the request rendered through a model's chat template (as transformers does)
-//!   and tokenized with its `tokenizer.json`: the tokens a self-hosted engine computes.
+//! - **engine**: the request as the serving engine parses it (`engine_request`), rendered
+//!   through the model's chat template (as transformers does) and tokenized with its
+//!   `tokenizer.json`: the tokens a self-hosted engine computes.
 //!
 //! Provider mode lives in `provider`, the engine-mode attribution of template output to
-//! request parts in `locate`, and the chat-format view templates receive in `chat_view`.
+//! request parts in `locate`, the chat-format view of any API's request in `chat_view`, and
+//! what an engine does between the body and the template in `engine_request`.
 
 mod chat_view;
+mod engine_request;
 mod locate;
 mod provider;
 
@@ -22,6 +25,7 @@ use crate::template::ChatTemplate;
 use crate::tokenize::{Tokenizer, Tokens};
 
 pub use chat_view::chat_view;
+pub use engine_request::{EngineRequest, TemplateInput, VllmServer};
 use locate::locate_parts;
 pub use provider::push_part_text;
 use provider::render_parts;
@@ -61,7 +65,10 @@ pub enum Renderer {
     Engine {
         template: Box<ChatTemplate>,
         tokenizer: Tokenizer,
+        /// The default; a request may ask for its own (vLLM's `add_generation_prompt`).
         add_generation_prompt: bool,
+        /// What the serving engine does to a body before its template sees it.
+        request: EngineRequest,
     },
 }
 
@@ -73,16 +80,27 @@ impl Renderer {
         }
     }
 
-    /// The name reported as `renderer`: `provider:o200k_base` or `engine:<template>`.
+    /// The name reported as `renderer`: `provider:o200k_base`,
+    /// `engine:vllm:<template>+<tokenizer>`, or `engine:<template>+<tokenizer>` when no
+    /// engine's request handling is modelled.
     pub fn name(&self) -> String {
         match self {
             Self::Provider { tokenizer } => format!("provider:{}", tokenizer.name()),
             Self::Engine {
                 template,
                 tokenizer,
+                request,
                 ..
             } => {
-                format!("engine:{}+{}", file_name(template.path()), tokenizer.name())
+                let engine = request
+                    .engine_name()
+                    .map(|name| format!("{name}:"))
+                    .unwrap_or_default();
+                format!(
+                    "engine:{engine}{}+{}",
+                    file_name(template.path()),
+                    tokenizer.name()
+                )
             }
         }
     }
@@ -130,10 +148,18 @@ impl Renderer {
                 template,
                 tokenizer,
                 add_generation_prompt,
+                request: engine_request,
             } => {
-                let (messages, tools) = chat_view(request);
-                let text = template.render(&messages, tools.as_deref(), *add_generation_prompt)?;
-                let segments = locate_parts(&text, request, tools.as_deref().unwrap_or_default());
+                let input =
+                    engine_request.template_input(request, template, *add_generation_prompt)?;
+                let template = input.template.as_deref().unwrap_or(template);
+                let text = template.render(
+                    &input.messages,
+                    input.tools.as_deref(),
+                    input.add_generation_prompt,
+                )?;
+                let segments =
+                    locate_parts(&text, request, input.tools.as_deref().unwrap_or_default());
                 let tokens = tokenizer.encode_text(&text);
                 Ok(Rendered {
                     text,
@@ -172,6 +198,7 @@ mod tests {
             template: Box::new(ChatTemplate::from_file(&path, now).unwrap()),
             tokenizer: Tokenizer::o200k_base(),
             add_generation_prompt: false,
+            request: EngineRequest::AsSent,
         };
         let body = json!({"messages": [{"role": "system", "content": "Be terse."}, {"role": "user", "content": "hi"}]});
         let request = Request::from_body(&body).unwrap();

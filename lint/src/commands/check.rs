@@ -10,7 +10,7 @@ use kvlint_core::session::SessionFile;
 use miette::{IntoDiagnostic, WrapErr};
 use rayon::prelude::*;
 
-use super::{Outcome, RenderArgs};
+use super::{Outcome, RenderArgs, ServingEngine};
 use crate::config::{Config, Discovery};
 use crate::discover::{Candidate, looks_like_session, session_files};
 use crate::emit::{Output, OutputFormat, Terminal};
@@ -25,7 +25,9 @@ pub struct Args {
     #[command(flatten)]
     pub render: RenderArgs,
     /// Predict what this engine serves from cache: vllm[:block=16][,spec], sglang[:page=1],
-    /// llamacpp, openai[:MODEL], anthropic[:MODEL], gemini[:MODEL], deepseek.
+    /// llamacpp, openai[:MODEL], anthropic[:MODEL], gemini[:MODEL], deepseek. With a chat
+    /// template, requests are parsed as this engine parses them (vLLM's parsing unless
+    /// sglang or llamacpp is named; theirs is not modelled yet).
     #[arg(long, value_name = "NAME[:OPTIONS]")]
     pub engine: Option<Engine>,
     /// Prefill speed of a self-hosted engine, for time estimates (tokens per second).
@@ -70,7 +72,9 @@ pub fn run(mut args: Args, terminal: Terminal) -> miette::Result<Outcome> {
             );
         }
     }
-    let renderer = args.render.renderer()?;
+    let renderer = args
+        .render
+        .renderer(ServingEngine::of(args.engine.as_ref()))?;
     let options = CacheOptions {
         engine: args.engine,
         prefill_tokens_per_second: args.prefill_tps,

@@ -13,7 +13,7 @@ use kvlint_core::session::SessionFile;
 use serde::Serialize;
 use similar::TextDiff;
 
-use super::{Outcome, RenderArgs};
+use super::{Outcome, RenderArgs, ServingEngine};
 use crate::emit::{self, Output, OutputFormat, OutputKind, Terminal};
 use crate::report::REPORT_VERSION;
 
@@ -29,7 +29,7 @@ pub struct Args {
 
 pub fn run(args: Args, terminal: Terminal) -> miette::Result<Outcome> {
     emit::supported(OutputKind::Diff, args.format)?;
-    let renderer = args.render.renderer()?;
+    let renderer = args.render.renderer(ServingEngine::Vllm)?;
     let result = diff(&args.previous, &args.current, &renderer)?;
     Outcome::emitted(
         args.format,

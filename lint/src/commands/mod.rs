@@ -4,14 +4,16 @@
 pub mod check;
 pub mod diff;
 pub mod probe;
+pub mod render;
 pub mod rule;
 pub mod template;
 
 use std::path::PathBuf;
 
 use chrono::NaiveDateTime;
+use kvlint_core::cache::Engine;
 use kvlint_core::diagnostic::Severity;
-use kvlint_core::render::Renderer;
+use kvlint_core::render::{EngineRequest, Renderer, VllmServer};
 use kvlint_core::template::ChatTemplate;
 use kvlint_core::tokenize::Tokenizer;
 use miette::{IntoDiagnostic, WrapErr};
@@ -98,8 +100,35 @@ pub fn parse_now(text: &str) -> Result<NaiveDateTime, String> {
         })
 }
 
+/// The self-hosted engine whose handling of a request engine mode reproduces, between the
+/// body and the chat template.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ServingEngine {
+    /// vLLM's OpenAI-compatible server: its request parsing is modelled.
+    #[default]
+    Vllm,
+    /// SGLang: not modelled yet; the body's messages reach the template as sent.
+    Sglang,
+    /// llama.cpp's server: not modelled yet; the body's messages reach the template as sent.
+    Llamacpp,
+}
+
+impl ServingEngine {
+    /// The engine a cache model names (`--engine sglang:page=16` is SGLang); vLLM for the
+    /// others and without one.
+    pub fn of(engine: Option<&Engine>) -> Self {
+        match engine {
+            Some(Engine::Sglang { .. }) => Self::Sglang,
+            Some(Engine::LlamaCpp { .. }) => Self::Llamacpp,
+            _ => Self::Vllm,
+        }
+    }
+}
+
 impl RenderArgs {
-    pub fn renderer(&self) -> miette::Result<Renderer> {
+    /// Provider mode without a chat template; engine mode through `serving`'s request
+    /// handling with one.
+    pub fn renderer(&self, serving: ServingEngine) -> miette::Result<Renderer> {
         let tokenizer_path = self.tokenizer.clone().or_else(|| {
             // A tokenizer_config.json usually sits beside its tokenizer.json.
             let template = self.chat_template.as_deref()?;
@@ -130,10 +159,17 @@ impl RenderArgs {
             };
             template.kwargs = kwargs;
         }
+        let request = match serving {
+            ServingEngine::Vllm => {
+                EngineRequest::Vllm(Box::new(VllmServer::for_template_file(template_path)?))
+            }
+            ServingEngine::Sglang | ServingEngine::Llamacpp => EngineRequest::AsSent,
+        };
         Ok(Renderer::Engine {
             template: Box::new(template),
             tokenizer,
             add_generation_prompt: !self.no_generation_prompt,
+            request,
         })
     }
 }

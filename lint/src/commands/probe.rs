@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use kvlint_core::session::SessionFile;
 
-use super::{Outcome, RenderArgs};
+use super::{Outcome, RenderArgs, ServingEngine};
 use crate::emit::{self, Output, OutputFormat, OutputKind, Terminal};
 use crate::probe::{self, Api, Client, EngineKind, Fleet, ProbeReport};
 use crate::report::REPORT_VERSION;
@@ -46,12 +46,6 @@ pub struct Args {
 
 pub fn run(args: Args, terminal: Terminal) -> miette::Result<Outcome> {
     emit::supported(OutputKind::Probe, args.format)?;
-    let own_renderer = args
-        .render
-        .chat_template
-        .is_some()
-        .then(|| args.render.renderer())
-        .transpose()?;
     let timeout = Duration::from_secs(args.timeout);
     let mut fleet = args.gateway.as_deref().map(|gateway| {
         Fleet::new(
@@ -79,6 +73,18 @@ pub fn run(args: Args, terminal: Terminal) -> miette::Result<Outcome> {
         EngineKind::Anthropic => Api::Anthropic,
         _ => Api::OpenAiCompatible,
     });
+    // kvlint renders each turn as the probed engine parses it.
+    let serving = match kind {
+        EngineKind::Sglang => ServingEngine::Sglang,
+        EngineKind::Llamacpp => ServingEngine::Llamacpp,
+        EngineKind::Vllm | EngineKind::Openai | EngineKind::Anthropic => ServingEngine::Vllm,
+    };
+    let own_renderer = args
+        .render
+        .chat_template
+        .is_some()
+        .then(|| args.render.renderer(serving))
+        .transpose()?;
     let mut report = ProbeReport {
         version: REPORT_VERSION,
         sessions: Vec::new(),

@@ -10,6 +10,7 @@ use similar::ChangeTag;
 
 use super::{Terminal, invisible_name, printable};
 use crate::commands::diff::RequestDiff;
+use crate::commands::render::RenderReport;
 use crate::commands::template::TemplateReport;
 use crate::probe::{Outcome, ProbeReport};
 use crate::report::{Report, SessionReport};
@@ -183,6 +184,42 @@ pub fn render_diff(diff: &RequestDiff, terminal: Terminal) -> String {
             out.push_str(&printable(&diff.rendered_diff));
         }
         None => out.push_str("the second request extends the first: its whole prompt is a cache hit up to the new content\n"),
+    }
+    out
+}
+
+/// Renders `kvlint render`: each turn's prompt as the engine prefills it, verbatim between
+/// two rules, or why it cannot be rendered.
+pub fn render_prompts(report: &RenderReport, terminal: Terminal) -> String {
+    let handler = handler(terminal);
+    let mut out = String::new();
+    for error in &report.errors {
+        let _ = handler.render_report(&mut out, error.diagnostic.as_ref());
+    }
+    for session in &report.sessions {
+        for turn in &session.turns {
+            match (&turn.text, &turn.token_ids, &turn.error) {
+                (Some(text), Some(ids), _) => {
+                    let _ = writeln!(
+                        out,
+                        "── {} · turn {} · {} tokens · {} ──",
+                        session.path,
+                        turn.index,
+                        ids.len(),
+                        session.renderer
+                    );
+                    out.push_str(text);
+                    if !text.ends_with('\n') {
+                        out.push('\n');
+                    }
+                    let _ = writeln!(out, "── end of turn {} ──", turn.index);
+                }
+                (_, _, Some(error)) => {
+                    let _ = handler.render_report(&mut out, error.diagnostic.as_ref());
+                }
+                _ => {}
+            }
+        }
     }
     out
 }

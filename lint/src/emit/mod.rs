@@ -16,6 +16,7 @@ use kvlint_core::excerpt::controls_terminal;
 use serde::Serialize;
 
 use crate::commands::diff::RequestDiff;
+use crate::commands::render::RenderReport;
 use crate::commands::template::TemplateReport;
 use crate::probe::ProbeReport;
 use crate::report::{ErrorReport, Report};
@@ -42,6 +43,7 @@ pub enum Output<'a> {
     Template(&'a TemplateReport),
     Diff(&'a RequestDiff),
     Probe(&'a ProbeReport),
+    Render(&'a RenderReport),
 }
 
 /// Which command an output comes from.
@@ -51,6 +53,7 @@ pub enum OutputKind {
     Template,
     Diff,
     Probe,
+    Render,
 }
 
 impl Output<'_> {
@@ -60,16 +63,17 @@ impl Output<'_> {
             Output::Template(_) => OutputKind::Template,
             Output::Diff(_) => OutputKind::Diff,
             Output::Probe(_) => OutputKind::Probe,
+            Output::Render(_) => OutputKind::Render,
         }
     }
 
     /// The checked files, for the file-based emitters: none for commands without findings in
-    /// files (diff, probe).
+    /// files (diff, probe, render).
     fn checked_files(&self) -> Option<(Vec<CheckedFile<'_>>, &[ErrorReport])> {
         match self {
             Output::Check(report) => Some((report.checked_files(), &report.errors)),
             Output::Template(report) => Some((report.checked_files(), &report.errors)),
-            Output::Diff(_) | Output::Probe(_) => None,
+            Output::Diff(_) | Output::Probe(_) | Output::Render(_) => None,
         }
     }
 }
@@ -83,6 +87,7 @@ pub fn supported(kind: OutputKind, format: OutputFormat) -> Result<(), Unsupport
         OutputKind::Check | OutputKind::Template => return Ok(()),
         OutputKind::Diff => "diff",
         OutputKind::Probe => "probe",
+        OutputKind::Render => "render",
     };
     match format {
         OutputFormat::Human | OutputFormat::Json => Ok(()),
@@ -138,6 +143,7 @@ pub fn emit(
                 Output::Template(report) => human::render_templates(report, terminal),
                 Output::Diff(diff) => human::render_diff(diff, terminal),
                 Output::Probe(report) => human::render_probe(report, terminal),
+                Output::Render(report) => human::render_prompts(report, terminal),
             });
         }
         OutputFormat::Sarif => sarif::render,

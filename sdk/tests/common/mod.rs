@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use chrono::NaiveDate;
-use kvlint_core::render::Renderer;
+use kvlint_core::render::{EngineRequest, Renderer};
 use kvlint_core::template::ChatTemplate;
 use kvlint_core::tokenize::Tokenizer;
 use kvlint_sdk::Tool;
@@ -43,6 +43,7 @@ pub fn template_renderer(add_generation_prompt: bool) -> Renderer {
         template: Box::new(ChatTemplate::from_file(&path, now).unwrap()),
         tokenizer: Tokenizer::o200k_base(),
         add_generation_prompt,
+        request: EngineRequest::AsSent,
     }
 }
 

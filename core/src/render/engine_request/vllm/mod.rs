@@ -1,0 +1,266 @@
+//! vLLM's OpenAI-compatible server, from a `/v1/chat/completions` body to the input of its
+//! chat template, as vLLM 0.32 does it (checked turn by turn against vLLM itself by
+//! `scripts/vllm_render.py` and `lint/tests/render_vllm.rs`):
+//!
+//! 1. the body is validated as a `ChatCompletionRequest` (`request`): refused requests stop
+//!    here, tools are re-dumped with `model_dump()`;
+//! 2. `OnlineRenderer.render_chat` → `HfRenderer.render_messages`: the template's content
+//!    format is detected (`template_facts`) and each message parsed (`messages`);
+//! 3. `safe_apply_chat_template` renders with the request's template variables.
+//!
+//! The server modelled: `--chat-template`, content format `auto`, tool calling enabled
+//! (`--enable-auto-tool-choice --tool-call-parser …`), a text-only model. Anthropic Messages
+//! and Responses bodies are taken as a gateway hands them to this endpoint: their chat view
+//! (vLLM's own `/v1/messages` and `/v1/responses` are not modelled).
+
+mod messages;
+mod request;
+mod template_facts;
+
+use std::borrow::Cow;
+use std::path::Path;
+
+use serde_json::{Map, Value};
+
+use super::TemplateInput;
+use crate::error::InputError;
+use crate::render::chat_view;
+use crate::request::{BodyFormat, Request};
+use crate::template::ChatTemplate;
+use template_facts::TemplateFacts;
+
+/// The name in `engine:vllm:…` and `--engine vllm`.
+pub(super) const ENGINE: &str = "vllm";
+/// The name in messages.
+const DISPLAY_NAME: &str = "vLLM";
+
+/// The name of the template a tokenizer config may hold for requests with tools.
+const TOOL_USE_TEMPLATE: &str = "tool_use";
+
+/// A vLLM server and what it read from its chat template.
+#[derive(Debug)]
+pub struct VllmServer {
+    default: TemplateFacts,
+    /// A tokenizer config's `tool_use` template, which requests with tools get.
+    tool_use: Option<TemplateFacts>,
+}
+
+/// Why vLLM does not render a request as kvlint models it.
+#[derive(Debug)]
+enum Failure {
+    /// vLLM answers with an error, for this reason.
+    Refused(String),
+    /// vLLM renders it in a way kvlint does not reproduce.
+    NotModelled(String),
+}
+
+impl Failure {
+    /// The same failure, placed at message `index` of the request.
+    fn at(self, index: usize) -> Self {
+        match self {
+            Self::Refused(reason) => Self::Refused(format!("{reason} (messages.{index})")),
+            Self::NotModelled(what) => Self::NotModelled(format!("{what} in messages.{index}")),
+        }
+    }
+}
+
+impl From<Failure> for InputError {
+    fn from(failure: Failure) -> Self {
+        match failure {
+            Failure::Refused(reason) => InputError::Refused {
+                engine: DISPLAY_NAME,
+                reason,
+            },
+            Failure::NotModelled(what) => InputError::NotModelled {
+                engine: DISPLAY_NAME,
+                what,
+            },
+        }
+    }
+}
+
+impl VllmServer {
+    /// A server started with `--chat-template FILE` (a Jinja file), or one whose tokenizer
+    /// config holds the template (a `tokenizer_config.json`).
+    pub fn for_template_file(path: &Path) -> Result<Self, InputError> {
+        let display = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| InputError::Io {
+            path: display.clone(),
+            source,
+        })?;
+        if path.extension().is_none_or(|extension| extension != "json") {
+            return Ok(Self::for_template_source(&text));
+        }
+        let invalid = |message: String| InputError::Template {
+            path: display.clone(),
+            message,
+            help: None,
+        };
+        let config: Value = serde_json::from_str(&text)
+            .map_err(|error| invalid(format!("invalid JSON: {error}")))?;
+        match config.get("chat_template") {
+            Some(Value::String(source)) => Ok(Self::for_template_source(source)),
+            Some(Value::Array(named)) => {
+                let source = |wanted: &str| {
+                    named.iter().find_map(|entry| {
+                        (entry.get("name")? == wanted).then_some(entry.get("template")?.as_str()?)
+                    })
+                };
+                let default = source("default")
+                    .or_else(|| named.first()?.get("template")?.as_str())
+                    .ok_or_else(|| invalid("no default chat template in this config".into()))?;
+                Ok(Self {
+                    default: TemplateFacts::of(default),
+                    tool_use: source(TOOL_USE_TEMPLATE).map(TemplateFacts::of),
+                })
+            }
+            _ => Err(invalid(
+                "no `chat_template` in this tokenizer config".into(),
+            )),
+        }
+    }
+
+    /// A server with this chat template source.
+    pub fn for_template_source(source: &str) -> Self {
+        Self {
+            default: TemplateFacts::of(source),
+            tool_use: None,
+        }
+    }
+
+    /// Whether the template gets message content as a list of parts (vLLM's "openai" content
+    /// format) rather than one string, for requests without or with tools.
+    pub fn takes_content_as_parts(&self, has_tools: bool) -> bool {
+        self.facts(has_tools).content_format == template_facts::ContentFormat::OpenAi
+    }
+
+    /// Whether the template keeps developer messages (else they become system messages).
+    pub fn knows_developer_role(&self, has_tools: bool) -> bool {
+        self.facts(has_tools).has_developer_role
+    }
+
+    fn facts(&self, has_tools: bool) -> &TemplateFacts {
+        match &self.tool_use {
+            Some(tool_use) if has_tools => tool_use,
+            _ => &self.default,
+        }
+    }
+
+    pub(super) fn template_input<'a>(
+        &self,
+        request: &'a Request,
+        template: &ChatTemplate,
+        add_generation_prompt: bool,
+    ) -> Result<TemplateInput<'a>, InputError> {
+        if request.format != BodyFormat::OpenAiChat {
+            return self.gateway_input(request, add_generation_prompt);
+        }
+        let Value::Object(body) = &request.body else {
+            return Err(Failure::Refused("Input should be a valid dictionary".into()).into());
+        };
+        let variables = request::check_request(body).map_err(Failure::Refused)?;
+        let Some(messages) = body.get("messages") else {
+            return Err(Failure::Refused("Field required at messages".into()).into());
+        };
+        let Value::Array(messages) = messages else {
+            return Err(Failure::Refused("Input should be a valid list at messages".into()).into());
+        };
+        for (index, message) in messages.iter().enumerate() {
+            request::check_message(message).map_err(|reason| Failure::Refused(reason).at(index))?;
+        }
+        let tools = request::dumped_tools(body.get("tools")).map_err(Failure::Refused)?;
+        let facts = self.facts(tools.is_some());
+        if variables.continue_final_message {
+            return Err(Failure::NotModelled(
+                "`continue_final_message` (the last message left open)".into(),
+            )
+            .into());
+        }
+        let template = template_with(&variables.others, facts, template);
+        let conversation = messages::parse_messages(messages, facts)?;
+        if conversation.is_empty() {
+            return Err(Failure::Refused(
+                "Cannot apply chat template to an empty conversation. Provide at least one \
+                 message."
+                    .into(),
+            )
+            .into());
+        }
+        Ok(TemplateInput {
+            messages: conversation,
+            tools: tools.map(|tools| tools.into_iter().map(Cow::Owned).collect()),
+            add_generation_prompt: variables
+                .add_generation_prompt
+                .unwrap_or(add_generation_prompt),
+            template,
+        })
+    }
+
+    /// An Anthropic Messages or Responses body, as a gateway translates it for vLLM's chat
+    /// completions: its chat view, tool-call arguments as JSON strings.
+    fn gateway_input<'a>(
+        &self,
+        request: &'a Request,
+        add_generation_prompt: bool,
+    ) -> Result<TemplateInput<'a>, InputError> {
+        let (messages, tools) = chat_view(request);
+        let mut messages: Vec<Value> = messages.into_iter().map(Cow::into_owned).collect();
+        for call in messages
+            .iter_mut()
+            .filter_map(|message| message.get_mut("tool_calls"))
+            .filter_map(Value::as_array_mut)
+            .flatten()
+        {
+            if let Some(arguments) = call
+                .pointer_mut("/function/arguments")
+                .filter(|arguments| !arguments.is_string())
+            {
+                *arguments = Value::String(arguments.to_string());
+            }
+        }
+        for (index, message) in messages.iter().enumerate() {
+            request::check_message(message).map_err(|reason| Failure::Refused(reason).at(index))?;
+        }
+        let tools =
+            tools.map(|tools| Value::Array(tools.into_iter().map(Cow::into_owned).collect()));
+        let tools = request::dumped_tools(tools.as_ref()).map_err(Failure::Refused)?;
+        let facts = self.facts(tools.is_some());
+        let conversation = messages::parse_messages(&messages, facts)?
+            .into_iter()
+            .map(|message| Cow::Owned(message.into_owned()))
+            .collect();
+        Ok(TemplateInput {
+            messages: conversation,
+            tools: tools.map(|tools| tools.into_iter().map(Cow::Owned).collect()),
+            add_generation_prompt,
+            template: None,
+        })
+    }
+}
+
+/// The chat template with the variables a request sets, when they change one it reads.
+///
+/// vLLM passes a template only the variables it reads (`resolve_chat_template_kwargs`);
+/// the request's override the server's defaults (`--default-chat-template-kwargs`, which
+/// kvlint's `--chat-template-kwargs` stands for).
+fn template_with(
+    variables: &Map<String, Value>,
+    facts: &TemplateFacts,
+    template: &ChatTemplate,
+) -> Option<Box<ChatTemplate>> {
+    let changed: Vec<(&String, &Value)> = variables
+        .iter()
+        .filter(|(name, value)| {
+            facts.variables.contains(name.as_str())
+                && template.kwargs.get(name.as_str()) != Some(*value)
+        })
+        .collect();
+    if changed.is_empty() {
+        return None;
+    }
+    let mut with_variables = template.clone();
+    for (name, value) in changed {
+        with_variables.kwargs.insert(name.clone(), value.clone());
+    }
+    Some(Box::new(with_variables))
+}

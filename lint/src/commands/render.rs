@@ -1,0 +1,190 @@
+//! `kvlint render SESSION…`: exactly what the engine prefills for each turn, as text and
+//! token ids; the turns it would refuse, with its reason.
+
+use std::path::PathBuf;
+
+use kvlint_core::error::InputError;
+use kvlint_core::render::{Rendered, Renderer};
+use kvlint_core::session::SessionFile;
+use serde::{Serialize, Serializer};
+
+use super::{Outcome, RenderArgs, ServingEngine};
+use crate::emit::{self, Output, OutputFormat, OutputKind, Terminal};
+use crate::report::{ErrorReport, REPORT_VERSION};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Session files (JSONL, JSON arrays, OpenAI Batch, {request, response} pairs).
+    #[arg(required = true)]
+    pub sessions: Vec<PathBuf>,
+    /// Only this turn (counted from 0, as in `kvlint check`).
+    #[arg(long, value_name = "N")]
+    pub turn: Option<usize>,
+    /// With a chat template: the engine whose request parsing is reproduced (only vLLM's is
+    /// modelled yet; sglang and llamacpp take the messages as sent).
+    #[arg(long, value_enum, default_value = "vllm")]
+    pub engine: ServingEngine,
+    #[command(flatten)]
+    pub render: RenderArgs,
+    #[arg(long, value_enum, default_value = "human")]
+    pub format: OutputFormat,
+}
+
+/// What `kvlint render` prints, JSON contract v1.
+#[derive(Debug, Serialize)]
+pub struct RenderReport {
+    pub version: u32,
+    pub sessions: Vec<RenderedSession>,
+    /// Files that could not be read.
+    pub errors: Vec<ErrorReport>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct RenderedSession {
+    pub path: String,
+    pub renderer: String,
+    pub turns: Vec<RenderedTurn>,
+}
+
+/// One turn: the prompt the engine prefills, or why it would not.
+#[derive(Debug, Serialize)]
+pub struct RenderedTurn {
+    pub index: usize,
+    /// The API the request body was written for (`openai-chat`, `anthropic-messages`, …).
+    pub format: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token_ids: Option<Vec<u32>>,
+    /// The engine refuses the request, or kvlint cannot render it: the reason.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "error_message"
+    )]
+    pub error: Option<ErrorReport>,
+}
+
+fn error_message<S: Serializer>(
+    error: &Option<ErrorReport>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    match error {
+        Some(error) => serializer.serialize_str(&error.message),
+        None => serializer.serialize_none(),
+    }
+}
+
+/// `--turn N` past the end of a session.
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+#[error("{path} has no turn {turn}: its turns are 0 to {last}")]
+#[diagnostic(code(kvlint::no_such_turn))]
+struct NoSuchTurn {
+    path: String,
+    turn: usize,
+    last: usize,
+}
+
+pub fn run(args: Args, terminal: Terminal) -> miette::Result<Outcome> {
+    emit::supported(OutputKind::Render, args.format)?;
+    let renderer = args.render.renderer(args.engine)?;
+    let report = render_sessions(&args.sessions, args.turn, &renderer);
+    let refused = report
+        .sessions
+        .iter()
+        .flat_map(|session| &session.turns)
+        .any(|turn| turn.error.is_some());
+    Outcome::emitted(
+        args.format,
+        &Output::Render(&report),
+        terminal,
+        !report.errors.is_empty(),
+        refused,
+    )
+}
+
+/// Renders every turn of each session (or only turn `only`), in order.
+pub fn render_sessions(
+    paths: &[PathBuf],
+    only: Option<usize>,
+    renderer: &Renderer,
+) -> RenderReport {
+    let mut report = RenderReport {
+        version: REPORT_VERSION,
+        sessions: Vec::new(),
+        errors: Vec::new(),
+    };
+    for path in paths {
+        let session = match SessionFile::read(path) {
+            Ok(session) => session,
+            Err(error) => {
+                report.errors.push(error.into());
+                continue;
+            }
+        };
+        let last = session.turns.len().saturating_sub(1);
+        if let Some(turn) = only.filter(|turn| *turn > last) {
+            let path = session.path.clone();
+            report.errors.push(ErrorReport::new(
+                path.clone(),
+                NoSuchTurn { path, turn, last },
+            ));
+            continue;
+        }
+        report
+            .sessions
+            .push(render_session(&session, only, renderer));
+    }
+    report
+}
+
+fn render_session(
+    session: &SessionFile,
+    only: Option<usize>,
+    renderer: &Renderer,
+) -> RenderedSession {
+    let mut turns = Vec::new();
+    // The turn before, so that parts sent again reuse its tokens.
+    let mut previous: Option<(usize, Rendered)> = None;
+    for (index, turn) in session.turns.iter().enumerate() {
+        if only.is_some_and(|only| only != index) {
+            continue;
+        }
+        let hint = previous
+            .as_ref()
+            .filter(|(at, _)| at + 1 == index)
+            .map(|(at, rendered)| (&session.turns[*at].request, rendered));
+        match renderer.render_after(&turn.request, hint) {
+            Ok(rendered) => {
+                turns.push(RenderedTurn {
+                    index,
+                    format: turn.request.format.name(),
+                    text: Some(rendered.text.clone()),
+                    token_ids: Some(rendered.tokens.ids()),
+                    error: None,
+                });
+                previous = Some((index, rendered));
+            }
+            Err(source) => {
+                let error = InputError::Turn {
+                    path: session.path.clone(),
+                    line: session.turn_line(turn),
+                    turn: index,
+                    source: Box::new(source),
+                };
+                turns.push(RenderedTurn {
+                    index,
+                    format: turn.request.format.name(),
+                    text: None,
+                    token_ids: None,
+                    error: Some(ErrorReport::new(session.path.clone(), error)),
+                });
+                previous = None;
+            }
+        }
+    }
+    RenderedSession {
+        path: session.path.clone(),
+        renderer: renderer.name(),
+        turns,
+    }
+}

@@ -1,0 +1,384 @@
+//! `kvlint render --engine vllm` against vLLM itself, on real traffic: every turn of every
+//! corpus session (and of `fixtures/render/vllm-requests.jsonl`, bodies made to touch each
+//! rule of vLLM's request handling), through the chat templates and tokenizers of Qwen3,
+//! DeepSeek-V3 and Llama 3.1 (and Qwen3.5's template, which takes content as parts),
+//! rendered by kvlint and by the installed vLLM's own request parsing and template
+//! application (`scripts/vllm_render.py`, in one Python process). Turn by turn: the same
+//! text and token ids, and the same turns refused.
+//!
+//! Needs the assets of `scripts/fetch-assets.sh` and the venv of `scripts/setup-vllm.sh`
+//! (both run by `scripts/test.sh`); skipped, saying so, when that venv is missing.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stderr
+)]
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::{Value, json};
+
+const NOW: &str = "2026-11-29T10:00:00";
+
+/// A model as vLLM serves it: a tokenizer of the assets, its chat template (the tokenizer
+/// config's own, or a Jinja file of the assets given as `--chat-template`) and the tool-call
+/// parser it is served with.
+struct Served {
+    name: &'static str,
+    tokenizer: &'static str,
+    template: Option<&'static str>,
+    tool_call_parser: &'static str,
+}
+
+const SERVED: [Served; 4] = [
+    Served {
+        name: "qwen3",
+        tokenizer: "qwen3",
+        template: None,
+        tool_call_parser: "hermes",
+    },
+    Served {
+        name: "deepseek_v3",
+        tokenizer: "deepseek_v3",
+        template: None,
+        tool_call_parser: "deepseek_v3",
+    },
+    // The Llama tokenizer of the assets has no `<|python_tag|>`, which `llama3_json` needs.
+    Served {
+        name: "llama3_1",
+        tokenizer: "llama3_1",
+        template: None,
+        tool_call_parser: "pythonic",
+    },
+    // A template that iterates content parts: vLLM hands it content as a list of parts.
+    Served {
+        name: "qwen3_5",
+        tokenizer: "qwen3",
+        template: Some("Qwen3.5-4B.jinja"),
+        tool_call_parser: "hermes",
+    },
+];
+
+/// The tokenizers that the transformers vLLM 0.32 pins (5.19) loads as another class than
+/// their tokenizer.json describes: DeepSeek-V3's becomes a `LlamaTokenizer` whose Metaspace
+/// pre-tokenizer drops the spaces. kvlint tokenizes as the tokenizer.json does; for these,
+/// its token ids are compared with that, and vLLM's are checked to still differ.
+const TOKENIZED_UNLIKE_TOKENIZER_JSON: [&str; 1] = ["deepseek_v3"];
+
+/// The vLLM venv's python and the model config the oracle loads, or `None` without the venv.
+fn vllm() -> Option<(PathBuf, PathBuf)> {
+    let home = PathBuf::from(std::env::var_os("HOME")?).join(".cache/kvlint");
+    let python = std::env::var_os("KVLINT_VLLM_VENV")
+        .map_or_else(|| home.join("vllm-venv"), PathBuf::from)
+        .join("bin/python");
+    let model = std::env::var_os("KVLINT_VLLM_MODEL")
+        .map_or_else(|| home.join("tiny-qwen2-hf"), PathBuf::from);
+    if !python.is_file() {
+        return None;
+    }
+    assert!(
+        model.is_dir(),
+        "the vLLM venv is there but not its model {}: run scripts/setup-vllm.sh",
+        model.display()
+    );
+    Some((python, model))
+}
+
+/// This checkout (not `kvlint_fixtures::repository()`: worktrees sharing a target directory
+/// share that crate, built in whichever of them built it last).
+fn repository() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn sessions() -> Vec<PathBuf> {
+    let corpus = std::env::var_os("KVLINT_CORPUS").map_or_else(
+        || repository().join("fixtures/corpus/sessions"),
+        PathBuf::from,
+    );
+    let mut sessions: Vec<PathBuf> = std::fs::read_dir(corpus)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| {
+            path.extension()
+                .is_some_and(|extension| extension == "jsonl")
+        })
+        .collect();
+    sessions.sort();
+    assert_eq!(sessions.len(), 38, "the corpus has 38 sessions");
+    // Requests made to touch every rule of vLLM's request handling, one per line.
+    sessions.push(repository().join("fixtures/render/vllm-requests.jsonl"));
+    sessions
+}
+
+/// `kvlint render --format json --engine vllm` of every session through one model.
+fn kvlint_render(tokenizer_dir: &Path, template: &Path, sessions: &[PathBuf]) -> Value {
+    let output = Command::new(env!("CARGO_BIN_EXE_kvlint"))
+        .args([
+            "render", "--format", "json", "--engine", "vllm", "--now", NOW,
+        ])
+        .arg("--chat-template")
+        .arg(template)
+        .arg("--tokenizer")
+        .arg(tokenizer_dir.join("tokenizer.json"))
+        .args(sessions)
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|error| panic!("{error}: {}", String::from_utf8_lossy(&output.stderr)));
+    assert_eq!(report["errors"], json!([]), "every session file reads");
+    report
+}
+
+/// The request bodies of a session: one per line of its JSONL file.
+fn bodies(session: &Path) -> Vec<Value> {
+    std::fs::read_to_string(session)
+        .unwrap()
+        .lines()
+        .filter(|line| !line.trim().is_empty())
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+/// Runs every case through vLLM, and reads what vLLM reads from each template, in one Python
+/// process.
+fn vllm_render(python: &Path, model: &Path, cases: Vec<Value>, templates: &[PathBuf]) -> Value {
+    let script = repository().join("scripts/vllm_render.py");
+    let mut child = Command::new(python)
+        .arg(script)
+        .arg("-")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let input = json!({"model_dir": model, "cases": cases, "templates": templates});
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || stdin.write_all(input.to_string().as_bytes()));
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "vllm_render.py failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    writer.join().unwrap().unwrap();
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+#[test]
+fn kvlint_renders_every_turn_as_vllm_does() {
+    let Some((python, model)) = vllm() else {
+        eprintln!(
+            "SKIPPED: no vLLM venv (~/.cache/kvlint/vllm-venv or $KVLINT_VLLM_VENV); run \
+             scripts/setup-vllm.sh"
+        );
+        return;
+    };
+    let assets =
+        kvlint_fixtures::assets().expect("test assets missing: run scripts/fetch-assets.sh");
+    let sessions = sessions();
+    // kvlint's turns, by (model, session file name, turn index).
+    let mut kvlint_turns: BTreeMap<(String, String, u64), Value> = BTreeMap::new();
+    let mut cases = Vec::new();
+    for served in &SERVED {
+        let name = served.name;
+        let tokenizer_dir = assets.join("tokenizers").join(served.tokenizer);
+        let template = served.template.map_or_else(
+            || tokenizer_dir.join("tokenizer_config.json"),
+            |file| assets.join("templates").join(file),
+        );
+        let report = kvlint_render(&tokenizer_dir, &template, &sessions);
+        for (session, rendered) in sessions.iter().zip(report["sessions"].as_array().unwrap()) {
+            let file = session.file_name().unwrap().to_string_lossy().into_owned();
+            assert!(rendered["path"].as_str().unwrap().ends_with(&file));
+            assert!(
+                rendered["renderer"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("engine:vllm:")
+            );
+            let bodies = bodies(session);
+            for turn in rendered["turns"].as_array().unwrap() {
+                let index = turn["index"].as_u64().unwrap();
+                let key = (name.to_owned(), file.clone(), index);
+                // vLLM's own Anthropic and Responses endpoints are not modelled: kvlint
+                // renders those bodies as a gateway passes them to the chat endpoint.
+                if turn["format"] == "openai-chat" {
+                    let mut case = json!({
+                        "id": [name, file, index],
+                        "tokenizer_dir": tokenizer_dir,
+                        "tool_call_parser": served.tool_call_parser,
+                        "body": bodies[index as usize],
+                        "now": NOW,
+                    });
+                    if served.template.is_some() {
+                        case["chat_template_file"] = json!(template);
+                    }
+                    cases.push(case);
+                } else {
+                    assert!(
+                        turn.get("error").is_none(),
+                        "{name} {file} turn {index}: {}",
+                        turn["error"]
+                    );
+                }
+                kvlint_turns.insert(key, turn.clone());
+            }
+        }
+    }
+    let results = vllm_render(&python, &model, cases, &[]);
+    let results = results["cases"].as_array().unwrap();
+    let mut mismatches = Vec::new();
+    let mut refused_by_both = 0;
+    let mut retokenized = 0;
+    // Pairs of (model, session) with a turn that differs or that one side refuses.
+    let mut pairs_not_matching = std::collections::BTreeSet::new();
+    for result in results {
+        let id = &result["id"];
+        let key = (
+            id[0].as_str().unwrap().to_owned(),
+            id[1].as_str().unwrap().to_owned(),
+            id[2].as_u64().unwrap(),
+        );
+        let ours = &kvlint_turns[&key];
+        let place = format!("{} {} turn {}", key.0, key.1, key.2);
+        let mismatches_before = mismatches.len();
+        let oracle_failure = result["error"]
+            .as_str()
+            .is_some_and(|error| error.starts_with("oracle failure"));
+        assert!(!oracle_failure, "{place}: {}", result["error"]);
+        match (result.get("error"), ours.get("error")) {
+            (Some(_), Some(_)) => {
+                refused_by_both += 1;
+                pairs_not_matching.insert((key.0.clone(), key.1.clone()));
+            }
+            (Some(theirs), None) => {
+                mismatches.push(format!("{place}: vLLM refuses ({theirs}), kvlint renders"));
+            }
+            (None, Some(ours)) => {
+                mismatches.push(format!("{place}: kvlint refuses ({ours}), vLLM renders"));
+            }
+            (None, None) => {
+                if result["text"] != ours["text"] {
+                    let (theirs, ours) = (
+                        result["text"].as_str().unwrap(),
+                        ours["text"].as_str().unwrap(),
+                    );
+                    let at = theirs
+                        .char_indices()
+                        .zip(ours.chars())
+                        .find(|((_, a), b)| a != b)
+                        .map_or(theirs.len().min(ours.len()), |((at, _), _)| at);
+                    let window = |text: &str| {
+                        let around: String = text
+                            .char_indices()
+                            .filter(|(index, _)| index + 60 >= at && *index < at + 60)
+                            .map(|(_, character)| character)
+                            .collect();
+                        format!("{around:?}")
+                    };
+                    mismatches.push(format!(
+                        "{place}: text differs at byte {at}:\n  vLLM   {}\n  kvlint {}",
+                        window(theirs),
+                        window(ours)
+                    ));
+                } else if TOKENIZED_UNLIKE_TOKENIZER_JSON.contains(&key.0.as_str()) {
+                    if result["tokenizer_json_ids"] != ours["token_ids"] {
+                        mismatches.push(format!(
+                            "{place}: token ids differ from the tokenizer.json's"
+                        ));
+                    }
+                    if result["token_ids"] == result["tokenizer_json_ids"] {
+                        mismatches.push(format!(
+                            "{place}: vLLM now tokenizes as the tokenizer.json does: drop {} from \
+                             TOKENIZED_UNLIKE_TOKENIZER_JSON",
+                            key.0
+                        ));
+                    }
+                    retokenized += 1;
+                } else if result["token_ids"] != ours["token_ids"] {
+                    mismatches.push(format!("{place}: same text, different token ids"));
+                }
+            }
+        }
+        if mismatches.len() > mismatches_before {
+            pairs_not_matching.insert((key.0.clone(), key.1.clone()));
+        }
+    }
+    let chat_pairs: std::collections::BTreeSet<(String, String)> = results
+        .iter()
+        .filter(|result| result["id"][1] != "vllm-requests.jsonl")
+        .map(|result| {
+            (
+                result["id"][0].as_str().unwrap().to_owned(),
+                result["id"][1].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    pairs_not_matching.retain(|(_, file)| file != "vllm-requests.jsonl");
+    eprintln!(
+        "{} turns compared with vLLM ({} refused by both; {} tokenized by vLLM unlike the \
+         tokenizer.json says); {} of {} corpus chat-completions session × template pairs \
+         render every turn as vLLM does",
+        results.len(),
+        refused_by_both,
+        retokenized,
+        chat_pairs.len() - pairs_not_matching.len(),
+        chat_pairs.len(),
+    );
+    assert!(
+        mismatches.is_empty(),
+        "{} turns differ from vLLM:\n{}",
+        mismatches.len(),
+        mismatches.join("\n")
+    );
+}
+
+#[test]
+fn content_format_and_developer_role_are_read_from_templates_as_vllm_reads_them() {
+    let Some((python, model)) = vllm() else {
+        eprintln!("SKIPPED: no vLLM venv; run scripts/setup-vllm.sh");
+        return;
+    };
+    let assets =
+        kvlint_fixtures::assets().expect("test assets missing: run scripts/fetch-assets.sh");
+    let mut templates: Vec<PathBuf> = std::fs::read_dir(assets.join("templates"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| {
+            path.extension()
+                .is_some_and(|extension| extension == "jinja")
+        })
+        .collect();
+    templates.sort();
+    assert!(templates.len() > 50, "llama.cpp's collection of templates");
+    let facts = vllm_render(&python, &model, Vec::new(), &templates);
+    let mut differences = Vec::new();
+    let mut parts = 0;
+    for (path, theirs) in templates.iter().zip(facts["templates"].as_array().unwrap()) {
+        let server = kvlint_core::VllmServer::for_template_file(path).unwrap();
+        let name = path.file_name().unwrap().to_string_lossy();
+        let takes_parts = theirs["content_format"] == "openai";
+        parts += usize::from(takes_parts);
+        if server.takes_content_as_parts(false) != takes_parts {
+            differences.push(format!(
+                "{name}: vLLM's content format is {}",
+                theirs["content_format"]
+            ));
+        }
+        if Value::Bool(server.knows_developer_role(false)) != theirs["developer_role"] {
+            differences.push(format!(
+                "{name}: vLLM's developer role support is {}",
+                theirs["developer_role"]
+            ));
+        }
+    }
+    eprintln!(
+        "{} templates, {parts} of them take content as parts",
+        templates.len()
+    );
+    assert!(differences.is_empty(), "{}", differences.join("\n"));
+}
