@@ -88,15 +88,9 @@ fn vllm() -> Option<(PathBuf, PathBuf)> {
     Some((python, model))
 }
 
-/// This checkout (not `kvlint_fixtures::repository()`: worktrees sharing a target directory
-/// share that crate, built in whichever of them built it last).
-fn repository() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
 fn sessions() -> Vec<PathBuf> {
     let corpus = std::env::var_os("KVLINT_CORPUS").map_or_else(
-        || repository().join("fixtures/corpus/sessions"),
+        || kvlint_fixtures::repository().join("fixtures/corpus/sessions"),
         PathBuf::from,
     );
     let mut sessions: Vec<PathBuf> = std::fs::read_dir(corpus)
@@ -110,7 +104,7 @@ fn sessions() -> Vec<PathBuf> {
     sessions.sort();
     assert_eq!(sessions.len(), 38, "the corpus has 38 sessions");
     // Requests made to touch every rule of vLLM's request handling, one per line.
-    sessions.push(repository().join("fixtures/render/vllm-requests.jsonl"));
+    sessions.push(kvlint_fixtures::repository().join("fixtures/render/vllm-requests.jsonl"));
     sessions
 }
 
@@ -146,7 +140,7 @@ fn bodies(session: &Path) -> Vec<Value> {
 /// Runs every case through vLLM, and reads what vLLM reads from each template, in one Python
 /// process.
 fn vllm_render(python: &Path, model: &Path, cases: Vec<Value>, templates: &[PathBuf]) -> Value {
-    let script = repository().join("scripts/vllm_render.py");
+    let script = kvlint_fixtures::repository().join("scripts/vllm_render.py");
     let mut child = Command::new(python)
         .arg(script)
         .arg("-")

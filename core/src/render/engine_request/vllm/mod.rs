@@ -13,6 +13,7 @@
 //! and Responses bodies are taken as a gateway hands them to this endpoint: their chat view
 //! (vLLM's own `/v1/messages` and `/v1/responses` are not modelled).
 
+mod content;
 mod messages;
 mod request;
 mod template_facts;
