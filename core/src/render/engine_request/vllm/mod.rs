@@ -5,13 +5,22 @@
 //! 1. the body is validated as a `ChatCompletionRequest` (`request`): refused requests stop
 //!    here, tools are re-dumped with `model_dump()`;
 //! 2. `OnlineRenderer.render_chat` → `HfRenderer.render_messages`: the template's content
-//!    format is detected (`template_facts`) and each message parsed (`messages`);
+//!    format is detected (`template_facts`) and each message parsed (`messages`, its content
+//!    parts in `content`);
 //! 3. `safe_apply_chat_template` renders with the request's template variables.
 //!
 //! The server modelled: `--chat-template`, content format `auto`, tool calling enabled
 //! (`--enable-auto-tool-choice --tool-call-parser …`), a text-only model. Anthropic Messages
 //! and Responses bodies are taken as a gateway hands them to this endpoint: their chat view
 //! (vLLM's own `/v1/messages` and `/v1/responses` are not modelled).
+//!
+//! Not reproduced: image, audio and video parts, `continue_final_message` (both reported as
+//! not modelled); gpt-oss, which vLLM renders with Harmony rather than its template; prompts
+//! over the model's context length; templates that change a list in place, which vLLM's
+//! sandboxed Jinja refuses. The transformers vLLM 0.32 pins (5.19) hands messages to the
+//! template as they are, where kvlint's templates drop null keys and add a `thinking` alias
+//! as later transformers do: a template that tests `message.tool_call_id is defined` on a
+//! null id, or reads `message.thinking`, can differ.
 
 mod content;
 mod messages;
