@@ -7,6 +7,29 @@ use serde_json::{Map, Value, json};
 
 use crate::request::{BodyFormat, Request};
 
+/// A request as the messages and tools of an OpenAI chat body, as a gateway forwards it to an
+/// OpenAI-compatible engine: the chat view, with tool-call arguments as the JSON strings the
+/// API takes.
+pub fn openai_chat_body(request: &Request) -> (Vec<Value>, Option<Vec<Value>>) {
+    let (messages, tools) = chat_view(request);
+    let mut messages: Vec<Value> = messages.into_iter().map(Cow::into_owned).collect();
+    for call in messages
+        .iter_mut()
+        .filter_map(|message| message.get_mut("tool_calls"))
+        .filter_map(Value::as_array_mut)
+        .flatten()
+    {
+        if let Some(arguments) = call
+            .pointer_mut("/function/arguments")
+            .filter(|arguments| !arguments.is_string())
+        {
+            *arguments = Value::String(arguments.to_string());
+        }
+    }
+    let tools = tools.map(|tools| tools.into_iter().map(Cow::into_owned).collect());
+    (messages, tools)
+}
+
 /// The request as chat-format `messages` and `tools`, the shape chat templates expect and
 /// engines pass them: tool-call arguments as objects, text blocks joined.
 pub fn chat_view(request: &Request) -> (Vec<Cow<'_, Value>>, Option<Vec<Cow<'_, Value>>>) {

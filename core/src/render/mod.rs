@@ -24,7 +24,7 @@ use crate::request::{BodyFormat, Request};
 use crate::template::ChatTemplate;
 use crate::tokenize::{Tokenizer, Tokens};
 
-pub use chat_view::chat_view;
+pub use chat_view::{chat_view, openai_chat_body};
 pub use engine_request::{EngineRequest, TemplateInput, VllmServer};
 use locate::locate_parts;
 pub use provider::push_part_text;

@@ -1,7 +1,7 @@
 //! Replaying a session against a self-hosted engine (llama.cpp, vLLM, SGLang): each turn is
 //! tokenized by the engine itself, predicted from what this run already sent, then sent.
 
-use kvlint_core::render::{Renderer, chat_view};
+use kvlint_core::render::{Renderer, openai_chat_body};
 use kvlint_core::request::BodyFormat;
 use kvlint_core::session::{SessionFile, Turn};
 use serde_json::{Value, json};
@@ -107,30 +107,7 @@ pub(super) fn chat_body(turn: &Turn, model: Option<&str>) -> Value {
                 .and_then(Value::as_array)
                 .cloned(),
         ),
-        _ => {
-            let (messages, tools) = chat_view(&turn.request);
-            let mut messages: Vec<Value> = messages
-                .into_iter()
-                .map(|message| message.into_owned())
-                .collect();
-            for call in messages
-                .iter_mut()
-                .filter_map(|message| message.get_mut("tool_calls"))
-                .filter_map(Value::as_array_mut)
-                .flatten()
-            {
-                if let Some(arguments) = call
-                    .pointer_mut("/function/arguments")
-                    .filter(|arguments| !arguments.is_string())
-                {
-                    *arguments = Value::String(arguments.to_string());
-                }
-            }
-            (
-                messages,
-                tools.map(|tools| tools.into_iter().map(|tool| tool.into_owned()).collect()),
-            )
-        }
+        _ => openai_chat_body(&turn.request),
     };
     let mut body =
         json!({"messages": messages, "max_tokens": 1, "temperature": 0, "stream": false});

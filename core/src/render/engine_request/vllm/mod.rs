@@ -34,7 +34,7 @@ use serde_json::{Map, Value};
 
 use super::TemplateInput;
 use crate::error::InputError;
-use crate::render::chat_view;
+use crate::render::openai_chat_body;
 use crate::request::{BodyFormat, Request};
 use crate::template::ChatTemplate;
 use template_facts::TemplateFacts;
@@ -213,26 +213,11 @@ impl VllmServer {
         request: &'a Request,
         add_generation_prompt: bool,
     ) -> Result<TemplateInput<'a>, InputError> {
-        let (messages, tools) = chat_view(request);
-        let mut messages: Vec<Value> = messages.into_iter().map(Cow::into_owned).collect();
-        for call in messages
-            .iter_mut()
-            .filter_map(|message| message.get_mut("tool_calls"))
-            .filter_map(Value::as_array_mut)
-            .flatten()
-        {
-            if let Some(arguments) = call
-                .pointer_mut("/function/arguments")
-                .filter(|arguments| !arguments.is_string())
-            {
-                *arguments = Value::String(arguments.to_string());
-            }
-        }
+        let (messages, tools) = openai_chat_body(request);
         for (index, message) in messages.iter().enumerate() {
             request::check_message(message).map_err(|reason| Failure::Refused(reason).at(index))?;
         }
-        let tools =
-            tools.map(|tools| Value::Array(tools.into_iter().map(Cow::into_owned).collect()));
+        let tools = tools.map(Value::Array);
         let tools = request::dumped_tools(tools.as_ref()).map_err(Failure::Refused)?;
         let facts = self.facts(tools.is_some());
         let conversation = messages::parse_messages(&messages, facts)?
