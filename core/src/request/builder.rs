@@ -60,17 +60,13 @@ impl<'s> PartsBuilder<'s> {
                     format!("a tool must be an object, found {}", kind_of(tool)),
                 ));
             }
+            // A tool without a name is read (the engine refuses the turn, not the file).
             let name = tool
                 .pointer("/function/name")
                 .or_else(|| tool.get("name"))
-                .and_then(Value::as_str);
-            // A function (OpenAI) or custom (Anthropic) tool is refused without a name; the
-            // APIs' built-in tools (`web_search`, `file_search`, ...) have none.
-            let kind = tool.get("type").and_then(Value::as_str);
-            if name.is_none() && matches!(kind, None | Some("function" | "custom")) {
-                return Err(BodyError::new(path, "a function tool must have a `name`"));
-            }
-            let name = name.unwrap_or_default().to_owned();
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
             let definition = without_cache_control(tool);
             self.push(
                 path.clone(),
