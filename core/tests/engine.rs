@@ -7,7 +7,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use chrono::NaiveDateTime;
 use kvlint_core::render::chat_view;
@@ -18,11 +17,6 @@ use serde_json::{Value, json};
 
 fn assets() -> PathBuf {
     kvlint_fixtures::assets().expect("test assets missing: run scripts/fetch-assets.sh")
-}
-
-fn python() -> PathBuf {
-    kvlint_fixtures::reference_python()
-        .expect("reference venv missing: run scripts/setup-python.sh")
 }
 
 fn now() -> NaiveDateTime {
@@ -134,27 +128,7 @@ fn reference(cases: &[Case]) -> Vec<Value> {
             entry
         })
         .collect();
-    let input_path =
-        std::env::temp_dir().join(format!("kvlint-reference-{}.json", std::process::id()));
-    std::fs::write(
-        &input_path,
-        serde_json::to_string(&json!({"cases": input})).unwrap(),
-    )
-    .unwrap();
-    let script = kvlint_fixtures::repository().join("scripts/reference_render.py");
-    let output = Command::new(python())
-        .arg(script)
-        .arg(&input_path)
-        .output()
-        .unwrap();
-    std::fs::remove_file(&input_path).ok();
-    assert!(
-        output.status.success(),
-        "reference_render.py failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let output: Value = serde_json::from_slice(&output.stdout).unwrap();
-    output["cases"].as_array().unwrap().clone()
+    kvlint_fixtures::transformers_render(&input).unwrap()
 }
 
 #[test]

@@ -10,7 +10,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use chrono::NaiveDateTime;
 use kvlint_core::template::{ChatTemplate, placeholder};
@@ -117,30 +116,7 @@ fn reference(cases: &[Case], tokenizer_dir: &Path) -> Vec<Value> {
             })
         })
         .collect();
-    let input_path = std::env::temp_dir().join(format!(
-        "kvlint-template-parity-{}.json",
-        std::process::id()
-    ));
-    std::fs::write(
-        &input_path,
-        serde_json::to_string(&json!({"cases": input})).unwrap(),
-    )
-    .unwrap();
-    let python = kvlint_fixtures::reference_python()
-        .expect("reference venv missing: run scripts/setup-python.sh");
-    let output = Command::new(python)
-        .arg(kvlint_fixtures::repository().join("scripts/reference_render.py"))
-        .arg(&input_path)
-        .output()
-        .unwrap();
-    std::fs::remove_file(&input_path).ok();
-    assert!(
-        output.status.success(),
-        "reference_render.py failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let output: Value = serde_json::from_slice(&output.stdout).unwrap();
-    output["cases"].as_array().unwrap().clone()
+    kvlint_fixtures::transformers_render(&input).unwrap()
 }
 
 #[test]
