@@ -1,0 +1,130 @@
+//! Input as users have it, and input that is hostile: pretty-printed requests, a byte-order
+//! mark, text that is not UTF-8, OpenAI Batch lines to other endpoints, and text that would
+//! control the terminal if printed raw.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+struct Run {
+    /// What kvlint printed, standard output then standard error.
+    stdout: String,
+    code: i32,
+}
+
+fn kvlint(args: &[&str]) -> Run {
+    let run = kvlint_fixtures::run_kvlint(env!("CARGO_BIN_EXE_kvlint"), args);
+    Run {
+        stdout: run.stdout + &run.stderr,
+        code: run.code,
+    }
+}
+
+#[test]
+fn input_text_cannot_control_the_terminal() {
+    // A tool name with an escape sequence and a bell; a system prompt with a bidi override.
+    let first = r#"{"tools":[{"type":"function","function":{"name":"read","parameters":{}}}],"messages":[{"role":"system","content":"Rules \u202e tnirp"},{"role":"user","content":"hi"}]}"#;
+    let second = r#"{"tools":[{"type":"function","function":{"name":"read","parameters":{}}},{"type":"function","function":{"name":"evil\u001b]0;pwned\u0007","parameters":{}}}],"messages":[{"role":"system","content":"Rules \u202e tnirp"},{"role":"user","content":"hi"}]}"#;
+    let path = std::env::temp_dir().join(format!("kvlint-escapes-{}.jsonl", std::process::id()));
+    std::fs::write(&path, format!("{first}\n{second}\n")).unwrap();
+    for format in ["human", "github", "junit", "sarif", "json"] {
+        let run = kvlint(&["check", "--format", format, path.to_str().unwrap()]);
+        assert_eq!(run.code, 1, "{format}: {}", run.stdout);
+        for raw in ['\u{1b}', '\u{7}', '\u{202e}'] {
+            assert!(
+                !run.stdout.contains(raw),
+                "{format} prints {raw:?}: {}",
+                run.stdout
+            );
+        }
+    }
+    let human = kvlint(&["check", path.to_str().unwrap()]);
+    assert!(
+        human.stdout.contains("evil<U+001B>]0;pwned<U+0007>"),
+        "{}",
+        human.stdout
+    );
+    std::fs::remove_file(&path).unwrap();
+}
+
+#[test]
+fn requests_are_read_as_users_have_them() {
+    let single = kvlint(&[
+        "check",
+        "--format",
+        "json",
+        "fixtures/inputs/pretty-single.json",
+    ]);
+    assert_eq!(single.code, 0, "{}", single.stdout);
+    let report: serde_json::Value = serde_json::from_str(&single.stdout).unwrap();
+    assert_eq!(report["sessions"][0]["summary"]["turns"], 1);
+    for session in [
+        "fixtures/inputs/pretty-session.json",
+        "fixtures/inputs/bom.jsonl",
+    ] {
+        let run = kvlint(&["check", "--format", "json", session]);
+        assert_eq!(run.code, 1, "{}", run.stdout);
+        let report: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+        let finding = &report["sessions"][0]["findings"][0];
+        assert_eq!(finding["rule"], "volatile-timestamp", "{session}");
+        assert_eq!(finding["part"], "messages[0].content", "{session}");
+    }
+    // Placed in the pretty-printed file: line 4 holds the second request's system prompt.
+    let run = kvlint(&[
+        "check",
+        "--format",
+        "json",
+        "fixtures/inputs/pretty-session.json",
+    ]);
+    let report: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    let span = &report["sessions"][0]["findings"][0]["span"];
+    let text = std::fs::read_to_string(
+        kvlint_fixtures::repository().join("fixtures/inputs/pretty-session.json"),
+    )
+    .unwrap();
+    let line = text
+        .lines()
+        .nth(span["line"].as_u64().unwrap() as usize - 1)
+        .unwrap();
+    assert!(line.contains("10:23:05"), "{line}");
+    let diff = kvlint(&[
+        "diff",
+        "fixtures/inputs/pretty-single.json",
+        "fixtures/diff/after.json",
+    ]);
+    assert_ne!(diff.code, 2, "{}", diff.stdout);
+    let encoding = kvlint(&["check", "fixtures/inputs/not-utf8.jsonl"]);
+    assert_eq!(encoding.code, 2);
+    assert!(
+        encoding.stdout.contains("not-utf8.jsonl:2:") && encoding.stdout.contains("byte 0xFF"),
+        "{}",
+        encoding.stdout
+    );
+}
+
+#[test]
+fn batch_lines_to_other_endpoints_are_skipped_and_said() {
+    let run = kvlint(&[
+        "check",
+        "--format",
+        "json",
+        "fixtures/inputs/batch-embeddings.jsonl",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stdout);
+    let report: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    let session = &report["sessions"][0];
+    assert_eq!(session["summary"]["turns"], 1);
+    assert_eq!(session["format"], "openai-chat");
+    let lines: Vec<u64> = session["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|skipped| skipped["line"].as_u64().unwrap())
+        .collect();
+    assert_eq!(lines, [1, 3, 4]);
+    let human = kvlint(&["check", "fixtures/inputs/batch-embeddings.jsonl"]);
+    assert!(
+        human.stdout.contains(
+            "batch-embeddings.jsonl:3: skipped: an OpenAI Batch request to /v1/embeddings"
+        ),
+        "{}",
+        human.stdout
+    );
+}
