@@ -56,14 +56,16 @@ pub fn check_session(
     let range_count = rayon::current_num_threads()
         .min(session.turns.len() / MIN_TURNS_PER_RANGE)
         .max(1);
-    let checked: Vec<RangeCheck> = balanced_ranges(session, range_count)
+    let checked: Vec<Result<RangeCheck, InputError>> = balanced_ranges(session, range_count)
         .into_par_iter()
         .map(|range| check_range(session, range, renderer, engine.is_some()))
-        .collect::<Result<_, _>>()?;
+        .collect();
     let mut turns = Vec::with_capacity(session.turns.len());
     let mut findings = Vec::new();
     let mut cache_view = engine.map(|_| SessionCacheView::new(renderer));
     for range in checked {
+        // In turn order: the error reported is the first turn's, whatever finished first.
+        let range = range?;
         turns.extend(range.turns);
         findings.extend(range.findings);
         if let (Some(view), Some(later)) = (&mut cache_view, range.cache_view) {
