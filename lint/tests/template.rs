@@ -3,18 +3,11 @@
 //! before the shared instructions of a prompt template.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-struct Run {
-    stdout: String,
-    code: i32,
-}
+use kvlint_fixtures::Printed as Run;
 
 /// Runs kvlint from the repository root; stdout and stderr together.
 fn kvlint(args: &[&str]) -> Run {
-    let run = kvlint_fixtures::run_kvlint(env!("CARGO_BIN_EXE_kvlint"), args);
-    Run {
-        stdout: run.stdout + &run.stderr,
-        code: run.code,
-    }
+    kvlint_fixtures::run_kvlint_printed(env!("CARGO_BIN_EXE_kvlint"), args)
 }
 
 #[test]

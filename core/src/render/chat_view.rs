@@ -115,6 +115,23 @@ fn joined_text(blocks: &[Value]) -> Option<String> {
     texts.map(|texts| texts.join("\n"))
 }
 
+/// A body's flat tool definitions (Anthropic, Responses) as chat-completions function tools;
+/// `schema_key` names the field that holds the parameters' schema.
+fn function_tools(body: &Map<String, Value>, schema_key: &str) -> Option<Vec<Value>> {
+    body.get("tools").and_then(Value::as_array).map(|tools| {
+        tools
+            .iter()
+            .map(|tool| {
+                function_tool(
+                    tool.get("name"),
+                    tool.get("description"),
+                    tool.get(schema_key),
+                )
+            })
+            .collect()
+    })
+}
+
 fn function_tool(
     name: Option<&Value>,
     description: Option<&Value>,
@@ -196,18 +213,7 @@ fn anthropic_chat_view(body: &Map<String, Value>) -> (Vec<Value>, Option<Vec<Val
         }
         messages.push(Value::Object(converted));
     }
-    let tools = body.get("tools").and_then(Value::as_array).map(|tools| {
-        tools
-            .iter()
-            .map(|tool| {
-                function_tool(
-                    tool.get("name"),
-                    tool.get("description"),
-                    tool.get("input_schema"),
-                )
-            })
-            .collect()
-    });
+    let tools = function_tools(body, "input_schema");
     (messages, tools)
 }
 
@@ -270,17 +276,6 @@ fn responses_chat_view(body: &Map<String, Value>) -> (Vec<Value>, Option<Vec<Val
             }
         }
     }
-    let tools = body.get("tools").and_then(Value::as_array).map(|tools| {
-        tools
-            .iter()
-            .map(|tool| {
-                function_tool(
-                    tool.get("name"),
-                    tool.get("description"),
-                    tool.get("parameters"),
-                )
-            })
-            .collect()
-    });
+    let tools = function_tools(body, "parameters");
     (messages, tools)
 }
