@@ -4,7 +4,7 @@
 # transformers venv the rendering tests compare against, checks formatting and lints, runs
 # every test, then the benchmarks (the long-session one reports its speed against the targets,
 # 50x (provider mode) and 30x (engine mode, Qwen3) faster than re-tokenizing every turn, and
-# fails under 0.8 of them or when it peaks over 4x the session file's size in memory).
+# fails under them or when it peaks over 4x the session file's size in memory).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

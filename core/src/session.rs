@@ -37,6 +37,8 @@ pub struct SessionFile {
     /// Requests the file holds that are not prompts (an OpenAI Batch line to another
     /// endpoint): passed over, and said.
     pub skipped: Vec<Skipped>,
+    /// Every distinct text the turns' parts hold, each once.
+    pub part_texts: Vec<Arc<str>>,
 }
 
 /// A request passed over, and why.
@@ -67,6 +69,7 @@ impl SessionFile {
             text,
             turns: Vec::new(),
             skipped: Vec::new(),
+            part_texts: Vec::new(),
         };
         // A byte-order mark is harmless: the text after it is read.
         let bom = if session.text.starts_with('\u{FEFF}') {
@@ -75,15 +78,17 @@ impl SessionFile {
             0
         };
         let trimmed_start = session.text.len() - session.text[bom..].trim_start().len();
+        let mut shared = SharedParts::default();
         match session.text.as_bytes().get(trimmed_start) {
             None => {
                 return Err(InputError::Empty {
                     path: session.path.clone(),
                 });
             }
-            Some(b'[') => session.read_array(trimmed_start, &mut SharedParts::default())?,
-            Some(_) => session.read_documents(trimmed_start, &mut SharedParts::default())?,
+            Some(b'[') => session.read_array(trimmed_start, &mut shared)?,
+            Some(_) => session.read_documents(trimmed_start, &mut shared)?,
         }
+        session.part_texts = shared.into_texts();
         Ok(session)
     }
 

@@ -14,7 +14,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use crate::error::InputError;
-use crate::prefix::common_prefix_len;
+use crate::prefix::{common_prefix_len, common_slice_prefix_len};
 
 /// The encoding of one chunk of text: token ids and the byte offset each starts at.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -180,6 +180,39 @@ struct Splitter {
     matcher: aho_corasick::AhoCorasick,
     /// The one-token encoding of each special token, by pattern index.
     tokens: Vec<Arc<Chunk>>,
+    /// The byte length of each special token, by pattern index.
+    lengths: Vec<usize>,
+}
+
+impl Splitter {
+    /// The chunks of `earlier` that `text` is cut into as well, and the byte where they end:
+    /// those up to the last special token starting at least the longest special token's
+    /// length before the end of the bytes both texts share. Whether a special token starts
+    /// at a byte is decided by the bytes up to that length after it, so up to there both
+    /// texts are cut at the same places, and equal chunks encode to equal tokens.
+    fn shared_head(&self, text: &str, earlier: &str, tokens: &Tokens) -> Option<(Tokens, usize)> {
+        let shared = common_slice_prefix_len(text.as_bytes(), earlier.as_bytes());
+        let last_start = shared.checked_sub(self.matcher.max_pattern_len())?;
+        let candidates = tokens
+            .chunks
+            .partition_point(|placed| placed.offset <= last_start);
+        let (kept, special) = tokens.chunks[..candidates]
+            .iter()
+            .enumerate()
+            .rev()
+            .find_map(|(position, placed)| {
+                self.tokens
+                    .iter()
+                    .position(|special| Arc::ptr_eq(special, &placed.chunk))
+                    .map(|special| (position, special))
+            })?;
+        let end = tokens.chunks[kept].offset + self.lengths[special];
+        let head = Tokens {
+            chunks: tokens.chunks[..=kept].to_vec(),
+            len: tokens.chunks[kept].first + 1,
+        };
+        Some((head, end))
+    }
 }
 
 enum Backend {
@@ -269,6 +302,13 @@ impl Tokenizer {
 
     /// Encodes a whole rendered prompt, parsing special tokens the way engines do.
     pub fn encode_text(&self, text: &str) -> Tokens {
+        self.encode_text_after(text, None)
+    }
+
+    /// [`Tokenizer::encode_text`] knowing an earlier text and its tokens (the turn before):
+    /// the chunks of the head both texts share are taken over as they are, not hashed and
+    /// looked up again, so encoding a turn costs what it adds.
+    pub fn encode_text_after(&self, text: &str, earlier: Option<(&str, &Tokens)>) -> Tokens {
         let Backend::HuggingFace {
             splitter: Some(splitter),
             ..
@@ -276,9 +316,13 @@ impl Tokenizer {
         else {
             return self.encode_pieces([text]);
         };
-        let mut tokens = Tokens::default();
-        let mut chunk_start = 0;
-        for special in splitter.matcher.find_iter(text) {
+        let (mut tokens, mut chunk_start) = earlier
+            .and_then(|(earlier_text, earlier_tokens)| {
+                splitter.shared_head(text, earlier_text, earlier_tokens)
+            })
+            .unwrap_or_default();
+        let rest = aho_corasick::Input::new(text).range(chunk_start..);
+        for special in splitter.matcher.find_iter(rest) {
             if chunk_start < special.start() {
                 let chunk = self.encode_piece(&text[chunk_start..special.start()]);
                 tokens.push(chunk, chunk_start);
@@ -299,6 +343,11 @@ impl Tokenizer {
         let mut tokens = Tokens::default();
         tokens.push(Arc::new(self.encode_chunk(text)), 0);
         tokens
+    }
+
+    /// How many distinct pieces of text the cache holds encodings of.
+    pub fn cached_pieces(&self) -> usize {
+        self.cache.lock().map_or(0, |cache| cache.len())
     }
 
     /// Forgets every cached encoding.
@@ -391,6 +440,7 @@ fn splitter(tokenizer: &tokenizers::Tokenizer) -> Option<Splitter> {
         .ok()?;
     Some(Splitter {
         matcher,
+        lengths: tokens.iter().map(|(content, _)| content.len()).collect(),
         tokens: tokens
             .into_iter()
             .map(|(_, id)| {
@@ -431,10 +481,7 @@ mod tests {
         let ids = tokens.ids();
         assert_eq!(ids[..half], ids[half..]);
         assert_eq!(tokens.start(half), Some(4));
-        assert_eq!(
-            tokenizer.cache.lock().map(|cache| cache.len()).unwrap_or(0),
-            1
-        );
+        assert_eq!(tokenizer.cached_pieces(), 1);
     }
 
     #[test]

@@ -263,5 +263,29 @@ fn encoding_chunk_by_chunk_equals_encoding_whole() {
         assert_eq!(chunked.ids(), whole.ids(), "{template}");
         assert_eq!(chunked.starts(), whole.starts(), "{template}");
         assert_eq!(tokenizer.decode(&chunked.ids()), text, "{template}");
+        // Knowing the turn before changes nothing, wherever the two texts part: in text, at a
+        // special token, inside one, or not at all.
+        let specials: Vec<usize> = text.match_indices("<|").map(|(at, _)| at).collect();
+        let mut edits = vec![0, text.len() / 2, text.len()];
+        for &special in specials.iter().step_by(specials.len() / 4 + 1) {
+            edits.extend([special.saturating_sub(1), special, special + 1, special + 3]);
+        }
+        for at in edits.into_iter().filter(|at| text.is_char_boundary(*at)) {
+            for later in [
+                format!("{}Z{}", &text[..at], &text[at..]),
+                format!("{}<|im_end|>x", &text[..at]),
+                text[..at].to_owned(),
+            ] {
+                let after = tokenizer.encode_text_after(&later, Some((&text, &chunked)));
+                let expected = tokenizer.encode_uncached(&later);
+                assert_eq!(after.ids(), expected.ids(), "{template}: edit at {at}");
+                assert_eq!(after.len(), expected.len(), "{template}: edit at {at}");
+                assert_eq!(
+                    after.starts(),
+                    expected.starts(),
+                    "{template}: edit at {at}"
+                );
+            }
+        }
     }
 }

@@ -1,9 +1,9 @@
-//! A long agent session (200 turns growing to about 64k tokens), checked by kvlint's pipeline
+//! A long agent session (200 turns growing to about 80k tokens), checked by kvlint's pipeline
 //! (`check_session`) and by the baseline that renders and re-tokenizes every turn in full, one
 //! after the other, in the same run. Reports the time per session, the ratio (targets: at
 //! least 50× in provider mode, 30× in engine mode) and the peak memory the check allocates,
-//! parsing included, against the session file's size (target: under 4×). A speed under its
-//! target is reported; the run fails under 0.8 of a speed target or over the memory target.
+//! parsing included, against the session file's size (target: under 4×). The run fails when a
+//! target is missed.
 //!
 //! `cargo bench -p kvlint-rules --bench long_session` (provider mode, embedded o200k_base);
 //! with `KVLINT_BENCH_TOKENIZER=path/tokenizer.json` and `KVLINT_BENCH_TEMPLATE=path.jinja`
@@ -28,11 +28,6 @@ const TURNS: usize = 200;
 const PROVIDER_TARGET_RATIO: f64 = 50.0;
 const ENGINE_TARGET_RATIO: f64 = 30.0;
 const TARGET_MEMORY_RATIO: f64 = 4.0;
-/// A speed under its target is reported; the run fails only under this share of it. On this
-/// 2-core machine the same build measures a few percent to a third apart from run to run, and
-/// the speed targets are met with less margin than that: a failure means a regression, not
-/// noise. Memory is counted, not timed: its target is strict.
-const FAILURE_SHARE: f64 = 0.8;
 
 /// The system allocator, counting the bytes allocated now and at the most.
 #[global_allocator]
@@ -124,16 +119,30 @@ fn session_jsonl() -> String {
     lines.join("\n")
 }
 
-/// The best of a few runs.
-fn best_of(runs: usize, mut run: impl FnMut() -> usize) -> (Duration, usize) {
-    let mut best = Duration::MAX;
-    let mut result = 0;
-    for _ in 0..runs {
-        let start = Instant::now();
-        result = std::hint::black_box(run());
-        best = best.min(start.elapsed());
+/// Rounds of the baseline run once, then kvlint's check a few times. This machine's speed
+/// drifts by half over seconds (shared cores): each round's ratio compares runs made at the
+/// same time, and the median round is reported.
+const ROUNDS: usize = 3;
+const CHECKS_PER_ROUND: usize = 5;
+
+/// One round: the baseline's time, kvlint's best, and the reuse each found.
+struct Round {
+    baseline: Duration,
+    kvlint: Duration,
+    baseline_reused: usize,
+    reused: usize,
+}
+
+impl Round {
+    fn ratio(&self) -> f64 {
+        self.baseline.as_secs_f64() / self.kvlint.as_secs_f64()
     }
-    (best, result)
+}
+
+fn timed(run: impl FnOnce() -> usize) -> (Duration, usize) {
+    let start = Instant::now();
+    let result = std::hint::black_box(run());
+    (start.elapsed(), result)
 }
 
 fn measure(
@@ -143,20 +152,8 @@ fn measure(
     renderer: &Renderer,
     target_ratio: f64,
 ) -> bool {
-    // Each run starts from an empty encoding cache; loading the tokenizer is not timed.
-    let (kvlint_time, reused) = best_of(5, || {
-        renderer.tokenizer().clear_cache();
-        let checked = kvlint_rules::check_session(session, renderer, None).unwrap();
-        checked.reused_tokens()
-    });
-    renderer.tokenizer().clear_cache();
-    let peak = peak_allocated(|| {
-        let session = SessionFile::parse("long.jsonl".into(), Arc::from(jsonl)).unwrap();
-        std::hint::black_box(kvlint_rules::check_session(&session, renderer, None).unwrap());
-    });
-    let memory_ratio = peak as f64 / jsonl.len() as f64;
-    let (baseline_time, baseline_reused) = best_of(3, || {
-        // Render every turn and tokenize its whole text, as a tool without the chunk cache.
+    // Render every turn and tokenize its whole text, as a tool without the chunk cache.
+    let baseline = || {
         let mut previous: Vec<u32> = Vec::new();
         let mut reused = 0;
         for turn in &session.turns {
@@ -166,28 +163,51 @@ fn measure(
             previous = ids;
         }
         reused
+    };
+    // Each check starts from an empty encoding cache; loading the tokenizer is not timed.
+    let check = || {
+        renderer.tokenizer().clear_cache();
+        let checked = kvlint_rules::check_session(session, renderer, None).unwrap();
+        checked.reused_tokens()
+    };
+    let mut rounds: Vec<Round> = (0..ROUNDS)
+        .map(|_| {
+            let (baseline, baseline_reused) = timed(baseline);
+            let (kvlint, reused) = (0..CHECKS_PER_ROUND).map(|_| timed(check)).min().unwrap();
+            Round {
+                baseline,
+                kvlint,
+                baseline_reused,
+                reused,
+            }
+        })
+        .collect();
+    rounds.sort_by(|a, b| a.ratio().total_cmp(&b.ratio()));
+    let median = &rounds[ROUNDS / 2];
+    renderer.tokenizer().clear_cache();
+    let peak = peak_allocated(|| {
+        let session = SessionFile::parse("long.jsonl".into(), Arc::from(jsonl)).unwrap();
+        std::hint::black_box(kvlint_rules::check_session(&session, renderer, None).unwrap());
     });
+    let memory_ratio = peak as f64 / jsonl.len() as f64;
     let last_turn_tokens = renderer
         .render(&session.turns[TURNS - 1].request)
         .unwrap()
         .tokens
         .len();
-    let ratio = baseline_time.as_secs_f64() / kvlint_time.as_secs_f64();
+    let ratio = median.ratio();
     println!(
         "{name}: {TURNS} turns, last turn {last_turn_tokens} tokens; kvlint {:.1} ms per session, full re-tokenization {:.1} ms: {ratio:.1}× (target ≥ {target_ratio}×); peak memory {:.1} MB for a {:.1} MB session file: {memory_ratio:.2}× (target < {TARGET_MEMORY_RATIO}×)",
-        kvlint_time.as_secs_f64() * 1000.0,
-        baseline_time.as_secs_f64() * 1000.0,
+        median.kvlint.as_secs_f64() * 1000.0,
+        median.baseline.as_secs_f64() * 1000.0,
         peak as f64 / 1e6,
         jsonl.len() as f64 / 1e6,
     );
     assert_eq!(
-        reused, baseline_reused,
+        median.reused, median.baseline_reused,
         "{name}: both ways must find the same reuse"
     );
-    if ratio < target_ratio {
-        println!("{name}: speed target missed ({ratio:.1}× < {target_ratio}×)");
-    }
-    ratio >= target_ratio * FAILURE_SHARE && memory_ratio < TARGET_MEMORY_RATIO
+    ratio >= target_ratio && memory_ratio < TARGET_MEMORY_RATIO
 }
 
 fn main() {
@@ -215,9 +235,7 @@ fn main() {
         met &= measure("engine", &jsonl, &session, &engine, ENGINE_TARGET_RATIO);
     }
     if !met {
-        println!(
-            "performance regression: a speed under {FAILURE_SHARE} of its target, or memory over its target"
-        );
+        println!("performance regression: a target missed");
         std::process::exit(1);
     }
 }

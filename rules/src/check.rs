@@ -53,6 +53,13 @@ pub fn check_session(
     renderer: &Renderer,
     engine: Option<&Engine>,
 ) -> Result<SessionCheck, InputError> {
+    // Each text encoded once, in parallel: otherwise each range would encode again the head
+    // of the session that its first turn resends.
+    if renderer.encodes_part_texts_whole() {
+        session.part_texts.par_iter().for_each(|text| {
+            renderer.tokenizer().encode_piece(text);
+        });
+    }
     let range_count = rayon::current_num_threads()
         .min(session.turns.len() / MIN_TURNS_PER_RANGE)
         .max(1);

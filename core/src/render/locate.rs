@@ -58,13 +58,13 @@ pub(super) fn locate_parts(
             .into_iter()
             .filter(|needle| !needle.is_empty())
             .find_map(|needle| {
-                let after_cursor = text[cursor..].find(needle.as_ref()).map(|at| cursor + at);
+                let after_cursor = find_from(text, cursor, &needle);
                 // Only the head of the prompt is rendered out of order by templates; searching
                 // the whole text for every part would make rendering quadratic.
                 let anywhere = in_head
-                    .then(|| text.match_indices(needle.as_ref()).map(|(at, _)| at))
+                    .then_some(())
                     .into_iter()
-                    .flatten();
+                    .flat_map(|()| text.match_indices(needle.as_ref()).map(|(at, _)| at));
                 after_cursor
                     .into_iter()
                     .chain(anywhere)
@@ -126,12 +126,34 @@ pub(super) fn locate_parts(
     segments
 }
 
+/// How far past the last located part the next is first looked for byte by byte: in a
+/// rendered template, the next part follows after a short header.
+const NEAR: usize = 512;
+
+/// `text[from..].find(needle)`, looking near `from` first by comparing bytes: parts usually
+/// follow each other closely, and building a searcher costs as much as the needle is long.
+fn find_from(text: &str, from: usize, needle: &str) -> Option<usize> {
+    let (bytes, wanted) = (text.as_bytes(), needle.as_bytes());
+    let first = *wanted.first()?;
+    let near_end = from.saturating_add(NEAR).min(bytes.len());
+    let near =
+        (from..near_end).find(|&start| bytes[start] == first && bytes[start..].starts_with(wanted));
+    if near.is_some() {
+        return near;
+    }
+    // A match starts on a character boundary: the first byte of UTF-8 text never continues one.
+    let rest = (near_end..=bytes.len()).find(|&at| text.is_char_boundary(at))?;
+    text[rest..].find(needle).map(|at| rest + at)
+}
+
 /// The texts a part may appear as in a template's output: as sent, trimmed, and for JSON
 /// (a tool, tool-call arguments) as Python's `json.dumps` writes it.
 fn needles<'a>(part: &'a Part, chat_tool: Option<&Value>) -> Vec<Cow<'a, str>> {
     let parsed = match (part.kind, chat_tool) {
-        (PartKind::Tool, Some(chat_tool)) => Some(chat_tool.clone()),
-        (PartKind::Tool | PartKind::Arguments, _) => serde_json::from_str::<Value>(&part.text).ok(),
+        (PartKind::Tool, Some(chat_tool)) => Some(Cow::Borrowed(chat_tool)),
+        (PartKind::Tool | PartKind::Arguments, _) => serde_json::from_str::<Value>(&part.text)
+            .ok()
+            .map(Cow::Owned),
         _ => None,
     };
     let mut needles = Vec::new();
@@ -144,4 +166,24 @@ fn needles<'a>(part: &'a Part, chat_tool: Option<&Value>) -> Vec<Cow<'a, str>> {
     needles.push(Cow::Borrowed(&*part.text));
     needles.push(Cow::Borrowed(part.text.trim()));
     needles
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finding_near_first_finds_what_a_plain_search_finds() {
+        let filler = "é→x ".repeat(200);
+        let text = format!("ab{filler}needle ab{filler}needle→é");
+        for needle in ["ab", "needle", "needle→é", "→x", "é", "absent", "e→"] {
+            for from in (0..=text.len()).filter(|at| text.is_char_boundary(*at)) {
+                assert_eq!(
+                    find_from(&text, from, needle),
+                    text[from..].find(needle).map(|at| from + at),
+                    "{needle:?} from {from}"
+                );
+            }
+        }
+    }
 }

@@ -131,6 +131,13 @@ impl Renderer {
         }
     }
 
+    /// Whether each part's text is a piece encoded on its own (provider mode), so that the
+    /// texts of a session can be encoded before its turns are rendered. An engine's chunks
+    /// are known only once its template rendered them.
+    pub fn encodes_part_texts_whole(&self) -> bool {
+        matches!(self, Self::Provider { .. })
+    }
+
     pub fn render(&self, request: &Request) -> Result<Rendered, InputError> {
         self.render_after(request, None)
     }
@@ -160,7 +167,8 @@ impl Renderer {
                 )?;
                 let segments =
                     locate_parts(&text, request, input.tools.as_deref().unwrap_or_default());
-                let tokens = tokenizer.encode_text(&text);
+                let earlier = previous.map(|(_, rendered)| (&*rendered.text, &rendered.tokens));
+                let tokens = tokenizer.encode_text_after(&text, earlier);
                 Ok(Rendered {
                     text,
                     segments,

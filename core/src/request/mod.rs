@@ -137,6 +137,11 @@ impl SharedParts {
         shared
     }
 
+    /// Every distinct text kept.
+    pub fn into_texts(self) -> Vec<Arc<str>> {
+        self.texts.into_iter().collect()
+    }
+
     pub fn path(&mut self, path: PartPath) -> PartPath {
         if let Some(shared) = self.paths.get(&path) {
             return shared.clone();
