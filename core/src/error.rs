@@ -98,6 +98,33 @@ pub enum InputError {
         help: Option<String>,
     },
 
+    /// A template past a bound on its render (work, output, nesting): hostile, or a loop gone
+    /// wrong, whatever conversation it is given.
+    #[error("chat template {path}: {message}")]
+    #[diagnostic(code(kvlint::template_limit))]
+    TemplateLimit {
+        path: String,
+        message: String,
+        #[help]
+        help: Option<String>,
+    },
+
+    /// An application prompt template that is not well formed.
+    #[error("{path}:{line}:{column}: {message}")]
+    #[diagnostic(code(kvlint::template_syntax))]
+    TemplateSyntax {
+        path: String,
+        line: usize,
+        column: usize,
+        message: String,
+        #[help]
+        help: Option<String>,
+        #[source_code]
+        source_code: Excerpt,
+        #[label("here")]
+        span: SourceSpan,
+    },
+
     /// The engine answers the request with an error instead of prefilling it.
     #[error("{engine} refuses the request: {reason}")]
     #[diagnostic(
@@ -148,7 +175,9 @@ impl InputError {
             | Self::Turn { path, .. }
             | Self::NotOneRequest { path, .. }
             | Self::Tokenizer { path, .. }
-            | Self::Template { path, .. } => path,
+            | Self::Template { path, .. }
+            | Self::TemplateLimit { path, .. }
+            | Self::TemplateSyntax { path, .. } => path,
             // About a request, not a file: the `Turn` error around them names the file.
             Self::Refused { .. } | Self::NotModelled { .. } => "",
         }

@@ -65,5 +65,5 @@ pub use prefix::common_prefix_len;
 pub use render::{EngineRequest, Rendered, Renderer, VllmServer};
 pub use request::{BodyFormat, Request};
 pub use session::{SessionFile, Turn};
-pub use template::ChatTemplate;
+pub use template::{ChatTemplate, TemplateLimits};
 pub use tokenize::{Tokenizer, Tokens};

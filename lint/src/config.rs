@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
+use kvlint_core::TemplateLimits;
 use kvlint_core::diagnostic::{Diagnostic, Severity};
 use miette::{Diagnostic as MietteDiagnostic, NamedSource, SourceSpan};
 use schemars::JsonSchema;
@@ -35,7 +36,59 @@ pub struct Options {
     pub tokenizer: Option<PathBuf>,
     /// The default `--chat-template`, relative to the configuration file.
     pub chat_template: Option<PathBuf>,
+    /// Bounds on each render of a chat template, which ends as an input error past them.
+    #[serde(default)]
+    pub template_limits: TemplateLimitsOptions,
 }
+
+/// `[template-limits]`: bounds on each render of a chat template. Unset keys keep the
+/// defaults, generous for every real template.
+#[derive(Debug, Default, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct TemplateLimitsOptions {
+    /// Work per render: one unit per instruction and per 64 bytes of data the template makes
+    /// (which bounds its memory too). Default 10000000.
+    pub fuel: Option<u64>,
+    /// Bytes a template may print per byte of the conversation it renders. Default 16.
+    pub output_per_input_byte: Option<usize>,
+    /// Bytes a template may print on top of that. Default 1048576.
+    pub output_headroom: Option<usize>,
+    /// Nesting depth of loops, conditions and macro calls, at most 500 (the default).
+    pub recursion: Option<usize>,
+}
+
+impl TemplateLimitsOptions {
+    pub fn limits(&self) -> TemplateLimits {
+        let default = TemplateLimits::default();
+        TemplateLimits {
+            fuel: self.fuel.unwrap_or(default.fuel),
+            output_per_input_byte: self
+                .output_per_input_byte
+                .unwrap_or(default.output_per_input_byte),
+            output_headroom: self.output_headroom.unwrap_or(default.output_headroom),
+            recursion: self.recursion.unwrap_or(default.recursion),
+        }
+    }
+
+    /// The key set to a value kvlint cannot use, and why.
+    fn invalid(&self) -> Option<(&'static str, String)> {
+        if self.fuel == Some(0) {
+            return Some(("fuel", "fuel must be at least 1".into()));
+        }
+        match self.recursion {
+            Some(depth) if depth == 0 || depth > MAX_RECURSION => Some((
+                "recursion",
+                format!(
+                    "recursion must be between 1 and {MAX_RECURSION}, the depth known to be safe on a thread's stack"
+                ),
+            )),
+            _ => None,
+        }
+    }
+}
+
+/// The deepest nesting minijinja renders without risking the stack.
+const MAX_RECURSION: usize = 500;
 
 /// A rule level.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
@@ -151,6 +204,14 @@ impl Config {
                 .find(name.as_str())
                 .map(|at| SourceSpan::from((at, name.len())));
             return Err(error(format!("unknown rule `{name}`"), span));
+        }
+        if let Some((key, message)) = options.template_limits.invalid() {
+            // The key in its table (`[template-limits]`, `[tool.kvlint.template-limits]`).
+            let table = text.find("template-limits").unwrap_or(0);
+            let span = text[table..]
+                .find(key)
+                .map(|at| SourceSpan::from((table + at, key.len())));
+            return Err(error(message, span));
         }
         let mut ignores = Vec::new();
         for (pattern, rules) in &options.per_file_ignores {

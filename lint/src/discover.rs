@@ -30,7 +30,16 @@ pub fn template_files(paths: &[PathBuf]) -> Vec<Candidate> {
                 Path::new(name)
                     .extension()
                     .and_then(|extension| extension.to_str()),
-                Some("j2" | "jinja" | "jinja2" | "mustache" | "hbs" | "prompty" | "prompt")
+                Some(
+                    "j2" | "jinja"
+                        | "jinja2"
+                        | "mustache"
+                        | "hbs"
+                        | "handlebars"
+                        | "prompty"
+                        | "dotprompt"
+                        | "prompt"
+                )
             )
     })
 }

@@ -6,10 +6,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use chrono::NaiveDateTime;
 use minijinja::syntax::SyntaxConfig;
-use minijinja::value::{Kwargs, Object, ObjectRepr, Value as JinjaValue, ValueKind};
-use minijinja::{AutoEscape, Environment, Error as JinjaError, ErrorKind};
+use minijinja::value::{Kwargs, Object, ObjectRepr, Rest, Value as JinjaValue, ValueKind};
+use minijinja::{AutoEscape, Environment, Error as JinjaError, ErrorKind, State};
 
 use super::PythonJson;
+use super::limits;
 use super::python_list::{ListMutations, namespace_with_lists};
 
 /// What `strftime_now` reads.
@@ -75,6 +76,11 @@ pub(super) fn transformers_environment(
         if is_tripwire(value) {
             return Err(tripped());
         }
+        let printed = match value.as_str() {
+            Some(text) => text.len(),
+            None => value.to_string().len(),
+        };
+        limits::print(printed)?;
         minijinja::escape_formatter(out, state, value)
     });
     environment.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
@@ -131,7 +137,11 @@ pub(super) fn set_clock(environment: &mut Environment<'static>, clock: Clock) {
 }
 
 /// `json.dumps(value, ensure_ascii=False, indent=indent, separators=separators, sort_keys=sort_keys)`.
-fn python_tojson(value: JinjaValue, kwargs: Kwargs) -> Result<JinjaValue, JinjaError> {
+fn python_tojson(
+    state: &State,
+    value: JinjaValue,
+    kwargs: Kwargs,
+) -> Result<JinjaValue, JinjaError> {
     let indent: Option<usize> = kwargs.get("indent")?;
     let sort_keys: Option<bool> = kwargs.get("sort_keys")?;
     let separators: Option<Vec<String>> = kwargs.get("separators")?;
@@ -159,6 +169,7 @@ fn python_tojson(value: JinjaValue, kwargs: Kwargs) -> Result<JinjaValue, JinjaE
         item_separator,
         key_separator,
     };
+    limits::pay_for(state, style.dumps_len(&json))?;
     Ok(JinjaValue::from_safe_string(style.dumps(&json)))
 }
 
@@ -188,12 +199,24 @@ fn contains(value: &JinjaValue, test: &dyn Fn(&JinjaValue) -> bool, depth: usize
 /// Jinja2's `indent` filter, which keeps a trailing line break (minijinja's drops it):
 /// `'{\n' | indent(4, first=true)` is `'    {\n'`.
 fn python_indent(
+    state: &State,
     value: String,
     width: Option<JinjaValue>,
-    first: Option<bool>,
-    blank: Option<bool>,
+    // `first` and `blank`, when given by position.
+    flags: Rest<bool>,
     kwargs: Kwargs,
 ) -> Result<String, JinjaError> {
+    let (first, blank) = match flags.as_slice() {
+        [] => (None, None),
+        [first] => (Some(*first), None),
+        [first, blank] => (Some(*first), Some(*blank)),
+        _ => {
+            return Err(JinjaError::new(
+                ErrorKind::TooManyArguments,
+                "indent takes width, first and blank",
+            ));
+        }
+    };
     let width = match kwargs.get::<Option<JinjaValue>>("width")? {
         Some(width) => Some(width),
         None => width,
@@ -207,14 +230,26 @@ fn python_indent(
         .or(blank)
         .unwrap_or(false);
     kwargs.assert_all_used()?;
+    // `s += newline`, "necessary for splitlines".
+    let text = format!("{value}\n");
+    let lines = python_splitlines(&text);
+    // Paid for before it is made: a width of a billion would abort the process.
+    let width_bytes = match &width {
+        Some(width) if width.kind() == ValueKind::String => width.to_string().len(),
+        Some(width) => usize::try_from(width.clone())?,
+        None => 4,
+    };
+    limits::pay_for(
+        state,
+        width_bytes
+            .saturating_mul(lines.len() + 1)
+            .saturating_add(text.len()),
+    )?;
     let indention = match width {
         Some(width) if width.kind() == ValueKind::String => width.to_string(),
         Some(width) => " ".repeat(usize::try_from(width)?),
         None => "    ".to_owned(),
     };
-    // `s += newline`, "necessary for splitlines".
-    let text = format!("{value}\n");
-    let lines = python_splitlines(&text);
     let mut indented = if blank {
         lines.join(&format!("\n{indention}"))
     } else {

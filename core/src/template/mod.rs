@@ -13,6 +13,7 @@
 //! template's lines are in its file and `render_error` the errors as the user reads them.
 
 mod environment;
+mod limits;
 mod message;
 mod python_json;
 mod python_list;
@@ -38,6 +39,8 @@ use render_error::{SPECIAL_TOKENS, template_error, undefined_variable};
 use source::{Origin, TemplateSource, without_generation_blocks};
 
 pub use environment::Clock;
+use limits::OutputCap;
+pub use limits::TemplateLimits;
 pub use python_json::PythonJson;
 
 /// A loaded chat template with the context transformers gives it.
@@ -58,6 +61,7 @@ pub struct ChatTemplate {
     has_tool_use_variant: bool,
     clock: Clock,
     list_mutations: Arc<ListMutations>,
+    limits: TemplateLimits,
 }
 
 impl std::fmt::Debug for ChatTemplate {
@@ -166,6 +170,8 @@ impl ChatTemplate {
         let list_mutations = Arc::new(ListMutations::default());
         let clock = Clock::At(now);
         let mut environment = transformers_environment(clock, Arc::clone(&list_mutations));
+        let limits = TemplateLimits::default();
+        set_limits(&mut environment, limits);
         for source in &sources {
             environment
                 .add_template_owned(source.name.clone(), without_generation_blocks(&source.text))
@@ -183,11 +189,19 @@ impl ChatTemplate {
             has_tool_use_variant,
             clock,
             list_mutations,
+            limits,
         })
     }
 
     pub fn path(&self) -> &str {
         &self.path
+    }
+
+    /// The same template, rendered under other limits.
+    pub fn with_limits(mut self, limits: TemplateLimits) -> Self {
+        set_limits(&mut self.environment, limits);
+        self.limits = limits;
+        self
     }
 
     pub fn clock(&self) -> Clock {
@@ -353,6 +367,13 @@ impl ChatTemplate {
             add_generation_prompt,
             kwargs: &self.kwargs,
         };
+        let input_bytes = messages
+            .iter()
+            .map(Borrow::borrow)
+            .chain(tools.into_iter().flatten().map(Borrow::borrow))
+            .map(json_bytes)
+            .fold(0, usize::saturating_add);
+        let _cap = OutputCap::set(self.limits, input_bytes);
         let context = JinjaValue::from(Serde(&context));
         match extra {
             // The last map wins.
@@ -365,6 +386,28 @@ impl ChatTemplate {
             }
             None => template.render(context),
         }
+    }
+}
+
+fn set_limits(environment: &mut Environment<'static>, limits: TemplateLimits) {
+    environment.set_fuel(Some(limits.fuel));
+    environment.set_recursion_limit(limits.recursion);
+}
+
+/// About the bytes a JSON value takes written out: the size of a conversation, which the
+/// output a template may print is measured against.
+fn json_bytes(value: &Value) -> usize {
+    match value {
+        Value::String(text) => text.len() + 2,
+        Value::Array(items) => items.iter().map(|item| json_bytes(item) + 1).sum::<usize>() + 2,
+        Value::Object(entries) => {
+            entries
+                .iter()
+                .map(|(key, item)| key.len() + 4 + json_bytes(item))
+                .sum::<usize>()
+                + 2
+        }
+        other => other.to_string().len(),
     }
 }
 

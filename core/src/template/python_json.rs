@@ -27,14 +27,22 @@ impl PythonJson {
         out
     }
 
-    fn newline(&self, depth: usize, out: &mut String) {
+    /// The length of [`PythonJson::dumps`]'s text, counted without writing it (saturating):
+    /// what a template pays for before the text is made.
+    pub fn dumps_len(&self, value: &Value) -> usize {
+        let mut length = Length(0);
+        self.write(value, 0, &mut length);
+        length.0
+    }
+
+    fn newline(&self, depth: usize, out: &mut impl Sink) {
         if let Some(indent) = self.indent {
             out.push('\n');
-            out.extend(std::iter::repeat_n(' ', indent * depth));
+            out.push_spaces(indent.saturating_mul(depth));
         }
     }
 
-    fn write(&self, value: &Value, depth: usize, out: &mut String) {
+    fn write(&self, value: &Value, depth: usize, out: &mut impl Sink) {
         match value {
             Value::Array(items) if !items.is_empty() => {
                 out.push('[');
@@ -77,7 +85,45 @@ impl PythonJson {
     }
 }
 
-fn write_python_string(text: &str, out: &mut String) {
+/// Where JSON text goes: a string, or a count of its bytes.
+trait Sink {
+    fn push(&mut self, character: char);
+    fn push_str(&mut self, text: &str);
+    fn push_spaces(&mut self, count: usize);
+}
+
+impl Sink for String {
+    fn push(&mut self, character: char) {
+        String::push(self, character);
+    }
+
+    fn push_str(&mut self, text: &str) {
+        String::push_str(self, text);
+    }
+
+    fn push_spaces(&mut self, count: usize) {
+        self.push_str(&" ".repeat(count));
+    }
+}
+
+/// A byte count.
+struct Length(usize);
+
+impl Sink for Length {
+    fn push(&mut self, character: char) {
+        self.0 = self.0.saturating_add(character.len_utf8());
+    }
+
+    fn push_str(&mut self, text: &str) {
+        self.0 = self.0.saturating_add(text.len());
+    }
+
+    fn push_spaces(&mut self, count: usize) {
+        self.0 = self.0.saturating_add(count);
+    }
+}
+
+fn write_python_string(text: &str, out: &mut impl Sink) {
     out.push('"');
     for character in text.chars() {
         match character {

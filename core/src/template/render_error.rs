@@ -7,6 +7,7 @@ use minijinja::{Error as JinjaError, ErrorKind};
 use regex::Regex;
 
 use super::environment::RaisedByTemplate;
+use super::limits::OutputCapExceeded;
 use super::source::TemplateSource;
 use crate::error::InputError;
 
@@ -56,8 +57,14 @@ pub(super) fn template_error(
         .detail()
         .map(|detail| format!(": {detail}"))
         .unwrap_or_default();
+    let over_output_cap = std::error::Error::source(error)
+        .and_then(|source| source.downcast_ref::<OutputCapExceeded>());
     let message = if raised_by_template(error) {
         format!("the template raised an exception{place}{detail}")
+    } else if let Some(exceeded) = over_output_cap {
+        format!("{exceeded}{place}")
+    } else if error.kind() == ErrorKind::OutOfFuel {
+        format!("the template did more work than its limit allows{place}")
     } else {
         format!("{}{place}{detail}", error.kind())
     };
@@ -71,11 +78,35 @@ pub(super) fn template_error(
         None if error.kind() == ErrorKind::UnknownMethod => Some(
             "the template calls a Python method that kvlint's Jinja engine does not know".into(),
         ),
+        None if over_output_cap.is_some() => Some(
+            "a loop that prints without end, or a value printed far larger than the conversation; for a trusted template, raise `output-per-input-byte` in `[template-limits]` of kvlint.toml".into(),
+        ),
+        None if error.kind() == ErrorKind::OutOfFuel => Some(
+            "work counts instructions and the data made (one unit per 64 bytes): a loop without a sensible end or a string grown in a loop; for a trusted template, raise `fuel` in `[template-limits]` of kvlint.toml".into(),
+        ),
+        None if error.detail() == Some(RECURSION_EXCEEDED) => Some(
+            "loops, conditions and macro calls nest deeper than `recursion` in `[template-limits]` of kvlint.toml allows".into(),
+        ),
         None => None,
     };
-    InputError::Template {
-        path: path.to_owned(),
-        message,
-        help,
+    let over_limit = over_output_cap.is_some()
+        || error.kind() == ErrorKind::OutOfFuel
+        || error.detail() == Some(RECURSION_EXCEEDED);
+    let path = path.to_owned();
+    if over_limit {
+        InputError::TemplateLimit {
+            path,
+            message,
+            help,
+        }
+    } else {
+        InputError::Template {
+            path,
+            message,
+            help,
+        }
     }
 }
+
+/// minijinja's message for nesting past the recursion limit.
+const RECURSION_EXCEEDED: &str = "recursion limit exceeded";

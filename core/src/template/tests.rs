@@ -202,3 +202,91 @@ fn the_site_of_tools() {
     assert_eq!(site.expression, "tojson");
     assert_eq!(site.span.map(|span| span.line), Some(2));
 }
+
+/// The message of a render that must fail.
+fn render_error(source: &str) -> String {
+    let conversation = [json!({"role": "user", "content": "hi"})];
+    match template(source).render(&conversation, None, true) {
+        Ok(text) => panic!("rendered {} bytes", text.len()),
+        Err(error) => {
+            let help = match &error {
+                InputError::TemplateLimit { help, .. } => help.clone().unwrap_or_default(),
+                _ => String::new(),
+            };
+            format!("{error} | {help}")
+        }
+    }
+}
+
+#[test]
+fn hostile_templates_end_as_errors_naming_the_line() {
+    // Work without end: a loop of loops.
+    let error = render_error(
+        "{% for m in messages %}{{ m.content }}{% endfor %}\n{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+    );
+    assert!(
+        error.contains("more work than its limit allows at line 2"),
+        "{error}"
+    );
+    assert!(error.contains("`fuel` in `[template-limits]`"), "{error}");
+    // Memory without end: a string doubled in a loop.
+    let error = render_error(
+        "{% set ns = namespace(s='x') %}\n{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s | length }}",
+    );
+    assert!(
+        error.contains("more work than its limit allows at line 2"),
+        "{error}"
+    );
+    // kvlint's own filters pay before they make their text.
+    let error = render_error("{{ messages | tojson(indent=1000000000) }}");
+    assert!(
+        error.contains("more work than its limit allows at line 1"),
+        "{error}"
+    );
+    let error = render_error("{{ 'a\\nb\\nc' | indent(1000000000000) }}");
+    assert!(
+        error.contains("more work than its limit allows at line 1"),
+        "{error}"
+    );
+    // Printed output far over the conversation's size.
+    let error =
+        render_error("{% for i in range(20000) %}\n{{ messages | tojson(indent=40) }}{% endfor %}");
+    assert!(
+        error.contains("printed more than") && error.contains("16× plus 1048576 bytes) at line 2"),
+        "{error}"
+    );
+    // Nesting without end: a macro calling itself.
+    let error = render_error("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}\n{{ f(0) }}");
+    assert!(error.contains("recursion limit exceeded"), "{error}");
+    assert!(
+        error.contains("`recursion` in `[template-limits]`"),
+        "{error}"
+    );
+}
+
+#[test]
+fn limits_are_configurable_and_generous_by_default() {
+    let source = "{% for i in range(5000) %}{{ messages[0].content }}{% endfor %}";
+    let conversation = [json!({"role": "user", "content": "x".repeat(1000)})];
+    // 5 MB printed for a 1 kB conversation: over the default output cap, fine under a larger one.
+    assert!(template(source).render(&conversation, None, false).is_err());
+    let generous = TemplateLimits {
+        output_per_input_byte: 10_000,
+        ..TemplateLimits::default()
+    };
+    let rendered = template(source)
+        .with_limits(generous)
+        .render(&conversation, None, false)
+        .unwrap();
+    assert_eq!(rendered.len(), 5_000_000);
+    let frugal = TemplateLimits {
+        fuel: 100,
+        ..TemplateLimits::default()
+    };
+    assert!(
+        template("{% for i in range(1000) %}{% endfor %}")
+            .with_limits(frugal)
+            .render::<Value>(&[], None, false)
+            .is_err()
+    );
+}

@@ -219,6 +219,8 @@ pub fn check_template(
                     variant,
                 });
             }
+            // Past a bound the template is at fault, not the conversation: no variant helps.
+            Err(error @ InputError::TemplateLimit { .. }) => return Err(error),
             Err(error) => {
                 refusal.get_or_insert(error);
             }

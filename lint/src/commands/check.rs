@@ -7,10 +7,10 @@ use kvlint_core::cache::Engine;
 use kvlint_core::error::read_text;
 use kvlint_core::render::Renderer;
 use kvlint_core::session::SessionFile;
-use miette::{IntoDiagnostic, WrapErr};
+use miette::WrapErr;
 use rayon::prelude::*;
 
-use super::{Outcome, RenderArgs, ServingEngine};
+use super::{Outcome, RenderArgs, ServingEngine, current_config};
 use crate::config::{Config, Discovery};
 use crate::discover::{Candidate, looks_like_session, session_files};
 use crate::emit::{Output, OutputFormat, Terminal};
@@ -50,20 +50,10 @@ fn parse_prefill_tps(text: &str) -> Result<f64, String> {
 pub fn run(mut args: Args, terminal: Terminal) -> miette::Result<Outcome> {
     // Defaults come from the configuration of the current folder; flags win.
     let mut configs = Discovery::default();
-    let here = std::env::current_dir().into_diagnostic()?;
-    if let Some(defaults) = configs.for_folder(&here).map_err(miette::Report::new)? {
-        let options = &defaults.options;
-        let resolve = |path: &Option<PathBuf>| path.as_deref().map(|path| defaults.resolve(path));
-        args.render.tokenizer = args
-            .render
-            .tokenizer
-            .or_else(|| resolve(&options.tokenizer));
-        args.render.chat_template = args
-            .render
-            .chat_template
-            .or_else(|| resolve(&options.chat_template));
+    if let Some(defaults) = current_config(&mut configs)? {
+        args.render.apply_defaults(&defaults);
         if args.engine.is_none()
-            && let Some(spec) = &options.engine
+            && let Some(spec) = &defaults.options.engine
         {
             args.engine = Some(
                 spec.parse()

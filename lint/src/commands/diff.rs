@@ -13,7 +13,8 @@ use kvlint_core::session::SessionFile;
 use serde::Serialize;
 use similar::TextDiff;
 
-use super::{Outcome, RenderArgs, ServingEngine};
+use super::{Outcome, RenderArgs, ServingEngine, current_config};
+use crate::config::Discovery;
 use crate::emit::{self, Output, OutputFormat, OutputKind, Terminal};
 use crate::report::REPORT_VERSION;
 
@@ -27,8 +28,11 @@ pub struct Args {
     pub format: OutputFormat,
 }
 
-pub fn run(args: Args, terminal: Terminal) -> miette::Result<Outcome> {
+pub fn run(mut args: Args, terminal: Terminal) -> miette::Result<Outcome> {
     emit::supported(OutputKind::Diff, args.format)?;
+    if let Some(defaults) = current_config(&mut Discovery::default())? {
+        args.render.apply_defaults(&defaults);
+    }
     let renderer = args.render.renderer(ServingEngine::Vllm)?;
     let result = diff(&args.previous, &args.current, &renderer)?;
     Outcome::emitted(

@@ -11,6 +11,7 @@ pub mod template;
 use std::path::PathBuf;
 
 use chrono::NaiveDateTime;
+use kvlint_core::TemplateLimits;
 use kvlint_core::cache::Engine;
 use kvlint_core::diagnostic::Severity;
 use kvlint_core::render::{EngineRequest, Renderer, VllmServer};
@@ -18,6 +19,7 @@ use kvlint_core::template::ChatTemplate;
 use kvlint_core::tokenize::Tokenizer;
 use miette::{IntoDiagnostic, WrapErr};
 
+use crate::config::{Config, Discovery};
 use crate::emit::{Output, OutputFormat, Terminal, emit};
 
 /// Exit code of a run with error findings (0 is clean).
@@ -83,6 +85,9 @@ pub struct RenderArgs {
     /// Render without the generation prompt (engines add it to every chat request).
     #[arg(long)]
     pub no_generation_prompt: bool,
+    /// Bounds on each render of the chat template (`[template-limits]` of the configuration).
+    #[arg(skip)]
+    pub template_limits: TemplateLimits,
 }
 
 pub fn parse_now(text: &str) -> Result<NaiveDateTime, String> {
@@ -125,7 +130,29 @@ impl ServingEngine {
     }
 }
 
+/// The configuration that applies in the current folder: the defaults of a command's flags.
+pub fn current_config(configs: &mut Discovery) -> miette::Result<Option<Config>> {
+    let here = std::env::current_dir().into_diagnostic()?;
+    configs.for_folder(&here).map_err(miette::Report::new)
+}
+
 impl RenderArgs {
+    /// Fills what the flags leave unset from a configuration: its tokenizer and chat template
+    /// (relative to it) and its template limits.
+    pub fn apply_defaults(&mut self, config: &Config) {
+        let options = &config.options;
+        let resolve = |path: &Option<PathBuf>| path.as_deref().map(|path| config.resolve(path));
+        self.tokenizer = self
+            .tokenizer
+            .take()
+            .or_else(|| resolve(&options.tokenizer));
+        self.chat_template = self
+            .chat_template
+            .take()
+            .or_else(|| resolve(&options.chat_template));
+        self.template_limits = options.template_limits.limits();
+    }
+
     /// Provider mode without a chat template; engine mode through `serving`'s request
     /// handling with one.
     pub fn renderer(&self, serving: ServingEngine) -> miette::Result<Renderer> {
@@ -149,7 +176,8 @@ impl RenderArgs {
         let now = self
             .now
             .unwrap_or_else(|| chrono::Local::now().naive_local());
-        let mut template = ChatTemplate::from_file(template_path, now)?;
+        let mut template =
+            ChatTemplate::from_file(template_path, now)?.with_limits(self.template_limits);
         if let Some(kwargs) = &self.chat_template_kwargs {
             let kwargs: serde_json::Value = serde_json::from_str(kwargs)
                 .into_diagnostic()

@@ -8,7 +8,8 @@ use kvlint_core::render::{Rendered, Renderer};
 use kvlint_core::session::SessionFile;
 use serde::{Serialize, Serializer};
 
-use super::{Outcome, RenderArgs, ServingEngine};
+use super::{Outcome, RenderArgs, ServingEngine, current_config};
+use crate::config::Discovery;
 use crate::emit::{self, Output, OutputFormat, OutputKind, Terminal};
 use crate::report::{ErrorReport, REPORT_VERSION};
 
@@ -84,8 +85,11 @@ struct NoSuchTurn {
     last: usize,
 }
 
-pub fn run(args: Args, terminal: Terminal) -> miette::Result<Outcome> {
+pub fn run(mut args: Args, terminal: Terminal) -> miette::Result<Outcome> {
     emit::supported(OutputKind::Render, args.format)?;
+    if let Some(defaults) = current_config(&mut Discovery::default())? {
+        args.render.apply_defaults(&defaults);
+    }
     let renderer = args.render.renderer(args.engine)?;
     let report = render_sessions(&args.sessions, args.turn, &renderer);
     let refused = report

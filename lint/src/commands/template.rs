@@ -6,7 +6,9 @@ use chrono::NaiveDateTime;
 
 use kvlint_core::diagnostic::Diagnostic;
 use kvlint_core::error::read_text;
-use kvlint_core::prompt_template::{TemplateSyntax, check_prompt_template, ignored_rules};
+use kvlint_core::prompt_template::{
+    TemplateSyntax, check_prompt_template, check_template_syntax, ignored_rules,
+};
 use kvlint_core::template::ChatTemplate;
 use kvlint_core::template_check::check_template;
 use kvlint_core::tokenize::Tokenizer;
@@ -120,16 +122,25 @@ pub fn check_templates(
             }
         };
         let display = path.display().to_string();
-        let is_chat = path
+        // A tokenizer config, or Jinja that reads `messages`; Mustache, Handlebars, Dotprompt,
+        // Prompty and format-string files are application templates whatever they read.
+        let extension = path
             .extension()
-            .is_some_and(|extension| extension == "json")
-            || text.contains("messages");
+            .and_then(|extension| extension.to_str())
+            .unwrap_or_default();
+        let is_jinja = matches!(extension, "jinja" | "j2" | "jinja2");
+        let is_chat = extension == "json" || (is_jinja && text.contains("messages"));
         let mut notes = Vec::new();
         let (kind, findings) = if is_chat {
             let is_config = path
                 .extension()
                 .is_some_and(|extension| extension == "json");
+            let limits = config
+                .as_ref()
+                .map(|config| config.options.template_limits.limits())
+                .unwrap_or_default();
             let checked = ChatTemplate::from_file(&path, now)
+                .map(|template| template.with_limits(limits))
                 .and_then(|template| match special_tokens {
                     Some(config) => template.with_special_tokens_from(config),
                     // A bare Jinja file has no special tokens: name them as placeholders.
@@ -157,6 +168,10 @@ pub fn check_templates(
                 }
             }
         } else {
+            if let Err(error) = check_template_syntax(&display, &text) {
+                report.errors.push(error.into());
+                continue;
+            }
             let syntax = TemplateSyntax::for_file(&display).unwrap_or(TemplateSyntax::Braces);
             let volatile = config
                 .as_ref()

@@ -8,9 +8,13 @@
 //! (`{name}` in `.txt`, `.prompt`, `.md`), and Dotprompt/Prompty files (front matter, then a
 //! Handlebars or Jinja body).
 
+mod syntax;
+
 use std::sync::LazyLock;
 
 use regex::Regex;
+
+pub use syntax::check_template_syntax;
 
 use crate::locate::LineColumn;
 use crate::tokenize::Tokenizer;

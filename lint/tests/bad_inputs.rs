@@ -1,0 +1,81 @@
+//! The catalog of bad inputs (`fixtures/bad/catalog.toml`): every case ends as the contract
+//! says, with its exit code and message, within 30 s and 4 GB, and never with a panic.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::time::{Duration, Instant};
+
+use nix::sys::resource::{UsageWho, getrusage};
+use serde::Deserialize;
+
+#[derive(Deserialize)]
+struct Catalog {
+    case: Vec<Case>,
+}
+
+#[derive(Deserialize)]
+struct Case {
+    args: Vec<String>,
+    exit: i32,
+    prints: String,
+}
+
+const TIME_LIMIT: Duration = Duration::from_secs(30);
+const MEMORY_LIMIT_KB: i64 = 4 * 1024 * 1024;
+
+/// The largest resident set of any child that ended so far, in kB.
+fn children_peak_kb() -> i64 {
+    getrusage(UsageWho::RUSAGE_CHILDREN).map_or(0, |usage| usage.max_rss())
+}
+
+/// Printed text without the wrapping at the terminal's width and the frame of a report.
+fn unwrapped(printed: &str) -> String {
+    printed
+        .lines()
+        .map(|line| {
+            let line = line.trim();
+            ["× ", "│ ", "x ", "| ", "╰─▶ "]
+                .iter()
+                .find_map(|frame| line.strip_prefix(frame))
+                .unwrap_or(line)
+                .trim()
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[test]
+fn every_bad_input_ends_as_the_catalog_says() {
+    let path = kvlint_fixtures::repository().join("fixtures/bad/catalog.toml");
+    let catalog: Catalog = toml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    assert!(!catalog.case.is_empty());
+    let mut failures = Vec::new();
+    for case in &catalog.case {
+        let args: Vec<&str> = case.args.iter().map(String::as_str).collect();
+        let start = Instant::now();
+        let run = kvlint_fixtures::run_kvlint_printed(env!("CARGO_BIN_EXE_kvlint"), &args);
+        let took = start.elapsed();
+        let printed = unwrapped(&run.stdout);
+        let peak = children_peak_kb();
+        let problem = if run.code != case.exit {
+            Some(format!("exit {} (expected {})", run.code, case.exit))
+        } else if !printed.contains(&case.prints) {
+            Some(format!("does not print {:?}", case.prints))
+        } else if run.stdout.contains("panicked") {
+            Some("panics".to_owned())
+        } else if took > TIME_LIMIT {
+            Some(format!("takes {took:?}"))
+        } else if peak > MEMORY_LIMIT_KB {
+            Some(format!("peaks at {peak} kB"))
+        } else {
+            None
+        };
+        if let Some(problem) = problem {
+            failures.push(format!(
+                "kvlint {}: {problem}\n{}",
+                args.join(" "),
+                run.stdout
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
