@@ -118,7 +118,10 @@ fn template_limits_are_read_from_the_configuration() {
     .unwrap();
     let session = "sessions/nested/s.jsonl";
     // Over the default output cap: an input error naming the template line.
-    let (code, text) = kvlint(&folder, &["check", "--chat-template", "chat.jinja", session]);
+    let (code, text) = kvlint(
+        &folder,
+        &["check", "--chat-template", "chat.jinja", session],
+    );
     assert_eq!(code, 2, "{text}");
     assert!(text.contains("the template printed more than"), "{text}");
     // A trusted template given more room renders, in `check` and in `template`.
@@ -127,13 +130,23 @@ fn template_limits_are_read_from_the_configuration() {
         "[template-limits]\noutput-per-input-byte = 100000\n",
     )
     .unwrap();
-    let (code, text) = kvlint(&folder, &["check", "--chat-template", "chat.jinja", session]);
+    let (code, text) = kvlint(
+        &folder,
+        &["check", "--chat-template", "chat.jinja", session],
+    );
     assert_ne!(code, 2, "{text}");
     let (code, text) = kvlint(&folder, &["template", "chat.jinja"]);
     assert_ne!(code, 2, "{text}");
     // Less work than the template needs: refused again.
-    std::fs::write(folder.join("kvlint.toml"), "[template-limits]\nfuel = 1000\n").unwrap();
-    let (code, text) = kvlint(&folder, &["check", "--chat-template", "chat.jinja", session]);
+    std::fs::write(
+        folder.join("kvlint.toml"),
+        "[template-limits]\nfuel = 1000\n",
+    )
+    .unwrap();
+    let (code, text) = kvlint(
+        &folder,
+        &["check", "--chat-template", "chat.jinja", session],
+    );
     assert_eq!(code, 2, "{text}");
     assert!(text.contains("more work than its limit allows"), "{text}");
     std::fs::remove_dir_all(&folder).unwrap();

@@ -1,6 +1,7 @@
 //! Property-based fuzzing of what reads hostile input: the session parser (on mutated real
 //! sessions and on arbitrary text), the request model (on arbitrary JSON bodies), the whole
-//! check, and the prompt-template scanner. Every input must end in a result or a typed error
+//! check, the prompt-template scanner and syntax check, and the chat-template renderer (on
+//! templates built from loops, recursion and growing values, under tight limits). Every input must end in a result or a typed error
 //! with its place, never a panic. A bounded number of cases runs in the test command
 //! (`KVLINT_FUZZ_CASES` raises it for a longer campaign); a failure found is kept as a
 //! regression case in `rules/tests/fuzz.proptest-regressions`.
@@ -8,8 +9,8 @@
 
 use std::sync::Arc;
 
-use kvlint_core::prompt_template::{TemplateSyntax, check_prompt_template};
-use kvlint_core::{Renderer, Request, SessionFile, Tokenizer};
+use kvlint_core::prompt_template::{TemplateSyntax, check_prompt_template, check_template_syntax};
+use kvlint_core::{ChatTemplate, Renderer, Request, SessionFile, TemplateLimits, Tokenizer};
 use proptest::prelude::*;
 use serde_json::{Map, Value};
 
@@ -218,8 +219,70 @@ fn body_strategy() -> impl Strategy<Value = Value> {
     })
 }
 
+fn count() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        Just(0u64),
+        Just(3),
+        Just(1000),
+        Just(100_000),
+        Just(1 << 40)
+    ]
+}
+
+/// Templates of hostile and ordinary Jinja: loops of loops, recursion, values that grow,
+/// filters with huge arguments, and stray text.
+fn jinja_template() -> impl Strategy<Value = String> {
+    let leaf = prop_oneof![
+        Just("{% set ns.s = ns.s ~ ns.s %}".to_owned()),
+        Just("{% set _ = ns.items.append(ns.s) %}".to_owned()),
+        Just("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}".to_owned()),
+        count().prop_map(|n| format!("{{{{ messages | tojson(indent={n}) }}}}")),
+        count().prop_map(|n| format!("{{{{ 'x' * {n} }}}}")),
+        count().prop_map(|n| format!("{{{{ messages[0].content | indent({n}) }}}}")),
+        Just("{% for m in messages %}{{ m.role }}: {{ m.content }}{% endfor %}".to_owned()),
+        Just("{{ strftime_now('%Y') }}{{ raise_exception('no') if not messages }}".to_owned()),
+        "[a-z{}%<>|\\n ]{0,12}",
+    ];
+    let body = leaf.prop_recursive(3, 24, 4, |inner| {
+        prop_oneof![
+            (count(), prop::collection::vec(inner.clone(), 1..4)).prop_map(|(n, body)| {
+                format!("{{% for i in range({n}) %}}{}{{% endfor %}}", body.concat())
+            }),
+            prop::collection::vec(inner.clone(), 1..4)
+                .prop_map(|body| format!("{{% if messages %}}{}{{% endif %}}", body.concat())),
+            prop::collection::vec(inner, 1..4).prop_map(|body| body.concat()),
+        ]
+    });
+    body.prop_map(|body| format!("{{% set ns = namespace(s='ab', items=[]) %}}{body}"))
+}
+
+fn render_bounded(source: &str) {
+    let path = std::env::temp_dir().join(format!(
+        "kvlint-fuzz-template-{}-{:?}.jinja",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    std::fs::write(&path, source).unwrap();
+    let now = chrono::NaiveDate::from_ymd_opt(2026, 11, 29)
+        .and_then(|date| date.and_hms_opt(10, 0, 0))
+        .unwrap();
+    if let Ok(template) = ChatTemplate::from_file(&path, now) {
+        let limits = TemplateLimits {
+            fuel: 200_000,
+            ..TemplateLimits::default()
+        };
+        let messages = [serde_json::json!({"role": "user", "content": "hi\nthere"})];
+        let _ = template.with_limits(limits).render(&messages, None, true);
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
+
+    #[test]
+    fn chat_templates_end_within_their_limits(source in jinja_template()) {
+        render_bounded(&source);
+    }
 
     #[test]
     fn mutated_sessions_never_panic(seed in 0..64usize, edits in prop::collection::vec(edit_strategy(), 1..6)) {
@@ -244,10 +307,13 @@ proptest! {
     }
 
     #[test]
-    fn prompt_templates_never_panic(text in "(\\{\\{?[a-z_ ]{0,12}\\}?\\}|\\{%[a-z ]{0,12}%\\}|---\n|[a-z :\n]{0,20}){0,30}") {
+    fn prompt_templates_never_panic(text in "(\\{\\{?[#/^!~]?[a-z_ ]{0,12}\\}?\\}|\\{%[a-z ]{0,12}%\\}|---\n|[a-z :\\[\\]{}\n]{0,20}){0,30}") {
         let tokenizer = Tokenizer::o200k_base();
         for syntax in [TemplateSyntax::Braces, TemplateSyntax::Format] {
             let _ = check_prompt_template(&text, syntax, &["turn".to_owned()], &tokenizer);
+        }
+        for path in ["t.mustache", "t.hbs", "t.dotprompt", "t.prompty"] {
+            let _ = check_template_syntax(path, &text);
         }
     }
 }
