@@ -91,6 +91,10 @@ pub struct CostEstimate {
     pub model: String,
     pub prices_as_of: String,
     pub prices_verified: bool,
+    /// A model missing from the price table (or no model named), whose figures are its
+    /// provider's defaults.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unlisted_model: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -225,6 +229,14 @@ fn cache_summary(
             prices_verified: turns
                 .iter()
                 .all(|turn| turn.figures.is_some_and(|figures| figures.verified)),
+            // A provider's default row (no name) stands in for a model the table lacks.
+            unlisted_model: turns.iter().find_map(|turn| {
+                let figures = turn.figures?;
+                figures
+                    .name
+                    .is_empty()
+                    .then(|| turn.model.clone().unwrap_or_default())
+            }),
         }
     });
     let computed_tokens = prompt_tokens - cached_tokens;

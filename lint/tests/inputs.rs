@@ -121,3 +121,34 @@ fn batch_lines_to_other_endpoints_are_skipped_and_said() {
         human.stdout
     );
 }
+
+#[test]
+fn a_model_missing_from_the_price_table_says_which_defaults_apply() {
+    let session = "fixtures/examples/coding-agent.jsonl";
+    let unlisted = kvlint(&["check", "--engine", "openai:gpt-9-turbo", session]);
+    assert!(
+        unlisted.stdout.contains(
+            "`gpt-9-turbo` is not in the price table: the minimum cacheable length and prices are openai's defaults"
+        ),
+        "{}",
+        unlisted.stdout
+    );
+    let listed = kvlint(&["check", "--format", "json", "--engine", "openai", session]);
+    let report: serde_json::Value = serde_json::from_str(&listed.stdout).unwrap();
+    let cost = &report["sessions"][0]["cache"]["cost"];
+    assert_eq!(cost["model"], "openai/gpt-4o", "{cost}");
+    assert!(cost.get("unlisted_model").is_none(), "{cost}");
+    let unlisted = kvlint(&[
+        "check",
+        "--format",
+        "json",
+        "--engine",
+        "openai:gpt-9-turbo",
+        session,
+    ]);
+    let report: serde_json::Value = serde_json::from_str(&unlisted.stdout).unwrap();
+    assert_eq!(
+        report["sessions"][0]["cache"]["cost"]["unlisted_model"],
+        "gpt-9-turbo"
+    );
+}

@@ -72,17 +72,19 @@ impl Engine {
 
     /// The figures of the model a turn uses: the engine's model, else the request's.
     pub fn figures(&self, turn: &CacheTurn) -> Option<&'static ModelFigures> {
-        let provider = self.provider()?;
+        MODELS.lookup(self.provider()?, self.model(turn).unwrap_or_default())
+    }
+
+    /// The model a turn uses, for hosted APIs: the engine's (`openai:gpt-4o`), else the
+    /// request's.
+    pub fn model<'a>(&'a self, turn: &'a CacheTurn) -> Option<&'a str> {
         let named = match self {
             Self::OpenAi { model } | Self::Anthropic { model } | Self::Gemini { model } => {
                 model.as_deref()
             }
             _ => None,
         };
-        MODELS.lookup(
-            provider,
-            named.or(turn.model.as_deref()).unwrap_or_default(),
-        )
+        named.or(turn.model.as_deref())
     }
 
     /// What this engine serves from cache for `turn`, given the earlier turns of the session

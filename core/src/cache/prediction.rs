@@ -128,6 +128,7 @@ impl SessionCacheView {
                 stable,
                 generated_not_reproduced: generated_lost,
                 figures: engine.figures(turn),
+                model: engine.model(turn).map(str::to_owned),
             });
         }
         predictions
@@ -163,4 +164,6 @@ pub struct TurnCachePrediction {
     /// reproduce (reasoning dropped, arguments re-serialized): the engine cached them in vain.
     pub generated_not_reproduced: Option<usize>,
     pub figures: Option<&'static ModelFigures>,
+    /// The model the turn uses, for hosted APIs (the figures may be its provider's default).
+    pub model: Option<String>,
 }

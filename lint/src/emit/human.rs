@@ -277,6 +277,18 @@ fn cache_table(session: &SessionReport) -> Option<String> {
             "; cost ${:.4} as recorded, ${:.4} with a stable prefix ({} prices as of {}{unverified})",
             cost.recorded_usd, cost.stable_prefix_usd, cost.model, cost.prices_as_of,
         );
+        if let Some(model) = &cost.unlisted_model {
+            let model = if model.is_empty() {
+                "no model named".to_owned()
+            } else {
+                format!("`{}` is not in the price table", printable(model))
+            };
+            let _ = write!(
+                table,
+                "; {model}: the minimum cacheable length and prices are {}'s defaults",
+                cost.model.trim_end_matches('/'),
+            );
+        }
     }
     if let Some(seconds) = &cache.prefill_seconds {
         let _ = write!(
