@@ -199,6 +199,22 @@ mod tests {
     }
 
     #[test]
+    fn a_function_tool_needs_a_name_and_a_built_in_tool_does_not() {
+        let messages = json!([{"role": "user", "content": "hi"}]);
+        for tools in [
+            json!([{"type": "function", "function": {"parameters": {}}}]),
+            json!([{"type": "function", "function": {"name": 7}}]),
+            json!([{"type": "function", "parameters": {}}]),
+        ] {
+            let body = json!({"messages": messages, "tools": tools});
+            let error = Request::from_body(&body).unwrap_err();
+            assert!(error.message.contains("must have a `name`"), "{tools}");
+        }
+        let built_in = json!({"input": "hi", "tools": [{"type": "web_search"}]});
+        assert!(Request::from_body(&built_in).is_ok());
+    }
+
+    #[test]
     fn wrong_types_name_the_place() {
         let body = json!({"messages": [{"role": "user", "content": 3}]});
         let error = Request::from_body(&body).unwrap_err();
