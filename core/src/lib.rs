@@ -40,6 +40,7 @@
 pub mod cache;
 pub mod diagnostic;
 pub mod diff;
+pub mod duplicate_keys;
 pub mod error;
 pub mod excerpt;
 mod json;

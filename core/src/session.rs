@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::duplicate_keys::duplicate_keys;
 use crate::error::{InputError, read_text};
 use crate::excerpt::Excerpt;
 use crate::json::{compact_json, kind_of};
@@ -39,6 +40,21 @@ pub struct SessionFile {
     pub skipped: Vec<Skipped>,
     /// Every distinct text the turns' parts hold, each once.
     pub part_texts: Vec<Arc<str>>,
+    /// Keys a document gives twice in one object: kvlint reads the last, a provider may not.
+    pub repeated_keys: Vec<RepeatedKey>,
+}
+
+/// A key given twice in one object of a session file, both places in the file.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct RepeatedKey {
+    pub key: String,
+    /// The object, from its document's root (`messages[1]`; empty for the root).
+    pub object: String,
+    /// Where the key is given the second time, and the first.
+    pub line: usize,
+    pub column: usize,
+    pub first_line: usize,
+    pub first_column: usize,
 }
 
 /// A request passed over, and why.
@@ -70,6 +86,7 @@ impl SessionFile {
             turns: Vec::new(),
             skipped: Vec::new(),
             part_texts: Vec::new(),
+            repeated_keys: Vec::new(),
         };
         // A byte-order mark is harmless: the text after it is read.
         let bom = if session.text.starts_with('\u{FEFF}') {
@@ -95,6 +112,7 @@ impl SessionFile {
     fn read_array(&mut self, start: usize, shared: &mut SharedParts) -> Result<(), InputError> {
         let document = start..self.text.len();
         let value = self.parse_json(document.clone())?;
+        self.find_repeated_keys(&document);
         let Value::Array(items) = value else {
             return Ok(());
         };
@@ -121,10 +139,27 @@ impl SessionFile {
             let document_start = end + (rest.len() - rest.trim_start().len());
             end = start + documents.byte_offset();
             let value = parsed.map_err(|error| self.json_error(start..text.len(), &error))?;
+            self.find_repeated_keys(&(document_start..end));
             let read = self.turn(value, document_start..end, PartPath::root(), shared)?;
             self.add(read);
         }
         Ok(())
+    }
+
+    /// Notes the keys a parsed document gives twice in an object.
+    fn find_repeated_keys(&mut self, document: &Range<usize>) {
+        for repeated in duplicate_keys(&self.text[document.clone()]) {
+            let second = LineColumn::of_offset(&self.text, document.start + repeated.second);
+            let first = LineColumn::of_offset(&self.text, document.start + repeated.first);
+            self.repeated_keys.push(RepeatedKey {
+                key: repeated.key,
+                object: repeated.object,
+                line: second.line,
+                column: second.column,
+                first_line: first.line,
+                first_column: first.column,
+            });
+        }
     }
 
     fn parse_json(&self, document: Range<usize>) -> Result<Value, InputError> {

@@ -14,7 +14,7 @@ use crate::emit::CheckedFile;
 use kvlint_core::diagnostic::{Diagnostic, Severity, SeverityCounts};
 use kvlint_core::error::InputError;
 use kvlint_core::render::Renderer;
-use kvlint_core::session::{SessionFile, Skipped};
+use kvlint_core::session::{RepeatedKey, SessionFile, Skipped};
 use serde::Serialize;
 
 pub const REPORT_VERSION: u32 = 1;
@@ -44,6 +44,9 @@ pub struct SessionReport {
     /// Requests in the file that are not prompts, passed over.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<Skipped>,
+    /// Keys a body gives twice in one object: kvlint reads the last value, a provider may not.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub repeated_keys: Vec<RepeatedKey>,
     #[serde(skip)]
     pub source: Arc<str>,
 }
@@ -342,6 +345,7 @@ impl SessionReport {
             summary,
             cache,
             skipped: session.skipped.clone(),
+            repeated_keys: session.repeated_keys.clone(),
             source: Arc::clone(&session.text),
         })
     }

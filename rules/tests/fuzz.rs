@@ -280,6 +280,23 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
 
     #[test]
+    fn keys_given_twice_are_all_found(pairs in prop::collection::vec(("[ab\\\\\"é]{0,2}", body_strategy()), 0..8)) {
+        // An object written by hand, keys in the order given, escaped as serde writes them.
+        let members: Vec<String> = pairs
+            .iter()
+            .map(|(key, value)| format!("{}: {value}", serde_json::to_string(key).unwrap()))
+            .collect();
+        let text = format!("{{{}}}", members.join(", "));
+        let expected = pairs
+            .iter()
+            .enumerate()
+            .filter(|(index, (key, _))| pairs[..*index].iter().any(|(earlier, _)| earlier == key))
+            .count();
+        let found = kvlint_core::duplicate_keys::duplicate_keys(&text);
+        prop_assert_eq!(found.iter().filter(|duplicate| duplicate.object.is_empty()).count(), expected, "{}", text);
+    }
+
+    #[test]
     fn chat_templates_end_within_their_limits(source in jinja_template()) {
         render_bounded(&source);
     }

@@ -39,6 +39,23 @@ pub fn render(report: &Report, terminal: Terminal) -> String {
         if let Some(table) = cache_table(session) {
             out.push_str(&table);
         }
+        for repeated in &session.repeated_keys {
+            let object = if repeated.object.is_empty() {
+                "the body".to_owned()
+            } else {
+                format!("`{}`", printable(&repeated.object))
+            };
+            let _ = writeln!(
+                out,
+                "{}:{}:{}: warning: `{}` is given twice in {object} (first at {}:{}): kvlint reads the last value, as most JSON parsers do; a provider may read the first or refuse the body",
+                printable(&session.path),
+                repeated.line,
+                repeated.column,
+                printable(&repeated.key),
+                repeated.first_line,
+                repeated.first_column,
+            );
+        }
         for skipped in &session.skipped {
             let _ = writeln!(
                 out,
