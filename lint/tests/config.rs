@@ -151,3 +151,59 @@ fn template_limits_are_read_from_the_configuration() {
     assert!(text.contains("more work than its limit allows"), "{text}");
     std::fs::remove_dir_all(&folder).unwrap();
 }
+
+#[test]
+fn each_session_is_checked_with_the_defaults_of_its_own_configuration() {
+    let folder = project("per-file");
+    // A second project beside the first, with its own configuration and a copy of the session.
+    std::fs::create_dir_all(folder.join("other")).unwrap();
+    std::fs::copy(
+        folder.join("sessions/nested/s.jsonl"),
+        folder.join("other/s.jsonl"),
+    )
+    .unwrap();
+    std::fs::write(
+        folder.join("sessions/kvlint.toml"),
+        "engine = \"vllm:block=16\"\n",
+    )
+    .unwrap();
+    std::fs::write(folder.join("other/kvlint.toml"), "engine = \"anthropic\"\n").unwrap();
+    let (code, output) = kvlint(&folder, &["check", "--format", "json", "sessions", "other"]);
+    assert_eq!(code, 1, "{output}");
+    let report: serde_json::Value = serde_json::from_str(&output).unwrap();
+    let engines: Vec<&str> = report["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|session| session["cache"]["engine"].as_str().unwrap())
+        .collect();
+    assert_eq!(engines, ["vllm:block=16", "anthropic"], "{output}");
+    // A flag wins over every configuration.
+    let (_, output) = kvlint(
+        &folder,
+        &[
+            "check", "--format", "json", "--engine", "sglang", "sessions", "other",
+        ],
+    );
+    assert_eq!(
+        output.matches("\"engine\": \"sglang:page=1\"").count(),
+        2,
+        "{output}"
+    );
+    // A configuration naming a tokenizer that is not there: its sessions are not checked, and
+    // the error names the configuration; the other project is checked.
+    std::fs::write(
+        folder.join("other/kvlint.toml"),
+        "tokenizer = \"missing/tokenizer.json\"\n",
+    )
+    .unwrap();
+    let (code, output) = kvlint(&folder, &["check", "sessions", "other"]);
+    assert_eq!(code, 2, "{output}");
+    assert!(
+        output.contains("other/kvlint.toml: cannot check the sessions under this"),
+        "{output}"
+    );
+    assert!(output.contains("missing/tokenizer.json"), "{output}");
+    assert!(output.contains("checked 1 sessions"), "{output}");
+    std::fs::remove_dir_all(&folder).ok();
+}

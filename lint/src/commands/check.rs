@@ -1,5 +1,6 @@
 //! `kvlint check`: analyse session files and report.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -10,7 +11,7 @@ use kvlint_core::session::SessionFile;
 use miette::WrapErr;
 use rayon::prelude::*;
 
-use super::{Outcome, RenderArgs, ServingEngine, current_config};
+use super::{Outcome, RenderArgs, ServingEngine};
 use crate::config::{Config, Discovery};
 use crate::discover::{Candidate, looks_like_session, session_files};
 use crate::emit::{Output, OutputFormat, Terminal};
@@ -47,29 +48,8 @@ fn parse_prefill_tps(text: &str) -> Result<f64, String> {
     }
 }
 
-pub fn run(mut args: Args, terminal: Terminal) -> miette::Result<Outcome> {
-    // Defaults come from the configuration of the current folder; flags win.
-    let mut configs = Discovery::default();
-    if let Some(defaults) = current_config(&mut configs)? {
-        args.render.apply_defaults(&defaults);
-        if args.engine.is_none()
-            && let Some(spec) = &defaults.options.engine
-        {
-            args.engine = Some(
-                spec.parse()
-                    .map_err(miette::Report::new)
-                    .wrap_err(format!("in {}", defaults.path.display()))?,
-            );
-        }
-    }
-    let renderer = args
-        .render
-        .renderer(ServingEngine::of(args.engine.as_ref()))?;
-    let options = CacheOptions {
-        engine: args.engine,
-        prefill_tokens_per_second: args.prefill_tps,
-    };
-    let report = check(&args.paths, &renderer, &options, &mut configs);
+pub fn run(args: Args, terminal: Terminal) -> miette::Result<Outcome> {
+    let report = check(&args, &mut Discovery::default());
     Outcome::emitted(
         args.format,
         &Output::Check(&report),
@@ -79,6 +59,49 @@ pub fn run(mut args: Args, terminal: Terminal) -> miette::Result<Outcome> {
     )
 }
 
+/// How the sessions under one configuration are checked: flags first, the configuration's
+/// defaults (engine, tokenizer, chat template, template limits) where a flag is unset.
+struct Setup {
+    renderer: Renderer,
+    options: CacheOptions,
+}
+
+impl Setup {
+    fn new(args: &Args, config: Option<&Config>) -> miette::Result<Self> {
+        let mut render = args.render.clone();
+        let mut engine = args.engine.clone();
+        if let Some(config) = config {
+            render.apply_defaults(config);
+            if engine.is_none()
+                && let Some(spec) = &config.options.engine
+            {
+                engine = Some(
+                    spec.parse()
+                        .map_err(miette::Report::new)
+                        .wrap_err(format!("in {}", config.path.display()))?,
+                );
+            }
+        }
+        Ok(Self {
+            renderer: render.renderer(ServingEngine::of(engine.as_ref()))?,
+            options: CacheOptions {
+                engine,
+                prefill_tokens_per_second: args.prefill_tps,
+            },
+        })
+    }
+}
+
+/// A setup that could not be made: a configuration naming a tokenizer or chat template that
+/// does not load, or an engine kvlint does not know.
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+#[error("{path}: cannot check the sessions under this configuration")]
+struct SetupError {
+    path: String,
+    #[diagnostic_source]
+    source: Box<dyn miette::Diagnostic + Send + Sync>,
+}
+
 /// A file to analyse: its text and the configuration that applies to it.
 struct Pending {
     candidate: Candidate,
@@ -86,18 +109,13 @@ struct Pending {
     config: Option<Config>,
 }
 
-/// Checks every session found under `paths`, sessions in parallel; the report keeps the order
-/// in which they were found.
-pub fn check(
-    paths: &[PathBuf],
-    renderer: &Renderer,
-    options: &CacheOptions,
-    configs: &mut Discovery,
-) -> Report {
+/// Checks every session found under `paths`, sessions in parallel, each with the configuration
+/// found upward from its file; the report keeps the order in which they were found.
+pub fn check(args: &Args, configs: &mut Discovery) -> Report {
     // Reading and configuration first, in order (the configuration cache is shared); then the
     // analysis of every session in parallel.
     let mut found: Vec<Result<Pending, ErrorReport>> = Vec::new();
-    for candidate in session_files(paths) {
+    for candidate in session_files(&args.paths) {
         let text = match read_text(&candidate.path) {
             Ok(text) => text,
             Err(error) => {
@@ -117,17 +135,49 @@ pub fn check(
             Err(error) => Err(error.into()),
         });
     }
-    let analysed: Vec<Result<SessionReport, ErrorReport>> = found
+    // One setup per configuration, made once; one that fails is reported once, and its
+    // sessions are not checked.
+    let mut setups: HashMap<Option<PathBuf>, Option<Arc<Setup>>> = HashMap::new();
+    let mut with_setups = Vec::with_capacity(found.len());
+    for file in found {
+        let Ok(file) = file else {
+            with_setups.push(file.map(|file| (file, None)));
+            continue;
+        };
+        let key = file.config.as_ref().map(|config| config.path.clone());
+        let setup =
+            setups
+                .entry(key)
+                .or_insert_with(|| match Setup::new(args, file.config.as_ref()) {
+                    Ok(setup) => Some(Arc::new(setup)),
+                    Err(error) => {
+                        let path = file.config.as_ref().map_or_else(
+                            || file.candidate.path.display().to_string(),
+                            |config| config.path.display().to_string(),
+                        );
+                        with_setups.push(Err(ErrorReport::new(
+                            path.clone(),
+                            SetupError {
+                                path,
+                                source: error.into(),
+                            },
+                        )));
+                        None
+                    }
+                });
+        if let Some(setup) = setup.clone() {
+            with_setups.push(Ok((file, Some(setup))));
+        }
+    }
+    let analysed: Vec<Result<SessionReport, ErrorReport>> = with_setups
         .into_par_iter()
-        .map(|file| {
-            let file = file?;
-            let display = file.candidate.path.display().to_string();
-            let mut session = SessionFile::parse(display, Arc::from(file.text))
-                .and_then(|session| SessionReport::new(&session, renderer, options))?;
-            if let Some(config) = &file.config {
-                session.apply_config(config);
-            }
-            Ok(session)
+        .filter_map(|file| {
+            let (file, setup) = match file {
+                Ok((file, Some(setup))) => (file, setup),
+                Ok((_, None)) => return None,
+                Err(error) => return Some(Err(error)),
+            };
+            Some(check_file(file, &setup))
         })
         .collect();
     let mut report = Report::new();
@@ -138,4 +188,14 @@ pub fn check(
         }
     }
     report
+}
+
+fn check_file(file: Pending, setup: &Setup) -> Result<SessionReport, ErrorReport> {
+    let display = file.candidate.path.display().to_string();
+    let mut session = SessionFile::parse(display, Arc::from(file.text))
+        .and_then(|session| SessionReport::new(&session, &setup.renderer, &setup.options))?;
+    if let Some(config) = &file.config {
+        session.apply_config(config);
+    }
+    Ok(session)
 }

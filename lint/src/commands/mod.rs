@@ -67,7 +67,7 @@ fn has_errors<'a>(
 }
 
 /// How requests are rendered: provider mode by default, a chat template for engine mode.
-#[derive(Debug, Default, clap::Args)]
+#[derive(Clone, Debug, Default, clap::Args)]
 pub struct RenderArgs {
     /// Render through this chat template (a Jinja file, or a tokenizer_config.json holding
     /// one), as an engine does.
