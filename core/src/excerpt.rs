@@ -85,14 +85,30 @@ fn masked(line: &str, window: Range<usize>) -> String {
             text[from..to].fill(b'*');
         }
     }
-    for (offset, character) in line[window.clone()].char_indices() {
-        if controls_terminal(character) {
-            text[offset..offset + character.len_utf8()].fill(b'?');
-        }
-    }
+    mask_controls(&line[window], &mut text);
     // Only whole characters were replaced (a value starts and ends at a quote; the window
     // at char boundaries), so the bytes are UTF-8 still.
     String::from_utf8(text).unwrap_or_default()
+}
+
+/// `text` as it may be shown in a terminal: characters that control one replaced by `?`, byte
+/// for byte, so that offsets into it stay valid.
+pub fn without_controls(text: &str) -> String {
+    if !text.chars().any(controls_terminal) {
+        return text.to_owned();
+    }
+    let mut bytes = text.as_bytes().to_vec();
+    mask_controls(text, &mut bytes);
+    String::from_utf8(bytes).unwrap_or_default()
+}
+
+/// Replaces, in `bytes` (a copy of `text`), every character that controls a terminal by `?`.
+fn mask_controls(text: &str, bytes: &mut [u8]) {
+    for (offset, character) in text.char_indices() {
+        if controls_terminal(character) {
+            bytes[offset..offset + character.len_utf8()].fill(b'?');
+        }
+    }
 }
 
 /// Whether a character, printed raw, can change what a terminal shows: control characters

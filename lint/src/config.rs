@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use kvlint_core::TemplateLimits;
 use kvlint_core::diagnostic::{Diagnostic, Severity};
+use kvlint_core::excerpt::without_controls;
 use miette::{Diagnostic as MietteDiagnostic, NamedSource, SourceSpan};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -155,10 +156,11 @@ pub fn init(directory: &Path) -> miette::Result<PathBuf> {
 
 impl Config {
     fn parse(path: &Path, text: &str, in_pyproject: bool) -> Result<Option<Self>, ConfigError> {
+        // A configuration comes from a pull request too: nothing in it reaches the terminal raw.
         let error = |message: String, span: Option<SourceSpan>| ConfigError {
             path: path.display().to_string(),
-            message,
-            source_code: NamedSource::new(path.display().to_string(), text.to_owned())
+            message: without_controls(&message),
+            source_code: NamedSource::new(path.display().to_string(), without_controls(text))
                 .with_language("toml"),
             span,
         };

@@ -65,6 +65,8 @@ fn every_bad_input_ends_as_the_catalog_says() {
             Some(format!("does not print {:?}", case.prints))
         } else if run.stdout.contains("panicked") {
             Some("panics".to_owned())
+        } else if run.stdout.contains('\u{1b}') || run.stdout.contains('\u{7}') {
+            Some("prints a raw control character".to_owned())
         } else if took > TIME_LIMIT {
             Some(format!("takes {took:?}"))
         } else if peak > MEMORY_LIMIT_KB {

@@ -10,6 +10,7 @@ use super::environment::RaisedByTemplate;
 use super::limits::OutputCapExceeded;
 use super::source::TemplateSource;
 use crate::error::InputError;
+use crate::excerpt::without_controls;
 
 /// The special tokens a template reads from the tokenizer config.
 pub(super) const SPECIAL_TOKENS: [&str; 2] = ["bos_token", "eos_token"];
@@ -43,7 +44,7 @@ pub(super) fn template_error(
         Some(line) => {
             let code = source
                 .and_then(|source| source.line_text(line))
-                .map(|code| format!(" (`{code}`)"))
+                .map(|code| format!(" (`{}`)", without_controls(&code)))
                 .unwrap_or_default();
             let line_kind = match source.map(|source| source.origin) {
                 Some(super::source::Origin::File) | None => "line",
@@ -55,7 +56,7 @@ pub(super) fn template_error(
     };
     let detail = error
         .detail()
-        .map(|detail| format!(": {detail}"))
+        .map(|detail| format!(": {}", without_controls(detail)))
         .unwrap_or_default();
     let over_output_cap = std::error::Error::source(error)
         .and_then(|source| source.downcast_ref::<OutputCapExceeded>());
