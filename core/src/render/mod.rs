@@ -150,7 +150,19 @@ impl Renderer {
         previous: Option<(&Request, &Rendered)>,
     ) -> Result<Rendered, InputError> {
         match self {
-            Self::Provider { tokenizer } => Ok(render_parts(request, tokenizer, previous)),
+            Self::Provider { tokenizer } => {
+                if let Some(tool) = request
+                    .tools
+                    .iter()
+                    .find(|tool| tool.is_nameless_function())
+                {
+                    return Err(InputError::Refused {
+                        engine: "the API",
+                        reason: format!("a function tool must have a `name` (at `{}`)", tool.path),
+                    });
+                }
+                Ok(render_parts(request, tokenizer, previous))
+            }
             Self::Engine {
                 template,
                 tokenizer,

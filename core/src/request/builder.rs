@@ -60,26 +60,14 @@ impl<'s> PartsBuilder<'s> {
                     format!("a tool must be an object, found {}", kind_of(tool)),
                 ));
             }
+            // A function tool without a name is read: the API or engine refuses that request
+            // (`Tool::is_nameless_function`), not the whole file.
             let name = tool
                 .pointer("/function/name")
                 .or_else(|| tool.get("name"))
-                .and_then(Value::as_str);
-            // A function tool without a name: every API and engine refuses the request. Built-in
-            // tools (`{"type": "web_search"}`) have none.
-            let declares_function = tool.get("function").is_some()
-                || tool.get("type").and_then(Value::as_str) == Some("function");
-            if declares_function && name.is_none() {
-                let place = if tool.get("function").is_some_and(Value::is_object) {
-                    path.key("function")
-                } else {
-                    path.clone()
-                };
-                return Err(BodyError::new(
-                    place,
-                    "a function tool must have a `name` (a string)",
-                ));
-            }
-            let name = name.unwrap_or_default().to_owned();
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
             let definition = without_cache_control(tool);
             self.push(
                 path.clone(),
