@@ -121,8 +121,8 @@ fn session_jsonl() -> String {
 
 /// Rounds of the baseline run once, then kvlint's check a few times. This machine's speed
 /// drifts by half over seconds (shared cores): each round's ratio compares runs made at the
-/// same time, and the median round is reported.
-const ROUNDS: usize = 3;
+/// same time, and the median round is reported, with every round's ratio.
+const ROUNDS: usize = 5;
 const CHECKS_PER_ROUND: usize = 5;
 
 /// One round: the baseline's time, kvlint's best, and the reuse each found.
@@ -184,6 +184,11 @@ fn measure(
         .collect();
     rounds.sort_by(|a, b| a.ratio().total_cmp(&b.ratio()));
     let median = &rounds[ROUNDS / 2];
+    let every: Vec<String> = rounds
+        .iter()
+        .map(|round| format!("{:.1}×", round.ratio()))
+        .collect();
+    println!("{name}: rounds {}", every.join(" "));
     renderer.tokenizer().clear_cache();
     let peak = peak_allocated(|| {
         let session = SessionFile::parse("long.jsonl".into(), Arc::from(jsonl)).unwrap();
