@@ -152,3 +152,28 @@ fn a_model_missing_from_the_price_table_says_which_defaults_apply() {
         "gpt-9-turbo"
     );
 }
+
+#[test]
+fn a_file_name_cannot_control_the_terminal() {
+    let folder = std::env::temp_dir().join(format!("kvlint-names-{}", std::process::id()));
+    std::fs::create_dir_all(&folder).unwrap();
+    // A broken session whose name would set the terminal's title and ring its bell.
+    std::fs::write(
+        folder.join("evil\u{1b}]0;pwned\u{7}.jsonl"),
+        "{\"messages\": [\n",
+    )
+    .unwrap();
+    let run = kvlint(&["check", folder.to_str().unwrap()]);
+    assert_eq!(run.code, 2, "{}", run.stdout);
+    assert!(
+        !run.stdout.contains('\u{1b}') && !run.stdout.contains('\u{7}'),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("evil<U+001B>]0;pwned<U+0007>.jsonl"),
+        "{}",
+        run.stdout
+    );
+    std::fs::remove_dir_all(&folder).unwrap();
+}

@@ -138,13 +138,14 @@ pub fn emit(
     let render_files: fn(&[CheckedFile<'_>], &[ErrorReport]) -> String = match format {
         OutputFormat::Json => return Ok(json::render(output)),
         OutputFormat::Human => {
-            return Ok(match output {
+            let text = match output {
                 Output::Check(report) => human::render(report, terminal),
                 Output::Template(report) => human::render_templates(report, terminal),
                 Output::Diff(diff) => human::render_diff(diff, terminal),
                 Output::Probe(report) => human::render_probe(report, terminal),
                 Output::Render(report) => human::render_prompts(report, terminal),
-            });
+            };
+            return Ok(terminal_safe(text, terminal.color));
         }
         OutputFormat::Sarif => sarif::render,
         OutputFormat::Github => github::render,
@@ -175,6 +176,46 @@ pub(crate) fn printable(text: &str) -> Cow<'_, str> {
 
 /// A name for a character that shows nothing or controls the terminal: zero-width
 /// characters, the byte-order mark, bidirectional overrides, other control characters.
+/// Human output as it reaches the terminal: every character that controls one shown by its
+/// name, but for the colour codes kvlint writes itself (`ESC [ digits ; … m`) when colours are
+/// on. The last guard for input text that reached a message raw, such as a file's name.
+fn terminal_safe(text: String, color: bool) -> String {
+    if !text.chars().any(controls_terminal) {
+        return text;
+    }
+    let mut shown = String::with_capacity(text.len());
+    let mut rest = text.as_str();
+    while let Some(character) = rest.chars().next() {
+        let colour_code = (color && character == '\u{1b}')
+            .then(|| {
+                let parameters = rest.strip_prefix("\u{1b}[")?;
+                let length = parameters
+                    .bytes()
+                    .take_while(|byte| byte.is_ascii_digit() || *byte == b';')
+                    .count();
+                parameters[length..]
+                    .starts_with('m')
+                    .then_some("\u{1b}[".len() + length + 1)
+            })
+            .flatten();
+        let taken = match colour_code {
+            Some(length) => {
+                shown.push_str(&rest[..length]);
+                length
+            }
+            None => {
+                match invisible_name(character).filter(|_| controls_terminal(character)) {
+                    Some(name) => shown.push_str(&name),
+                    None => shown.push(character),
+                }
+                character.len_utf8()
+            }
+        };
+        rest = &rest[taken..];
+    }
+    shown
+}
+
 pub(crate) fn invisible_name(character: char) -> Option<String> {
     let name = match character {
         '\u{200B}' => "ZWSP",
@@ -190,4 +231,26 @@ pub(crate) fn invisible_name(character: char) -> Option<String> {
         _ => return None,
     };
     Some(format!("<{name}>"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::terminal_safe;
+
+    #[test]
+    fn only_colour_codes_reach_the_terminal() {
+        let text = "\u{1b}[31merror\u{1b}[0m in \u{1b}]0;pwned\u{7}.jsonl\u{1b}[2J\n".to_owned();
+        assert_eq!(
+            terminal_safe(text.clone(), true),
+            "\u{1b}[31merror\u{1b}[0m in <U+001B>]0;pwned<U+0007>.jsonl<U+001B>[2J\n"
+        );
+        assert_eq!(
+            terminal_safe(text, false),
+            "<U+001B>[31merror<U+001B>[0m in <U+001B>]0;pwned<U+0007>.jsonl<U+001B>[2J\n"
+        );
+        assert_eq!(
+            terminal_safe("plain\ttext\n".into(), false),
+            "plain\ttext\n"
+        );
+    }
 }
