@@ -72,7 +72,9 @@ fn main() -> ExitCode {
             ExitCode::from(outcome.exit_code)
         }
         Err(error) => {
-            eprintln!("{error:?}");
+            // Through the same guard as reports: the error may name a path from a pull request.
+            let color = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+            eprintln!("{}", emit::terminal_safe(format!("{error:?}"), color));
             ExitCode::from(EXIT_INPUT)
         }
     }

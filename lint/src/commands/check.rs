@@ -95,9 +95,9 @@ impl Setup {
 /// A setup that could not be made: a configuration naming a tokenizer or chat template that
 /// does not load, or an engine kvlint does not know.
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
-#[error("{path}: cannot check the sessions under this configuration")]
+#[error("{what}")]
 struct SetupError {
-    path: String,
+    what: String,
     #[diagnostic_source]
     source: Box<dyn miette::Diagnostic + Send + Sync>,
 }
@@ -151,17 +151,26 @@ pub fn check(args: &Args, configs: &mut Discovery) -> Report {
                 .or_insert_with(|| match Setup::new(args, file.config.as_ref()) {
                     Ok(setup) => Some(Arc::new(setup)),
                     Err(error) => {
-                        let path = file.config.as_ref().map_or_else(
-                            || file.candidate.path.display().to_string(),
-                            |config| config.path.display().to_string(),
-                        );
-                        with_setups.push(Err(ErrorReport::new(
-                            path.clone(),
-                            SetupError {
-                                path,
-                                source: error.into(),
-                            },
-                        )));
+                        let (path, what) = match &file.config {
+                            Some(config) => {
+                                let path = config.path.display().to_string();
+                                let what = format!(
+                                    "{path}: cannot check the sessions under this configuration"
+                                );
+                                (path, what)
+                            }
+                            None => {
+                                let path = file.candidate.path.display().to_string();
+                                let what =
+                                    format!("{path}: cannot be checked with the flags given");
+                                (path, what)
+                            }
+                        };
+                        let error = SetupError {
+                            what,
+                            source: error.into(),
+                        };
+                        with_setups.push(Err(ErrorReport::new(path, error)));
                         None
                     }
                 });

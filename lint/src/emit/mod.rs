@@ -179,7 +179,7 @@ pub(crate) fn printable(text: &str) -> Cow<'_, str> {
 /// Human output as it reaches the terminal: every character that controls one shown by its
 /// name, but for the colour codes kvlint writes itself (`ESC [ digits ; … m`) when colours are
 /// on. The last guard for input text that reached a message raw, such as a file's name.
-fn terminal_safe(text: String, color: bool) -> String {
+pub(crate) fn terminal_safe(text: String, color: bool) -> String {
     if !text.chars().any(controls_terminal) {
         return text;
     }
