@@ -77,19 +77,17 @@ impl TemplateLimitsOptions {
             return Some(("fuel", "fuel must be at least 1".into()));
         }
         match self.recursion {
-            Some(depth) if depth == 0 || depth > MAX_RECURSION => Some((
+            Some(depth) if depth == 0 || depth > TemplateLimits::MAX_RECURSION => Some((
                 "recursion",
                 format!(
-                    "recursion must be between 1 and {MAX_RECURSION}, the depth known to be safe on a thread's stack"
+                    "recursion must be between 1 and {}, the depth known to be safe on a thread's stack",
+                    TemplateLimits::MAX_RECURSION
                 ),
             )),
             _ => None,
         }
     }
 }
-
-/// The deepest nesting minijinja renders without risking the stack.
-const MAX_RECURSION: usize = 500;
 
 /// A rule level.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]

@@ -97,18 +97,12 @@ pub struct Tool {
 }
 
 impl Tool {
-    /// A function tool without a name, which every API and engine refuses. Built-in tools
-    /// (`{"type": "web_search"}`) have none.
+    /// A function tool without a name (none, not a string, or empty), which every API and
+    /// engine refuses. Built-in tools (`{"type": "web_search"}`) have none.
     pub fn is_nameless_function(&self) -> bool {
         let declares_function = self.definition.get("function").is_some()
             || self.definition.get("type").and_then(Value::as_str) == Some("function");
-        declares_function
-            && self
-                .definition
-                .pointer("/function/name")
-                .or_else(|| self.definition.get("name"))
-                .and_then(Value::as_str)
-                .is_none()
+        declares_function && self.name.is_empty()
     }
 }
 

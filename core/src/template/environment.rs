@@ -233,23 +233,21 @@ fn python_indent(
     // `s += newline`, "necessary for splitlines".
     let text = format!("{value}\n");
     let lines = python_splitlines(&text);
-    // Paid for before it is made: a width of a billion would abort the process.
-    let width_bytes = match &width {
-        Some(width) if width.kind() == ValueKind::String => width.to_string().len(),
-        Some(width) => usize::try_from(width.clone())?,
-        None => 4,
+    // A text width, or a number of spaces, paid for before it is made: a width of a billion
+    // would abort the process.
+    let (text_width, spaces) = match width {
+        Some(width) if width.kind() == ValueKind::String => (Some(width.to_string()), 0),
+        Some(width) => (None, usize::try_from(width)?),
+        None => (None, 4),
     };
+    let width_bytes = text_width.as_ref().map_or(spaces, String::len);
     limits::pay_for(
         state,
         width_bytes
             .saturating_mul(lines.len() + 1)
             .saturating_add(text.len()),
     )?;
-    let indention = match width {
-        Some(width) if width.kind() == ValueKind::String => width.to_string(),
-        Some(width) => " ".repeat(usize::try_from(width)?),
-        None => "    ".to_owned(),
-    };
+    let indention = text_width.unwrap_or_else(|| " ".repeat(spaces));
     let mut indented = if blank {
         lines.join(&format!("\n{indention}"))
     } else {

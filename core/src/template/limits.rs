@@ -36,12 +36,16 @@ impl Default for TemplateLimits {
             fuel: 10_000_000,
             output_per_input_byte: 16,
             output_headroom: 1 << 20,
-            recursion: 500,
+            recursion: Self::MAX_RECURSION,
         }
     }
 }
 
 impl TemplateLimits {
+    /// The deepest nesting minijinja renders without risking a thread's stack (without its
+    /// `stacker` feature it caps any higher limit here).
+    pub const MAX_RECURSION: usize = 500;
+
     /// The printed output allowed for a conversation of `input_bytes`.
     pub fn output_cap(&self, input_bytes: usize) -> usize {
         input_bytes

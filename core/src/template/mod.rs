@@ -36,7 +36,8 @@ use environment::{ClockProbe, Tripwire, set_clock, transformers_environment};
 use message::{CONTEXT_VARIABLES, TemplateContext, TransformersMessage, special_tokens};
 use python_list::ListMutations;
 use render_error::{SPECIAL_TOKENS, template_error, undefined_variable};
-use source::{Origin, TemplateSource, without_generation_blocks};
+pub(crate) use source::without_generation_blocks;
+use source::{Origin, TemplateSource};
 
 pub use environment::Clock;
 use limits::OutputCap;

@@ -58,14 +58,32 @@ pub(super) fn template_error(
         .detail()
         .map(|detail| format!(": {}", without_controls(detail)))
         .unwrap_or_default();
-    let over_output_cap = std::error::Error::source(error)
-        .and_then(|source| source.downcast_ref::<OutputCapExceeded>());
+    let path = path.to_owned();
+    // Past a bound the template is at fault whatever the conversation: its own error, and help
+    // naming the key that raises the bound.
+    if let Some(limit) = exceeded_limit(error) {
+        let (message, help) = match limit {
+            Limit::Output(exceeded) => (
+                format!("{exceeded}{place}"),
+                "a loop that prints without end, or a value printed far larger than the conversation; for a trusted template, raise `output-per-input-byte` in `[template-limits]` of kvlint.toml",
+            ),
+            Limit::Fuel => (
+                format!("the template did more work than its limit allows{place}"),
+                "work counts instructions and the data made (one unit per 64 bytes): a loop without a sensible end or a string grown in a loop; for a trusted template, raise `fuel` in `[template-limits]` of kvlint.toml",
+            ),
+            Limit::Recursion => (
+                format!("{}{place}{detail}", error.kind()),
+                "loops, conditions and macro calls nest deeper than `recursion` in `[template-limits]` of kvlint.toml allows",
+            ),
+        };
+        return InputError::TemplateLimit {
+            path,
+            message,
+            help: Some(help.to_owned()),
+        };
+    }
     let message = if raised_by_template(error) {
         format!("the template raised an exception{place}{detail}")
-    } else if let Some(exceeded) = over_output_cap {
-        format!("{exceeded}{place}")
-    } else if error.kind() == ErrorKind::OutOfFuel {
-        format!("the template did more work than its limit allows{place}")
     } else {
         format!("{}{place}{detail}", error.kind())
     };
@@ -79,34 +97,32 @@ pub(super) fn template_error(
         None if error.kind() == ErrorKind::UnknownMethod => Some(
             "the template calls a Python method that kvlint's Jinja engine does not know".into(),
         ),
-        None if over_output_cap.is_some() => Some(
-            "a loop that prints without end, or a value printed far larger than the conversation; for a trusted template, raise `output-per-input-byte` in `[template-limits]` of kvlint.toml".into(),
-        ),
-        None if error.kind() == ErrorKind::OutOfFuel => Some(
-            "work counts instructions and the data made (one unit per 64 bytes): a loop without a sensible end or a string grown in a loop; for a trusted template, raise `fuel` in `[template-limits]` of kvlint.toml".into(),
-        ),
-        None if error.detail() == Some(RECURSION_EXCEEDED) => Some(
-            "loops, conditions and macro calls nest deeper than `recursion` in `[template-limits]` of kvlint.toml allows".into(),
-        ),
         None => None,
     };
-    let over_limit = over_output_cap.is_some()
-        || error.kind() == ErrorKind::OutOfFuel
-        || error.detail() == Some(RECURSION_EXCEEDED);
-    let path = path.to_owned();
-    if over_limit {
-        InputError::TemplateLimit {
-            path,
-            message,
-            help,
-        }
-    } else {
-        InputError::Template {
-            path,
-            message,
-            help,
-        }
+    InputError::Template {
+        path,
+        message,
+        help,
     }
+}
+
+/// A bound a render went past.
+enum Limit<'a> {
+    Output(&'a OutputCapExceeded),
+    Fuel,
+    Recursion,
+}
+
+fn exceeded_limit(error: &JinjaError) -> Option<Limit<'_>> {
+    if let Some(exceeded) = std::error::Error::source(error)
+        .and_then(|source| source.downcast_ref::<OutputCapExceeded>())
+    {
+        return Some(Limit::Output(exceeded));
+    }
+    if error.kind() == ErrorKind::OutOfFuel {
+        return Some(Limit::Fuel);
+    }
+    (error.detail() == Some(RECURSION_EXCEEDED)).then_some(Limit::Recursion)
 }
 
 /// minijinja's message for nesting past the recursion limit.

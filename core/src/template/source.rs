@@ -88,7 +88,7 @@ impl TemplateSource {
 /// transformers' `{% generation %}` block marks assistant tokens and renders its body as
 /// is; an always-true `if` block keeps the same whitespace handling. Each tag keeps its
 /// length and its line breaks, so that places in the rewritten text are places in the file.
-pub(super) fn without_generation_blocks(source: &str) -> String {
+pub(crate) fn without_generation_blocks(source: &str) -> String {
     static TAGS: LazyLock<Option<Regex>> =
         LazyLock::new(|| Regex::new(r"\{%(-|\+)?\s*(end)?generation\s*(-|\+)?%\}").ok());
     match TAGS.as_ref() {

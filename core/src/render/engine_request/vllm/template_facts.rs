@@ -12,6 +12,8 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use minijinja::machinery::ast::{CallArg, Expr, Macro, Stmt};
 use minijinja::syntax::SyntaxConfig;
 
+use crate::template::without_generation_blocks;
+
 /// How vLLM hands message content to a template (`ChatTemplateContentFormat`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ContentFormat {
@@ -34,35 +36,12 @@ pub struct TemplateFacts {
 
 impl TemplateFacts {
     pub fn of(source: &str) -> Self {
-        let source = without_generation_tags(source);
+        let source = without_generation_blocks(source);
         Self {
             content_format: detect_content_format(&source),
             has_developer_role: source.contains("\"developer\"") || source.contains("'developer'"),
             variables: read_variables(&source),
         }
-    }
-}
-
-/// transformers' `{% generation %}` tags, which minijinja does not know, as the always-true
-/// `if` blocks kvlint's template environment uses for them.
-fn without_generation_tags(source: &str) -> String {
-    static TAGS: std::sync::LazyLock<Option<regex::Regex>> = std::sync::LazyLock::new(|| {
-        regex::Regex::new(r"\{%(-|\+)?\s*(end)?generation\s*(-|\+)?%\}").ok()
-    });
-    match TAGS.as_ref() {
-        Some(tags) => tags
-            .replace_all(source, |captures: &regex::Captures<'_>| {
-                let open = captures.get(1).map_or("", |m| m.as_str());
-                let close = captures.get(3).map_or("", |m| m.as_str());
-                let statement = if captures.get(2).is_some() {
-                    "endif"
-                } else {
-                    "if true"
-                };
-                format!("{{%{open} {statement} {close}%}}")
-            })
-            .into_owned(),
-        None => source.to_owned(),
     }
 }
 
@@ -200,14 +179,7 @@ impl<'t, 'a> Nodes<'t, 'a> {
     fn collect_call(&mut self, callee: &'t Expr<'a>, args: &'t [CallArg<'a>]) {
         self.calls.push((callee, args));
         self.collect_expression(callee);
-        for arg in args {
-            match arg {
-                CallArg::Pos(value)
-                | CallArg::Kwarg(_, value)
-                | CallArg::PosSplat(value)
-                | CallArg::KwargSplat(value) => self.collect_expression(value),
-            }
-        }
+        self.collect_args(args);
     }
 
     /// Expressions hold no loops or assignments, only calls (to macros that take content).
