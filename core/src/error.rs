@@ -82,6 +82,10 @@ pub enum InputError {
     )]
     NotOneRequest { path: String, turns: usize },
 
+    #[error("{path} has no turn {turn}")]
+    #[diagnostic(code(kvlint::no_turn))]
+    NoTurn { path: String, turn: usize },
+
     #[error("cannot load tokenizer {path}: {message}")]
     #[diagnostic(
         code(kvlint::tokenizer),
@@ -174,6 +178,7 @@ impl InputError {
             | Self::Body { path, .. }
             | Self::Turn { path, .. }
             | Self::NotOneRequest { path, .. }
+            | Self::NoTurn { path, .. }
             | Self::Tokenizer { path, .. }
             | Self::Template { path, .. }
             | Self::TemplateLimit { path, .. }

@@ -31,8 +31,9 @@
 //! );
 //! let session = SessionFile::parse("s.jsonl".into(), Arc::from(jsonl)).unwrap();
 //! let renderer = Renderer::provider();
-//! let first = renderer.render(&session.turns[0].request).unwrap();
-//! let second = renderer.render(&session.turns[1].request).unwrap();
+//! // A turn is parsed when read (`turn` gives the one kept, or parses it again: see `session`).
+//! let first = renderer.render(&session.turn(0).unwrap().request).unwrap();
+//! let second = renderer.render(&session.turn(1).unwrap().request).unwrap();
 //! // The second turn extends the first: every token of the first is reused.
 //! assert_eq!(first.tokens.common_prefix_len(&second.tokens), first.tokens.len());
 //! ```

@@ -2,7 +2,13 @@
 //!
 //! Accepted containers: JSONL with one request body per line, a JSON array of bodies,
 //! OpenAI Batch lines (`{custom_id, method, url, body}`) and `{request, response}` pairs.
+//!
+//! Memory: a session file is read whole and every turn is parsed once, to report a bad one
+//! before any check. Parsed turns are kept up to [`KEPT_TURNS_BUDGET`]; a turn beyond it is
+//! parsed again from the file's text when it is used ([`SessionFile::turn`]), so a session
+//! of any length takes its text, that budget and the turns in use, not a parse of every turn.
 
+use std::borrow::Cow;
 use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
@@ -12,21 +18,35 @@ use serde_json::Value;
 use crate::duplicate_keys::duplicate_keys;
 use crate::error::{InputError, read_text};
 use crate::excerpt::Excerpt;
-use crate::json::{compact_json, kind_of};
+use crate::json::{compact_json, heap_size, kind_of};
 use crate::locate::{LineColumn, Locator, raw_offset_in_string, value_range};
 use crate::path::{PartPath, PathSegment};
-use crate::request::{BodyError, Request, SharedParts};
+use crate::request::{BodyError, BodyFormat, Message, Part, Request, SharedParts};
+
+/// How much memory parsed turns may keep, estimated (see [`SessionFile::turn`]): every turn
+/// of a session that fits is parsed once; a longer session parses its later turns again each
+/// time they are used.
+pub const KEPT_TURNS_BUDGET: usize = 256 << 20;
 
 /// One recorded request of a session, parsed.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Turn {
     pub request: Request,
     /// The engine's answer, when the file records `{request, response}` pairs.
     pub response: Option<Value>,
-    /// The JSON document holding this turn: a line of a JSONL file, or the whole file.
+}
+
+/// Where a turn is in its file, and the turn parsed when it is kept.
+#[derive(Debug, Clone)]
+struct TurnRecord {
+    /// The JSON document holding this turn: a line of a JSONL file, or an item of an array.
     document: Range<usize>,
-    /// From the document's root to the request body (`[3]`, `body`, `request`, or nothing).
+    /// From the document's root to the request body (`body`, `request`, or nothing).
     body_path: PartPath,
+    format: BodyFormat,
+    /// The bytes of the turn's prompt text.
+    prompt_bytes: usize,
+    kept: Option<Box<Turn>>,
 }
 
 /// A session file and its turns.
@@ -34,7 +54,7 @@ pub struct Turn {
 pub struct SessionFile {
     pub path: String,
     pub text: Arc<str>,
-    pub turns: Vec<Turn>,
+    turns: Vec<TurnRecord>,
     /// Requests the file holds that are not prompts (an OpenAI Batch line to another
     /// endpoint): passed over, and said.
     pub skipped: Vec<Skipped>,
@@ -66,7 +86,7 @@ pub struct Skipped {
 
 /// What a JSON document of a session file holds.
 enum Document {
-    Turn(Box<Turn>),
+    Turn(Box<Turn>, PartPath),
     Skipped(Skipped),
 }
 
@@ -80,6 +100,15 @@ impl SessionFile {
     }
 
     pub fn parse(path: String, text: Arc<str>) -> Result<Self, InputError> {
+        Self::parse_keeping(path, text, KEPT_TURNS_BUDGET)
+    }
+
+    /// Parses a session, keeping parsed turns up to `budget` bytes (estimated).
+    pub fn parse_keeping(path: String, text: Arc<str>, budget: usize) -> Result<Self, InputError> {
+        let mut reader = Reader {
+            budget: Some(budget),
+            shared: SharedParts::default(),
+        };
         let mut session = Self {
             path,
             text,
@@ -95,42 +124,109 @@ impl SessionFile {
             0
         };
         let trimmed_start = session.text.len() - session.text[bom..].trim_start().len();
-        let mut shared = SharedParts::default();
         match session.text.as_bytes().get(trimmed_start) {
             None => {
                 return Err(InputError::Empty {
                     path: session.path.clone(),
                 });
             }
-            Some(b'[') => session.read_array(trimmed_start, &mut shared)?,
-            Some(_) => session.read_documents(trimmed_start, &mut shared)?,
+            Some(b'[') => session.read_array(trimmed_start, &mut reader)?,
+            Some(_) => session.read_documents(trimmed_start, &mut reader)?,
         }
-        session.part_texts = shared.into_texts();
+        session.part_texts = match reader.budget {
+            Some(_) => reader.shared.into_texts(),
+            None => session.kept_texts(),
+        };
         Ok(session)
     }
 
-    fn read_array(&mut self, start: usize, shared: &mut SharedParts) -> Result<(), InputError> {
+    /// How many turns the session has.
+    pub fn len(&self) -> usize {
+        self.turns.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.turns.is_empty()
+    }
+
+    /// Turn `index`, parsed: the one kept, or parsed again from the file's text.
+    pub fn turn(&self, index: usize) -> Result<Cow<'_, Turn>, InputError> {
+        let record = self.record(index)?;
+        if let Some(kept) = &record.kept {
+            return Ok(Cow::Borrowed(kept));
+        }
+        let value = self.parse_json(record.document.clone())?;
+        match self.document(value, record.document.clone(), &mut SharedParts::default())? {
+            Document::Turn(turn, _) => Ok(Cow::Owned(*turn)),
+            Document::Skipped(_) => Err(self.no_turn(index)),
+        }
+    }
+
+    /// The turns in order, each parsed when it is reached.
+    pub fn turns(&self) -> impl Iterator<Item = Result<Cow<'_, Turn>, InputError>> + '_ {
+        (0..self.len()).map(|index| self.turn(index))
+    }
+
+    /// How many turns are kept parsed (the others are parsed again when used).
+    pub fn kept_turns(&self) -> usize {
+        self.turns
+            .iter()
+            .filter(|record| record.kept.is_some())
+            .count()
+    }
+
+    /// The API each turn is written for, in order.
+    pub fn formats(&self) -> impl Iterator<Item = BodyFormat> + '_ {
+        self.turns.iter().map(|record| record.format)
+    }
+
+    /// The bytes of prompt text turn `index` sends: about the work of rendering it.
+    pub fn prompt_bytes(&self, index: usize) -> usize {
+        self.turns
+            .get(index)
+            .map_or(0, |record| record.prompt_bytes)
+    }
+
+    /// Every distinct text of the turns kept.
+    fn kept_texts(&self) -> Vec<Arc<str>> {
+        let mut texts = std::collections::HashSet::new();
+        for kept in self.turns.iter().filter_map(|record| record.kept.as_ref()) {
+            texts.extend(kept.request.parts.iter().map(|part| Arc::clone(&part.text)));
+        }
+        texts.into_iter().collect()
+    }
+
+    fn record(&self, index: usize) -> Result<&TurnRecord, InputError> {
+        self.turns.get(index).ok_or_else(|| self.no_turn(index))
+    }
+
+    fn no_turn(&self, index: usize) -> InputError {
+        InputError::NoTurn {
+            path: self.path.clone(),
+            turn: index,
+        }
+    }
+
+    fn read_array(&mut self, start: usize, reader: &mut Reader) -> Result<(), InputError> {
         let document = start..self.text.len();
-        let value = self.parse_json(document.clone())?;
+        let text = Arc::clone(&self.text);
+        // Each item is a document of its own: a turn parsed again reads only its item.
+        let items: Vec<&serde_json::value::RawValue> =
+            serde_json::from_str(&text[document.clone()])
+                .map_err(|error| self.json_error(document.clone(), &error))?;
         self.find_repeated_keys(&document);
-        let Value::Array(items) = value else {
-            return Ok(());
-        };
-        for (index, item) in items.into_iter().enumerate() {
-            let read = self.turn(
-                item,
-                document.clone(),
-                PartPath::root().index(index),
-                shared,
-            )?;
-            self.add(read);
+        for item in items {
+            let item_start = item.get().as_ptr() as usize - text.as_ptr() as usize;
+            let item_range = item_start..item_start + item.get().len();
+            let value = self.parse_json(item_range.clone())?;
+            self.read_document(value, item_range, reader)?;
         }
         Ok(())
     }
 
     /// JSON documents one after the other: JSONL, one body per line, or bodies pretty-printed
     /// over several lines (as `jq .` writes them).
-    fn read_documents(&mut self, start: usize, shared: &mut SharedParts) -> Result<(), InputError> {
+    fn read_documents(&mut self, start: usize, reader: &mut Reader) -> Result<(), InputError> {
         let text = Arc::clone(&self.text);
         let mut documents = serde_json::Deserializer::from_str(&text[start..]).into_iter::<Value>();
         let mut end = start;
@@ -140,8 +236,52 @@ impl SessionFile {
             end = start + documents.byte_offset();
             let value = parsed.map_err(|error| self.json_error(start..text.len(), &error))?;
             self.find_repeated_keys(&(document_start..end));
-            let read = self.turn(value, document_start..end, PartPath::root(), shared)?;
-            self.add(read);
+            self.read_document(value, document_start..end, reader)?;
+        }
+        Ok(())
+    }
+
+    /// Reads one document: a turn, kept while the budget lasts, or a request passed over.
+    /// The turns kept are the session's first: once one does not fit, no later one is kept
+    /// and their texts are not shared.
+    fn read_document(
+        &mut self,
+        value: Value,
+        document: Range<usize>,
+        reader: &mut Reader,
+    ) -> Result<(), InputError> {
+        let mut unshared = SharedParts::default();
+        let shared = match reader.budget {
+            Some(_) => &mut reader.shared,
+            None => &mut unshared,
+        };
+        match self.document(value, document.clone(), shared)? {
+            Document::Turn(turn, body_path) => {
+                let request = &turn.request;
+                let format = request.format;
+                let prompt_bytes = request.parts.iter().map(|part| part.text.len()).sum();
+                let size = estimated_size(&turn);
+                let kept = match reader.budget {
+                    Some(left) if size <= left => {
+                        reader.budget = Some(left - size);
+                        Some(turn)
+                    }
+                    _ => {
+                        // The texts of the turns kept stay shared; this turn's are let go.
+                        reader.budget = None;
+                        reader.shared = SharedParts::default();
+                        None
+                    }
+                };
+                self.turns.push(TurnRecord {
+                    document,
+                    body_path,
+                    format,
+                    prompt_bytes,
+                    kept,
+                });
+            }
+            Document::Skipped(skipped) => self.skipped.push(skipped),
         }
         Ok(())
     }
@@ -189,25 +329,17 @@ impl SessionFile {
         }
     }
 
-    fn add(&mut self, document: Document) {
-        match document {
-            Document::Turn(turn) => self.turns.push(*turn),
-            Document::Skipped(skipped) => self.skipped.push(skipped),
-        }
-    }
-
     /// Unwraps the known containers around a request body and parses the body.
-    fn turn(
+    fn document(
         &self,
         value: Value,
         document: Range<usize>,
-        path_in_document: PartPath,
         shared: &mut SharedParts,
     ) -> Result<Document, InputError> {
         let Value::Object(mut object) = value else {
             return Err(self.body_error(
                 &document,
-                &path_in_document,
+                &PartPath::root(),
                 BodyError::new(
                     PartPath::root(),
                     format!("expected a request body object, found {}", kind_of(&value)),
@@ -226,11 +358,11 @@ impl SessionFile {
             }));
         }
         let (body, response, body_path) = match (object.remove("body"), object.remove("request")) {
-            (Some(body), _) if is_batch_line => (body, None, path_in_document.key("body")),
+            (Some(body), _) if is_batch_line => (body, None, PartPath::root().key("body")),
             (_, Some(request)) if request.is_object() => (
                 request,
                 object.remove("response"),
-                path_in_document.key("request"),
+                PartPath::root().key("request"),
             ),
             (body, request) => {
                 if let Some(body) = body {
@@ -239,17 +371,15 @@ impl SessionFile {
                 if let Some(request) = request {
                     object.insert("request".into(), request);
                 }
-                (Value::Object(object), None, path_in_document)
+                (Value::Object(object), None, PartPath::root())
             }
         };
         let request = Request::parse(body, shared)
             .map_err(|error| self.body_error(&document, &body_path, error))?;
-        Ok(Document::Turn(Box::new(Turn {
-            request,
-            response,
-            document,
+        Ok(Document::Turn(
+            Box::new(Turn { request, response }),
             body_path,
-        })))
+        ))
     }
 
     fn body_error(
@@ -290,16 +420,18 @@ impl SessionFile {
         Some(document.start + range.start..document.start + range.end)
     }
 
-    /// The byte offset in the file of `offset_in_part` bytes into the decoded value of `part`.
+    /// The byte offset in the file of `offset_in_part` bytes into the decoded value of `part`
+    /// of turn `turn`.
     ///
     /// For string values the offset is mapped through JSON escapes; for other values (a tool
     /// schema, an object) the start of the value is returned.
     pub fn part_offset(
         &self,
-        turn: &Turn,
+        turn: usize,
         part: &PartPath,
         offset_in_part: usize,
     ) -> Option<usize> {
+        let turn = self.turns.get(turn)?;
         let mut part = part.clone();
         let mut range = self.locate_value(&turn.document, &turn.body_path, &part);
         // A path may name a key the body left out (e.g. a message's `content: null`):
@@ -327,8 +459,11 @@ impl SessionFile {
         )
     }
 
-    /// The line a turn starts on.
-    pub fn turn_line(&self, turn: &Turn) -> usize {
+    /// The line turn `index` starts on.
+    pub fn turn_line(&self, index: usize) -> usize {
+        let Some(turn) = self.turns.get(index) else {
+            return 0;
+        };
         let start = self
             .locate_value(&turn.document, &turn.body_path, &PartPath::root())
             .map_or(turn.document.start, |range| range.start);
@@ -338,12 +473,34 @@ impl SessionFile {
 
 impl Locator for SessionFile {
     fn locate(&self, turn: usize, part: &PartPath, offset_in_part: usize) -> Option<usize> {
-        self.part_offset(self.turns.get(turn)?, part, offset_in_part)
+        self.part_offset(turn, part, offset_in_part)
     }
 
     fn line_column(&self, offset: usize) -> LineColumn {
         LineColumn::of_offset(&self.text, offset)
     }
+}
+
+/// What reading a session carries from one document to the next.
+struct Reader {
+    /// What parsed turns may still keep, in bytes (estimated); `None` once a turn did not fit.
+    budget: Option<usize>,
+    shared: SharedParts,
+}
+
+/// The memory a parsed turn takes, about: its JSON values (the body, the tools' definitions,
+/// the response), and a record per part and message (part texts are shared, not counted).
+fn estimated_size(turn: &Turn) -> usize {
+    let request = &turn.request;
+    heap_size(&request.body)
+        + request
+            .tools
+            .iter()
+            .map(|tool| heap_size(&tool.definition))
+            .sum::<usize>()
+        + turn.response.as_ref().map_or(0, heap_size)
+        + request.parts.len() * size_of::<Part>()
+        + request.messages.len() * size_of::<Message>()
 }
 
 /// serde_json reports a 1-based line and column (column counted in bytes).

@@ -2,25 +2,31 @@
 //!
 //! Agent prompts repeat: turn N+1 resends everything turn N had. Encodings are therefore
 //! cached per chunk of text, keyed by its blake3 hash, so each distinct message is tokenized
-//! once per session rather than once per turn.
+//! once per session rather than once per turn. The cache keeps at most
+//! [`CHUNK_CACHE_BUDGET`] bytes of encodings, forgetting the least recently used first.
 //!
 //! For a Hugging Face tokenizer, a rendered prompt is cut at its special tokens (`<|im_start|>`
 //! and the like). The `tokenizers` crate splits those out before normalizing and
 //! pre-tokenizing, so the text between two of them is encoded independently of the rest and
 //! per-chunk encoding gives exactly the tokens of encoding the whole text.
 
-use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use crate::error::InputError;
 use crate::prefix::{common_prefix_len, common_slice_prefix_len};
 
-/// The encoding of one chunk of text: token ids and the byte offset each starts at.
+/// The encoding of one chunk of text: token ids and the byte offset each starts at, in the
+/// chunk (32 bits: a chunk of 4 GiB or more counts every later token at its 4 GiB mark).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Chunk {
     pub ids: Vec<u32>,
-    pub starts: Vec<usize>,
+    pub starts: Vec<u32>,
+}
+
+/// An offset in a chunk, as a chunk keeps it.
+fn chunk_offset(offset: usize) -> u32 {
+    u32::try_from(offset).unwrap_or(u32::MAX)
 }
 
 /// The tokens of a text, as a sequence of shared chunks.
@@ -89,7 +95,7 @@ impl Tokens {
     pub fn start(&self, index: usize) -> Option<usize> {
         self.locate(index).map(|(position, inner)| {
             let placed = &self.chunks[position];
-            placed.offset + placed.chunk.starts[inner]
+            placed.offset + placed.chunk.starts[inner] as usize
         })
     }
 
@@ -121,7 +127,7 @@ impl Tokens {
                     .ids
                     .iter()
                     .zip(&chunk.starts)
-                    .map(move |(id, start)| (*id, offset + start))
+                    .map(move |(id, start)| (*id, offset + *start as usize))
             })
     }
 
@@ -160,7 +166,7 @@ impl Tokens {
             + placed
                 .chunk
                 .starts
-                .partition_point(|start| placed.offset + start < offset)
+                .partition_point(|start| placed.offset + (*start as usize) < offset)
     }
 
     /// How many of `ids` follow, one for one, from token `start` on.
@@ -224,11 +230,63 @@ enum Backend {
     },
 }
 
+/// The most bytes of encodings a tokenizer's cache keeps.
+pub const CHUNK_CACHE_BUDGET: usize = 256 << 20;
+
 /// A tokenizer with a per-chunk encoding cache.
 pub struct Tokenizer {
     backend: Backend,
     name: String,
-    cache: Mutex<HashMap<blake3::Hash, Arc<Chunk>>>,
+    cache: Mutex<ChunkCache>,
+}
+
+/// Encodings by the hash of their text, the least recently used forgotten first once they
+/// take more than the budget.
+struct ChunkCache {
+    entries: lru::LruCache<blake3::Hash, Arc<Chunk>>,
+    bytes: usize,
+    budget: usize,
+}
+
+impl ChunkCache {
+    fn new(budget: usize) -> Self {
+        Self {
+            entries: lru::LruCache::unbounded(),
+            bytes: 0,
+            budget,
+        }
+    }
+
+    fn get(&mut self, key: &blake3::Hash) -> Option<Arc<Chunk>> {
+        self.entries.get(key).cloned()
+    }
+
+    fn insert(&mut self, key: blake3::Hash, chunk: Arc<Chunk>) {
+        self.bytes += chunk.size();
+        if let Some((_, replaced)) = self.entries.push(key, chunk) {
+            self.bytes -= replaced.size();
+        }
+        while self.bytes > self.budget {
+            let Some((_, forgotten)) = self.entries.pop_lru() else {
+                break;
+            };
+            self.bytes -= forgotten.size();
+        }
+    }
+
+    fn clear(&mut self) {
+        self.entries.clear();
+        self.bytes = 0;
+    }
+}
+
+impl Chunk {
+    /// The bytes this encoding takes.
+    fn size(&self) -> usize {
+        size_of::<Self>()
+            + self.ids.capacity() * size_of::<u32>()
+            + self.starts.capacity() * size_of::<u32>()
+    }
 }
 
 impl std::fmt::Debug for Tokenizer {
@@ -280,7 +338,15 @@ impl Tokenizer {
         Self {
             backend,
             name,
-            cache: Mutex::new(HashMap::new()),
+            cache: Mutex::new(ChunkCache::new(CHUNK_CACHE_BUDGET)),
+        }
+    }
+
+    /// The same tokenizer with an encoding cache of at most `budget` bytes.
+    pub fn with_cache_budget(self, budget: usize) -> Self {
+        Self {
+            cache: Mutex::new(ChunkCache::new(budget)),
+            ..self
         }
     }
 
@@ -347,7 +413,12 @@ impl Tokenizer {
 
     /// How many distinct pieces of text the cache holds encodings of.
     pub fn cached_pieces(&self) -> usize {
-        self.cache.lock().map_or(0, |cache| cache.len())
+        self.cache.lock().map_or(0, |cache| cache.entries.len())
+    }
+
+    /// The bytes of encodings the cache holds.
+    pub fn cached_bytes(&self) -> usize {
+        self.cache.lock().map_or(0, |cache| cache.bytes)
     }
 
     /// Forgets every cached encoding.
@@ -371,12 +442,7 @@ impl Tokenizer {
     /// The encoding of one piece of text, from the cache when it was seen before.
     pub fn encode_piece(&self, text: &str) -> Arc<Chunk> {
         let key = blake3::hash(text.as_bytes());
-        if let Some(hit) = self
-            .cache
-            .lock()
-            .ok()
-            .and_then(|cache| cache.get(&key).cloned())
-        {
+        if let Some(hit) = self.cache.lock().ok().and_then(|mut cache| cache.get(&key)) {
             return hit;
         }
         let encoded = Arc::new(self.encode_chunk(text));
@@ -393,7 +459,7 @@ impl Tokenizer {
                 let mut starts = Vec::with_capacity(ids.len());
                 let mut offset = 0;
                 for id in &ids {
-                    starts.push(offset);
+                    starts.push(chunk_offset(offset));
                     offset += tokenizer.bpe.token_len(*id);
                 }
                 Chunk { ids, starts }
@@ -404,7 +470,7 @@ impl Tokenizer {
                     starts: encoding
                         .get_offsets()
                         .iter()
-                        .map(|(start, _)| *start)
+                        .map(|(start, _)| chunk_offset(*start))
                         .collect(),
                 },
                 Err(_) => Chunk::default(),
@@ -482,6 +548,31 @@ mod tests {
         assert_eq!(ids[..half], ids[half..]);
         assert_eq!(tokens.start(half), Some(4));
         assert_eq!(tokenizer.cached_pieces(), 1);
+    }
+
+    #[test]
+    fn the_cache_forgets_the_least_recently_used_beyond_its_budget() {
+        let piece = |index: usize| format!("piece number {index} of a long session, ");
+        let one_piece = Tokenizer::o200k_base();
+        one_piece.encode_piece(&piece(0));
+        let budget = 3 * one_piece.cached_bytes() + one_piece.cached_bytes() / 2;
+        let tokenizer = Tokenizer::o200k_base().with_cache_budget(budget);
+        let first: Vec<Arc<Chunk>> = (0..3)
+            .map(|index| tokenizer.encode_piece(&piece(index)))
+            .collect();
+        assert_eq!(tokenizer.cached_pieces(), 3);
+        // Piece 0 used again (a hit): piece 1 is now the least recently used, and goes first.
+        assert!(Arc::ptr_eq(&tokenizer.encode_piece(&piece(0)), &first[0]));
+        tokenizer.encode_piece(&piece(3));
+        assert_eq!(tokenizer.cached_pieces(), 3);
+        assert!(tokenizer.cached_bytes() <= budget);
+        assert!(Arc::ptr_eq(&tokenizer.encode_piece(&piece(0)), &first[0]));
+        let again = tokenizer.encode_piece(&piece(1));
+        assert!(!Arc::ptr_eq(&again, &first[1]), "piece 1 was encoded again");
+        assert_eq!(
+            again.ids, first[1].ids,
+            "forgetting never changes an encoding"
+        );
     }
 
     #[test]

@@ -275,11 +275,7 @@ impl SessionReport {
         options: &CacheOptions,
     ) -> Result<Self, InputError> {
         let checked = kvlint_rules::check_session(session, renderer, options.engine.as_ref())?;
-        let formats: Vec<_> = session
-            .turns
-            .iter()
-            .map(|turn| turn.request.format)
-            .collect();
+        let formats: Vec<_> = session.formats().collect();
         let format = match formats.first() {
             Some(first) if formats.iter().all(|format| format == first) => first.name().to_owned(),
             Some(_) => "mixed".to_owned(),

@@ -156,7 +156,8 @@ fn measure(
     let baseline = || {
         let mut previous: Vec<u32> = Vec::new();
         let mut reused = 0;
-        for turn in &session.turns {
+        for turn in session.turns() {
+            let turn = turn.unwrap();
             renderer.tokenizer().clear_cache();
             let ids = renderer.render(&turn.request).unwrap().tokens.ids();
             reused += kvlint_core::common_prefix_len(&previous, &ids);
@@ -196,7 +197,7 @@ fn measure(
     });
     let memory_ratio = peak as f64 / jsonl.len() as f64;
     let last_turn_tokens = renderer
-        .render(&session.turns[TURNS - 1].request)
+        .render(&session.turn(TURNS - 1).unwrap().request)
         .unwrap()
         .tokens
         .len();

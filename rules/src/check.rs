@@ -12,7 +12,8 @@ use kvlint_core::diff::{RenderedRequest, TurnDiff, diff_turns};
 use kvlint_core::error::InputError;
 use kvlint_core::locate::Locator;
 use kvlint_core::render::{Rendered, Renderer};
-use kvlint_core::session::SessionFile;
+use kvlint_core::request::Request;
+use kvlint_core::session::{SessionFile, Turn};
 use kvlint_core::tokenize::Tokenizer;
 use rayon::prelude::*;
 
@@ -61,13 +62,18 @@ pub fn check_session(
         });
     }
     let range_count = rayon::current_num_threads()
-        .min(session.turns.len() / MIN_TURNS_PER_RANGE)
+        .min(session.len() / MIN_TURNS_PER_RANGE)
         .max(1);
-    let checked: Vec<Result<RangeCheck, InputError>> = balanced_ranges(session, range_count)
-        .into_par_iter()
-        .map(|range| check_range(session, range, renderer, engine.is_some()))
-        .collect();
-    let mut turns = Vec::with_capacity(session.turns.len());
+    let check = |range| check_range(session, range, renderer, engine.is_some());
+    let checked: Vec<Result<RangeCheck, InputError>> = match range_count {
+        // On this thread: the memory reading the file freed is reused.
+        1 => vec![check(0..session.len())],
+        _ => balanced_ranges(session, range_count)
+            .into_par_iter()
+            .map(check)
+            .collect(),
+    };
+    let mut turns = Vec::with_capacity(session.len());
     let mut findings = Vec::new();
     let mut cache_view = engine.map(|_| SessionCacheView::new(renderer));
     for range in checked {
@@ -102,13 +108,8 @@ pub fn check_session(
 /// Splits the turns into `count` contiguous ranges of about equal work: rendering a turn costs
 /// about its text's length, and later turns are longer.
 fn balanced_ranges(session: &SessionFile, count: usize) -> Vec<Range<usize>> {
-    let weights: Vec<usize> = session
-        .turns
-        .iter()
-        .map(|turn| {
-            let text: usize = turn.request.parts.iter().map(|part| part.text.len()).sum();
-            text + 1
-        })
+    let weights: Vec<usize> = (0..session.len())
+        .map(|index| session.prompt_bytes(index) + 1)
         .collect();
     let total: usize = weights.iter().sum();
     let mut ranges = Vec::with_capacity(count);
@@ -140,13 +141,12 @@ fn check_range(
     renderer: &Renderer,
     with_cache_view: bool,
 ) -> Result<RangeCheck, InputError> {
-    let render = |index: usize, previous: Option<(&kvlint_core::Request, &Rendered)>| {
-        let turn = &session.turns[index];
+    let render = |index: usize, turn: &Turn, previous: Option<(&Request, &Rendered)>| {
         renderer
             .render_after(&turn.request, previous)
             .map_err(|source| InputError::Turn {
                 path: session.path.clone(),
-                line: session.turn_line(turn),
+                line: session.turn_line(index),
                 turn: index,
                 source: Box::new(source),
             })
@@ -157,16 +157,19 @@ fn check_range(
     };
     // The turn before the range, rendered again: the first turn of the range is diffed with it.
     let mut previous = match range.start.checked_sub(1) {
-        Some(before) => Some(render(before, None)?),
+        Some(before) => {
+            let turn = session.turn(before)?;
+            let rendered = render(before, &turn, None)?;
+            Some((turn, rendered))
+        }
         None => None,
     };
     for index in range {
-        let turn = &session.turns[index];
-        let previous_request = index
-            .checked_sub(1)
-            .map(|before| &session.turns[before].request);
-        let hint = previous_request.zip(previous.as_ref());
-        let rendered = render(index, hint)?;
+        let turn = session.turn(index)?;
+        let hint = previous
+            .as_ref()
+            .map(|(turn, rendered)| (&turn.request, rendered));
+        let rendered = render(index, &turn, hint)?;
         if let Some(view) = &mut checked.cache_view {
             view.push(&turn.request, &rendered, turn.response.as_ref(), renderer);
         }
@@ -179,7 +182,7 @@ fn check_range(
             check_pair(previous_side, current, index, renderer.tokenizer(), session);
         checked.findings.extend(finding);
         checked.turns.push(diff);
-        previous = Some(rendered);
+        previous = Some((turn, rendered));
     }
     Ok(checked)
 }

@@ -9,7 +9,7 @@ use kvlint_core::error::InputError;
 use kvlint_core::locate::{LineColumn, Locator};
 use kvlint_core::path::PartPath;
 use kvlint_core::render::{Rendered, Renderer};
-use kvlint_core::session::SessionFile;
+use kvlint_core::session::{SessionFile, Turn};
 use serde::Serialize;
 use similar::TextDiff;
 
@@ -68,15 +68,17 @@ pub struct RequestSide {
     pub prompt_tokens: usize,
 }
 
-fn single_request(path: &Path) -> Result<SessionFile, InputError> {
+/// The one request a file holds, and the file.
+fn single_request(path: &Path) -> Result<(SessionFile, Turn), InputError> {
     let session = SessionFile::read(path)?;
-    if session.turns.len() != 1 {
+    if session.len() != 1 {
         return Err(InputError::NotOneRequest {
             path: session.path.clone(),
-            turns: session.turns.len(),
+            turns: session.len(),
         });
     }
-    Ok(session)
+    let turn = session.turn(0)?.into_owned();
+    Ok((session, turn))
 }
 
 /// Places the later request of a diff, which is turn 1 of the pair but the only turn of its file.
@@ -97,21 +99,19 @@ pub fn diff(
     current_path: &Path,
     renderer: &Renderer,
 ) -> Result<RequestDiff, InputError> {
-    let previous = single_request(previous_path)?;
-    let current = single_request(current_path)?;
-    let render = |session: &SessionFile| -> Result<Rendered, InputError> {
-        renderer.render(&session.turns[0].request)
-    };
-    let (previous_rendered, current_rendered) = (render(&previous)?, render(&current)?);
-    fn side<'a>(session: &'a SessionFile, rendered: &'a Rendered) -> RenderedRequest<'a> {
+    let (previous, previous_turn) = single_request(previous_path)?;
+    let (current, current_turn) = single_request(current_path)?;
+    let previous_rendered = renderer.render(&previous_turn.request)?;
+    let current_rendered = renderer.render(&current_turn.request)?;
+    fn side<'a>(turn: &'a Turn, rendered: &'a Rendered) -> RenderedRequest<'a> {
         RenderedRequest {
-            request: &session.turns[0].request,
+            request: &turn.request,
             rendered,
         }
     }
     let (turn_diff, finding) = kvlint_rules::check_pair(
-        Some(side(&previous, &previous_rendered)),
-        side(&current, &current_rendered),
+        Some(side(&previous_turn, &previous_rendered)),
+        side(&current_turn, &current_rendered),
         1,
         renderer.tokenizer(),
         &SingleRequest(&current),
@@ -121,15 +121,15 @@ pub fn diff(
         .context_radius(2)
         .header(&previous.path, &current.path)
         .to_string();
-    let report_side = |session: &SessionFile, rendered: &Rendered| RequestSide {
+    let report_side = |session: &SessionFile, turn: &Turn, rendered: &Rendered| RequestSide {
         path: session.path.clone(),
-        format: session.turns[0].request.format.name().to_owned(),
+        format: turn.request.format.name().to_owned(),
         prompt_tokens: rendered.tokens.len(),
     };
     let result = RequestDiff {
         version: REPORT_VERSION,
-        previous: report_side(&previous, &previous_rendered),
-        current: report_side(&current, &current_rendered),
+        previous: report_side(&previous, &previous_turn, &previous_rendered),
+        current: report_side(&current, &current_turn, &current_rendered),
         renderer: renderer.name(),
         reused_tokens: turn_diff.reused_tokens,
         first_divergence: turn_diff.first_divergence,

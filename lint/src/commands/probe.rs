@@ -105,7 +105,7 @@ pub fn run(args: Args, terminal: Terminal) -> miette::Result<Outcome> {
                 continue;
             }
         };
-        report.sessions.push(match fleet.as_mut() {
+        let probed = match fleet.as_mut() {
             Some(fleet) => probe::probe_fleet(fleet, &session, model.as_deref()),
             None if matches!(kind, EngineKind::Openai | EngineKind::Anthropic) => {
                 probe::probe_hosted(&client, kind, &session, model.as_deref())
@@ -119,7 +119,11 @@ pub fn run(args: Args, terminal: Terminal) -> miette::Result<Outcome> {
                 &mut seen,
                 args.metrics,
             ),
-        });
+        };
+        match probed {
+            Ok(probed) => report.sessions.push(probed),
+            Err(error) => report.errors.push(error.into()),
+        }
     }
     Outcome::emitted(
         args.format,

@@ -1,11 +1,12 @@
 //! `kvlint render SESSION…`: exactly what the engine prefills for each turn, as text and
 //! token ids; the turns it would refuse, with its reason.
 
+use std::borrow::Cow;
 use std::path::PathBuf;
 
 use kvlint_core::error::InputError;
 use kvlint_core::render::{Rendered, Renderer};
-use kvlint_core::session::SessionFile;
+use kvlint_core::session::{SessionFile, Turn};
 use serde::{Serialize, Serializer};
 
 use super::{Outcome, RenderArgs, ServingEngine, current_config};
@@ -125,7 +126,7 @@ pub fn render_sessions(
                 continue;
             }
         };
-        let last = session.turns.len().saturating_sub(1);
+        let last = session.len().saturating_sub(1);
         if let Some(turn) = only.filter(|turn| *turn > last) {
             let path = session.path.clone();
             report.errors.push(ErrorReport::new(
@@ -134,9 +135,10 @@ pub fn render_sessions(
             ));
             continue;
         }
-        report
-            .sessions
-            .push(render_session(&session, only, renderer));
+        match render_session(&session, only, renderer) {
+            Ok(rendered) => report.sessions.push(rendered),
+            Err(error) => report.errors.push(error.into()),
+        }
     }
     report
 }
@@ -145,18 +147,18 @@ fn render_session(
     session: &SessionFile,
     only: Option<usize>,
     renderer: &Renderer,
-) -> RenderedSession {
+) -> Result<RenderedSession, InputError> {
     let mut turns = Vec::new();
     // The turn before, so that parts sent again reuse its tokens.
-    let mut previous: Option<(usize, Rendered)> = None;
-    for (index, turn) in session.turns.iter().enumerate() {
+    let mut previous: Option<(Cow<'_, Turn>, Rendered)> = None;
+    for index in 0..session.len() {
         if only.is_some_and(|only| only != index) {
             continue;
         }
+        let turn = session.turn(index)?;
         let hint = previous
             .as_ref()
-            .filter(|(at, _)| at + 1 == index)
-            .map(|(at, rendered)| (&session.turns[*at].request, rendered));
+            .map(|(turn, rendered)| (&turn.request, rendered));
         match renderer.render_after(&turn.request, hint) {
             Ok(rendered) => {
                 turns.push(RenderedTurn {
@@ -166,12 +168,12 @@ fn render_session(
                     token_ids: Some(rendered.tokens.ids()),
                     error: None,
                 });
-                previous = Some((index, rendered));
+                previous = Some((turn, rendered));
             }
             Err(source) => {
                 let error = InputError::Turn {
                     path: session.path.clone(),
-                    line: session.turn_line(turn),
+                    line: session.turn_line(index),
                     turn: index,
                     source: Box::new(source),
                 };
@@ -186,9 +188,9 @@ fn render_session(
             }
         }
     }
-    RenderedSession {
+    Ok(RenderedSession {
         path: session.path.clone(),
         renderer: renderer.name(),
         turns,
-    }
+    })
 }

@@ -1,6 +1,7 @@
 //! Replaying a session through a gateway in front of llama.cpp replicas: which replica
 //! served each turn, and the tokens it recomputed because it had not seen the prefix.
 
+use kvlint_core::error::InputError;
 use kvlint_core::routing::{ROUTING_KEY_HEADER, request_routing_key, routing_key};
 use kvlint_core::session::SessionFile;
 
@@ -52,15 +53,19 @@ impl Fleet {
 /// whether that replica held the prefix. Every turn carries the session's routing key in the
 /// header a gateway can hash on: the key the SDK sent (`prompt_cache_key`), else the same
 /// derivation over the recorded head.
-pub fn probe_fleet(fleet: &mut Fleet, session: &SessionFile, model: Option<&str>) -> ProbeSession {
-    let key = session.turns.first().map_or_else(
-        || routing_key([]),
-        |turn| request_routing_key(&turn.request),
-    );
+pub fn probe_fleet(
+    fleet: &mut Fleet,
+    session: &SessionFile,
+    model: Option<&str>,
+) -> Result<ProbeSession, InputError> {
+    let key = match session.turns().next() {
+        Some(first) => request_routing_key(&first?.request),
+        None => routing_key([]),
+    };
     let mut previous: Option<Vec<u32>> = None;
     let mut turns = Vec::new();
-    for (index, turn) in session.turns.iter().enumerate() {
-        let body = chat_body(turn, model);
+    for (index, turn) in session.turns().enumerate() {
+        let body = chat_body(&*turn?, model);
         let mut note = None;
         let Some(tokenizer) = fleet.replicas.first() else {
             break;
@@ -116,11 +121,11 @@ pub fn probe_fleet(fleet: &mut Fleet, session: &SessionFile, model: Option<&str>
         });
         previous = tokens;
     }
-    ProbeSession {
+    Ok(ProbeSession {
         path: session.path.clone(),
         engine_url: fleet.gateway.shown_url(),
         engine_kind: REPLICA_KIND,
         routing_key: Some(key),
         turns,
-    }
+    })
 }

@@ -2,6 +2,7 @@
 //! the prediction is kvlint's cache model for that API on its own rendering, the one
 //! `kvlint check` makes (approximate, as the report says).
 
+use kvlint_core::error::InputError;
 use kvlint_core::render::Renderer;
 use kvlint_core::session::SessionFile;
 use serde_json::json;
@@ -21,7 +22,7 @@ pub fn probe_hosted(
     kind: EngineKind,
     session: &SessionFile,
     model: Option<&str>,
-) -> ProbeSession {
+) -> Result<ProbeSession, InputError> {
     let cache_model = client.cache_model(kind, model);
     let renderer = Renderer::provider();
     let predictions = kvlint_rules::check_session(session, &renderer, Some(&cache_model))
@@ -29,7 +30,8 @@ pub fn probe_hosted(
         .and_then(|checked| checked.predictions)
         .unwrap_or_default();
     let mut turns = Vec::new();
-    for (index, turn) in session.turns.iter().enumerate() {
+    for (index, turn) in session.turns().enumerate() {
+        let turn = turn?;
         let mut note = None;
         let (path, body, headers) = if kind == EngineKind::Anthropic {
             let mut body = turn.request.body.clone();
@@ -41,7 +43,7 @@ pub fn probe_hosted(
             let headers = vec![("anthropic-version", ANTHROPIC_VERSION.to_owned())];
             ("/v1/messages", body, headers)
         } else {
-            let mut body = chat_body(turn, model);
+            let mut body = chat_body(&turn, model);
             if let Some(key) = turn.request.body.get("prompt_cache_key") {
                 body["prompt_cache_key"] = key.clone();
             }
@@ -68,11 +70,11 @@ pub fn probe_hosted(
             note,
         ));
     }
-    ProbeSession {
+    Ok(ProbeSession {
         path: session.path.clone(),
         engine_url: client.shown_url(),
         engine_kind: kind,
         routing_key: None,
         turns,
-    }
+    })
 }

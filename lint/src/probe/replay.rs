@@ -1,6 +1,7 @@
 //! Replaying a session against a self-hosted engine (llama.cpp, vLLM, SGLang): each turn is
 //! tokenized by the engine itself, predicted from what this run already sent, then sent.
 
+use kvlint_core::error::InputError;
 use kvlint_core::render::{Renderer, openai_chat_body};
 use kvlint_core::request::BodyFormat;
 use kvlint_core::session::{SessionFile, Turn};
@@ -23,15 +24,16 @@ pub fn probe_session(
     own_renderer: Option<&Renderer>,
     seen: &mut Vec<Vec<u32>>,
     from_metrics: bool,
-) -> ProbeSession {
+) -> Result<ProbeSession, InputError> {
     // llama.cpp: more than one slot makes "the previous request" ambiguous.
     let slots = (kind == EngineKind::Llamacpp)
         .then(|| client.slot_count())
         .flatten();
     let cache_model = client.cache_model(kind, model);
     let mut turns = Vec::new();
-    for (index, turn) in session.turns.iter().enumerate() {
-        let body = chat_body(turn, model);
+    for (index, turn) in session.turns().enumerate() {
+        let turn = turn?;
+        let body = chat_body(&turn, model);
         let mut note = None;
         let tokens = engine_tokens(client, kind, &body)
             .map_err(|failure| note = Some(failure.0))
@@ -84,13 +86,13 @@ pub fn probe_session(
             seen.push(tokens);
         }
     }
-    ProbeSession {
+    Ok(ProbeSession {
         path: session.path.clone(),
         engine_url: client.shown_url(),
         engine_kind: kind,
         routing_key: None,
         turns,
-    }
+    })
 }
 
 /// A turn's request as a chat completion with one generated token: an OpenAI chat body as
