@@ -62,8 +62,25 @@ fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(error) => {
-            let _ = error.print();
-            return ExitCode::from(if error.use_stderr() { EXIT_INPUT } else { 0 });
+            // A usage error quotes the argument it could not take: a file name from a pull
+            // request, shown through the same guard as everything else.
+            let to_stderr = error.use_stderr();
+            let color = to_stderr
+                && std::io::stderr().is_terminal()
+                && std::env::var_os("NO_COLOR").is_none();
+            let rendered = error.render();
+            let rendered = if color {
+                rendered.ansi().to_string()
+            } else {
+                rendered.to_string()
+            };
+            let shown = emit::terminal_safe(rendered, color);
+            if to_stderr {
+                eprint!("{shown}");
+                return ExitCode::from(EXIT_INPUT);
+            }
+            print!("{shown}");
+            return ExitCode::SUCCESS;
         }
     };
     match run(cli) {

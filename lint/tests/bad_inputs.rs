@@ -25,9 +25,12 @@ struct Case {
 const TIME_LIMIT: Duration = Duration::from_secs(30);
 const MEMORY_LIMIT_KB: i64 = 4 * 1024 * 1024;
 
-/// The largest resident set of any child that ended so far, in kB.
+/// The largest resident set of any child that ended so far, in kB (a failure to read it
+/// fails the test: it must not read as a small peak).
 fn children_peak_kb() -> i64 {
-    getrusage(UsageWho::RUSAGE_CHILDREN).map_or(0, |usage| usage.max_rss())
+    getrusage(UsageWho::RUSAGE_CHILDREN)
+        .expect("getrusage(RUSAGE_CHILDREN)")
+        .max_rss()
 }
 
 /// Printed text without the wrapping at the terminal's width and the frame of a report.

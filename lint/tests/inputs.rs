@@ -175,6 +175,12 @@ fn a_file_name_cannot_control_the_terminal() {
             vec!["diff", missing.to_str().unwrap(), missing.to_str().unwrap()],
             "gone<U+001B>]0;pwned<U+0007>.json",
         ),
+        // An argument clap cannot take, quoted in its usage error (off a terminal clap drops
+        // escape sequences itself; on one, the guard names them).
+        (
+            vec!["check", "--format", "js\u{1b}]0;pwned\u{7}on"],
+            "invalid value 'json' for '--format",
+        ),
     ] {
         let run = kvlint(&args);
         assert_eq!(run.code, 2, "{}", run.stdout);
@@ -182,4 +188,29 @@ fn a_file_name_cannot_control_the_terminal() {
         assert!(!raw && run.stdout.contains(shown), "{}", run.stdout);
     }
     std::fs::remove_dir_all(&folder).unwrap();
+}
+
+#[test]
+fn a_usage_error_on_a_terminal_names_control_characters() {
+    // On a terminal clap colours its usage errors and quotes the argument as given: run under
+    // a pseudo-terminal (util-linux `script`).
+    let command = format!(
+        "{} check --format 'js\u{1b}]0;pwned\u{7}on'",
+        env!("CARGO_BIN_EXE_kvlint")
+    );
+    let output = std::process::Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .env_remove("NO_COLOR")
+        .env("TERM", "xterm")
+        .output()
+        .expect("util-linux `script`");
+    let printed = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        printed.contains("js<U+001B>]0;pwned<U+0007>on"),
+        "{printed:?}"
+    );
+    assert!(
+        !printed.contains('\u{7}') && !printed.contains("\u{1b}]"),
+        "{printed:?}"
+    );
 }
