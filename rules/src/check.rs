@@ -222,17 +222,9 @@ mod tests {
 
     use super::*;
 
-    /// A session whose turn `i` sends `i + 1` messages.
     fn growing_session(turns: usize) -> SessionFile {
-        let lines: Vec<String> = (1..=turns)
-            .map(|count| {
-                let messages: Vec<String> = (0..count)
-                    .map(|index| format!(r#"{{"role":"user","content":"message {index}"}}"#))
-                    .collect();
-                format!(r#"{{"messages":[{}]}}"#, messages.join(","))
-            })
-            .collect();
-        SessionFile::parse("s.jsonl".into(), Arc::from(lines.join("\n"))).unwrap()
+        let jsonl = kvlint_fixtures::growing_session_jsonl(turns);
+        SessionFile::parse("s.jsonl".into(), Arc::from(jsonl)).unwrap()
     }
 
     #[test]

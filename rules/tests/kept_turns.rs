@@ -81,16 +81,9 @@ fn turns_parsed_again_are_the_turns_kept() {
 
 #[test]
 fn a_session_over_the_budget_keeps_only_what_fits() {
-    let lines: Vec<String> = (1..=40)
-        .map(|count| {
-            let messages: Vec<String> = (0..count)
-                .map(|index| format!(r#"{{"role":"user","content":"message {index}"}}"#))
-                .collect();
-            format!(r#"{{"messages":[{}]}}"#, messages.join(","))
-        })
-        .collect();
-    let text: Arc<str> = Arc::from(lines.join("\n"));
-    let first_line = lines[0].len();
+    let jsonl = kvlint_fixtures::growing_session_jsonl(40);
+    let first_line = jsonl.lines().next().unwrap().len();
+    let text: Arc<str> = Arc::from(jsonl);
     // Room for about the first turns only: the rest are parsed when used, and equal.
     let session =
         SessionFile::parse_keeping("s.jsonl".into(), text.clone(), 40 * first_line).unwrap();
