@@ -146,3 +146,137 @@ fn metrics_count_what_the_responses_say() {
     }
     assert_eq!(code, 0, "{report}");
 }
+
+/// The prompt llama-server builds for a chat body (`/apply-template`) and its token ids
+/// (`/tokenize`), or its refusal.
+fn engine_prompt(url: &str, body: &Value) -> Result<(String, Vec<u64>), String> {
+    let post = |path: &str, body: &Value| -> Result<Value, String> {
+        let mut response = ureq::post(format!("{url}{path}"))
+            .config()
+            .http_status_as_error(false)
+            .build()
+            .send_json(body)
+            .map_err(|error| error.to_string())?;
+        let status = response.status();
+        let answer: Value = response
+            .body_mut()
+            .read_json()
+            .map_err(|error| error.to_string())?;
+        if status.is_success() {
+            Ok(answer)
+        } else {
+            Err(answer["error"]["message"].to_string())
+        }
+    };
+    let prompt = post("/apply-template", body)?["prompt"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let tokens = post(
+        "/tokenize",
+        &serde_json::json!({"content": prompt, "add_special": false, "parse_special": true}),
+    )?["tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|id| id.as_u64().unwrap())
+        .collect();
+    Ok((prompt, tokens))
+}
+
+/// Every turn of the corpus in OpenAI chat form, rendered by `kvlint render --engine
+/// llamacpp`, is the prompt llama-server itself builds from the same body, token for token,
+/// and kvlint refuses exactly the turns llama-server refuses: with Qwen2.5's template and with
+/// Qwen3's (which reads `enable_thinking`).
+#[test]
+fn render_is_llama_servers_own_prompt_on_the_corpus() {
+    let assets =
+        kvlint_fixtures::assets().expect("test assets missing: run scripts/fetch-assets.sh");
+    for template in ["Qwen-Qwen2.5-7B-Instruct.jinja", "Qwen-Qwen3-0.6B.jinja"] {
+        let (rendered, refused) =
+            compare_with_llama_server(&assets.join("templates").join(template));
+        assert!(
+            rendered >= 150 && refused >= 10,
+            "{template}: rendered {rendered}, refused {refused}"
+        );
+    }
+}
+
+/// Renders every corpus turn in OpenAI chat form with kvlint and llama-server started with
+/// `template`; asserts they agree and returns how many both rendered and both refused.
+fn compare_with_llama_server(template: &std::path::Path) -> (usize, usize) {
+    let tokenizer = kvlint_fixtures::qwen2_vocab_tokenizer()
+        .expect("run scripts/test.sh to convert the vocabulary");
+    let server = kvlint_fixtures::start_llama_server_with(&[
+        "--chat-template-file",
+        template.to_str().unwrap(),
+    ])
+    .expect("llama-server or the tiny model missing: run scripts/test.sh");
+    let mut sessions: Vec<_> = std::fs::read_dir(kvlint_fixtures::corpus())
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| {
+            path.extension()
+                .is_some_and(|extension| extension == "jsonl")
+        })
+        .collect();
+    sessions.sort();
+    let (mut rendered, mut refused) = (0, 0);
+    for session in &sessions {
+        let output = Command::new(env!("CARGO_BIN_EXE_kvlint"))
+            .args(["render", "--format", "json", "--engine", "llamacpp"])
+            .args(["--chat-template", template.to_str().unwrap()])
+            .args(["--tokenizer", tokenizer.to_str().unwrap()])
+            .arg(session)
+            .output()
+            .unwrap();
+        let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+        let text = std::fs::read_to_string(session).unwrap();
+        let lines: Vec<&str> = text
+            .lines()
+            .filter(|line| !line.trim().is_empty())
+            .collect();
+        for turn in report["sessions"][0]["turns"].as_array().unwrap() {
+            if turn["format"] != "openai-chat" {
+                continue;
+            }
+            let index = turn["index"].as_u64().unwrap() as usize;
+            let line: Value = serde_json::from_str(lines[index]).unwrap();
+            let body = if line["request"].is_object() {
+                &line["request"]
+            } else {
+                &line
+            };
+            let mut chat = serde_json::json!({"messages": body["messages"]});
+            if !body["tools"].is_null() {
+                chat["tools"] = body["tools"].clone();
+            }
+            let place = format!("{} turn {index}", session.display());
+            match engine_prompt(&server.url, &chat) {
+                Ok((prompt, tokens)) => {
+                    assert!(
+                        turn["error"].is_null(),
+                        "{place}: llama-server renders it: {turn}"
+                    );
+                    assert_eq!(turn["text"], prompt.as_str(), "{place}");
+                    let ids: Vec<u64> = turn["token_ids"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|id| id.as_u64().unwrap())
+                        .collect();
+                    assert_eq!(ids, tokens, "{place}");
+                    rendered += 1;
+                }
+                Err(reason) => {
+                    assert!(
+                        !turn["error"].is_null(),
+                        "{place}: llama-server refuses: {reason}"
+                    );
+                    refused += 1;
+                }
+            }
+        }
+    }
+    (rendered, refused)
+}

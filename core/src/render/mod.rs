@@ -25,7 +25,9 @@ use crate::template::ChatTemplate;
 use crate::tokenize::{Tokenizer, Tokens};
 
 pub use chat_view::{chat_view, openai_chat_body};
-pub use engine_request::{EngineRequest, TemplateInput, VllmServer};
+pub use engine_request::{
+    EngineRequest, LlamaCppServer, TemplateInput, TemplateSources, VllmServer,
+};
 use locate::locate_parts;
 pub use provider::push_part_text;
 use provider::render_parts;
@@ -172,11 +174,12 @@ impl Renderer {
                 let input =
                     engine_request.template_input(request, template, *add_generation_prompt)?;
                 let template = input.template.as_deref().unwrap_or(template);
-                let text = template.render(
+                let mut text = template.render(
                     &input.messages,
                     input.tools.as_deref(),
                     input.add_generation_prompt,
                 )?;
+                text.push_str(&input.prefill);
                 let segments =
                     locate_parts(&text, request, input.tools.as_deref().unwrap_or_default());
                 let earlier = previous.map(|(_, rendered)| (&*rendered.text, &rendered.tokens));

@@ -14,7 +14,7 @@ use chrono::NaiveDateTime;
 use kvlint_core::TemplateLimits;
 use kvlint_core::cache::Engine;
 use kvlint_core::diagnostic::Severity;
-use kvlint_core::render::{EngineRequest, Renderer, VllmServer};
+use kvlint_core::render::{EngineRequest, LlamaCppServer, Renderer, TemplateSources, VllmServer};
 use kvlint_core::template::ChatTemplate;
 use kvlint_core::tokenize::Tokenizer;
 use miette::{IntoDiagnostic, WrapErr};
@@ -114,7 +114,7 @@ pub enum ServingEngine {
     Vllm,
     /// SGLang: not modelled yet; the body's messages reach the template as sent.
     Sglang,
-    /// llama.cpp's server: not modelled yet; the body's messages reach the template as sent.
+    /// llama.cpp's `llama-server --jinja`: its request parsing is modelled.
     Llamacpp,
 }
 
@@ -191,7 +191,14 @@ impl RenderArgs {
             ServingEngine::Vllm => {
                 EngineRequest::Vllm(Box::new(VllmServer::for_template_file(template_path)?))
             }
-            ServingEngine::Sglang | ServingEngine::Llamacpp => EngineRequest::AsSent,
+            ServingEngine::Llamacpp => {
+                let server = LlamaCppServer::for_template_source(
+                    &TemplateSources::read(template_path)?.default,
+                );
+                server.set_variables(&mut template);
+                EngineRequest::LlamaCpp(server)
+            }
+            ServingEngine::Sglang => EngineRequest::AsSent,
         };
         Ok(Renderer::Engine {
             template: Box::new(template),

@@ -5,13 +5,15 @@
 //! request model, parses every message (null content becomes "", text parts are joined,
 //! tool-call arguments become objects, …) and re-dumps the tools; a template that renders
 //! fine through vLLM can fail on the raw body, and the other way round. Each engine whose
-//! handling kvlint models has its own file here (`vllm`); SGLang and llama.cpp will get
-//! theirs. Without one, the template gets the request's chat view as transformers'
+//! handling kvlint models has its own file here (`vllm`, `llamacpp`); SGLang will get its
+//! own. Without one, the template gets the request's chat view as transformers'
 //! `apply_chat_template` would.
 
+mod llamacpp;
 mod vllm;
 
 use std::borrow::Cow;
+use std::path::Path;
 
 use serde_json::Value;
 
@@ -20,6 +22,7 @@ use crate::request::Request;
 use crate::template::ChatTemplate;
 
 use super::chat_view;
+pub use llamacpp::LlamaCppServer;
 pub use vllm::VllmServer;
 
 /// How the engine turns a request body into the input of its chat template.
@@ -27,10 +30,12 @@ pub use vllm::VllmServer;
 pub enum EngineRequest {
     /// No engine in between: the request's chat view, as transformers'
     /// `apply_chat_template` takes it. The path of engines whose request handling is not
-    /// modelled yet (SGLang, llama.cpp).
+    /// modelled yet (SGLang).
     AsSent,
     /// vLLM's OpenAI-compatible server (`/v1/chat/completions`).
     Vllm(Box<VllmServer>),
+    /// llama.cpp's `llama-server --jinja` (`/v1/chat/completions`).
+    LlamaCpp(LlamaCppServer),
 }
 
 /// What a chat template renders for one request.
@@ -42,6 +47,62 @@ pub struct TemplateInput<'a> {
     /// The chat template with variables the request sets (vLLM's `chat_template_kwargs`,
     /// `reasoning_effort`), to render with instead of the configured one.
     pub template: Option<Box<ChatTemplate>>,
+    /// Text the engine appends to the rendered prompt: llama.cpp's assistant prefill (a last
+    /// assistant message, continued rather than closed).
+    pub prefill: String,
+}
+
+/// The chat templates a `--chat-template` file holds: a Jinja file's text, or a tokenizer
+/// config's `chat_template` (a string, or named templates: `default` and `tool_use`).
+pub struct TemplateSources {
+    pub default: String,
+    pub tool_use: Option<String>,
+}
+
+impl TemplateSources {
+    pub fn read(path: &Path) -> Result<Self, InputError> {
+        let display = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| InputError::Io {
+            path: display.clone(),
+            source,
+        })?;
+        if path.extension().is_none_or(|extension| extension != "json") {
+            return Ok(Self {
+                default: text,
+                tool_use: None,
+            });
+        }
+        let invalid = |message: String| InputError::Template {
+            path: display.clone(),
+            message,
+            help: None,
+        };
+        let config: Value = serde_json::from_str(&text)
+            .map_err(|error| invalid(format!("invalid JSON: {error}")))?;
+        match config.get("chat_template") {
+            Some(Value::String(source)) => Ok(Self {
+                default: source.clone(),
+                tool_use: None,
+            }),
+            Some(Value::Array(named)) => {
+                let source = |wanted: &str| {
+                    named.iter().find_map(|entry| {
+                        (entry.get("name")? == wanted).then_some(entry.get("template")?.as_str()?)
+                    })
+                };
+                let default = source("default")
+                    .or_else(|| named.first()?.get("template")?.as_str())
+                    .ok_or_else(|| invalid("no default chat template in this config".into()))?;
+                Ok(Self {
+                    default: default.to_owned(),
+                    tool_use: source("tool_use").map(str::to_owned),
+                })
+            }
+            _ => Err(invalid(
+                "no `chat_template` in this tokenizer config".into(),
+            )),
+        }
+    }
 }
 
 impl EngineRequest {
@@ -50,6 +111,7 @@ impl EngineRequest {
         match self {
             Self::AsSent => None,
             Self::Vllm(_) => Some(vllm::ENGINE),
+            Self::LlamaCpp(_) => Some(llamacpp::ENGINE),
         }
     }
 
@@ -71,9 +133,13 @@ impl EngineRequest {
                     tools,
                     add_generation_prompt,
                     template: None,
+                    prefill: String::new(),
                 })
             }
             Self::Vllm(server) => server.template_input(request, template, add_generation_prompt),
+            Self::LlamaCpp(server) => {
+                server.template_input(request, template, add_generation_prompt)
+            }
         }
     }
 }

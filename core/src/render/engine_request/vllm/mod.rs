@@ -32,7 +32,7 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use super::TemplateInput;
+use super::{TemplateInput, TemplateSources};
 use crate::error::InputError;
 use crate::render::openai_chat_body;
 use crate::request::{BodyFormat, Request};
@@ -43,9 +43,6 @@ use template_facts::TemplateFacts;
 pub(super) const ENGINE: &str = "vllm";
 /// The name in messages.
 const DISPLAY_NAME: &str = "vLLM";
-
-/// The name of the template a tokenizer config may hold for requests with tools.
-const TOOL_USE_TEMPLATE: &str = "tool_use";
 
 /// A vLLM server and what it read from its chat template.
 #[derive(Debug)]
@@ -93,41 +90,11 @@ impl VllmServer {
     /// A server started with `--chat-template FILE` (a Jinja file), or one whose tokenizer
     /// config holds the template (a `tokenizer_config.json`).
     pub fn for_template_file(path: &Path) -> Result<Self, InputError> {
-        let display = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| InputError::Io {
-            path: display.clone(),
-            source,
-        })?;
-        if path.extension().is_none_or(|extension| extension != "json") {
-            return Ok(Self::for_template_source(&text));
-        }
-        let invalid = |message: String| InputError::Template {
-            path: display.clone(),
-            message,
-            help: None,
-        };
-        let config: Value = serde_json::from_str(&text)
-            .map_err(|error| invalid(format!("invalid JSON: {error}")))?;
-        match config.get("chat_template") {
-            Some(Value::String(source)) => Ok(Self::for_template_source(source)),
-            Some(Value::Array(named)) => {
-                let source = |wanted: &str| {
-                    named.iter().find_map(|entry| {
-                        (entry.get("name")? == wanted).then_some(entry.get("template")?.as_str()?)
-                    })
-                };
-                let default = source("default")
-                    .or_else(|| named.first()?.get("template")?.as_str())
-                    .ok_or_else(|| invalid("no default chat template in this config".into()))?;
-                Ok(Self {
-                    default: TemplateFacts::of(default),
-                    tool_use: source(TOOL_USE_TEMPLATE).map(TemplateFacts::of),
-                })
-            }
-            _ => Err(invalid(
-                "no `chat_template` in this tokenizer config".into(),
-            )),
-        }
+        let sources = TemplateSources::read(path)?;
+        Ok(Self {
+            default: TemplateFacts::of(&sources.default),
+            tool_use: sources.tool_use.as_deref().map(TemplateFacts::of),
+        })
     }
 
     /// A server with this chat template source.
@@ -203,6 +170,7 @@ impl VllmServer {
                 .add_generation_prompt
                 .unwrap_or(add_generation_prompt),
             template,
+            prefill: String::new(),
         })
     }
 
@@ -229,6 +197,7 @@ impl VllmServer {
             tools: tools.map(|tools| tools.into_iter().map(Cow::Owned).collect()),
             add_generation_prompt,
             template: None,
+            prefill: String::new(),
         })
     }
 }
@@ -258,4 +227,9 @@ fn template_with(
         with_variables.kwargs.insert(name.clone(), value.clone());
     }
     Some(Box::new(with_variables))
+}
+
+/// Whether a template iterates a message's content (vLLM's "openai" content format).
+pub(super) fn iterates_content(source: &str) -> bool {
+    TemplateFacts::of(source).content_format == template_facts::ContentFormat::OpenAi
 }
