@@ -187,7 +187,8 @@ fn engine_prompt(url: &str, body: &Value) -> Result<(String, Vec<u64>), String> 
 /// Every turn of the corpus in OpenAI chat form, rendered by `kvlint render --engine
 /// llamacpp`, is the prompt llama-server itself builds from the same body, token for token,
 /// and kvlint refuses exactly the turns llama-server refuses: with Qwen2.5's template and with
-/// Qwen3's (which reads `enable_thinking`).
+/// Qwen3's (which reads `enable_thinking`). Turns in Anthropic Messages form count the tokens
+/// llama-server's `/v1/messages` endpoint would prefill.
 #[test]
 fn render_is_llama_servers_own_prompt_on_the_corpus() {
     let assets =
@@ -202,8 +203,30 @@ fn render_is_llama_servers_own_prompt_on_the_corpus() {
     }
 }
 
+/// How many tokens llama-server's `/v1/messages/count_tokens` counts for an Anthropic
+/// Messages body (its conversion to a chat body, templated and tokenized), or its refusal.
+fn engine_count(url: &str, body: &Value) -> Result<u64, String> {
+    let mut response = ureq::post(format!("{url}/v1/messages/count_tokens"))
+        .config()
+        .http_status_as_error(false)
+        .build()
+        .send_json(body)
+        .map_err(|error| error.to_string())?;
+    let status = response.status();
+    let answer: Value = response
+        .body_mut()
+        .read_json()
+        .map_err(|error| error.to_string())?;
+    match answer["input_tokens"].as_u64() {
+        Some(count) if status.is_success() => Ok(count),
+        _ => Err(answer.to_string()),
+    }
+}
+
 /// Renders every corpus turn in OpenAI chat form with kvlint and llama-server started with
-/// `template`; asserts they agree and returns how many both rendered and both refused.
+/// `template` (text and token ids from `/apply-template` and `/tokenize`), and every turn in
+/// Anthropic Messages form (token count from `/v1/messages/count_tokens`); asserts they agree
+/// and returns how many both rendered and both refused.
 fn compare_with_llama_server(template: &std::path::Path) -> (usize, usize) {
     let tokenizer = kvlint_fixtures::qwen2_vocab_tokenizer()
         .expect("run scripts/test.sh to convert the vocabulary");
@@ -221,6 +244,8 @@ fn compare_with_llama_server(template: &std::path::Path) -> (usize, usize) {
         })
         .collect();
     sessions.sort();
+    // Blocks llama-server's `/v1/messages` converts its own way (see fixtures/render/README.md).
+    sessions.push(kvlint_fixtures::root().join("render/anthropic-blocks.jsonl"));
     let (mut rendered, mut refused) = (0, 0);
     for session in &sessions {
         let output = Command::new(env!("CARGO_BIN_EXE_kvlint"))
@@ -237,9 +262,6 @@ fn compare_with_llama_server(template: &std::path::Path) -> (usize, usize) {
             .filter(|line| !line.trim().is_empty())
             .collect();
         for turn in report["sessions"][0]["turns"].as_array().unwrap() {
-            if turn["format"] != "openai-chat" {
-                continue;
-            }
             let index = turn["index"].as_u64().unwrap() as usize;
             let line: Value = serde_json::from_str(lines[index]).unwrap();
             let body = if line["request"].is_object() {
@@ -247,11 +269,35 @@ fn compare_with_llama_server(template: &std::path::Path) -> (usize, usize) {
             } else {
                 &line
             };
+            let place = format!("{} turn {index}", session.display());
+            if turn["format"] == "anthropic-messages" {
+                match engine_count(&server.url, body) {
+                    Ok(count) => {
+                        assert!(
+                            turn["error"].is_null(),
+                            "{place}: llama-server counts it: {turn}"
+                        );
+                        let ids = turn["token_ids"].as_array().unwrap();
+                        assert_eq!(ids.len() as u64, count, "{place}");
+                        rendered += 1;
+                    }
+                    Err(reason) => {
+                        assert!(
+                            !turn["error"].is_null(),
+                            "{place}: llama-server refuses: {reason}"
+                        );
+                        refused += 1;
+                    }
+                }
+                continue;
+            }
+            if turn["format"] != "openai-chat" {
+                continue;
+            }
             let mut chat = serde_json::json!({"messages": body["messages"]});
             if !body["tools"].is_null() {
                 chat["tools"] = body["tools"].clone();
             }
-            let place = format!("{} turn {index}", session.display());
             match engine_prompt(&server.url, &chat) {
                 Ok((prompt, tokens)) => {
                     assert!(

@@ -21,8 +21,11 @@
 //! Not reproduced: media parts on a multimodal model (refused, as on a text-only one); `bos_token`/`eos_token`, which llama-server takes from the model's
 //! vocabulary (kvlint from `--special-tokens` or the tokenizer config).
 //!
-//! Anthropic Messages and Responses bodies are taken as a gateway hands them to this endpoint:
-//! their chat view (llama-server's own `/v1/messages` and `/v1/responses` are not modelled).
+//! An Anthropic Messages body is taken as llama-server's `/v1/messages` converts it
+//! (`anthropic`); a Responses body as a gateway hands it to the chat endpoint, its chat view
+//! (llama-server's own `/v1/responses` conversion is not modelled).
+
+mod anthropic;
 
 use std::borrow::Cow;
 
@@ -92,6 +95,7 @@ impl LlamaCppServer {
                     .unwrap_or_default(),
                 body.get("tools").and_then(Value::as_array).cloned(),
             ),
+            (BodyFormat::AnthropicMessages, Value::Object(body)) => anthropic::chat_body(body),
             _ => openai_chat_body(request),
         };
         let mut parsed = Vec::with_capacity(messages.len());
@@ -373,136 +377,4 @@ fn parse_tools(tools: &[Value]) -> Result<Vec<Value>, String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const STRING_TEMPLATE: &str = "{% for m in messages %}{{ m.content }}{% endfor %}";
-    const PARTS_TEMPLATE: &str =
-        "{% for m in messages %}{% for p in m.content %}{{ p.text }}{% endfor %}{% endfor %}";
-
-    type Input = (Vec<Value>, Option<Vec<Value>>, bool, String);
-
-    fn chat_template(source: &str) -> ChatTemplate {
-        let folder = std::env::temp_dir().join(format!("kvlint-llamacpp-{}", std::process::id()));
-        std::fs::create_dir_all(&folder).unwrap();
-        let path = folder.join(format!(
-            "{}.jinja",
-            blake3::hash(source.as_bytes()).to_hex()
-        ));
-        std::fs::write(&path, source).unwrap();
-        let now = chrono::NaiveDate::from_ymd_opt(2026, 11, 29)
-            .and_then(|date| date.and_hms_opt(10, 0, 0))
-            .unwrap();
-        ChatTemplate::from_file(&path, now).unwrap()
-    }
-
-    fn input(source: &str, body: Value) -> Result<Input, InputError> {
-        let request = Request::from_body(&body).map_err(|error| refused(error.message))?;
-        let server = LlamaCppServer::for_template_source(source);
-        let mut template = chat_template(source);
-        server.set_variables(&mut template);
-        let input = server.template_input(&request, &template, false)?;
-        if let Some(with) = &input.template {
-            assert_eq!(with.kwargs.get(ENABLE_THINKING), Some(&Value::Bool(false)));
-        }
-        Ok((
-            input.messages.into_iter().map(Cow::into_owned).collect(),
-            input
-                .tools
-                .map(|tools| tools.into_iter().map(Cow::into_owned).collect()),
-            input.add_generation_prompt,
-            input.prefill,
-        ))
-    }
-
-    #[test]
-    fn messages_and_tools_are_written_back_in_llama_cpp_order() {
-        let body = json!({
-            "tools": [{"function": {"parameters": {"type": "object"}, "strict": true, "name": "f"}, "type": "function"}],
-            "messages": [
-                {"content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}], "role": "user", "extra": 1},
-                {"role": "assistant", "content": null, "tool_calls": [{"type": "function", "id": "c1", "function": {"name": "f", "arguments": "{\"x\": 1}"}}]},
-                {"role": "tool", "tool_call_id": "c1", "content": "ok"},
-            ],
-        });
-        let (messages, tools, add_generation_prompt, prefill) =
-            input(STRING_TEMPLATE, body.clone()).unwrap();
-        assert_eq!(
-            serde_json::to_string(&tools).unwrap(),
-            r#"[{"type":"function","function":{"name":"f","description":"","parameters":{"type":"object"}}}]"#
-        );
-        assert_eq!(messages[0], json!({"role": "user", "content": "a\nb"}));
-        assert_eq!(
-            serde_json::to_string(&messages[1]).unwrap(),
-            r#"{"role":"assistant","content":"","tool_calls":[{"type":"function","function":{"name":"f","arguments":{"x":1}},"id":"c1"}]}"#
-        );
-        assert_eq!(
-            messages[2],
-            json!({"role": "tool", "content": "ok", "tool_call_id": "c1"})
-        );
-        assert!(!add_generation_prompt && prefill.is_empty());
-        // A template that iterates content gets the parts.
-        let (messages, ..) = input(PARTS_TEMPLATE, body).unwrap();
-        assert_eq!(
-            messages[0]["content"],
-            json!([{"type": "text", "text": "a"}, {"type": "text", "text": "b"}])
-        );
-    }
-
-    #[test]
-    fn a_last_assistant_message_is_a_prefill_and_two_are_refused() {
-        let (messages, _, add_generation_prompt, prefill) = input(
-            STRING_TEMPLATE,
-            json!({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Sure"}]}),
-        )
-        .unwrap();
-        assert_eq!(messages.len(), 1);
-        assert!(add_generation_prompt);
-        assert_eq!(prefill, "Sure");
-        // A template that reads `enable_thinking` renders a prefill with it off.
-        let thinking = "{{ enable_thinking }}{% for m in messages %}{{ m.content }}{% endfor %}";
-        let request = Request::from_body(
-            &json!({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Sure"}]}),
-        )
-        .unwrap();
-        let server = LlamaCppServer::for_template_source(thinking);
-        let mut template = chat_template(thinking);
-        server.set_variables(&mut template);
-        assert_eq!(
-            template.kwargs.get(ENABLE_THINKING),
-            Some(&Value::Bool(true))
-        );
-        let prefilled = server.template_input(&request, &template, false).unwrap();
-        let off = prefilled.template.expect("a template with thinking off");
-        assert_eq!(off.kwargs.get(ENABLE_THINKING), Some(&Value::Bool(false)));
-        let two = input(
-            STRING_TEMPLATE,
-            json!({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "a"}, {"role": "assistant", "content": "b"}]}),
-        );
-        assert!(two.unwrap_err().to_string().contains("refuses"));
-    }
-
-    #[test]
-    fn what_llama_server_refuses_is_refused_with_its_reason() {
-        for (body, reason) in [
-            (
-                json!({"tools": [{"function": {"name": "f"}}], "messages": [{"role": "user", "content": "hi"}]}),
-                "Missing tool type",
-            ),
-            (
-                json!({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:image/png;base64,AA"}}]}]}),
-                "image input is not supported",
-            ),
-            (
-                json!({"messages": [{"role": "assistant", "content": "x", "tool_calls": [{"function": {"name": "f", "arguments": "{}"}}]}, {"role": "user", "content": "hi"}]}),
-                "Missing tool call type",
-            ),
-        ] {
-            let error = input(STRING_TEMPLATE, body).unwrap_err();
-            let InputError::Refused { reason: got, .. } = &error else {
-                panic!("{error:?}");
-            };
-            assert!(got.contains(reason), "{got}");
-        }
-    }
-}
+mod tests;
