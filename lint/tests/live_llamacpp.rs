@@ -187,8 +187,8 @@ fn engine_prompt(url: &str, body: &Value) -> Result<(String, Vec<u64>), String> 
 /// Every turn of the corpus in OpenAI chat form, rendered by `kvlint render --engine
 /// llamacpp`, is the prompt llama-server itself builds from the same body, token for token,
 /// and kvlint refuses exactly the turns llama-server refuses: with Qwen2.5's template and with
-/// Qwen3's (which reads `enable_thinking`). Turns in Anthropic Messages form count the tokens
-/// llama-server's `/v1/messages` endpoint would prefill.
+/// Qwen3's (which reads `enable_thinking`). Turns in Anthropic Messages and Responses form
+/// count the tokens llama-server's `/v1/messages` and `/v1/responses` endpoints prefill.
 #[test]
 fn render_is_llama_servers_own_prompt_on_the_corpus() {
     let assets =
@@ -203,21 +203,33 @@ fn render_is_llama_servers_own_prompt_on_the_corpus() {
     }
 }
 
-/// How many tokens llama-server's `/v1/messages/count_tokens` counts for an Anthropic
-/// Messages body (its conversion to a chat body, templated and tokenized), or its refusal.
-fn engine_count(url: &str, body: &Value) -> Result<u64, String> {
-    let mut response = ureq::post(format!("{url}/v1/messages/count_tokens"))
+/// How many prompt tokens llama-server counts for a body it converts to a chat body (templated
+/// and tokenized): an Anthropic Messages body at `/v1/messages/count_tokens`, a Responses body
+/// at `/v1/responses` (one token generated, its `usage`); or its refusal.
+fn engine_count(url: &str, format: &str, body: &Value) -> Result<u64, String> {
+    let (path, body) = if format == "openai-responses" {
+        let mut body = body.clone();
+        body["max_output_tokens"] = serde_json::json!(1);
+        body["stream"] = serde_json::json!(false);
+        ("/v1/responses", body)
+    } else {
+        ("/v1/messages/count_tokens", body.clone())
+    };
+    let mut response = ureq::post(format!("{url}{path}"))
         .config()
         .http_status_as_error(false)
         .build()
-        .send_json(body)
+        .send_json(&body)
         .map_err(|error| error.to_string())?;
     let status = response.status();
     let answer: Value = response
         .body_mut()
         .read_json()
         .map_err(|error| error.to_string())?;
-    match answer["input_tokens"].as_u64() {
+    let count = answer["input_tokens"]
+        .as_u64()
+        .or_else(|| answer["usage"]["input_tokens"].as_u64());
+    match count {
         Some(count) if status.is_success() => Ok(count),
         _ => Err(answer.to_string()),
     }
@@ -225,8 +237,8 @@ fn engine_count(url: &str, body: &Value) -> Result<u64, String> {
 
 /// Renders every corpus turn in OpenAI chat form with kvlint and llama-server started with
 /// `template` (text and token ids from `/apply-template` and `/tokenize`), and every turn in
-/// Anthropic Messages form (token count from `/v1/messages/count_tokens`); asserts they agree
-/// and returns how many both rendered and both refused.
+/// another form by its token count ([`engine_count`]); asserts they agree and returns how
+/// many both rendered and both refused.
 fn compare_with_llama_server(template: &std::path::Path) -> (usize, usize) {
     let tokenizer = kvlint_fixtures::qwen2_vocab_tokenizer()
         .expect("run scripts/test.sh to convert the vocabulary");
@@ -270,8 +282,9 @@ fn compare_with_llama_server(template: &std::path::Path) -> (usize, usize) {
                 &line
             };
             let place = format!("{} turn {index}", session.display());
-            if turn["format"] == "anthropic-messages" {
-                match engine_count(&server.url, body) {
+            let format = turn["format"].as_str().unwrap();
+            if format != "openai-chat" {
+                match engine_count(&server.url, format, body) {
                     Ok(count) => {
                         assert!(
                             turn["error"].is_null(),
@@ -289,9 +302,6 @@ fn compare_with_llama_server(template: &std::path::Path) -> (usize, usize) {
                         refused += 1;
                     }
                 }
-                continue;
-            }
-            if turn["format"] != "openai-chat" {
                 continue;
             }
             let mut chat = serde_json::json!({"messages": body["messages"]});

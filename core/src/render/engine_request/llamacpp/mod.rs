@@ -22,10 +22,10 @@
 //! vocabulary (kvlint from `--special-tokens` or the tokenizer config).
 //!
 //! An Anthropic Messages body is taken as llama-server's `/v1/messages` converts it
-//! (`anthropic`); a Responses body as a gateway hands it to the chat endpoint, its chat view
-//! (llama-server's own `/v1/responses` conversion is not modelled).
+//! (`anthropic`), a Responses body as its `/v1/responses` does (`responses`).
 
 mod anthropic;
+mod responses;
 
 use std::borrow::Cow;
 
@@ -96,6 +96,9 @@ impl LlamaCppServer {
                 body.get("tools").and_then(Value::as_array).cloned(),
             ),
             (BodyFormat::AnthropicMessages, Value::Object(body)) => anthropic::chat_body(body),
+            (BodyFormat::OpenAiResponses, Value::Object(body)) => {
+                responses::chat_body(body).map_err(refused)?
+            }
             _ => openai_chat_body(request),
         };
         let mut parsed = Vec::with_capacity(messages.len());
@@ -308,6 +311,8 @@ impl Message {
                 }
                 json!(text)
             }
+            // No text and no parts reads as empty content.
+            Content::Parts(parts) if parts.is_empty() => json!(""),
             Content::Parts(parts) => Value::Array(
                 parts
                     .iter()

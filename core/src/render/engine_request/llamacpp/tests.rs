@@ -162,3 +162,39 @@ fn an_anthropic_body_is_converted_as_llama_server_converts_it() {
     ];
     assert_eq!(messages, expected);
 }
+
+#[test]
+fn a_responses_body_is_converted_as_llama_server_converts_it() {
+    let body = json!({
+        "instructions": "Be terse.",
+        "tools": [{"type": "function", "name": "f", "parameters": {"type": "object"}}],
+        "input": [
+            {"role": "developer", "content": "Use tools."},
+            {"role": "user", "content": [{"type": "input_text", "text": "hi"}]},
+            {"type": "reasoning", "summary": [], "content": [{"type": "reasoning_text", "text": "think"}]},
+            {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{\"x\":1}"},
+            {"type": "function_call_output", "call_id": "c1", "output": "42"},
+        ],
+    });
+    let (messages, tools, ..) = input(STRING_TEMPLATE, body).unwrap();
+    assert_eq!(
+        serde_json::to_string(&tools).unwrap(),
+        r#"[{"type":"function","function":{"name":"f","description":"","parameters":{"type":"object"}}}]"#
+    );
+    let expected = [
+        json!({"role": "system", "content": "Be terse."}),
+        // The developer role is kept.
+        json!({"role": "developer", "content": "Use tools."}),
+        json!({"role": "user", "content": "hi"}),
+        // Reasoning, then the call merged into the same assistant message.
+        json!({"role": "assistant", "content": "", "reasoning_content": "think", "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": {"x": 1}}, "id": "c1"}]}),
+        json!({"role": "tool", "content": "42", "tool_call_id": "c1"}),
+    ];
+    assert_eq!(messages, expected);
+    // A reasoning item without content, as simonw/llm sends it, is refused.
+    let refused = input(
+        STRING_TEMPLATE,
+        json!({"input": [{"role": "user", "content": "hi"}, {"type": "reasoning", "summary": []}]}),
+    );
+    assert!(refused.unwrap_err().to_string().contains("is not an array"));
+}
