@@ -89,19 +89,7 @@ fn vllm() -> Option<(PathBuf, PathBuf)> {
 }
 
 fn sessions() -> Vec<PathBuf> {
-    let corpus = std::env::var_os("KVLINT_CORPUS").map_or_else(
-        || kvlint_fixtures::repository().join("fixtures/corpus/sessions"),
-        PathBuf::from,
-    );
-    let mut sessions: Vec<PathBuf> = std::fs::read_dir(corpus)
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .filter(|path| {
-            path.extension()
-                .is_some_and(|extension| extension == "jsonl")
-        })
-        .collect();
-    sessions.sort();
+    let mut sessions = kvlint_fixtures::corpus_sessions();
     assert_eq!(sessions.len(), 38, "the corpus has 38 sessions");
     // Requests made to touch every rule of vLLM's request handling, one per line.
     sessions.push(kvlint_fixtures::repository().join("fixtures/render/vllm-requests.jsonl"));

@@ -126,14 +126,7 @@ fn add_item(messages: &mut Vec<Value>, mut item: Map<String, Value>) -> Result<(
             content.push(json!({"text": text, "type": "text"}));
         }
         match messages.last_mut().filter(|_| merge_into_previous) {
-            Some(previous) => {
-                if !previous.get("content").is_some_and(Value::is_array) {
-                    previous["content"] = json!([]);
-                }
-                if let Some(parts) = previous["content"].as_array_mut() {
-                    parts.extend(content);
-                }
-            }
+            Some(previous) => append(previous, "content", content),
             None => {
                 item.remove("status");
                 item.remove("type");
@@ -152,14 +145,7 @@ fn add_item(messages: &mut Vec<Value>, mut item: Map<String, Value>) -> Result<(
             "type": "function",
         });
         match messages.last_mut().filter(|_| merge_into_previous) {
-            Some(previous) => {
-                if !previous.get("tool_calls").is_some_and(Value::is_array) {
-                    previous["tool_calls"] = json!([]);
-                }
-                if let Some(calls) = previous["tool_calls"].as_array_mut() {
-                    calls.push(call);
-                }
-            }
+            Some(previous) => append(previous, "tool_calls", vec![call]),
             None => messages.push(json!({"role": "assistant", "tool_calls": [call]})),
         }
     } else if is_string(&item, "call_id")
@@ -199,4 +185,14 @@ fn add_item(messages: &mut Vec<Value>, mut item: Map<String, Value>) -> Result<(
         return Err("Cannot determine type of 'item'".into());
     }
     Ok(())
+}
+
+/// Appends to the array `key` of the assistant message before (made an array if it is not).
+fn append(previous: &mut Value, key: &str, items: Vec<Value>) {
+    if !previous.get(key).is_some_and(Value::is_array) {
+        previous[key] = json!([]);
+    }
+    if let Some(array) = previous[key].as_array_mut() {
+        array.extend(items);
+    }
 }
