@@ -260,9 +260,10 @@ impl SessionFile {
                 let request = &turn.request;
                 let format = request.format;
                 let prompt_bytes = request.parts.iter().map(|part| part.text.len()).sum();
-                let size = estimated_size(&turn);
-                let kept = match reader.budget {
-                    Some(left) if size <= left => {
+                // Sized only while the budget lasts: once closed, nothing more is kept.
+                let size = reader.budget.map(|_| estimated_size(&turn));
+                let kept = match (reader.budget, size) {
+                    (Some(left), Some(size)) if size <= left => {
                         reader.budget = Some(left - size);
                         Some(turn)
                     }

@@ -192,11 +192,8 @@ impl RenderArgs {
                 EngineRequest::Vllm(Box::new(VllmServer::for_template_file(template_path)?))
             }
             ServingEngine::Llamacpp => {
-                let server = LlamaCppServer::for_template_source(
-                    &TemplateSources::read(template_path)?.default,
-                );
-                server.set_variables(&mut template);
-                EngineRequest::LlamaCpp(server)
+                let source = TemplateSources::read(template_path)?.default;
+                EngineRequest::LlamaCpp(LlamaCppServer::serving(&source, &mut template))
             }
             ServingEngine::Sglang => EngineRequest::AsSent,
         };

@@ -62,23 +62,21 @@ fn refused(reason: impl Into<String>) -> InputError {
 }
 
 impl LlamaCppServer {
-    /// A server with this chat template source.
-    pub fn for_template_source(source: &str) -> Self {
-        Self {
+    /// A server with this chat template (`source` its text), whose variables are set as
+    /// llama-server sets them: `enable_thinking` on, unless the configuration
+    /// (`--chat-template-kwargs`) says otherwise.
+    pub fn serving(source: &str, template: &mut ChatTemplate) -> Self {
+        let server = Self {
             typed_content: super::vllm::iterates_content(source),
             reads_thinking: source.contains(ENABLE_THINKING),
-        }
-    }
-
-    /// The template's variables as llama-server sets them: `enable_thinking` on unless the
-    /// configuration (`--chat-template-kwargs`) says otherwise.
-    pub fn set_variables(&self, template: &mut ChatTemplate) {
-        if self.reads_thinking {
+        };
+        if server.reads_thinking {
             template
                 .kwargs
                 .entry(ENABLE_THINKING)
                 .or_insert(Value::Bool(true));
         }
+        server
     }
 
     pub(super) fn template_input<'a>(
@@ -87,19 +85,31 @@ impl LlamaCppServer {
         template: &ChatTemplate,
         add_generation_prompt: bool,
     ) -> Result<TemplateInput<'a>, InputError> {
-        let (messages, tools) = match (&request.format, &request.body) {
-            (BodyFormat::OpenAiChat, Value::Object(body)) => (
-                body.get("messages")
-                    .and_then(Value::as_array)
-                    .cloned()
-                    .unwrap_or_default(),
-                body.get("tools").and_then(Value::as_array).cloned(),
-            ),
-            (BodyFormat::AnthropicMessages, Value::Object(body)) => anthropic::chat_body(body),
-            (BodyFormat::OpenAiResponses, Value::Object(body)) => {
-                responses::chat_body(body).map_err(refused)?
+        // A chat body is read where it is; other APIs are converted first.
+        let converted = match (&request.format, &request.body) {
+            (BodyFormat::OpenAiChat, Value::Object(_)) => None,
+            (BodyFormat::AnthropicMessages, Value::Object(body)) => {
+                Some(anthropic::chat_body(body))
             }
-            _ => openai_chat_body(request),
+            (BodyFormat::OpenAiResponses, Value::Object(body)) => {
+                Some(responses::chat_body(body).map_err(refused)?)
+            }
+            _ => Some(openai_chat_body(request)),
+        };
+        let (messages, tools): (&[Value], Option<&[Value]>) = match &converted {
+            Some((messages, tools)) => (messages, tools.as_deref()),
+            None => (
+                request
+                    .body
+                    .get("messages")
+                    .and_then(Value::as_array)
+                    .map_or(&[], Vec::as_slice),
+                request
+                    .body
+                    .get("tools")
+                    .and_then(Value::as_array)
+                    .map(Vec::as_slice),
+            ),
         };
         let mut parsed = Vec::with_capacity(messages.len());
         for (index, message) in messages.iter().enumerate() {
@@ -108,7 +118,7 @@ impl LlamaCppServer {
                     .map_err(|reason| refused(format!("{reason} (messages.{index})")))?,
             );
         }
-        let tools = parse_tools(tools.as_deref().unwrap_or_default())
+        let tools = parse_tools(tools.unwrap_or_default())
             .map_err(|reason| refused(format!("Failed to parse tools: {reason}")))?;
         let mut add_generation_prompt = add_generation_prompt;
         let mut prefill = String::new();

@@ -22,9 +22,8 @@ fn chat_template(source: &str) -> ChatTemplate {
 
 fn input(source: &str, body: Value) -> Result<Input, InputError> {
     let request = Request::from_body(&body).map_err(|error| refused(error.message))?;
-    let server = LlamaCppServer::for_template_source(source);
     let mut template = chat_template(source);
-    server.set_variables(&mut template);
+    let server = LlamaCppServer::serving(source, &mut template);
     let input = server.template_input(&request, &template, false)?;
     if let Some(with) = &input.template {
         assert_eq!(with.kwargs.get(ENABLE_THINKING), Some(&Value::Bool(false)));
@@ -89,9 +88,8 @@ fn a_last_assistant_message_is_a_prefill_and_two_are_refused() {
         &json!({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Sure"}]}),
     )
     .unwrap();
-    let server = LlamaCppServer::for_template_source(thinking);
     let mut template = chat_template(thinking);
-    server.set_variables(&mut template);
+    let server = LlamaCppServer::serving(thinking, &mut template);
     assert_eq!(
         template.kwargs.get(ENABLE_THINKING),
         Some(&Value::Bool(true))
