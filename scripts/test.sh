@@ -26,6 +26,9 @@ if [[ ! -f "$vocab_tokenizer" ]]; then
     "${KVLINT_ASSETS:-$HOME/.cache/kvlint/assets}/vocab/ggml-vocab-qwen2.gguf" "$vocab_tokenizer"
 fi
 
+# A one-off build gains nothing from incremental state (gigabytes on disk).
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
