@@ -19,6 +19,8 @@ command -v nginx >/dev/null || [[ -x /usr/sbin/nginx ]] || { apt-get update -qq 
 scripts/build-llama-server.sh
 "$(scripts/build-llama-server.sh --python)" scripts/make-tiny-model.py
 scripts/setup-vllm.sh
+# SGLang's request handling (its serving code, on the vLLM venv's torch and transformers).
+scripts/setup-sglang.sh
 vocab_tokenizer="$HOME/.cache/kvlint/qwen2-vocab/tokenizer.json"
 if [[ ! -f "$vocab_tokenizer" ]]; then
   mkdir -p "$(dirname "$vocab_tokenizer")"

@@ -8,6 +8,7 @@ use std::process::Command;
 use serde_json::Value;
 
 mod common;
+use common::post;
 
 /// A llama-server on a free loopback port, stopped when dropped.
 struct Server(kvlint_fixtures::Served);
@@ -153,26 +154,6 @@ struct EngineSide {
     prompt: Option<(String, Vec<u64>)>,
     /// How many prompt tokens it counts.
     count: u64,
-}
-
-/// POSTs `body` to llama-server; its answer, or the error it answers with.
-fn post(url: &str, path: &str, body: &Value) -> Result<Value, String> {
-    let mut response = ureq::post(format!("{url}{path}"))
-        .config()
-        .http_status_as_error(false)
-        .build()
-        .send_json(body)
-        .map_err(|error| error.to_string())?;
-    let status = response.status();
-    let answer: Value = response
-        .body_mut()
-        .read_json()
-        .map_err(|error| error.to_string())?;
-    if status.is_success() {
-        Ok(answer)
-    } else {
-        Err(answer["error"]["message"].to_string())
-    }
 }
 
 /// A chat body: the prompt from `/apply-template`, its ids from `/tokenize`. A body llama-server

@@ -1,13 +1,22 @@
-//! `kvlint probe` against a real vLLM (CPU build from PyPI, `scripts/setup-vllm.sh`) serving a
-//! tiny random-weight Qwen2 with the real tokenizer and chat template: prefix caching in
-//! 32-token blocks, never the last prompt token.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! kvlint against a real vLLM (CPU build from PyPI, `scripts/setup-vllm.sh`) serving a tiny
+//! random-weight Qwen2 with the real tokenizer and chat template: `kvlint probe` observes
+//! prefix caching in 32-token blocks, never the last prompt token; `kvlint render --engine
+//! vllm` gives the token ids the server's own `/tokenize` gives for the corpus's chat turns.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stderr
+)]
 
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use serde_json::Value;
+use serde_json::{Value, json};
+
+mod common;
+use common::post;
 
 /// The vLLM venv's python and the tiny model, when `scripts/setup-vllm.sh` has run.
 fn vllm() -> (PathBuf, PathBuf) {
@@ -81,9 +90,15 @@ fn start() -> Server {
     Server(served.wait_until_healthy_for("/health", std::time::Duration::from_secs(300)))
 }
 
+/// One server for both checks (it takes ~40 s and 4.6 GB to start).
 #[test]
-fn observed_equals_predicted_in_whole_blocks() {
+fn the_live_server_caches_and_tokenizes_as_kvlint_predicts() {
     let server = start();
+    observed_equals_predicted_in_whole_blocks(&server);
+    render_is_the_servers_own_tokenization_on_the_corpus(&server);
+}
+
+fn observed_equals_predicted_in_whole_blocks(server: &Server) {
     let output = Command::new(env!("CARGO_BIN_EXE_kvlint"))
         .current_dir(kvlint_fixtures::repository())
         .args([
@@ -122,4 +137,72 @@ fn observed_equals_predicted_in_whole_blocks() {
     }
     assert!(hits >= 2, "{report}");
     assert_eq!(output.status.code(), Some(0), "{report}");
+}
+
+/// Every corpus turn in OpenAI chat form, rendered by kvlint with the served model's template
+/// and tokenizer, against the server's `/tokenize` with the turn's messages and tools (vLLM's
+/// `TokenizeChatRequest`: the same request parsing and template application as its chat
+/// endpoint, no generation).
+fn render_is_the_servers_own_tokenization_on_the_corpus(server: &Server) {
+    let (_, model) = vllm();
+    let sessions = kvlint_fixtures::corpus_sessions();
+    let output = Command::new(env!("CARGO_BIN_EXE_kvlint"))
+        .args(["render", "--format", "json", "--engine", "vllm"])
+        .arg("--chat-template")
+        .arg(model.join("chat_template.jinja"))
+        .arg("--tokenizer")
+        .arg(model.join("tokenizer.json"))
+        .args(&sessions)
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&output.stderr)));
+    let url = &server.0.url;
+    let served_model = model.to_string_lossy().into_owned();
+    let (mut equal, mut refused_by_both, mut too_long) = (0, 0, 0);
+    let mut mismatches = Vec::new();
+    for (session, rendered) in sessions.iter().zip(report["sessions"].as_array().unwrap()) {
+        let file = session.file_name().unwrap().to_string_lossy();
+        let bodies: Vec<Value> = std::fs::read_to_string(session)
+            .unwrap()
+            .lines()
+            .filter(|line| !line.trim().is_empty())
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect();
+        for turn in rendered["turns"].as_array().unwrap() {
+            if turn["format"] != "openai-chat" {
+                continue;
+            }
+            let index = turn["index"].as_u64().unwrap();
+            let body = &bodies[index as usize];
+            let mut tokenize = json!({"model": served_model, "messages": body["messages"]});
+            if let Some(tools) = body.get("tools") {
+                tokenize["tools"] = tools.clone();
+            }
+            let place = format!("{file} turn {index}");
+            match (post(url, "/tokenize", &tokenize), turn.get("error")) {
+                (Ok(answer), None) => {
+                    if answer["tokens"] == turn["token_ids"] {
+                        equal += 1;
+                    } else {
+                        mismatches.push(format!("{place}: token ids differ"));
+                    }
+                }
+                (Err(theirs), _) if theirs.contains("maximum context length") => too_long += 1,
+                (Err(_), Some(_)) => refused_by_both += 1,
+                (Err(theirs), None) => {
+                    mismatches.push(format!("{place}: vLLM refuses ({theirs}), kvlint renders"));
+                }
+                (Ok(_), Some(ours)) => {
+                    mismatches.push(format!("{place}: kvlint refuses ({ours}), vLLM tokenizes"));
+                }
+            }
+        }
+    }
+    eprintln!(
+        "live vLLM /tokenize: {equal} corpus chat turns with equal token ids, {refused_by_both} \
+         refused by both, {too_long} over the served context length"
+    );
+    assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
+    assert!(equal >= 100, "most corpus chat turns are compared");
 }

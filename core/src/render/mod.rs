@@ -26,7 +26,7 @@ use crate::tokenize::{Tokenizer, Tokens};
 
 pub use chat_view::{chat_view, openai_chat_body};
 pub use engine_request::{
-    EngineRequest, LlamaCppServer, TemplateInput, TemplateSources, VllmServer,
+    EngineRequest, LlamaCppServer, SglangServer, TemplateInput, TemplateSources, VllmServer,
 };
 use locate::locate_parts;
 pub use provider::push_part_text;

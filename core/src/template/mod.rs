@@ -194,6 +194,12 @@ impl ChatTemplate {
         })
     }
 
+    /// Renders the default template for every request, with tools too, as an engine that
+    /// does not choose a tokenizer config's `tool_use` template does.
+    pub fn render_default_only(&mut self) {
+        self.has_tool_use_variant = false;
+    }
+
     pub fn path(&self) -> &str {
         &self.path
     }

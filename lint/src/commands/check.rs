@@ -28,7 +28,7 @@ pub struct Args {
     /// Predict what this engine serves from cache: vllm[:block=16][,spec], sglang[:page=1],
     /// llamacpp, openai[:MODEL], anthropic[:MODEL], gemini[:MODEL], deepseek. With a chat
     /// template, requests are parsed as this engine parses them (vLLM's parsing unless
-    /// llamacpp or sglang is named; SGLang's is not modelled yet).
+    /// llamacpp or sglang is named).
     #[arg(long, value_name = "NAME[:OPTIONS]")]
     pub engine: Option<Engine>,
     /// Prefill speed of a self-hosted engine, for time estimates (tokens per second).

@@ -14,7 +14,9 @@ use chrono::NaiveDateTime;
 use kvlint_core::TemplateLimits;
 use kvlint_core::cache::Engine;
 use kvlint_core::diagnostic::Severity;
-use kvlint_core::render::{EngineRequest, LlamaCppServer, Renderer, TemplateSources, VllmServer};
+use kvlint_core::render::{
+    EngineRequest, LlamaCppServer, Renderer, SglangServer, TemplateSources, VllmServer,
+};
 use kvlint_core::template::ChatTemplate;
 use kvlint_core::tokenize::Tokenizer;
 use miette::{IntoDiagnostic, WrapErr};
@@ -112,7 +114,7 @@ pub enum ServingEngine {
     /// vLLM's OpenAI-compatible server: its request parsing is modelled.
     #[default]
     Vllm,
-    /// SGLang: not modelled yet; the body's messages reach the template as sent.
+    /// SGLang's OpenAI-compatible server: its request parsing is modelled.
     Sglang,
     /// llama.cpp's `llama-server --jinja`: its request parsing is modelled.
     Llamacpp,
@@ -195,7 +197,9 @@ impl RenderArgs {
                 let source = TemplateSources::read(template_path)?.default;
                 EngineRequest::LlamaCpp(LlamaCppServer::serving(&source, &mut template))
             }
-            ServingEngine::Sglang => EngineRequest::AsSent,
+            ServingEngine::Sglang => {
+                EngineRequest::Sglang(SglangServer::serving(template_path, &mut template)?)
+            }
         };
         Ok(Renderer::Engine {
             template: Box::new(template),

@@ -22,8 +22,7 @@ pub struct Args {
     /// Only this turn (counted from 0, as in `kvlint check`).
     #[arg(long, value_name = "N")]
     pub turn: Option<usize>,
-    /// With a chat template: the engine whose request parsing is reproduced (vLLM's and
-    /// llama.cpp's are modelled; sglang takes the messages as sent).
+    /// With a chat template: the engine whose request parsing is reproduced.
     #[arg(long, value_enum, default_value = "vllm")]
     pub engine: ServingEngine,
     #[command(flatten)]

@@ -1,9 +1,10 @@
-//! Helpers shared by the live tests.
+//! Helpers shared by the live tests (each uses some of them).
+#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 
 use kvlint_sdk::{Conversation, Tool, ToolCall};
-use serde_json::json;
+use serde_json::{Value, json};
 
 /// Writes four turns of an agent loop assembled with the SDK (tools added in no particular
 /// order, a session memory, a clock and a request id in the turn tier) as OpenAI chat bodies
@@ -44,4 +45,24 @@ pub fn sdk_session(folder: &Path) -> (PathBuf, String) {
     let path = folder.join("sdk-session.jsonl");
     std::fs::write(&path, bodies.join("\n")).expect("the session file");
     (path, conversation.routing_key())
+}
+
+/// POSTs `body` to an engine; its answer, or the error message it answers with.
+pub fn post(url: &str, path: &str, body: &Value) -> Result<Value, String> {
+    let mut response = ureq::post(format!("{url}{path}"))
+        .config()
+        .http_status_as_error(false)
+        .build()
+        .send_json(body)
+        .map_err(|error| error.to_string())?;
+    let status = response.status();
+    let answer: Value = response
+        .body_mut()
+        .read_json()
+        .map_err(|error| error.to_string())?;
+    if status.is_success() {
+        Ok(answer)
+    } else {
+        Err(answer["error"]["message"].to_string())
+    }
 }

@@ -5,11 +5,11 @@
 //! request model, parses every message (null content becomes "", text parts are joined,
 //! tool-call arguments become objects, …) and re-dumps the tools; a template that renders
 //! fine through vLLM can fail on the raw body, and the other way round. Each engine whose
-//! handling kvlint models has its own file here (`vllm`, `llamacpp`); SGLang will get its
-//! own. Without one, the template gets the request's chat view as transformers'
+//! handling kvlint models has its own file here (`vllm`, `sglang`, `llamacpp`). Without one, the template gets the request's chat view as transformers'
 //! `apply_chat_template` would.
 
 mod llamacpp;
+mod sglang;
 mod vllm;
 
 use std::borrow::Cow;
@@ -23,19 +23,21 @@ use crate::template::ChatTemplate;
 
 use super::chat_view;
 pub use llamacpp::LlamaCppServer;
+pub use sglang::SglangServer;
 pub use vllm::VllmServer;
 
 /// How the engine turns a request body into the input of its chat template.
 #[derive(Debug)]
 pub enum EngineRequest {
     /// No engine in between: the request's chat view, as transformers'
-    /// `apply_chat_template` takes it. The path of engines whose request handling is not
-    /// modelled yet (SGLang).
+    /// `apply_chat_template` takes it.
     AsSent,
     /// vLLM's OpenAI-compatible server (`/v1/chat/completions`).
     Vllm(Box<VllmServer>),
     /// llama.cpp's `llama-server --jinja` (`/v1/chat/completions`).
     LlamaCpp(LlamaCppServer),
+    /// SGLang's OpenAI-compatible server (`/v1/chat/completions`).
+    Sglang(SglangServer),
 }
 
 /// What a chat template renders for one request.
@@ -105,6 +107,25 @@ impl TemplateSources {
     }
 }
 
+/// The chat template with the variables a request sets, when one changes what the template
+/// was given.
+fn with_variables<'v>(
+    template: &ChatTemplate,
+    variables: impl Iterator<Item = (&'v String, &'v Value)>,
+) -> Option<Box<ChatTemplate>> {
+    let changed: Vec<(&String, &Value)> = variables
+        .filter(|(name, value)| template.kwargs.get(name.as_str()) != Some(*value))
+        .collect();
+    if changed.is_empty() {
+        return None;
+    }
+    let mut with_variables = template.clone();
+    for (name, value) in changed {
+        with_variables.kwargs.insert(name.clone(), value.clone());
+    }
+    Some(Box::new(with_variables))
+}
+
 impl EngineRequest {
     /// The engine's name in the renderer's name (`engine:vllm:…`), when one is modelled.
     pub fn engine_name(&self) -> Option<&'static str> {
@@ -112,6 +133,7 @@ impl EngineRequest {
             Self::AsSent => None,
             Self::Vllm(_) => Some(vllm::ENGINE),
             Self::LlamaCpp(_) => Some(llamacpp::ENGINE),
+            Self::Sglang(_) => Some(sglang::ENGINE),
         }
     }
 
@@ -140,6 +162,7 @@ impl EngineRequest {
             Self::LlamaCpp(server) => {
                 server.template_input(request, template, add_generation_prompt)
             }
+            Self::Sglang(server) => server.template_input(request, template, add_generation_prompt),
         }
     }
 }

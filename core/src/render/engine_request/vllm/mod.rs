@@ -1,6 +1,6 @@
 //! vLLM's OpenAI-compatible server, from a `/v1/chat/completions` body to the input of its
 //! chat template, as vLLM 0.32 does it (checked turn by turn against vLLM itself by
-//! `scripts/vllm_render.py` and `lint/tests/render_vllm.rs`):
+//! `scripts/vllm_render.py` and `lint/tests/render_engines.rs`):
 //!
 //! 1. the body is validated as a `ChatCompletionRequest` (`request`): refused requests stop
 //!    here, tools are re-dumped with `model_dump()`;
@@ -38,6 +38,7 @@ use crate::render::openai_chat_body;
 use crate::request::{BodyFormat, Request};
 use crate::template::ChatTemplate;
 use template_facts::TemplateFacts;
+pub(super) use template_facts::loops_over_content;
 
 /// The name in `engine:vllm:…` and `--engine vllm`.
 pub(super) const ENGINE: &str = "vllm";
@@ -212,21 +213,12 @@ fn template_with(
     facts: &TemplateFacts,
     template: &ChatTemplate,
 ) -> Option<Box<ChatTemplate>> {
-    let changed: Vec<(&String, &Value)> = variables
-        .iter()
-        .filter(|(name, value)| {
-            facts.variables.contains(name.as_str())
-                && template.kwargs.get(name.as_str()) != Some(*value)
-        })
-        .collect();
-    if changed.is_empty() {
-        return None;
-    }
-    let mut with_variables = template.clone();
-    for (name, value) in changed {
-        with_variables.kwargs.insert(name.clone(), value.clone());
-    }
-    Some(Box::new(with_variables))
+    super::with_variables(
+        template,
+        variables
+            .iter()
+            .filter(|(name, _)| facts.variables.contains(name.as_str())),
+    )
 }
 
 /// Whether a template iterates a message's content (vLLM's "openai" content format).

@@ -57,6 +57,25 @@ fn read_variables(source: &str) -> BTreeSet<String> {
 /// `_detect_content_format`: "openai" when some loop iterates a message's content, "string"
 /// otherwise, and "string" (vLLM's default) when the template cannot be parsed or the search
 /// fails, as vLLM's does on a non-name loop or assignment target.
+/// Whether some loop iterates the `content` of a variable named in `names`, directly or
+/// through filters, tests and slices: SGLang's `detect_jinja_template_content_format`, which
+/// adapts vLLM's search without following assignments. `None` when the template does not
+/// parse.
+pub(in crate::render::engine_request) fn loops_over_content(
+    source: &str,
+    names: &[&str],
+) -> Option<bool> {
+    let source = without_generation_blocks(source);
+    let root = minijinja::machinery::parse(&source, "<template>", SyntaxConfig::default()).ok()?;
+    let mut nodes = Nodes::default();
+    nodes.collect_statement(&root, None);
+    Some(nodes.loops.iter().any(|node| {
+        names
+            .iter()
+            .any(|name| is_var_or_elems_access(node.iter, name, Some("content")))
+    }))
+}
+
 fn detect_content_format(source: &str) -> ContentFormat {
     let Ok(root) = minijinja::machinery::parse(source, "<template>", SyntaxConfig::default())
     else {

@@ -1,13 +1,15 @@
-//! `kvlint render --engine vllm` against vLLM itself, on real traffic: every turn of every
-//! corpus session (and of `fixtures/render/vllm-requests.jsonl`, bodies made to touch each
-//! rule of vLLM's request handling), through the chat templates and tokenizers of Qwen3,
-//! DeepSeek-V3 and Llama 3.1 (and Qwen3.5's template, which takes content as parts),
-//! rendered by kvlint and by the installed vLLM's own request parsing and template
-//! application (`scripts/vllm_render.py`, in one Python process). Turn by turn: the same
-//! text and token ids, and the same turns refused.
+//! `kvlint render --engine vllm|sglang` against vLLM and SGLang themselves, on real traffic:
+//! every turn of every corpus session (and of `fixtures/render/vllm-requests.jsonl`, bodies
+//! made to touch each rule of vLLM's request handling), through the chat templates and
+//! tokenizers of Qwen3, DeepSeek-V3 and Llama 3.1 (and Qwen3.5's template, which takes
+//! content as parts), rendered by kvlint and by the installed engine's own request parsing
+//! and template application (`scripts/vllm_render.py`, `scripts/sglang_render.py`, in one
+//! Python process each). Turn by turn: the same text and token ids, and the same turns
+//! refused.
 //!
-//! Needs the assets of `scripts/fetch-assets.sh` and the venv of `scripts/setup-vllm.sh`
-//! (both run by `scripts/test.sh`); skipped, saying so, when that venv is missing.
+//! Needs the assets of `scripts/fetch-assets.sh` and the venvs of `scripts/setup-vllm.sh` and
+//! `scripts/setup-sglang.sh` (all run by `scripts/test.sh`); skipped, saying so, when a venv is
+//! missing.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -66,26 +68,58 @@ const SERVED: [Served; 4] = [
 /// The tokenizers that the transformers vLLM 0.32 pins (5.19) loads as another class than
 /// their tokenizer.json describes: DeepSeek-V3's becomes a `LlamaTokenizer` whose Metaspace
 /// pre-tokenizer drops the spaces. kvlint tokenizes as the tokenizer.json does; for these,
-/// its token ids are compared with that, and vLLM's are checked to still differ.
+/// its token ids are compared with that, and vLLM's are checked to still differ. SGLang's own
+/// `get_tokenizer` loads them as their tokenizer.json describes.
 const TOKENIZED_UNLIKE_TOKENIZER_JSON: [&str; 1] = ["deepseek_v3"];
 
-/// The vLLM venv's python and the model config the oracle loads, or `None` without the venv.
-fn vllm() -> Option<(PathBuf, PathBuf)> {
+/// An engine's own request handling, run by a script in its venv.
+struct Oracle {
+    /// `--engine` of kvlint.
+    engine: &'static str,
+    /// The script under `scripts/` that renders cases through the engine.
+    script: &'static str,
+    python: PathBuf,
+    /// The model config the script loads.
+    model: PathBuf,
+}
+
+/// The oracle of `engine` (`vllm` or `sglang`), or `None` without its venv.
+fn oracle(engine: &'static str) -> Option<Oracle> {
     let home = PathBuf::from(std::env::var_os("HOME")?).join(".cache/kvlint");
-    let python = std::env::var_os("KVLINT_VLLM_VENV")
-        .map_or_else(|| home.join("vllm-venv"), PathBuf::from)
-        .join("bin/python");
+    let venv = |variable: &str, default: &str| {
+        std::env::var_os(variable)
+            .map_or_else(|| home.join(default), PathBuf::from)
+            .join("bin/python")
+    };
+    let python = match engine {
+        "vllm" => venv("KVLINT_VLLM_VENV", "vllm-venv"),
+        _ => venv("KVLINT_SGLANG_VENV", "sglang-venv"),
+    };
     let model = std::env::var_os("KVLINT_VLLM_MODEL")
         .map_or_else(|| home.join("tiny-qwen2-hf"), PathBuf::from);
     if !python.is_file() {
+        eprintln!(
+            "SKIPPED: no {engine} venv ({}); run scripts/setup-{engine}.sh",
+            python.display()
+        );
         return None;
     }
     assert!(
         model.is_dir(),
-        "the vLLM venv is there but not its model {}: run scripts/setup-vllm.sh",
+        "the {engine} venv is there but not the model {}: run scripts/setup-vllm.sh",
         model.display()
     );
-    Some((python, model))
+    let script = if engine == "vllm" {
+        "scripts/vllm_render.py"
+    } else {
+        "scripts/sglang_render.py"
+    };
+    Some(Oracle {
+        engine,
+        script,
+        python,
+        model,
+    })
 }
 
 fn sessions() -> Vec<PathBuf> {
@@ -96,11 +130,16 @@ fn sessions() -> Vec<PathBuf> {
     sessions
 }
 
-/// `kvlint render --format json --engine vllm` of every session through one model.
-fn kvlint_render(tokenizer_dir: &Path, template: &Path, sessions: &[PathBuf]) -> Value {
+/// `kvlint render --format json --engine ENGINE` of every session through one model.
+fn kvlint_render(
+    engine: &str,
+    tokenizer_dir: &Path,
+    template: &Path,
+    sessions: &[PathBuf],
+) -> Value {
     let output = Command::new(env!("CARGO_BIN_EXE_kvlint"))
         .args([
-            "render", "--format", "json", "--engine", "vllm", "--now", NOW,
+            "render", "--format", "json", "--engine", engine, "--now", NOW,
         ])
         .arg("--chat-template")
         .arg(template)
@@ -125,11 +164,12 @@ fn bodies(session: &Path) -> Vec<Value> {
         .collect()
 }
 
-/// Runs every case through vLLM, and reads what vLLM reads from each template, in one Python
-/// process.
-fn vllm_render(python: &Path, model: &Path, cases: Vec<Value>, templates: &[PathBuf]) -> Value {
-    let script = kvlint_fixtures::repository().join("scripts/vllm_render.py");
-    let mut child = Command::new(python)
+/// Runs every case through the engine (and, for vLLM, reads what it reads from each
+/// template), in one Python process.
+fn oracle_render(oracle: &Oracle, cases: Vec<Value>, templates: &[PathBuf]) -> Value {
+    let script = kvlint_fixtures::repository().join(oracle.script);
+    let model = &oracle.model;
+    let mut child = Command::new(&oracle.python)
         .arg(script)
         .arg("-")
         .stdin(Stdio::piped())
@@ -143,7 +183,8 @@ fn vllm_render(python: &Path, model: &Path, cases: Vec<Value>, templates: &[Path
     let output = child.wait_with_output().unwrap();
     assert!(
         output.status.success(),
-        "vllm_render.py failed: {}",
+        "{} failed: {}",
+        oracle.script,
         String::from_utf8_lossy(&output.stderr)
     );
     writer.join().unwrap().unwrap();
@@ -152,13 +193,20 @@ fn vllm_render(python: &Path, model: &Path, cases: Vec<Value>, templates: &[Path
 
 #[test]
 fn kvlint_renders_every_turn_as_vllm_does() {
-    let Some((python, model)) = vllm() else {
-        eprintln!(
-            "SKIPPED: no vLLM venv (~/.cache/kvlint/vllm-venv or $KVLINT_VLLM_VENV); run \
-             scripts/setup-vllm.sh"
-        );
-        return;
-    };
+    if let Some(vllm) = oracle("vllm") {
+        renders_every_turn_as(&vllm);
+    }
+}
+
+#[test]
+fn kvlint_renders_every_turn_as_sglang_does() {
+    if let Some(sglang) = oracle("sglang") {
+        renders_every_turn_as(&sglang);
+    }
+}
+
+fn renders_every_turn_as(oracle: &Oracle) {
+    let engine = oracle.engine;
     let assets =
         kvlint_fixtures::assets().expect("test assets missing: run scripts/fetch-assets.sh");
     let sessions = sessions();
@@ -172,7 +220,7 @@ fn kvlint_renders_every_turn_as_vllm_does() {
             || tokenizer_dir.join("tokenizer_config.json"),
             |file| assets.join("templates").join(file),
         );
-        let report = kvlint_render(&tokenizer_dir, &template, &sessions);
+        let report = kvlint_render(engine, &tokenizer_dir, &template, &sessions);
         for (session, rendered) in sessions.iter().zip(report["sessions"].as_array().unwrap()) {
             let file = session.file_name().unwrap().to_string_lossy().into_owned();
             assert!(rendered["path"].as_str().unwrap().ends_with(&file));
@@ -180,14 +228,14 @@ fn kvlint_renders_every_turn_as_vllm_does() {
                 rendered["renderer"]
                     .as_str()
                     .unwrap()
-                    .starts_with("engine:vllm:")
+                    .starts_with(&format!("engine:{engine}:"))
             );
             let bodies = bodies(session);
             for turn in rendered["turns"].as_array().unwrap() {
                 let index = turn["index"].as_u64().unwrap();
                 let key = (name.to_owned(), file.clone(), index);
-                // vLLM's own Anthropic and Responses endpoints are not modelled: kvlint
-                // renders those bodies as a gateway passes them to the chat endpoint.
+                // The engines' own Anthropic and Responses endpoints are not modelled:
+                // kvlint renders those bodies as a gateway passes them to the chat endpoint.
                 if turn["format"] == "openai-chat" {
                     let mut case = json!({
                         "id": [name, file, index],
@@ -211,7 +259,7 @@ fn kvlint_renders_every_turn_as_vllm_does() {
             }
         }
     }
-    let results = vllm_render(&python, &model, cases, &[]);
+    let results = oracle_render(oracle, cases, &[]);
     let results = results["cases"].as_array().unwrap();
     let mut mismatches = Vec::new();
     let mut refused_by_both = 0;
@@ -238,10 +286,14 @@ fn kvlint_renders_every_turn_as_vllm_does() {
                 pairs_not_matching.insert((key.0.clone(), key.1.clone()));
             }
             (Some(theirs), None) => {
-                mismatches.push(format!("{place}: vLLM refuses ({theirs}), kvlint renders"));
+                mismatches.push(format!(
+                    "{place}: {engine} refuses ({theirs}), kvlint renders"
+                ));
             }
             (None, Some(ours)) => {
-                mismatches.push(format!("{place}: kvlint refuses ({ours}), vLLM renders"));
+                mismatches.push(format!(
+                    "{place}: kvlint refuses ({ours}), {engine} renders"
+                ));
             }
             (None, None) => {
                 if result["text"] != ours["text"] {
@@ -263,11 +315,13 @@ fn kvlint_renders_every_turn_as_vllm_does() {
                         format!("{around:?}")
                     };
                     mismatches.push(format!(
-                        "{place}: text differs at byte {at}:\n  vLLM   {}\n  kvlint {}",
+                        "{place}: text differs at byte {at}:\n  {engine:6} {}\n  kvlint {}",
                         window(theirs),
                         window(ours)
                     ));
-                } else if TOKENIZED_UNLIKE_TOKENIZER_JSON.contains(&key.0.as_str()) {
+                } else if engine == "vllm"
+                    && TOKENIZED_UNLIKE_TOKENIZER_JSON.contains(&key.0.as_str())
+                {
                     if result["tokenizer_json_ids"] != ours["token_ids"] {
                         mismatches.push(format!(
                             "{place}: token ids differ from the tokenizer.json's"
@@ -275,7 +329,7 @@ fn kvlint_renders_every_turn_as_vllm_does() {
                     }
                     if result["token_ids"] == result["tokenizer_json_ids"] {
                         mismatches.push(format!(
-                            "{place}: vLLM now tokenizes as the tokenizer.json does: drop {} from \
+                            "{place}: {engine} now tokenizes as the tokenizer.json does: drop {} from \
                              TOKENIZED_UNLIKE_TOKENIZER_JSON",
                             key.0
                         ));
@@ -302,9 +356,9 @@ fn kvlint_renders_every_turn_as_vllm_does() {
         .collect();
     pairs_not_matching.retain(|(_, file)| file != "vllm-requests.jsonl");
     eprintln!(
-        "{} turns compared with vLLM ({} refused by both; {} tokenized by vLLM unlike the \
+        "{} turns compared with {engine} ({} refused by both; {} tokenized by {engine} unlike the \
          tokenizer.json says); {} of {} corpus chat-completions session × template pairs \
-         render every turn as vLLM does",
+         render every turn as {engine} does",
         results.len(),
         refused_by_both,
         retokenized,
@@ -313,7 +367,7 @@ fn kvlint_renders_every_turn_as_vllm_does() {
     );
     assert!(
         mismatches.is_empty(),
-        "{} turns differ from vLLM:\n{}",
+        "{} turns differ from {engine}:\n{}",
         mismatches.len(),
         mismatches.join("\n")
     );
@@ -321,8 +375,7 @@ fn kvlint_renders_every_turn_as_vllm_does() {
 
 #[test]
 fn content_format_and_developer_role_are_read_from_templates_as_vllm_reads_them() {
-    let Some((python, model)) = vllm() else {
-        eprintln!("SKIPPED: no vLLM venv; run scripts/setup-vllm.sh");
+    let Some(vllm) = oracle("vllm") else {
         return;
     };
     let assets =
@@ -337,7 +390,7 @@ fn content_format_and_developer_role_are_read_from_templates_as_vllm_reads_them(
         .collect();
     templates.sort();
     assert!(templates.len() > 50, "llama.cpp's collection of templates");
-    let facts = vllm_render(&python, &model, Vec::new(), &templates);
+    let facts = oracle_render(&vllm, Vec::new(), &templates);
     let mut differences = Vec::new();
     let mut parts = 0;
     for (path, theirs) in templates.iter().zip(facts["templates"].as_array().unwrap()) {

@@ -1,0 +1,538 @@
+//! SGLang's OpenAI-compatible server, from a `/v1/chat/completions` body to the input of its
+//! chat template, as SGLang 0.5.23 does it for a Jinja template (checked turn by turn against
+//! SGLang itself by `scripts/sglang_render.py` and `lint/tests/render_engines.rs`):
+//!
+//! 1. the body is validated as a `ChatCompletionRequest` (`request`; protocol.py), whose
+//!    validators set `tool_choice` (`set_tool_choice_default`) and turn `reasoning` /
+//!    `reasoning_effort` into `thinking` and `enable_thinking` template variables
+//!    (`normalize_reasoning_inputs`);
+//! 2. `OpenAIServingChat._validate_request` (serving_chat.py) refuses empty conversations,
+//!    media on a text-only model, unknown named tools and tool schemas that are not JSON
+//!    Schema 2020-12, after rewriting their database-style `type` names in place
+//!    (`normalize_json_schema_types`, function_call/utils.py) — the rewritten schema is what
+//!    the template shows;
+//! 3. `_apply_jinja_template`: messages dumped (`model_dump()`), tool-call arguments parsed to
+//!    objects (`normalize_assistant_tool_call_arguments`, strict: not a JSON object is
+//!    refused), null content made "", content processed for the template's content format
+//!    (`process_content_for_template_format`, parser/jinja_template_utils.py: text parts
+//!    joined with a space, or kept as parts), null fields dropped, a tool message's text
+//!    parts joined (`normalize_tool_content`), a last assistant message with text turned into
+//!    a user message (`_handle_last_assistant_message`), tools dumped unless `tool_choice` is
+//!    "none", and the template rendered with `reasoning_effort` and the request's
+//!    `chat_template_kwargs`.
+//!
+//! The server modelled: `--chat-template FILE.jinja`, or the tokenizer's own template (the
+//! first of named ones, `_select_named_template`), a text-only model without a Python chat
+//! template or model-specific encoder (DeepSeek-V3.2/V4, Kimi-K3, GLM-5.3).
+//!
+//! Not reproduced: `continue_final_message` on a last assistant message (reported as not
+//! modelled); the retry with
+//! unwrapped tools after a template fails on the OpenAI form; the `"\\n"` → newline rewrite
+//! SGLang applies to a `.jinja` file's text (`TemplateManager._load_jinja_template`, no effect
+//! on a template whose `\n` are inside string literals); the schema check covers types,
+//! `required`, `properties`, `items` and the schema combinators, not every keyword of the
+//! 2020-12 meta-schema. Anthropic Messages and Responses bodies are taken as a gateway hands
+//! them to this endpoint (their chat view).
+
+mod request;
+mod schema;
+
+use std::borrow::Cow;
+
+use serde_json::{Map, Value};
+
+use super::{TemplateInput, TemplateSources, with_variables};
+use crate::error::InputError;
+use crate::render::openai_chat_body;
+use crate::request::{BodyFormat, Request};
+use crate::template::ChatTemplate;
+use request::{MEDIA_PART_TYPES, dumped_message, dumped_tools, invalid};
+
+/// The name in `engine:sglang:…` and `--engine sglang`.
+pub(super) const ENGINE: &str = "sglang";
+/// The name in messages.
+const DISPLAY_NAME: &str = "SGLang";
+
+/// An SGLang server and what it read from its chat template.
+#[derive(Debug)]
+pub struct SglangServer {
+    /// The template gets content as a list of parts (SGLang's "openai" content format).
+    content_as_parts: bool,
+}
+
+fn refused(reason: impl Into<String>) -> InputError {
+    InputError::Refused {
+        engine: DISPLAY_NAME,
+        reason: reason.into(),
+    }
+}
+
+impl SglangServer {
+    /// A server with the chat template of `path`: a Jinja file (`--chat-template`) or a
+    /// tokenizer config's (SGLang renders the first of named templates for every request).
+    pub fn serving(
+        path: &std::path::Path,
+        template: &mut ChatTemplate,
+    ) -> Result<Self, InputError> {
+        let sources = TemplateSources::read(path)?;
+        template.render_default_only();
+        Ok(Self {
+            content_as_parts: takes_content_as_parts(&sources.default),
+        })
+    }
+
+    pub(super) fn template_input<'a>(
+        &self,
+        request: &'a Request,
+        template: &ChatTemplate,
+        add_generation_prompt: bool,
+    ) -> Result<TemplateInput<'a>, InputError> {
+        let gateway_body;
+        let body = match (&request.format, &request.body) {
+            (BodyFormat::OpenAiChat, Value::Object(body)) => body,
+            (BodyFormat::OpenAiChat, _) => {
+                return Err(refused("Input should be a valid dictionary"));
+            }
+            // An Anthropic Messages or Responses body, as a gateway hands it to this endpoint.
+            _ => {
+                let (messages, tools) = openai_chat_body(request);
+                let mut body = Map::new();
+                body.insert("messages".into(), Value::Array(messages));
+                if let Some(tools) = tools {
+                    body.insert("tools".into(), Value::Array(tools));
+                }
+                gateway_body = body;
+                &gateway_body
+            }
+        };
+        let prepared = self.prepare(body).map_err(refused)?;
+        let Prepared {
+            messages,
+            tools,
+            variables,
+        } = prepared.map_err(|what| InputError::NotModelled {
+            engine: DISPLAY_NAME,
+            what,
+        })?;
+        let template = with_variables(template, variables.iter());
+        Ok(TemplateInput {
+            messages: messages.into_iter().map(Cow::Owned).collect(),
+            tools: tools.map(|tools| tools.into_iter().map(Cow::Owned).collect()),
+            add_generation_prompt,
+            template,
+            prefill: String::new(),
+        })
+    }
+
+    /// The template's input, or SGLang's reason to refuse the request (outer `Err`), or what
+    /// kvlint does not model (inner `Err`).
+    #[allow(clippy::type_complexity)]
+    fn prepare(&self, body: &Map<String, Value>) -> Result<Result<Prepared, String>, String> {
+        if body.get("model").is_some_and(|model| !model.is_string()) {
+            return Err(invalid("Input should be a valid string", "model"));
+        }
+        let messages = match body.get("messages") {
+            Some(Value::Array(messages)) => messages,
+            Some(_) => return Err(invalid("Input should be a valid list", "messages")),
+            None => return Err(invalid("Field required", "messages")),
+        };
+        let mut dumped = messages
+            .iter()
+            .enumerate()
+            .map(|(index, message)| dumped_message(message, &format!("messages.{index}")))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut tools = dumped_tools(body.get("tools"), "tools")?;
+        let tool_choice = tool_choice(body, &dumped)?;
+        let variables = template_variables(body)?;
+        let continue_final_message = body
+            .get("continue_final_message")
+            .is_some_and(|flag| flag == &Value::Bool(true));
+        // `_validate_request`.
+        if dumped.is_empty() {
+            return Err("Messages cannot be empty.".into());
+        }
+        if variables.contains_key("chat_template") {
+            return Err(
+                "Request-supplied chat_template is not allowed. Start the server with \
+                        --trust-request-chat-template to permit it."
+                    .into(),
+            );
+        }
+        if let Some(kind) = dumped.iter().find_map(media_part) {
+            return Err(format!(
+                "Model only supports text input; received unsupported content type '{kind}'."
+            ));
+        }
+        let message_tools: Vec<&Value> = dumped
+            .iter()
+            .filter(|message| {
+                matches!(
+                    message["role"].as_str(),
+                    Some("root" | "system" | "developer")
+                )
+            })
+            .filter_map(|message| message.get("tools")?.as_array())
+            .flatten()
+            .collect();
+        let tool_name = |tool: &Value| tool.pointer("/function/name").cloned();
+        let effective_names: Vec<Value> = tools
+            .iter()
+            .flatten()
+            .chain(message_tools.iter().copied())
+            .filter_map(tool_name)
+            .collect();
+        match &tool_choice {
+            ToolChoice::Required if effective_names.is_empty() => {
+                return Err("Tools cannot be empty if tool choice is set to required.".into());
+            }
+            ToolChoice::Named(_) if effective_names.is_empty() => {
+                return Err(
+                    "Tools cannot be empty if tool choice is set to a specific tool.".into(),
+                );
+            }
+            ToolChoice::Named(name) if !effective_names.contains(name) => {
+                let shown = name
+                    .as_str()
+                    .map_or_else(|| name.to_string(), str::to_owned);
+                return Err(format!("Tool '{shown}' not found in tools list."));
+            }
+            _ => {}
+        }
+        if !message_tools.is_empty() {
+            let mut names = effective_names.clone();
+            names.sort_by_key(Value::to_string);
+            names.dedup();
+            if names.len() != effective_names.len() {
+                return Err("Tool names must be unique across request and message tools.".into());
+            }
+        }
+        let message_tools = dumped
+            .iter_mut()
+            .filter(|message| {
+                matches!(
+                    message["role"].as_str(),
+                    Some("root" | "system" | "developer")
+                )
+            })
+            .filter_map(|message| message.get_mut("tools")?.as_array_mut())
+            .flatten();
+        for (index, tool) in tools.iter_mut().flatten().chain(message_tools).enumerate() {
+            if let Some(parameters) = tool.pointer_mut("/function/parameters")
+                && !parameters.is_null()
+            {
+                schema::normalize_types(parameters);
+                schema::check(parameters).map_err(|reason| {
+                    format!("Tool {index} function has invalid 'parameters' schema: {reason}")
+                })?;
+            }
+        }
+        // `_apply_jinja_template`.
+        let mut conversation = Vec::with_capacity(dumped.len());
+        for (index, mut message) in dumped.into_iter().enumerate() {
+            parse_tool_call_arguments(&mut message)
+                .map_err(|reason| format!("{reason} (messages.{index})"))?;
+            conversation.push(self.for_template(message));
+        }
+        if let Some(last) = conversation.last_mut()
+            && last.get("role").is_some_and(|role| role == "assistant")
+            && let Some(Value::String(content)) = last.get("content")
+        {
+            // SGLang appends the tokens of the message's text to the prompt's.
+            if continue_final_message {
+                return Ok(Err(
+                    "`continue_final_message` (the last message left open)".into()
+                ));
+            }
+            let mut user = Map::new();
+            user.insert("role".into(), Value::String("user".into()));
+            user.insert("content".into(), Value::String(content.clone()));
+            *last = user;
+        }
+        let tools = match tool_choice {
+            _ if effective_names.is_empty() => None,
+            ToolChoice::None => None,
+            ToolChoice::Named(name) => Some(
+                tools
+                    .into_iter()
+                    .flatten()
+                    .filter(|tool| tool_name(tool).as_ref() == Some(&name))
+                    .collect::<Vec<_>>(),
+            )
+            .filter(|tools| !tools.is_empty()),
+            ToolChoice::Auto | ToolChoice::Required => tools.filter(|tools| !tools.is_empty()),
+        };
+        Ok(Ok(Prepared {
+            messages: conversation.into_iter().map(Value::Object).collect(),
+            tools,
+            variables,
+        }))
+    }
+
+    /// `process_content_for_template_format` and `normalize_tool_content` on a dumped
+    /// message whose null content was made "".
+    fn for_template(&self, mut message: Map<String, Value>) -> Map<String, Value> {
+        if message.get("content").is_none_or(Value::is_null) {
+            message.insert("content".into(), Value::String(String::new()));
+        }
+        message.retain(|_, value| !value.is_null());
+        let parts = match message.get_mut("content") {
+            Some(Value::Array(parts)) => std::mem::take(parts),
+            _ => return message,
+        };
+        let joined = |parts: &[Value]| {
+            let texts: Vec<&str> = parts.iter().filter_map(text_of).collect();
+            Value::String(texts.join(" "))
+        };
+        let tool_text =
+            message["role"] == "tool" && parts.iter().all(|part| part["type"] == "text");
+        let content = if !self.content_as_parts || tool_text {
+            joined(&parts)
+        } else {
+            // Thinking parts are dropped; text and tool references kept. The content key
+            // moves last (the message is rebuilt without it, then given it).
+            message.shift_remove("content");
+            Value::Array(
+                parts
+                    .into_iter()
+                    .filter(|part| part["type"] == "text" || part["type"] == "tool_reference")
+                    .collect(),
+            )
+        };
+        message.insert("content".into(), content);
+        message
+    }
+}
+
+/// A text part's text.
+fn text_of(part: &Value) -> Option<&str> {
+    if part["type"] == "text" {
+        part["text"].as_str()
+    } else {
+        None
+    }
+}
+
+/// What the template renders, as SGLang hands it over.
+struct Prepared {
+    messages: Vec<Value>,
+    tools: Option<Vec<Value>>,
+    variables: Map<String, Value>,
+}
+
+/// `tool_choice`, with the default `set_tool_choice_default` gives it.
+enum ToolChoice {
+    None,
+    Auto,
+    Required,
+    Named(Value),
+}
+
+fn tool_choice(
+    body: &Map<String, Value>,
+    messages: &[Map<String, Value>],
+) -> Result<ToolChoice, String> {
+    let has_tools = |value: Option<&Value>| value.is_some_and(|value| !value.is_null());
+    let message_tools = messages.iter().any(|message| {
+        matches!(
+            message["role"].as_str(),
+            Some("root" | "system" | "developer")
+        ) && message["tools"]
+            .as_array()
+            .is_some_and(|tools| !tools.is_empty())
+    });
+    match body.get("tool_choice") {
+        None | Some(Value::Null) if has_tools(body.get("tools")) || message_tools => {
+            Ok(ToolChoice::Auto)
+        }
+        None | Some(Value::Null) => Ok(ToolChoice::None),
+        Some(Value::String(choice)) => match choice.as_str() {
+            "none" => Ok(ToolChoice::None),
+            "auto" => Ok(ToolChoice::Auto),
+            "required" => Ok(ToolChoice::Required),
+            _ => Err(invalid(
+                "Input should be 'auto', 'required' or 'none'",
+                "tool_choice",
+            )),
+        },
+        Some(Value::Object(choice)) => {
+            if choice.get("type").is_some_and(|kind| kind != "function") {
+                return Err(invalid("Input should be 'function'", "tool_choice.type"));
+            }
+            match choice.get("function") {
+                Some(Value::Object(function)) => match function.get("name") {
+                    None | Some(Value::Null | Value::String(_)) => Ok(ToolChoice::Named(
+                        function.get("name").cloned().unwrap_or(Value::Null),
+                    )),
+                    Some(_) => Err(invalid(
+                        "Input should be a valid string",
+                        "tool_choice.function.name",
+                    )),
+                },
+                Some(_) => Err(invalid(
+                    "Input should be a valid dictionary",
+                    "tool_choice.function",
+                )),
+                None => Err(invalid("Field required", "tool_choice.function")),
+            }
+        }
+        Some(_) => Err(invalid("Input should be a valid dictionary", "tool_choice")),
+    }
+}
+
+/// The efforts `reasoning_effort` takes as a string (`ReasoningEffortTier`).
+const REASONING_EFFORTS: [&str; 8] = [
+    "none", "minimal", "low", "medium", "high", "xhigh", "ultra", "max",
+];
+
+/// The variables the template gets: `reasoning_effort`, then the request's
+/// `chat_template_kwargs`, with `thinking` and `enable_thinking` defaulted from the effort or
+/// `reasoning.enabled` (`normalize_reasoning_inputs`).
+fn template_variables(body: &Map<String, Value>) -> Result<Map<String, Value>, String> {
+    let mut kwargs = match body.get("chat_template_kwargs") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(kwargs)) => kwargs.clone(),
+        Some(_) => {
+            return Err(invalid(
+                "Input should be a valid dictionary",
+                "chat_template_kwargs",
+            ));
+        }
+    };
+    let mut effort = body
+        .get("reasoning_effort")
+        .filter(|effort| !effort.is_null())
+        .cloned();
+    let mut thinking = None;
+    if let Some(Value::Object(reasoning)) = body.get("reasoning") {
+        let requested = reasoning
+            .get("effort")
+            .filter(|effort| !effort.is_null())
+            .or_else(|| reasoning.get("reasoning_effort"))
+            .filter(|effort| !effort.is_null());
+        if let Some(requested) = requested {
+            effort = Some(match requested {
+                Value::String(tier) if REASONING_EFFORTS.contains(&tier.as_str()) => {
+                    requested.clone()
+                }
+                Value::Number(_) => requested.clone(),
+                _ => return Err(format!("invalid reasoning effort: {requested}")),
+            });
+        }
+        let enabled = reasoning
+            .get("enabled")
+            .filter(|enabled| !enabled.is_null())
+            .or_else(|| reasoning.get("enable"));
+        let enabled = match enabled {
+            Some(Value::Bool(flag)) => *flag,
+            Some(Value::String(text)) => {
+                ["1", "true", "yes", "y", "on"].contains(&text.trim().to_lowercase().as_str())
+            }
+            Some(Value::Number(number)) => number.as_f64().is_some_and(|number| number != 0.0),
+            _ => false,
+        };
+        if enabled {
+            thinking = Some(true);
+        }
+    }
+    match &effort {
+        None => {}
+        Some(Value::Bool(_)) => {
+            return Err(invalid(
+                "reasoning_effort must not be a boolean",
+                "reasoning_effort",
+            ));
+        }
+        Some(Value::String(tier)) if REASONING_EFFORTS.contains(&tier.as_str()) => {}
+        Some(Value::Number(number))
+            if number.as_f64().is_some_and(|n| (0.0..=0.99).contains(&n)) => {}
+        Some(_) => {
+            return Err(invalid(
+                "Input should be a valid effort",
+                "reasoning_effort",
+            ));
+        }
+    }
+    if let Some(effort) = &effort {
+        thinking = Some(effort != "none");
+    }
+    if let Some(thinking) = thinking {
+        for key in ["thinking", "enable_thinking"] {
+            kwargs.entry(key).or_insert(Value::Bool(thinking));
+        }
+    }
+    // `_convert_to_internal_request` moves a `reasoning_effort` of the kwargs to the request's
+    // field; `_apply_jinja_template` passes that field first, then the kwargs.
+    if let Some(moved) = kwargs
+        .shift_remove("reasoning_effort")
+        .filter(|moved| !moved.is_null())
+    {
+        effort = Some(moved);
+    }
+    let mut variables = Map::new();
+    if let Some(effort) = effort {
+        variables.insert("reasoning_effort".into(), effort);
+    }
+    variables.extend(kwargs);
+    Ok(variables)
+}
+
+/// The type of the first media part of a dumped message, if any.
+fn media_part(message: &Map<String, Value>) -> Option<String> {
+    message.get("content")?.as_array()?.iter().find_map(|part| {
+        let kind = part["type"].as_str()?;
+        MEDIA_PART_TYPES.contains(&kind).then(|| {
+            if kind == "input_audio" {
+                "audio_url"
+            } else {
+                kind
+            }
+            .to_owned()
+        })
+    })
+}
+
+/// `normalize_assistant_tool_call_arguments(strict=True)`: an assistant's tool-call
+/// arguments sent as a string are parsed; not a JSON object is refused.
+fn parse_tool_call_arguments(message: &mut Map<String, Value>) -> Result<(), String> {
+    if message.get("role").is_none_or(|role| role != "assistant") {
+        return Ok(());
+    }
+    let Some(Value::Array(calls)) = message.get_mut("tool_calls") else {
+        return Ok(());
+    };
+    for arguments in calls
+        .iter_mut()
+        .filter_map(|call| call.pointer_mut("/function/arguments"))
+    {
+        let Value::String(text) = arguments else {
+            continue;
+        };
+        match serde_json::from_str::<Value>(text) {
+            Ok(parsed @ Value::Object(_)) => *arguments = parsed,
+            Ok(_) => {
+                return Err("Assistant tool call function.arguments must be a JSON object.".into());
+            }
+            Err(_) => {
+                return Err("Assistant tool call function.arguments must be valid JSON.".into());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `detect_jinja_template_content_format` (parser/jinja_template_utils.py): "openai" when the
+/// template names images, audio, video or vision anywhere, or loops over `message.content`
+/// (also as `msg` or `m`, through filters, tests and slices); "string" otherwise and when the
+/// template does not parse.
+fn takes_content_as_parts(source: &str) -> bool {
+    if ["image", "audio", "video", "vision"]
+        .iter()
+        .any(|keyword| source.contains(keyword))
+    {
+        return true;
+    }
+    super::vllm::loops_over_content(source, &["message", "msg", "m"]).unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests;
