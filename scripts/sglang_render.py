@@ -24,7 +24,7 @@ Run it with the venv of scripts/setup-sglang.sh:
     "$(scripts/setup-sglang.sh --python)" scripts/sglang_render.py INPUT.json > OUT.json
 
 INPUT.json: {"model_dir": DIR, "cases": [{"id", "tokenizer_dir", "chat_template_file"?,
-"body", "now"?}]}, as scripts/vllm_render.py takes it (no tool-call parser: the server runs
+"body", "endpoint"?, "now"?}]} ("endpoint": "messages" for an Anthropic Messages body), as scripts/vllm_render.py takes it (no tool-call parser: the server runs
 without `--tool-call-parser`, which changes no prompt). stdout: {"cases": [{"id", "text",
 "token_ids", "tokenizer_json_ids"} | {"id", "error"}]}, "error" being SGLang's 400 message.
 """
@@ -130,9 +130,14 @@ def render_case(servers: Servers, case: dict, seen: list) -> dict:
     chat, tokenizer = servers.serving_chat(tokenizer_dir, _path(template) if template else None)
     _pin_now(case.get("now") or DEFAULT_NOW)
     try:
-        request = ChatCompletionRequest.model_validate(case["body"])
+        if case.get("endpoint") == "messages":
+            request = anthropic_chat_request(chat, case["body"])
+        else:
+            request = ChatCompletionRequest.model_validate(case["body"])
     except ValidationError as error:
         return {"error": _validation_error(error)}
+    except ValueError as error:  # the conversion's refusals, answered with 400
+        return {"error": str(error)}
     error = chat._validate_request(request)
     if error:
         return {"error": error}
@@ -150,6 +155,16 @@ def render_case(servers: Servers, case: dict, seen: list) -> dict:
         "token_ids": token_ids,
         "tokenizer_json_ids": servers.tokenizer_json(tokenizer_dir).encode(text, add_special_tokens=False).ids,
     }
+
+
+def anthropic_chat_request(chat, body: dict):
+    """The chat request SGLang's `/v1/messages` makes of an Anthropic Messages body
+    (sglang/srt/entrypoints/anthropic/serving.py, `AnthropicServing.handle_messages`)."""
+    from sglang.srt.entrypoints.anthropic.protocol import AnthropicMessagesRequest
+    from sglang.srt.entrypoints.anthropic.serving import AnthropicServing
+
+    request = AnthropicMessagesRequest.model_validate(body)
+    return AnthropicServing(chat)._convert_to_chat_completion_request(request)
 
 
 def _record_rendered_text(seen: list) -> None:

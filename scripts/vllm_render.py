@@ -29,6 +29,7 @@ INPUT.json (use "-" for stdin):
                                               # the tokenizer config's own template
         "tool_call_parser": "hermes",         # optional: as `--tool-call-parser`
         "body": {...},                        # the /v1/chat/completions request body
+        "endpoint": "messages",               # optional: the body is sent to /v1/messages
         "now": "2026-11-29T10:00:00"          # what strftime_now() sees; optional
     }],
      "templates": ["X.jinja", ...]}            # optional: templates to read facts from
@@ -170,7 +171,10 @@ async def render_case(servers: Servers, case: dict, seen: list) -> dict:
     )
     _pin_now(case.get("now") or DEFAULT_NOW)
     try:
-        request = ChatCompletionRequest.model_validate(case["body"])
+        if case.get("endpoint") == "messages":
+            request = anthropic_chat_request(online, case["body"])
+        else:
+            request = ChatCompletionRequest.model_validate(case["body"])
     except ValidationError as error:
         return {"error": _validation_error(error)}
     except Exception as error:  # the request's model validators raise vLLM's own errors
@@ -197,6 +201,19 @@ async def render_case(servers: Servers, case: dict, seen: list) -> dict:
         rendered["conversation"] = seen[0]["conversation"]
         rendered["tools"] = seen[0]["tools"]
     return rendered
+
+
+def anthropic_chat_request(online, body: dict):
+    """The chat request vLLM's `/v1/messages` makes of an Anthropic Messages body
+    (vllm/entrypoints/anthropic/serving.py, `AnthropicServingMessages.create_messages`)."""
+    from vllm.entrypoints.anthropic.protocol import AnthropicMessagesRequest
+    from vllm.entrypoints.anthropic.serving import AnthropicServingMessages
+
+    request = AnthropicMessagesRequest.model_validate(body)
+    # As `AnthropicServingMessages.__init__` decides it for this server's template. A disabled
+    # thinking takes "none", the effort vLLM's probe finds for templates that honor it.
+    merge = AnthropicServingMessages._should_merge_inline_system(online)
+    return AnthropicServingMessages.to_chat_completion_request(request, merge_inline_system=merge)
 
 
 def _record_template_inputs(seen: list) -> None:

@@ -142,7 +142,7 @@ fn observed_equals_predicted_in_whole_blocks(server: &Server) {
 /// Every corpus turn in OpenAI chat form, rendered by kvlint with the served model's template
 /// and tokenizer, against the server's `/tokenize` with the turn's messages and tools (vLLM's
 /// `TokenizeChatRequest`: the same request parsing and template application as its chat
-/// endpoint, no generation).
+/// endpoint, no generation); every Anthropic Messages turn against the server's own count.
 fn render_is_the_servers_own_tokenization_on_the_corpus(server: &Server) {
     let (_, model) = vllm();
     let sessions = kvlint_fixtures::corpus_sessions();
@@ -170,19 +170,38 @@ fn render_is_the_servers_own_tokenization_on_the_corpus(server: &Server) {
             .map(|line| serde_json::from_str(line).unwrap())
             .collect();
         for turn in rendered["turns"].as_array().unwrap() {
-            if turn["format"] != "openai-chat" {
-                continue;
-            }
             let index = turn["index"].as_u64().unwrap();
             let body = &bodies[index as usize];
-            let mut tokenize = json!({"model": served_model, "messages": body["messages"]});
-            if let Some(tools) = body.get("tools") {
-                tokenize["tools"] = tools.clone();
-            }
+            // Chat turns against `/tokenize`, Anthropic turns against the token count of
+            // `/v1/messages/count_tokens` (vLLM's conversion, then the same chat path).
+            let (path, request, answer_of): (_, _, fn(&Value) -> Value) = match turn["format"]
+                .as_str()
+            {
+                Some("openai-chat") => {
+                    let mut tokenize = json!({"model": served_model, "messages": body["messages"]});
+                    if let Some(tools) = body.get("tools") {
+                        tokenize["tools"] = tools.clone();
+                    }
+                    ("/tokenize", tokenize, |answer| answer["tokens"].clone())
+                }
+                Some("anthropic-messages") => {
+                    let mut count = body.clone();
+                    count["model"] = json!(served_model);
+                    ("/v1/messages/count_tokens", count, |answer| {
+                        answer["input_tokens"].clone()
+                    })
+                }
+                _ => continue,
+            };
+            let ours = if path == "/tokenize" {
+                turn["token_ids"].clone()
+            } else {
+                json!(turn["token_ids"].as_array().map_or(0, Vec::len))
+            };
             let place = format!("{file} turn {index}");
-            match (post(url, "/tokenize", &tokenize), turn.get("error")) {
+            match (post(url, path, &request), turn.get("error")) {
                 (Ok(answer), None) => {
-                    if answer["tokens"] == turn["token_ids"] {
+                    if answer_of(&answer) == ours {
                         equal += 1;
                     } else {
                         mismatches.push(format!("{place}: token ids differ"));
@@ -200,8 +219,8 @@ fn render_is_the_servers_own_tokenization_on_the_corpus(server: &Server) {
         }
     }
     eprintln!(
-        "live vLLM /tokenize: {equal} corpus chat turns with equal token ids, {refused_by_both} \
-         refused by both, {too_long} over the served context length"
+        "live vLLM: {equal} corpus turns with equal token ids (chat) or counts (Anthropic), \
+         {refused_by_both} refused by both, {too_long} over the served context length"
     );
     assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
     assert!(equal >= 100, "most corpus chat turns are compared");

@@ -1,6 +1,6 @@
 //! `kvlint render --engine vllm|sglang` against vLLM and SGLang themselves, on real traffic:
 //! every turn of every corpus session (and of `fixtures/render/vllm-requests.jsonl`, bodies
-//! made to touch each rule of vLLM's request handling), through the chat templates and
+//! made to touch each rule of vLLM's request handling, and `anthropic-blocks.jsonl`), through the chat templates and
 //! tokenizers of Qwen3, DeepSeek-V3 and Llama 3.1 (and Qwen3.5's template, which takes
 //! content as parts), rendered by kvlint and by the installed engine's own request parsing
 //! and template application (`scripts/vllm_render.py`, `scripts/sglang_render.py`, in one
@@ -122,11 +122,16 @@ fn oracle(engine: &'static str) -> Option<Oracle> {
     })
 }
 
+/// The sessions of `fixtures/render/` compared besides the corpus.
+const FIXTURES: [&str; 2] = ["vllm-requests.jsonl", "anthropic-blocks.jsonl"];
+
 fn sessions() -> Vec<PathBuf> {
     let mut sessions = kvlint_fixtures::corpus_sessions();
     assert_eq!(sessions.len(), 38, "the corpus has 38 sessions");
     // Requests made to touch every rule of vLLM's request handling, one per line.
     sessions.push(kvlint_fixtures::repository().join("fixtures/render/vllm-requests.jsonl"));
+    // Anthropic blocks the conversions treat their own ways.
+    sessions.push(kvlint_fixtures::repository().join("fixtures/render/anthropic-blocks.jsonl"));
     sessions
 }
 
@@ -234,10 +239,16 @@ fn renders_every_turn_as(oracle: &Oracle) {
             for turn in rendered["turns"].as_array().unwrap() {
                 let index = turn["index"].as_u64().unwrap();
                 let key = (name.to_owned(), file.clone(), index);
-                // The engines' own Anthropic and Responses endpoints are not modelled:
-                // kvlint renders those bodies as a gateway passes them to the chat endpoint.
-                if turn["format"] == "openai-chat" {
+                // The engines' own Anthropic endpoints are modelled; Responses bodies kvlint
+                // renders as a gateway passes them to the chat endpoint.
+                let endpoint = match turn["format"].as_str() {
+                    Some("openai-chat") => Some("chat"),
+                    Some("anthropic-messages") => Some("messages"),
+                    _ => None,
+                };
+                if let Some(endpoint) = endpoint {
                     let mut case = json!({
+                        "endpoint": endpoint,
                         "id": [name, file, index],
                         "tokenizer_dir": tokenizer_dir,
                         "tool_call_parser": served.tool_call_parser,
@@ -346,7 +357,7 @@ fn renders_every_turn_as(oracle: &Oracle) {
     }
     let chat_pairs: std::collections::BTreeSet<(String, String)> = results
         .iter()
-        .filter(|result| result["id"][1] != "vllm-requests.jsonl")
+        .filter(|result| !FIXTURES.contains(&result["id"][1].as_str().unwrap()))
         .map(|result| {
             (
                 result["id"][0].as_str().unwrap().to_owned(),
@@ -354,10 +365,10 @@ fn renders_every_turn_as(oracle: &Oracle) {
             )
         })
         .collect();
-    pairs_not_matching.retain(|(_, file)| file != "vllm-requests.jsonl");
+    pairs_not_matching.retain(|(_, file)| !FIXTURES.contains(&file.as_str()));
     eprintln!(
         "{} turns compared with {engine} ({} refused by both; {} tokenized by {engine} unlike the \
-         tokenizer.json says); {} of {} corpus chat-completions session × template pairs \
+         tokenizer.json says); {} of {} corpus session × template pairs \
          render every turn as {engine} does",
         results.len(),
         refused_by_both,

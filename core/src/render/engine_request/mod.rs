@@ -54,6 +54,25 @@ pub struct TemplateInput<'a> {
     pub prefill: String,
 }
 
+impl TemplateInput<'_> {
+    /// The same input, owning what it borrowed.
+    pub fn into_owned(self) -> TemplateInput<'static> {
+        let owned = |values: Vec<Cow<'_, Value>>| {
+            values
+                .into_iter()
+                .map(|value| Cow::Owned(value.into_owned()))
+                .collect()
+        };
+        TemplateInput {
+            messages: owned(self.messages),
+            tools: self.tools.map(owned),
+            add_generation_prompt: self.add_generation_prompt,
+            template: self.template,
+            prefill: self.prefill,
+        }
+    }
+}
+
 /// The chat templates a `--chat-template` file holds: a Jinja file's text, or a tokenizer
 /// config's `chat_template` (a string, or named templates: `default` and `tool_use`).
 pub struct TemplateSources {

@@ -31,9 +31,13 @@
 //! SGLang applies to a `.jinja` file's text (`TemplateManager._load_jinja_template`, no effect
 //! on a template whose `\n` are inside string literals); the schema check covers types,
 //! `required`, `properties`, `items` and the schema combinators, not every keyword of the
-//! 2020-12 meta-schema. Anthropic Messages and Responses bodies are taken as a gateway hands
-//! them to this endpoint (their chat view).
+//! 2020-12 meta-schema.
+//!
+//! An Anthropic Messages body is taken as SGLang's
+//! own `/v1/messages` converts it (`anthropic`); a Responses body as a gateway hands it to the
+//! chat endpoint (its chat view).
 
+mod anthropic;
 mod request;
 mod schema;
 
@@ -87,22 +91,42 @@ impl SglangServer {
         template: &ChatTemplate,
         add_generation_prompt: bool,
     ) -> Result<TemplateInput<'a>, InputError> {
-        let gateway_body;
+        let converted_body;
         let body = match (&request.format, &request.body) {
             (BodyFormat::OpenAiChat, Value::Object(body)) => body,
             (BodyFormat::OpenAiChat, _) => {
                 return Err(refused("Input should be a valid dictionary"));
             }
-            // An Anthropic Messages or Responses body, as a gateway hands it to this endpoint.
-            _ => {
+            (BodyFormat::AnthropicMessages, body) => {
+                let renders_inline_system = || {
+                    let sentinel = "__sglang_inline_system_sentinel__";
+                    let probe: Vec<Value> = [
+                        ("system", "t"),
+                        ("user", "t"),
+                        ("system", sentinel),
+                        ("user", "t"),
+                    ]
+                    .iter()
+                    .map(|(role, content)| serde_json::json!({"role": role, "content": content}))
+                    .collect();
+                    template
+                        .render(&probe, None, false)
+                        .is_ok_and(|text| text.contains(sentinel))
+                };
+                converted_body =
+                    anthropic::to_chat_body(body, renders_inline_system).map_err(refused)?;
+                &converted_body
+            }
+            // A Responses body, as a gateway hands it to this endpoint.
+            (BodyFormat::OpenAiResponses, _) => {
                 let (messages, tools) = openai_chat_body(request);
                 let mut body = Map::new();
                 body.insert("messages".into(), Value::Array(messages));
                 if let Some(tools) = tools {
                     body.insert("tools".into(), Value::Array(tools));
                 }
-                gateway_body = body;
-                &gateway_body
+                converted_body = body;
+                &converted_body
             }
         };
         let prepared = self.prepare(body).map_err(refused)?;

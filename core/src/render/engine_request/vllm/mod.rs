@@ -10,9 +10,10 @@
 //! 3. `safe_apply_chat_template` renders with the request's template variables.
 //!
 //! The server modelled: `--chat-template`, content format `auto`, tool calling enabled
-//! (`--enable-auto-tool-choice --tool-call-parser …`), a text-only model. Anthropic Messages
-//! and Responses bodies are taken as a gateway hands them to this endpoint: their chat view
-//! (vLLM's own `/v1/messages` and `/v1/responses` are not modelled).
+//! (`--enable-auto-tool-choice --tool-call-parser …`), a text-only model. An Anthropic
+//! Messages body is taken as vLLM's own `/v1/messages` converts it (`anthropic`); a Responses
+//! body as a gateway hands it to the chat endpoint: its chat view (vLLM's own `/v1/responses`
+//! is not modelled).
 //!
 //! Not reproduced: image, audio and video parts, `continue_final_message` (both reported as
 //! not modelled); gpt-oss, which vLLM renders with Harmony rather than its template; prompts
@@ -22,6 +23,7 @@
 //! as later transformers do: a template that tests `message.tool_call_id is defined` on a
 //! null id, or reads `message.thinking`, can differ.
 
+mod anthropic;
 mod content;
 mod messages;
 mod request;
@@ -130,10 +132,36 @@ impl VllmServer {
         template: &ChatTemplate,
         add_generation_prompt: bool,
     ) -> Result<TemplateInput<'a>, InputError> {
-        if request.format != BodyFormat::OpenAiChat {
-            return self.gateway_input(request, add_generation_prompt);
+        match request.format {
+            BodyFormat::OpenAiChat => {
+                self.chat_input(&request.body, template, add_generation_prompt)
+            }
+            BodyFormat::AnthropicMessages => {
+                let merges_inline_system = || {
+                    let probe: Vec<Value> = ["system", "user", "system", "user"]
+                        .iter()
+                        .map(|role| serde_json::json!({"role": role, "content": "t"}))
+                        .collect();
+                    template.render(&probe, None, false).is_err()
+                };
+                let body = anthropic::to_chat_body(&request.body, merges_inline_system)
+                    .map_err(Failure::Refused)?;
+                let body = Value::Object(body);
+                let input = self.chat_input(&body, template, add_generation_prompt)?;
+                Ok(input.into_owned())
+            }
+            BodyFormat::OpenAiResponses => self.gateway_input(request, add_generation_prompt),
         }
-        let Value::Object(body) = &request.body else {
+    }
+
+    /// A `/v1/chat/completions` body.
+    fn chat_input<'a>(
+        &self,
+        body: &'a Value,
+        template: &ChatTemplate,
+        add_generation_prompt: bool,
+    ) -> Result<TemplateInput<'a>, InputError> {
+        let Value::Object(body) = body else {
             return Err(Failure::Refused("Input should be a valid dictionary".into()).into());
         };
         let variables = request::check_request(body).map_err(Failure::Refused)?;
@@ -175,8 +203,8 @@ impl VllmServer {
         })
     }
 
-    /// An Anthropic Messages or Responses body, as a gateway translates it for vLLM's chat
-    /// completions: its chat view, tool-call arguments as JSON strings.
+    /// A Responses body, as a gateway translates it for vLLM's chat completions: its chat
+    /// view, tool-call arguments as JSON strings.
     fn gateway_input<'a>(
         &self,
         request: &'a Request,
