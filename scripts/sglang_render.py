@@ -24,7 +24,8 @@ Run it with the venv of scripts/setup-sglang.sh:
     "$(scripts/setup-sglang.sh --python)" scripts/sglang_render.py INPUT.json > OUT.json
 
 INPUT.json: {"model_dir": DIR, "cases": [{"id", "tokenizer_dir", "chat_template_file"?,
-"body", "endpoint"?, "now"?}]} ("endpoint": "messages" for an Anthropic Messages body), as scripts/vllm_render.py takes it (no tool-call parser: the server runs
+"body", "endpoint"?, "now"?}]} ("endpoint": "messages" for an Anthropic Messages body,
+"responses" for a Responses body), as scripts/vllm_render.py takes it (no tool-call parser: the server runs
 without `--tool-call-parser`, which changes no prompt). stdout: {"cases": [{"id", "text",
 "token_ids", "tokenizer_json_ids"} | {"id", "error"}]}, "error" being SGLang's 400 message.
 """
@@ -129,6 +130,8 @@ def render_case(servers: Servers, case: dict, seen: list) -> dict:
     tokenizer_dir = _path(case["tokenizer_dir"])
     chat, tokenizer = servers.serving_chat(tokenizer_dir, _path(template) if template else None)
     _pin_now(case.get("now") or DEFAULT_NOW)
+    if case.get("endpoint") == "responses":
+        return render_responses(servers, case, tokenizer_dir, template, seen)
     try:
         if case.get("endpoint") == "messages":
             request = anthropic_chat_request(chat, case["body"])
@@ -165,6 +168,56 @@ def anthropic_chat_request(chat, body: dict):
 
     request = AnthropicMessagesRequest.model_validate(body)
     return AnthropicServing(chat)._convert_to_chat_completion_request(request)
+
+
+class _Rendered(BaseException):
+    """Stops `create_responses` once its prompt is made (generation needs an engine)."""
+
+    def __init__(self, prompt_ids):
+        super().__init__()
+        self.prompt_ids = prompt_ids
+
+
+def render_responses(servers: Servers, case: dict, tokenizer_dir: str, template, seen: list) -> dict:
+    """`OpenAIServingResponses.create_responses` (serving_responses.py) up to its prompt: the
+    request's checks, then `_make_request`, whose result ends the call."""
+    import asyncio
+
+    from pydantic import ValidationError
+    from sglang.srt.entrypoints.openai.protocol import ResponsesRequest
+    from sglang.srt.entrypoints.openai.serving_responses import OpenAIServingResponses
+
+    chat, tokenizer = servers.serving_chat(tokenizer_dir, _path(template) if template else None)
+    responses = OpenAIServingResponses(chat.tokenizer_manager, chat.template_manager)
+    make_request = responses._make_request
+
+    async def made(*args, **kwargs):
+        _messages, _prompts, _engine_prompts, processed = await make_request(*args, **kwargs)
+        raise _Rendered(list(processed.prompt_ids))
+
+    responses._make_request = made
+    # The body is sent to the served model (SGLang refuses other names, and fails on none).
+    body = {**case["body"], "model": chat.tokenizer_manager.served_model_name}
+    try:
+        request = ResponsesRequest.model_validate(body)
+    except ValidationError as error:
+        return {"error": _validation_error(error)}
+    seen.clear()
+    try:
+        answer = asyncio.run(responses.create_responses(request))
+    except _Rendered as rendered:
+        token_ids = rendered.prompt_ids
+        text = seen[-1] if seen else tokenizer.decode(token_ids)
+        return {
+            "text": text,
+            "token_ids": token_ids,
+            "tokenizer_json_ids": servers.tokenizer_json(tokenizer_dir).encode(text, add_special_tokens=False).ids,
+        }
+    body = getattr(answer, "body", b"")
+    try:
+        return {"error": json.loads(body)["error"]["message"]}
+    except Exception:
+        return {"error": f"answered without a prompt: {body!r}"}
 
 
 def _record_rendered_text(seen: list) -> None:

@@ -30,6 +30,7 @@ INPUT.json (use "-" for stdin):
         "tool_call_parser": "hermes",         # optional: as `--tool-call-parser`
         "body": {...},                        # the /v1/chat/completions request body
         "endpoint": "messages",               # optional: the body is sent to /v1/messages
+                                              # ("responses": to /v1/responses)
         "now": "2026-11-29T10:00:00"          # what strftime_now() sees; optional
     }],
      "templates": ["X.jinja", ...]}            # optional: templates to read facts from
@@ -141,6 +142,17 @@ class Servers:
         return online
 
 
+def _added_special_tokens(tokenizer) -> tuple[str, str]:
+    """The text of the special tokens the tokenizer adds before and after an encoded text."""
+    with_special = tokenizer.encode("a", add_special_tokens=True)
+    without = tokenizer.encode("a", add_special_tokens=False)
+    for start in range(len(with_special) - len(without) + 1):
+        if with_special[start : start + len(without)] == without:
+            end = start + len(without)
+            return tokenizer.decode(with_special[:start]), tokenizer.decode(with_special[end:])
+    return "", ""
+
+
 def _error_text(error) -> str:
     message = getattr(error, "error", None)
     if message is not None and hasattr(message, "message"):
@@ -173,6 +185,10 @@ async def render_case(servers: Servers, case: dict, seen: list) -> dict:
     try:
         if case.get("endpoint") == "messages":
             request = anthropic_chat_request(online, case["body"])
+        elif case.get("endpoint") == "responses":
+            from vllm.entrypoints.openai.responses.protocol import ResponsesRequest
+
+            request = ResponsesRequest.model_validate(case["body"])
         else:
             request = ChatCompletionRequest.model_validate(case["body"])
     except ValidationError as error:
@@ -181,17 +197,31 @@ async def render_case(servers: Servers, case: dict, seen: list) -> dict:
         return {"error": _error_text(error)}
     seen.clear()
     try:
-        result = await online.render_chat(request)
+        if case.get("endpoint") == "responses":
+            # `OpenAIServingResponses._render_resolved_response_inputs` without a previous
+            # response.
+            result = await online.render_responses(request)
+        else:
+            result = await online.render_chat(request)
     except ValidationError as error:
         return {"error": _validation_error(error)}
     except Exception as error:  # vLLM answers these with 400 (or 500): refused either way
         return {"error": _error_text(error)}
     if isinstance(result, ErrorResponse):
         return {"error": _error_text(result)}
-    _conversation, engine_inputs = result
+    if case.get("endpoint") == "responses":
+        engine_inputs = [result.engine_input]
+    else:
+        _conversation, engine_inputs = result
     token_ids = list(engine_inputs[0]["prompt_token_ids"])
     tokenizer = online.renderer.get_tokenizer()
     text = seen[0]["text"] if seen else tokenizer.decode(token_ids)
+    if case.get("endpoint") == "responses":
+        # The Responses path encodes with `add_special_tokens=True` (`TokenizeParams`'
+        # default): the prompt vLLM prefills starts (and ends) with the special tokens the
+        # tokenizer adds, which the template's text does not show.
+        before, after = _added_special_tokens(tokenizer)
+        text = before + text + after
     rendered = {
         "text": text,
         "token_ids": token_ids,

@@ -428,6 +428,33 @@ impl Tokenizer {
         }
     }
 
+    /// The text of the special tokens the tokenizer adds around an encoded text when asked to
+    /// (its post-processor's, e.g. Llama 3's `<|begin_of_text|>` in front): before and after.
+    pub fn added_special_tokens(&self) -> (String, String) {
+        let Backend::HuggingFace { tokenizer, .. } = &self.backend else {
+            return (String::new(), String::new());
+        };
+        let encode = |add_special_tokens| {
+            tokenizer
+                .encode("a", add_special_tokens)
+                .map(|encoding| encoding.get_ids().to_vec())
+                .unwrap_or_default()
+        };
+        let (with, without) = (encode(true), encode(false));
+        let Some(at) = with
+            .windows(without.len().max(1))
+            .position(|window| window == without.as_slice())
+        else {
+            return (String::new(), String::new());
+        };
+        let text = |ids: &[u32]| {
+            ids.iter()
+                .filter_map(|id| tokenizer.id_to_token(*id))
+                .collect::<String>()
+        };
+        (text(&with[..at]), text(&with[at + without.len()..]))
+    }
+
     pub fn decode(&self, ids: &[u32]) -> String {
         match &self.backend {
             Backend::O200k(tokenizer) => {

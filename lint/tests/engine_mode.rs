@@ -91,16 +91,37 @@ fn what_the_engine_never_sees_is_no_break() {
         "fixtures/rules/json-reserialized/fail/arguments-spacing.jsonl",
         "fixtures/rules/json-reserialized/fail/arguments-unicode-escape-pairs.jsonl",
         "fixtures/rules/history-rewrite/fail/thinking-removed-pairs.jsonl",
-        "fixtures/rules/history-rewrite/fail/reasoning-items-dropped.jsonl",
         "fixtures/rules/history-rewrite/fail/unicode-nfc.jsonl",
     ]);
-    assert_eq!(sessions.len(), 5);
+    assert_eq!(sessions.len(), 4);
     for (path, actual) in sessions {
         assert!(
             actual.iter().all(|finding| finding.severity != "error"),
             "{path}: {actual:?}"
         );
     }
+}
+
+#[test]
+fn encrypted_reasoning_is_refused_as_vllms_responses_endpoint_refuses_it() {
+    let assets =
+        kvlint_fixtures::assets().expect("test assets missing: run scripts/fetch-assets.sh");
+    let output = Command::new(env!("CARGO_BIN_EXE_kvlint"))
+        .current_dir(kvlint_fixtures::repository())
+        .args(["check", "--format", "json", "--chat-template"])
+        .arg(assets.join("templates/Qwen-Qwen2.5-7B-Instruct.jinja"))
+        .arg("--tokenizer")
+        .arg(assets.join("tokenizers/qwen3/tokenizer.json"))
+        .arg("fixtures/rules/history-rewrite/fail/reasoning-items-dropped.jsonl")
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let message = report["errors"][0]["message"].as_str().unwrap();
+    assert!(
+        message.contains("turn 1 cannot be rendered: vLLM refuses the request: Encrypted content is not supported."),
+        "{message}"
+    );
+    assert_eq!(output.status.code(), Some(2), "an input error");
 }
 
 /// The turns of a session checked in engine mode with `--engine`.

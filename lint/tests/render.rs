@@ -105,7 +105,8 @@ fn engine_mode_renders_as_vllm_parses_and_names_what_vllm_refuses() {
     assert!(error.contains("turn 1 cannot be rendered"), "{error}");
     assert!(error.contains("vLLM refuses the request"), "{error}");
 
-    // SGLang's parsing is not modelled: the body reaches the template as sent.
+    // SGLang parses the same bodies its own way: a last assistant message becomes a user
+    // message, and a null system content is "".
     let (report, code) = render(&[
         "render",
         "--format",
@@ -117,11 +118,13 @@ fn engine_mode_renders_as_vllm_parses_and_names_what_vllm_refuses() {
         path,
     ]);
     assert_eq!(code, 0);
+    let session = &report["sessions"][0];
+    assert_eq!(session["renderer"], "engine:sglang:stable.jinja+o200k_base");
     assert_eq!(
-        report["sessions"][0]["renderer"],
-        "engine:stable.jinja+o200k_base"
+        session["turns"][0]["text"],
+        "<|im_start|>user\nhi<|im_end|>\n<|im_start|>user\n<|im_end|>\n<|im_start|>assistant\n"
     );
-    assert!(report["sessions"][0]["turns"][1]["text"].is_string());
+    assert!(session["turns"][1]["text"].is_string());
 }
 
 #[test]

@@ -180,6 +180,11 @@ impl Renderer {
                     input.add_generation_prompt,
                 )?;
                 text.push_str(&input.prefill);
+                if input.add_special_tokens {
+                    let (before, after) = tokenizer.added_special_tokens();
+                    text.insert_str(0, &before);
+                    text.push_str(&after);
+                }
                 let segments =
                     locate_parts(&text, request, input.tools.as_deref().unwrap_or_default());
                 let earlier = previous.map(|(_, rendered)| (&*rendered.text, &rendered.tokens));

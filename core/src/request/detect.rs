@@ -32,19 +32,22 @@ impl BodyFormat {
                     })
                 })
         });
-        let openai_roles = messages.iter().any(|message| {
-            message.get("tool_calls").is_some()
-                || matches!(
-                    message.get("role").and_then(Value::as_str),
-                    Some("system" | "developer" | "tool" | "function")
-                )
-        });
-        if !openai_roles
-            && (body.contains_key("system")
-                || anthropic_tools
-                || anthropic_blocks
-                || model_is_claude)
-        {
+        let role_is = |roles: &[&str]| {
+            messages.iter().any(|message| {
+                message
+                    .get("role")
+                    .and_then(Value::as_str)
+                    .is_some_and(|role| roles.contains(&role))
+            })
+        };
+        let openai_roles = role_is(&["developer", "tool", "function"])
+            || messages
+                .iter()
+                .any(|message| message.get("tool_calls").is_some());
+        // A system message among the messages is OpenAI's way, unless the body is Anthropic's
+        // by its own signs (engines' `/v1/messages` take such messages).
+        let anthropic_signs = body.contains_key("system") || anthropic_tools || anthropic_blocks;
+        if !openai_roles && (anthropic_signs || (model_is_claude && !role_is(&["system"]))) {
             Some(Self::AnthropicMessages)
         } else {
             Some(Self::OpenAiChat)

@@ -194,6 +194,15 @@ impl ChatTemplate {
         })
     }
 
+    /// The template without special tokens or extra variables, as an engine's probe renders
+    /// it in a plain Jinja environment (`bos_token` undefined).
+    pub fn bare(&self) -> Self {
+        let mut bare = self.clone();
+        bare.special_tokens.clear();
+        bare.kwargs.clear();
+        bare
+    }
+
     /// Renders the default template for every request, with tools too, as an engine that
     /// does not choose a tokenizer config's `tool_use` template does.
     pub fn render_default_only(&mut self) {

@@ -52,6 +52,9 @@ pub struct TemplateInput<'a> {
     /// Text the engine appends to the rendered prompt: llama.cpp's assistant prefill (a last
     /// assistant message, continued rather than closed).
     pub prefill: String,
+    /// The engine encodes the prompt with the tokenizer's own special tokens added (vLLM's
+    /// Responses endpoint): a Llama 3 prompt then starts with two `<|begin_of_text|>`.
+    pub add_special_tokens: bool,
 }
 
 impl TemplateInput<'_> {
@@ -69,6 +72,7 @@ impl TemplateInput<'_> {
             add_generation_prompt: self.add_generation_prompt,
             template: self.template,
             prefill: self.prefill,
+            add_special_tokens: self.add_special_tokens,
         }
     }
 }
@@ -175,6 +179,7 @@ impl EngineRequest {
                     add_generation_prompt,
                     template: None,
                     prefill: String::new(),
+                    add_special_tokens: false,
                 })
             }
             Self::Vllm(server) => server.template_input(request, template, add_generation_prompt),

@@ -161,6 +161,7 @@ impl LlamaCppServer {
             add_generation_prompt,
             template: thinking_off,
             prefill,
+            add_special_tokens: false,
         })
     }
 }

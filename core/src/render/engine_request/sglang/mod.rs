@@ -34,11 +34,12 @@
 //! 2020-12 meta-schema.
 //!
 //! An Anthropic Messages body is taken as SGLang's
-//! own `/v1/messages` converts it (`anthropic`); a Responses body as a gateway hands it to the
-//! chat endpoint (its chat view).
+//! own `/v1/messages` converts it (`anthropic`), a Responses body as its own `/v1/responses`
+//! does (`responses`).
 
 mod anthropic;
 mod request;
+mod responses;
 mod schema;
 
 use std::borrow::Cow;
@@ -47,7 +48,6 @@ use serde_json::{Map, Value};
 
 use super::{TemplateInput, TemplateSources, with_variables};
 use crate::error::InputError;
-use crate::render::openai_chat_body;
 use crate::request::{BodyFormat, Request};
 use crate::template::ChatTemplate;
 use request::{MEDIA_PART_TYPES, dumped_message, dumped_tools, invalid};
@@ -91,53 +91,51 @@ impl SglangServer {
         template: &ChatTemplate,
         add_generation_prompt: bool,
     ) -> Result<TemplateInput<'a>, InputError> {
+        let renders_inline_system = || {
+            let sentinel = "__sglang_inline_system_sentinel__";
+            let probe: Vec<Value> = [
+                ("system", "t"),
+                ("user", "t"),
+                ("system", sentinel),
+                ("user", "t"),
+            ]
+            .iter()
+            .map(|(role, content)| serde_json::json!({"role": role, "content": content}))
+            .collect();
+            // `detect_inline_system_support` renders in a plain Jinja environment.
+            template
+                .bare()
+                .render(&probe, None, false)
+                .is_ok_and(|text| text.contains(sentinel))
+        };
+        let not_modelled = |what| InputError::NotModelled {
+            engine: DISPLAY_NAME,
+            what,
+        };
         let converted_body;
-        let body = match (&request.format, &request.body) {
-            (BodyFormat::OpenAiChat, Value::Object(body)) => body,
+        let (body, endpoint) = match (&request.format, &request.body) {
+            (BodyFormat::OpenAiChat, Value::Object(body)) => (body, Endpoint::ChatCompletions),
             (BodyFormat::OpenAiChat, _) => {
                 return Err(refused("Input should be a valid dictionary"));
             }
             (BodyFormat::AnthropicMessages, body) => {
-                let renders_inline_system = || {
-                    let sentinel = "__sglang_inline_system_sentinel__";
-                    let probe: Vec<Value> = [
-                        ("system", "t"),
-                        ("user", "t"),
-                        ("system", sentinel),
-                        ("user", "t"),
-                    ]
-                    .iter()
-                    .map(|(role, content)| serde_json::json!({"role": role, "content": content}))
-                    .collect();
-                    template
-                        .render(&probe, None, false)
-                        .is_ok_and(|text| text.contains(sentinel))
-                };
                 converted_body =
                     anthropic::to_chat_body(body, renders_inline_system).map_err(refused)?;
-                &converted_body
+                (&converted_body, Endpoint::ChatCompletions)
             }
-            // A Responses body, as a gateway hands it to this endpoint.
-            (BodyFormat::OpenAiResponses, _) => {
-                let (messages, tools) = openai_chat_body(request);
-                let mut body = Map::new();
-                body.insert("messages".into(), Value::Array(messages));
-                if let Some(tools) = tools {
-                    body.insert("tools".into(), Value::Array(tools));
-                }
-                converted_body = body;
-                &converted_body
+            (BodyFormat::OpenAiResponses, body) => {
+                converted_body = responses::to_chat_body(body, renders_inline_system)
+                    .map_err(refused)?
+                    .map_err(not_modelled)?;
+                (&converted_body, Endpoint::Responses)
             }
         };
-        let prepared = self.prepare(body).map_err(refused)?;
+        let prepared = self.prepare(body, endpoint).map_err(refused)?;
         let Prepared {
             messages,
             tools,
             variables,
-        } = prepared.map_err(|what| InputError::NotModelled {
-            engine: DISPLAY_NAME,
-            what,
-        })?;
+        } = prepared.map_err(not_modelled)?;
         let template = with_variables(template, variables.iter());
         Ok(TemplateInput {
             messages: messages.into_iter().map(Cow::Owned).collect(),
@@ -145,13 +143,18 @@ impl SglangServer {
             add_generation_prompt,
             template,
             prefill: String::new(),
+            add_special_tokens: false,
         })
     }
 
     /// The template's input, or SGLang's reason to refuse the request (outer `Err`), or what
     /// kvlint does not model (inner `Err`).
     #[allow(clippy::type_complexity)]
-    fn prepare(&self, body: &Map<String, Value>) -> Result<Result<Prepared, String>, String> {
+    fn prepare(
+        &self,
+        body: &Map<String, Value>,
+        endpoint: Endpoint,
+    ) -> Result<Result<Prepared, String>, String> {
         if body.get("model").is_some_and(|model| !model.is_string()) {
             return Err(invalid("Input should be a valid string", "model"));
         }
@@ -171,85 +174,25 @@ impl SglangServer {
         let continue_final_message = body
             .get("continue_final_message")
             .is_some_and(|flag| flag == &Value::Bool(true));
-        // `_validate_request`.
-        if dumped.is_empty() {
-            return Err("Messages cannot be empty.".into());
+        if endpoint == Endpoint::ChatCompletions {
+            validate_request(&mut dumped, &mut tools, &tool_choice, &variables)?;
         }
-        if variables.contains_key("chat_template") {
-            return Err(
-                "Request-supplied chat_template is not allowed. Start the server with \
-                        --trust-request-chat-template to permit it."
-                    .into(),
-            );
-        }
+        // `_validate_media_content`, on both endpoints.
         if let Some(kind) = dumped.iter().find_map(media_part) {
             return Err(format!(
                 "Model only supports text input; received unsupported content type '{kind}'."
             ));
         }
-        let message_tools: Vec<&Value> = dumped
-            .iter()
-            .filter(|message| {
+        let has_tools = tools.iter().flatten().next().is_some()
+            || dumped.iter().any(|message| {
                 matches!(
                     message["role"].as_str(),
                     Some("root" | "system" | "developer")
-                )
-            })
-            .filter_map(|message| message.get("tools")?.as_array())
-            .flatten()
-            .collect();
-        let tool_name = |tool: &Value| tool.pointer("/function/name").cloned();
-        let effective_names: Vec<Value> = tools
-            .iter()
-            .flatten()
-            .chain(message_tools.iter().copied())
-            .filter_map(tool_name)
-            .collect();
-        match &tool_choice {
-            ToolChoice::Required if effective_names.is_empty() => {
-                return Err("Tools cannot be empty if tool choice is set to required.".into());
-            }
-            ToolChoice::Named(_) if effective_names.is_empty() => {
-                return Err(
-                    "Tools cannot be empty if tool choice is set to a specific tool.".into(),
-                );
-            }
-            ToolChoice::Named(name) if !effective_names.contains(name) => {
-                let shown = name
-                    .as_str()
-                    .map_or_else(|| name.to_string(), str::to_owned);
-                return Err(format!("Tool '{shown}' not found in tools list."));
-            }
-            _ => {}
-        }
-        if !message_tools.is_empty() {
-            let mut names = effective_names.clone();
-            names.sort_by_key(Value::to_string);
-            names.dedup();
-            if names.len() != effective_names.len() {
-                return Err("Tool names must be unique across request and message tools.".into());
-            }
-        }
-        let message_tools = dumped
-            .iter_mut()
-            .filter(|message| {
-                matches!(
-                    message["role"].as_str(),
-                    Some("root" | "system" | "developer")
-                )
-            })
-            .filter_map(|message| message.get_mut("tools")?.as_array_mut())
-            .flatten();
-        for (index, tool) in tools.iter_mut().flatten().chain(message_tools).enumerate() {
-            if let Some(parameters) = tool.pointer_mut("/function/parameters")
-                && !parameters.is_null()
-            {
-                schema::normalize_types(parameters);
-                schema::check(parameters).map_err(|reason| {
-                    format!("Tool {index} function has invalid 'parameters' schema: {reason}")
-                })?;
-            }
-        }
+                ) && message
+                    .get("tools")
+                    .and_then(Value::as_array)
+                    .is_some_and(|tools| !tools.is_empty())
+            });
         // `_apply_jinja_template`.
         let mut conversation = Vec::with_capacity(dumped.len());
         for (index, mut message) in dumped.into_iter().enumerate() {
@@ -273,13 +216,13 @@ impl SglangServer {
             *last = user;
         }
         let tools = match tool_choice {
-            _ if effective_names.is_empty() => None,
+            _ if !has_tools => None,
             ToolChoice::None => None,
             ToolChoice::Named(name) => Some(
                 tools
                     .into_iter()
                     .flatten()
-                    .filter(|tool| tool_name(tool).as_ref() == Some(&name))
+                    .filter(|tool| tool.pointer("/function/name") == Some(&name))
                     .collect::<Vec<_>>(),
             )
             .filter(|tools| !tools.is_empty()),
@@ -327,6 +270,89 @@ impl SglangServer {
     }
 }
 
+/// `OpenAIServingChat._validate_request` (the chat endpoint only): empty conversations,
+/// request templates, tool choices naming no tool, duplicate tool names and tool schemas,
+/// whose type names it rewrites in place first.
+fn validate_request(
+    dumped: &mut [Map<String, Value>],
+    tools: &mut Option<Vec<Value>>,
+    tool_choice: &ToolChoice,
+    variables: &Map<String, Value>,
+) -> Result<(), String> {
+    if dumped.is_empty() {
+        return Err("Messages cannot be empty.".into());
+    }
+    if variables.contains_key("chat_template") {
+        return Err(
+            "Request-supplied chat_template is not allowed. Start the server with \
+                        --trust-request-chat-template to permit it."
+                .into(),
+        );
+    }
+    let message_tools: Vec<&Value> = dumped
+        .iter()
+        .filter(|message| {
+            matches!(
+                message["role"].as_str(),
+                Some("root" | "system" | "developer")
+            )
+        })
+        .filter_map(|message| message.get("tools")?.as_array())
+        .flatten()
+        .collect();
+    let tool_name = |tool: &Value| tool.pointer("/function/name").cloned();
+    let effective_names: Vec<Value> = tools
+        .iter()
+        .flatten()
+        .chain(message_tools.iter().copied())
+        .filter_map(tool_name)
+        .collect();
+    match tool_choice {
+        ToolChoice::Required if effective_names.is_empty() => {
+            return Err("Tools cannot be empty if tool choice is set to required.".into());
+        }
+        ToolChoice::Named(_) if effective_names.is_empty() => {
+            return Err("Tools cannot be empty if tool choice is set to a specific tool.".into());
+        }
+        ToolChoice::Named(name) if !effective_names.contains(name) => {
+            let shown = name
+                .as_str()
+                .map_or_else(|| name.to_string(), str::to_owned);
+            return Err(format!("Tool '{shown}' not found in tools list."));
+        }
+        _ => {}
+    }
+    if !message_tools.is_empty() {
+        let mut names = effective_names.clone();
+        names.sort_by_key(Value::to_string);
+        names.dedup();
+        if names.len() != effective_names.len() {
+            return Err("Tool names must be unique across request and message tools.".into());
+        }
+    }
+    let message_tools = dumped
+        .iter_mut()
+        .filter(|message| {
+            matches!(
+                message["role"].as_str(),
+                Some("root" | "system" | "developer")
+            )
+        })
+        .filter_map(|message| message.get_mut("tools")?.as_array_mut())
+        .flatten();
+    for (index, tool) in tools.iter_mut().flatten().chain(message_tools).enumerate() {
+        if let Some(parameters) = tool.pointer_mut("/function/parameters")
+            && !parameters.is_null()
+        {
+            schema::normalize_types(parameters);
+            schema::check(parameters).map_err(|reason| {
+                format!("Tool {index} function has invalid 'parameters' schema: {reason}")
+            })?;
+        }
+    }
+    Ok(())
+}
+
 /// A text part's text.
 fn text_of(part: &Value) -> Option<&str> {
     if part["type"] == "text" {
@@ -334,6 +360,14 @@ fn text_of(part: &Value) -> Option<&str> {
     } else {
         None
     }
+}
+
+/// The endpoint a request came to: the Responses endpoint builds a chat request and skips
+/// the chat endpoint's `_validate_request`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Endpoint {
+    ChatCompletions,
+    Responses,
 }
 
 /// What the template renders, as SGLang hands it over.

@@ -11,9 +11,8 @@
 //!
 //! The server modelled: `--chat-template`, content format `auto`, tool calling enabled
 //! (`--enable-auto-tool-choice --tool-call-parser …`), a text-only model. An Anthropic
-//! Messages body is taken as vLLM's own `/v1/messages` converts it (`anthropic`); a Responses
-//! body as a gateway hands it to the chat endpoint: its chat view (vLLM's own `/v1/responses`
-//! is not modelled).
+//! Messages body is taken as vLLM's own `/v1/messages` converts it (`anthropic`), a Responses
+//! body as its own `/v1/responses` does for a model without Harmony (`responses`).
 //!
 //! Not reproduced: image, audio and video parts, `continue_final_message` (both reported as
 //! not modelled); gpt-oss, which vLLM renders with Harmony rather than its template; prompts
@@ -27,6 +26,7 @@ mod anthropic;
 mod content;
 mod messages;
 mod request;
+mod responses;
 mod template_facts;
 
 use std::borrow::Cow;
@@ -36,7 +36,6 @@ use serde_json::{Map, Value};
 
 use super::{TemplateInput, TemplateSources};
 use crate::error::InputError;
-use crate::render::openai_chat_body;
 use crate::request::{BodyFormat, Request};
 use crate::template::ChatTemplate;
 use template_facts::TemplateFacts;
@@ -142,7 +141,8 @@ impl VllmServer {
                         .iter()
                         .map(|role| serde_json::json!({"role": role, "content": "t"}))
                         .collect();
-                    template.render(&probe, None, false).is_err()
+                    // `_detect_merge_inline_system` renders in a plain Jinja environment.
+                    template.bare().render(&probe, None, false).is_err()
                 };
                 let body = anthropic::to_chat_body(&request.body, merges_inline_system)
                     .map_err(Failure::Refused)?;
@@ -150,7 +150,9 @@ impl VllmServer {
                 let input = self.chat_input(&body, template, add_generation_prompt)?;
                 Ok(input.into_owned())
             }
-            BodyFormat::OpenAiResponses => self.gateway_input(request, add_generation_prompt),
+            BodyFormat::OpenAiResponses => {
+                self.responses_input(request, template, add_generation_prompt)
+            }
         }
     }
 
@@ -200,24 +202,24 @@ impl VllmServer {
                 .unwrap_or(add_generation_prompt),
             template,
             prefill: String::new(),
+            add_special_tokens: false,
         })
     }
 
-    /// A Responses body, as a gateway translates it for vLLM's chat completions: its chat
-    /// view, tool-call arguments as JSON strings.
-    fn gateway_input<'a>(
+    /// A Responses body, as vLLM's `/v1/responses` turns it into chat messages (`responses`).
+    fn responses_input(
         &self,
-        request: &'a Request,
+        request: &Request,
+        template: &ChatTemplate,
         add_generation_prompt: bool,
-    ) -> Result<TemplateInput<'a>, InputError> {
-        let (messages, tools) = openai_chat_body(request);
-        for (index, message) in messages.iter().enumerate() {
-            request::check_message(message).map_err(|reason| Failure::Refused(reason).at(index))?;
-        }
-        let tools = tools.map(Value::Array);
-        let tools = request::dumped_tools(tools.as_ref()).map_err(Failure::Refused)?;
+    ) -> Result<TemplateInput<'static>, InputError> {
+        let converted = responses::convert(&request.body).map_err(|refusal| match refusal {
+            Err(reason) => Failure::Refused(reason),
+            Ok(what) => Failure::NotModelled(what),
+        })?;
+        let tools = request::dumped_tools(converted.tools.as_ref()).map_err(Failure::Refused)?;
         let facts = self.facts(tools.is_some());
-        let conversation = messages::parse_messages(&messages, facts)?
+        let conversation = messages::parse_messages(&converted.messages, facts)?
             .into_iter()
             .map(|message| Cow::Owned(message.into_owned()))
             .collect();
@@ -225,8 +227,11 @@ impl VllmServer {
             messages: conversation,
             tools: tools.map(|tools| tools.into_iter().map(Cow::Owned).collect()),
             add_generation_prompt,
-            template: None,
+            template: template_with(&converted.variables, facts, template),
             prefill: String::new(),
+            // `ResponsesRequest.build_tok_params` leaves `TokenizeParams.add_special_tokens`
+            // at its default, true, where the chat endpoint passes false.
+            add_special_tokens: true,
         })
     }
 }
