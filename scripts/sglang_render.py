@@ -38,32 +38,19 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import contextlib  # noqa: E402
-import datetime as _dt  # noqa: E402
 import json  # noqa: E402
 import logging  # noqa: E402
 import sys  # noqa: E402
 import warnings  # noqa: E402
 from types import SimpleNamespace  # noqa: E402
 
+from engine_oracle import expand, pin_now, validation_error  # noqa: E402
+
 DEFAULT_NOW = "2026-11-29T10:00:00"
 
 
-def _path(p: str) -> str:
-    return os.path.abspath(os.path.expandvars(os.path.expanduser(p)))
 
 
-def _pin_now(now_iso: str) -> None:
-    # transformers' strftime_now reads `datetime.now()` from chat_template_utils' globals.
-    import transformers.utils.chat_template_utils as ctu
-
-    now = _dt.datetime.fromisoformat(now_iso)
-
-    class FrozenDatetime(_dt.datetime):
-        @classmethod
-        def now(cls, tz=None):
-            return now if tz is None else now.replace(tzinfo=tz)
-
-    ctu.datetime = FrozenDatetime
 
 
 class Servers:
@@ -113,13 +100,6 @@ class Servers:
         return self.servers[key]
 
 
-def _validation_error(error) -> str:
-    try:
-        first = error.errors()[0]
-        place = ".".join(str(part) for part in first.get("loc", ()))
-        return f"{first.get('msg')} at {place}" if place else str(first.get("msg"))
-    except Exception:
-        return str(error)
 
 
 def render_case(servers: Servers, case: dict, seen: list) -> dict:
@@ -127,9 +107,9 @@ def render_case(servers: Servers, case: dict, seen: list) -> dict:
     from sglang.srt.entrypoints.openai.protocol import ChatCompletionRequest
 
     template = case.get("chat_template_file")
-    tokenizer_dir = _path(case["tokenizer_dir"])
-    chat, tokenizer = servers.serving_chat(tokenizer_dir, _path(template) if template else None)
-    _pin_now(case.get("now") or DEFAULT_NOW)
+    tokenizer_dir = expand(case["tokenizer_dir"])
+    chat, tokenizer = servers.serving_chat(tokenizer_dir, expand(template) if template else None)
+    pin_now(case.get("now") or DEFAULT_NOW)
     if case.get("endpoint") == "responses":
         return render_responses(servers, case, tokenizer_dir, template, seen)
     try:
@@ -138,7 +118,7 @@ def render_case(servers: Servers, case: dict, seen: list) -> dict:
         else:
             request = ChatCompletionRequest.model_validate(case["body"])
     except ValidationError as error:
-        return {"error": _validation_error(error)}
+        return {"error": validation_error(error)}
     except ValueError as error:  # the conversion's refusals, answered with 400
         return {"error": str(error)}
     error = chat._validate_request(request)
@@ -148,7 +128,7 @@ def render_case(servers: Servers, case: dict, seen: list) -> dict:
     try:
         adapted, _ = chat._convert_to_internal_request(request, None)
     except ValidationError as error:
-        return {"error": _validation_error(error)}
+        return {"error": validation_error(error)}
     except ValueError as error:  # handle_request answers these with 400
         return {"error": str(error)}
     token_ids = list(adapted.input_ids)
@@ -187,7 +167,7 @@ def render_responses(servers: Servers, case: dict, tokenizer_dir: str, template,
     from sglang.srt.entrypoints.openai.protocol import ResponsesRequest
     from sglang.srt.entrypoints.openai.serving_responses import OpenAIServingResponses
 
-    chat, tokenizer = servers.serving_chat(tokenizer_dir, _path(template) if template else None)
+    chat, tokenizer = servers.serving_chat(tokenizer_dir, expand(template) if template else None)
     responses = OpenAIServingResponses(chat.tokenizer_manager, chat.template_manager)
     make_request = responses._make_request
 
@@ -201,7 +181,7 @@ def render_responses(servers: Servers, case: dict, tokenizer_dir: str, template,
     try:
         request = ResponsesRequest.model_validate(body)
     except ValidationError as error:
-        return {"error": _validation_error(error)}
+        return {"error": validation_error(error)}
     seen.clear()
     try:
         answer = asyncio.run(responses.create_responses(request))
@@ -246,7 +226,7 @@ def main(argv) -> int:
     with contextlib.redirect_stdout(sys.stderr), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         logging.disable(logging.WARNING)
-        servers = Servers(_path(doc["model_dir"]))
+        servers = Servers(expand(doc["model_dir"]))
         seen: list = []
         _record_rendered_text(seen)
         for case in doc["cases"]:

@@ -66,31 +66,17 @@ os.environ.setdefault("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "1")
 
 import asyncio  # noqa: E402
 import contextlib  # noqa: E402
-import datetime as _dt  # noqa: E402
 import json  # noqa: E402
 import sys  # noqa: E402
+
+from engine_oracle import expand, pin_now, validation_error  # noqa: E402
 
 DEFAULT_NOW = "2026-11-29T10:00:00"
 DEBUG = os.environ.get("KVLINT_VLLM_DEBUG") == "1"
 
 
-def _path(p: str) -> str:
-    return os.path.expandvars(os.path.expanduser(p))
 
 
-def _pin_now(now_iso: str) -> None:
-    # transformers' strftime_now reads `datetime.now()` from chat_template_utils' globals at
-    # call time (see scripts/reference_render.py); vLLM renders through transformers.
-    import transformers.utils.chat_template_utils as ctu
-
-    now = _dt.datetime.fromisoformat(now_iso)
-
-    class FrozenDatetime(_dt.datetime):
-        @classmethod
-        def now(cls, tz=None):
-            return now if tz is None else now.replace(tzinfo=tz)
-
-    ctu.datetime = FrozenDatetime
 
 
 class Servers:
@@ -105,7 +91,7 @@ class Servers:
     def tokenizer_json(self, tokenizer_dir: str):
         from tokenizers import Tokenizer
 
-        path = os.path.join(os.path.abspath(_path(tokenizer_dir)), "tokenizer.json")
+        path = os.path.join(expand(tokenizer_dir), "tokenizer.json")
         if path not in self.tokenizer_jsons:
             self.tokenizer_jsons[path] = Tokenizer.from_file(path)
         return self.tokenizer_jsons[path]
@@ -160,14 +146,6 @@ def _error_text(error) -> str:
     return f"{type(error).__name__}: {error}"
 
 
-def _validation_error(error) -> str:
-    # FastAPI answers a pydantic error with 400 and the errors list; keep the first reason.
-    try:
-        first = error.errors()[0]
-        place = ".".join(str(part) for part in first.get("loc", ()))
-        return f"{first.get('msg')} at {place}" if place else str(first.get("msg"))
-    except Exception:
-        return str(error)
 
 
 async def render_case(servers: Servers, case: dict, seen: list) -> dict:
@@ -177,11 +155,11 @@ async def render_case(servers: Servers, case: dict, seen: list) -> dict:
 
     template = case.get("chat_template_file")
     online = servers.online_renderer(
-        os.path.abspath(_path(case["tokenizer_dir"])),
-        _path(template) if template else None,
+        expand(case["tokenizer_dir"]),
+        expand(template) if template else None,
         case.get("tool_call_parser"),
     )
-    _pin_now(case.get("now") or DEFAULT_NOW)
+    pin_now(case.get("now") or DEFAULT_NOW)
     try:
         if case.get("endpoint") == "messages":
             request = anthropic_chat_request(online, case["body"])
@@ -192,7 +170,7 @@ async def render_case(servers: Servers, case: dict, seen: list) -> dict:
         else:
             request = ChatCompletionRequest.model_validate(case["body"])
     except ValidationError as error:
-        return {"error": _validation_error(error)}
+        return {"error": validation_error(error)}
     except Exception as error:  # the request's model validators raise vLLM's own errors
         return {"error": _error_text(error)}
     seen.clear()
@@ -204,7 +182,7 @@ async def render_case(servers: Servers, case: dict, seen: list) -> dict:
         else:
             result = await online.render_chat(request)
     except ValidationError as error:
-        return {"error": _validation_error(error)}
+        return {"error": validation_error(error)}
     except Exception as error:  # vLLM answers these with 400 (or 500): refused either way
         return {"error": _error_text(error)}
     if isinstance(result, ErrorResponse):
@@ -271,7 +249,7 @@ def template_facts(paths: list) -> list:
 
     facts = []
     for path in paths:
-        with open(_path(path), encoding="utf-8") as f:
+        with open(expand(path), encoding="utf-8") as f:
             source = f.read()
         facts.append(
             {
@@ -284,7 +262,7 @@ def template_facts(paths: list) -> list:
 
 
 async def run(doc: dict) -> list:
-    servers = Servers(os.path.abspath(_path(doc["model_dir"])))
+    servers = Servers(expand(doc["model_dir"]))
     seen: list = []
     _record_template_inputs(seen)
     results = []

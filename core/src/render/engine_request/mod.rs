@@ -15,7 +15,7 @@ mod vllm;
 use std::borrow::Cow;
 use std::path::Path;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::error::InputError;
 use crate::request::Request;
@@ -130,6 +130,80 @@ impl TemplateSources {
     }
 }
 
+/// A pydantic validation failure: its message and where in the body.
+fn invalid(message: &str, place: &str) -> String {
+    format!("{message} at {place}")
+}
+
+/// What vLLM's and SGLang's `AnthropicMessagesRequest` both require, checked as their
+/// validators check it: a non-empty `model`, a positive `max_tokens`, a list of `messages`
+/// (`AnthropicMessage`: a role of user, assistant or system, and content), and the content of
+/// messages and `system` as `check_content` (the engine's own block types) checks it.
+struct AnthropicRequest<'b> {
+    body: &'b Map<String, Value>,
+    model: &'b Value,
+    max_tokens: &'b Value,
+    messages: &'b Vec<Value>,
+}
+
+impl<'b> AnthropicRequest<'b> {
+    fn of(
+        body: &'b Value,
+        check_content: fn(&Value, &str) -> Result<(), String>,
+    ) -> Result<Self, String> {
+        let Value::Object(body) = body else {
+            return Err("Input should be a valid dictionary".into());
+        };
+        let model = match body.get("model") {
+            Some(model @ Value::String(name)) if !name.is_empty() => model,
+            Some(Value::String(_)) => return Err("Value error, Model is required at model".into()),
+            Some(_) => return Err(invalid("Input should be a valid string", "model")),
+            None => return Err(invalid("Field required", "model")),
+        };
+        let max_tokens = match body.get("max_tokens") {
+            Some(number @ Value::Number(n)) if n.as_i64().is_some_and(|n| n > 0) => number,
+            Some(Value::Number(_)) => {
+                return Err("Value error, max_tokens must be positive at max_tokens".into());
+            }
+            Some(_) => return Err(invalid("Input should be a valid integer", "max_tokens")),
+            None => return Err(invalid("Field required", "max_tokens")),
+        };
+        let messages = match body.get("messages") {
+            Some(Value::Array(messages)) => messages,
+            Some(_) => return Err(invalid("Input should be a valid list", "messages")),
+            None => return Err(invalid("Field required", "messages")),
+        };
+        for (index, message) in messages.iter().enumerate() {
+            let place = format!("messages.{index}");
+            let Value::Object(message) = message else {
+                return Err(invalid("Input should be a valid dictionary", &place));
+            };
+            match message.get("role").and_then(Value::as_str) {
+                Some("user" | "assistant" | "system") => {}
+                _ => {
+                    return Err(invalid(
+                        "Input should be 'user', 'assistant' or 'system'",
+                        &format!("{place}.role"),
+                    ));
+                }
+            }
+            match message.get("content") {
+                Some(content) => check_content(content, &format!("{place}.content"))?,
+                None => return Err(invalid("Field required", &format!("{place}.content"))),
+            }
+        }
+        if let Some(system) = body.get("system").filter(|system| !system.is_null()) {
+            check_content(system, "system")?;
+        }
+        Ok(Self {
+            body,
+            model,
+            max_tokens,
+            messages,
+        })
+    }
+}
+
 /// The chat template with the variables a request sets, when one changes what the template
 /// was given.
 fn with_variables<'v>(
@@ -189,4 +263,23 @@ impl EngineRequest {
             Self::Sglang(server) => server.template_input(request, template, add_generation_prompt),
         }
     }
+}
+
+/// A chat template written to a file of its own, read as `--chat-template` reads it, with the
+/// clock at 2026-11-29 10:00.
+#[cfg(test)]
+fn template_file(source: &str) -> (std::path::PathBuf, ChatTemplate) {
+    #![allow(clippy::unwrap_used)]
+    let folder = std::env::temp_dir().join(format!("kvlint-engine-request-{}", std::process::id()));
+    std::fs::create_dir_all(&folder).unwrap();
+    let path = folder.join(format!(
+        "{}.jinja",
+        blake3::hash(source.as_bytes()).to_hex()
+    ));
+    std::fs::write(&path, source).unwrap();
+    let now = chrono::NaiveDate::from_ymd_opt(2026, 11, 29)
+        .and_then(|date| date.and_hms_opt(10, 0, 0))
+        .unwrap();
+    let template = ChatTemplate::from_file(&path, now).unwrap();
+    (path, template)
 }

@@ -7,17 +7,7 @@ const PARTS_TEMPLATE: &str =
 type Input = (Vec<Value>, Option<Vec<Value>>, bool, String);
 
 fn chat_template(source: &str) -> ChatTemplate {
-    let folder = std::env::temp_dir().join(format!("kvlint-llamacpp-{}", std::process::id()));
-    std::fs::create_dir_all(&folder).unwrap();
-    let path = folder.join(format!(
-        "{}.jinja",
-        blake3::hash(source.as_bytes()).to_hex()
-    ));
-    std::fs::write(&path, source).unwrap();
-    let now = chrono::NaiveDate::from_ymd_opt(2026, 11, 29)
-        .and_then(|date| date.and_hms_opt(10, 0, 0))
-        .unwrap();
-    ChatTemplate::from_file(&path, now).unwrap()
+    super::super::template_file(source).1
 }
 
 fn input(source: &str, body: Value) -> Result<Input, InputError> {

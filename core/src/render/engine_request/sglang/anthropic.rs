@@ -20,7 +20,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::request::invalid;
+use super::super::{AnthropicRequest, invalid};
 
 /// The block types of `AnthropicContentBlock`.
 const BLOCK_TYPES: [&str; 8] = [
@@ -44,47 +44,12 @@ pub(super) fn to_chat_body(
     body: &Value,
     renders_inline_system: impl FnOnce() -> bool,
 ) -> Result<Map<String, Value>, String> {
-    let Value::Object(request) = body else {
-        return Err("Input should be a valid dictionary".into());
-    };
-    let model = match request.get("model") {
-        Some(Value::String(model)) if !model.is_empty() => model,
-        Some(Value::String(_)) => return Err("Value error, Model is required at model".into()),
-        Some(_) => return Err(invalid("Input should be a valid string", "model")),
-        None => return Err(invalid("Field required", "model")),
-    };
-    let max_tokens = match request.get("max_tokens") {
-        Some(Value::Number(number)) if number.as_i64().is_some_and(|n| n > 0) => number.clone(),
-        Some(Value::Number(_)) => {
-            return Err("Value error, max_tokens must be positive at max_tokens".into());
-        }
-        Some(_) => return Err(invalid("Input should be a valid integer", "max_tokens")),
-        None => return Err(invalid("Field required", "max_tokens")),
-    };
-    let messages = match request.get("messages") {
-        Some(Value::Array(messages)) => messages,
-        Some(_) => return Err(invalid("Input should be a valid list", "messages")),
-        None => return Err(invalid("Field required", "messages")),
-    };
-    for (index, message) in messages.iter().enumerate() {
-        let place = format!("messages.{index}");
-        match message.get("role").and_then(Value::as_str) {
-            Some("user" | "assistant" | "system") => {}
-            _ => {
-                return Err(invalid(
-                    "Input should be 'user', 'assistant' or 'system'",
-                    &format!("{place}.role"),
-                ));
-            }
-        }
-        match message.get("content") {
-            Some(content) => check_content(content, &format!("{place}.content"))?,
-            None => return Err(invalid("Field required", &format!("{place}.content"))),
-        }
-    }
-    if let Some(system) = request.get("system").filter(|system| !system.is_null()) {
-        check_content(system, "system")?;
-    }
+    let AnthropicRequest {
+        body: request,
+        model,
+        max_tokens,
+        messages,
+    } = AnthropicRequest::of(body, check_content)?;
     let thinking = check_thinking(request.get("thinking"))?;
 
     let merge =
@@ -125,8 +90,8 @@ pub(super) fn to_chat_body(
 
     let mut chat = Map::new();
     chat.insert("messages".into(), Value::Array(converted));
-    chat.insert("model".into(), Value::String(model.clone()));
-    chat.insert("max_tokens".into(), Value::Number(max_tokens));
+    chat.insert("model".into(), model.clone());
+    chat.insert("max_tokens".into(), max_tokens.clone());
     if let Some("enabled" | "adaptive") = thinking {
         return Err(
             "Anthropic thinking is not supported for models without a reasoning parser".into(),

@@ -183,16 +183,8 @@ impl SglangServer {
                 "Model only supports text input; received unsupported content type '{kind}'."
             ));
         }
-        let has_tools = tools.iter().flatten().next().is_some()
-            || dumped.iter().any(|message| {
-                matches!(
-                    message["role"].as_str(),
-                    Some("root" | "system" | "developer")
-                ) && message
-                    .get("tools")
-                    .and_then(Value::as_array)
-                    .is_some_and(|tools| !tools.is_empty())
-            });
+        let has_tools =
+            tools.iter().flatten().next().is_some() || dumped.iter().any(declares_tools);
         // `_apply_jinja_template`.
         let mut conversation = Vec::with_capacity(dumped.len());
         for (index, mut message) in dumped.into_iter().enumerate() {
@@ -291,12 +283,7 @@ fn validate_request(
     }
     let message_tools: Vec<&Value> = dumped
         .iter()
-        .filter(|message| {
-            matches!(
-                message["role"].as_str(),
-                Some("root" | "system" | "developer")
-            )
-        })
+        .filter(|message| hosts_tools(message))
         .filter_map(|message| message.get("tools")?.as_array())
         .flatten()
         .collect();
@@ -332,12 +319,7 @@ fn validate_request(
     }
     let message_tools = dumped
         .iter_mut()
-        .filter(|message| {
-            matches!(
-                message["role"].as_str(),
-                Some("root" | "system" | "developer")
-            )
-        })
+        .filter(|message| hosts_tools(message))
         .filter_map(|message| message.get_mut("tools")?.as_array_mut())
         .flatten();
     for (index, tool) in tools.iter_mut().flatten().chain(message_tools).enumerate() {
@@ -351,6 +333,22 @@ fn validate_request(
         }
     }
     Ok(())
+}
+
+/// A message whose `tools` count (`_effective_tools`): a root, system or developer one.
+fn hosts_tools(message: &Map<String, Value>) -> bool {
+    matches!(
+        message["role"].as_str(),
+        Some("root" | "system" | "developer")
+    )
+}
+
+/// A message that declares tools of its own.
+fn declares_tools(message: &Map<String, Value>) -> bool {
+    hosts_tools(message)
+        && message["tools"]
+            .as_array()
+            .is_some_and(|tools| !tools.is_empty())
 }
 
 /// A text part's text.
@@ -390,14 +388,7 @@ fn tool_choice(
     messages: &[Map<String, Value>],
 ) -> Result<ToolChoice, String> {
     let has_tools = |value: Option<&Value>| value.is_some_and(|value| !value.is_null());
-    let message_tools = messages.iter().any(|message| {
-        matches!(
-            message["role"].as_str(),
-            Some("root" | "system" | "developer")
-        ) && message["tools"]
-            .as_array()
-            .is_some_and(|tools| !tools.is_empty())
-    });
+    let message_tools = messages.iter().any(declares_tools);
     match body.get("tool_choice") {
         None | Some(Value::Null) if has_tools(body.get("tools")) || message_tools => {
             Ok(ToolChoice::Auto)

@@ -26,10 +26,7 @@ const GENERIC_ROLES: [&str; 7] = [
 pub(super) const MEDIA_PART_TYPES: [&str; 4] =
     ["image_url", "video_url", "audio_url", "input_audio"];
 
-/// A pydantic validation failure: its message and where in the body.
-pub(super) fn invalid(message: &str, place: &str) -> String {
-    format!("{message} at {place}")
-}
+pub(super) use super::super::invalid;
 
 fn optional_string(map: &Map<String, Value>, key: &str, place: &str) -> Result<Value, String> {
     match map.get(key) {

@@ -15,8 +15,7 @@
 //! - when the template does not render a system message after the first, every system message
 //!   is merged into one leading message, joined with blank lines;
 //! - function tools become chat tools with `strict` (false when not sent); `reasoning.effort`
-//!   is the request's `reasoning_effort` ("none" also turns `thinking` and `enable_thinking`
-//!   off).
+//!   is the chat request's `reasoning_effort`.
 //!
 //! The request is taken as sent to the served model (SGLang refuses other model names, and
 //! fails on a body without one).
@@ -147,35 +146,17 @@ pub(super) fn to_chat_body(
         chat.insert("tool_choice".into(), choice);
         chat.insert("tools".into(), Value::Array(tools));
     }
-    let effort = request
+    // `normalize_reasoning_to_thinking` turns thinking off for "none" as the chat request's
+    // own validator does with the effort, the request's values first.
+    if let Some(effort) = request
         .get("reasoning")
         .and_then(|reasoning| reasoning.get("effort"))
-        .filter(|effort| !effort.is_null());
-    let mut kwargs = match request.get("chat_template_kwargs") {
-        None | Some(Value::Null) => Map::new(),
-        Some(Value::Object(kwargs)) => kwargs.clone(),
-        Some(_) => {
-            return Err(invalid(
-                "Input should be a valid dictionary",
-                "chat_template_kwargs",
-            ));
-        }
-    };
-    if let Some(effort) = effort {
-        if effort == "none" {
-            // `normalize_reasoning_to_thinking`: the request's own values win.
-            for key in ["thinking", "enable_thinking"] {
-                kwargs.entry(key).or_insert(Value::Bool(false));
-            }
-        }
+        .filter(|effort| !effort.is_null())
+    {
         chat.insert("reasoning_effort".into(), effort.clone());
     }
-    if !kwargs.is_empty()
-        || request
-            .get("chat_template_kwargs")
-            .is_some_and(Value::is_object)
-    {
-        chat.insert("chat_template_kwargs".into(), Value::Object(kwargs));
+    if let Some(kwargs) = request.get("chat_template_kwargs") {
+        chat.insert("chat_template_kwargs".into(), kwargs.clone());
     }
     Ok(Ok(chat))
 }

@@ -7,17 +7,7 @@ const PARTS_TEMPLATE: &str =
     "{% for m in messages %}{% for p in m.content %}{{ p.text }}{% endfor %}{% endfor %}";
 
 fn input(source: &str, body: Value) -> Result<(Vec<Value>, Option<Vec<Value>>), InputError> {
-    let folder = std::env::temp_dir().join(format!("kvlint-sglang-{}", std::process::id()));
-    std::fs::create_dir_all(&folder).unwrap();
-    let path = folder.join(format!(
-        "{}.jinja",
-        blake3::hash(source.as_bytes()).to_hex()
-    ));
-    std::fs::write(&path, source).unwrap();
-    let now = chrono::NaiveDate::from_ymd_opt(2026, 11, 29)
-        .and_then(|date| date.and_hms_opt(10, 0, 0))
-        .unwrap();
-    let mut template = ChatTemplate::from_file(&path, now).unwrap();
+    let (path, mut template) = super::super::template_file(source);
     let server = SglangServer::serving(&path, &mut template)?;
     let request = Request::from_body(&body).unwrap();
     let input = server.template_input(&request, &template, true)?;

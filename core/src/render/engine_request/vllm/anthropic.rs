@@ -17,6 +17,7 @@
 
 use serde_json::{Map, Value, json};
 
+use super::super::{AnthropicRequest, invalid};
 use super::content::BILLING_HEADER;
 
 /// The block types `AnthropicContentBlock` takes.
@@ -35,10 +36,6 @@ const BLOCK_TYPES: [&str; 9] = [
 /// The efforts `output_config.effort` takes (`AnthropicEffort`).
 const EFFORTS: [&str; 5] = ["low", "medium", "high", "xhigh", "max"];
 
-fn invalid(message: &str, place: &str) -> String {
-    format!("{message} at {place}")
-}
-
 /// The chat completions body vLLM makes of an Anthropic Messages body, or the reason it
 /// refuses it. `merges_inline_system` says whether the chat template needs system messages
 /// merged into the first (asked only when the conversation has some).
@@ -47,34 +44,12 @@ pub(super) fn to_chat_body(
     merges_inline_system: impl FnOnce() -> bool,
 ) -> Result<Map<String, Value>, String> {
     let whole = body;
-    let Value::Object(body) = body else {
-        return Err("Input should be a valid dictionary".into());
-    };
-    let model = match body.get("model") {
-        Some(Value::String(model)) if !model.is_empty() => model,
-        Some(Value::String(_)) => return Err("Value error, Model is required at model".into()),
-        Some(_) => return Err(invalid("Input should be a valid string", "model")),
-        None => return Err(invalid("Field required", "model")),
-    };
-    let max_tokens = match body.get("max_tokens") {
-        Some(Value::Number(number)) if number.as_i64().is_some_and(|n| n > 0) => number.clone(),
-        Some(Value::Number(_)) => {
-            return Err("Value error, max_tokens must be positive at max_tokens".into());
-        }
-        Some(_) => return Err(invalid("Input should be a valid integer", "max_tokens")),
-        None => return Err(invalid("Field required", "max_tokens")),
-    };
-    let messages = match body.get("messages") {
-        Some(Value::Array(messages)) => messages,
-        Some(_) => return Err(invalid("Input should be a valid list", "messages")),
-        None => return Err(invalid("Field required", "messages")),
-    };
-    for (index, message) in messages.iter().enumerate() {
-        check_message(message, &format!("messages.{index}"))?;
-    }
-    if let Some(system) = body.get("system").filter(|system| !system.is_null()) {
-        check_content(system, "system")?;
-    }
+    let AnthropicRequest {
+        body,
+        model,
+        max_tokens,
+        messages,
+    } = AnthropicRequest::of(body, check_content)?;
     let merge =
         messages.iter().any(|message| message["role"] == "system") && merges_inline_system();
 
@@ -118,9 +93,9 @@ pub(super) fn to_chat_body(
     }
 
     let mut chat = Map::new();
-    chat.insert("model".into(), Value::String(model.clone()));
+    chat.insert("model".into(), model.clone());
     chat.insert("messages".into(), Value::Array(converted));
-    chat.insert("max_tokens".into(), Value::Number(max_tokens));
+    chat.insert("max_tokens".into(), max_tokens.clone());
     if let Some(kwargs) = body.get("chat_template_kwargs") {
         chat.insert("chat_template_kwargs".into(), kwargs.clone());
     }
@@ -170,26 +145,6 @@ pub(super) fn to_chat_body(
         Some(_) => return Err(invalid("Input should be a valid list", "tools")),
     }
     Ok(chat)
-}
-
-/// `AnthropicMessage`: a role of user, assistant or system, and content.
-fn check_message(message: &Value, place: &str) -> Result<(), String> {
-    let Value::Object(message) = message else {
-        return Err(invalid("Input should be a valid dictionary", place));
-    };
-    match message.get("role").and_then(Value::as_str) {
-        Some("user" | "assistant" | "system") => {}
-        _ => {
-            return Err(invalid(
-                "Input should be 'user', 'assistant' or 'system'",
-                &format!("{place}.role"),
-            ));
-        }
-    }
-    match message.get("content") {
-        Some(content) => check_content(content, &format!("{place}.content")),
-        None => Err(invalid("Field required", &format!("{place}.content"))),
-    }
 }
 
 /// A string, or a list of `AnthropicContentBlock`s with their fields' types.
