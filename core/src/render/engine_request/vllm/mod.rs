@@ -213,10 +213,7 @@ impl VllmServer {
         template: &ChatTemplate,
         add_generation_prompt: bool,
     ) -> Result<TemplateInput<'static>, InputError> {
-        let converted = responses::convert(&request.body).map_err(|refusal| match refusal {
-            Err(reason) => Failure::Refused(reason),
-            Ok(what) => Failure::NotModelled(what),
-        })?;
+        let converted = responses::convert(&request.body)?;
         let tools = request::dumped_tools(converted.tools.as_ref()).map_err(Failure::Refused)?;
         let facts = self.facts(tools.is_some());
         let conversation = messages::parse_messages(&converted.messages, facts)?

@@ -16,6 +16,8 @@
 
 use serde_json::{Map, Value, json};
 
+use super::Failure;
+
 /// What vLLM's Responses path hands its chat path.
 pub(super) struct Converted {
     pub messages: Vec<Value>,
@@ -23,14 +25,11 @@ pub(super) struct Converted {
     pub variables: Map<String, Value>,
 }
 
-/// The reason vLLM refuses a Responses body, or what kvlint does not model (`Err(Ok)`).
-pub(super) type Refusal = Result<String, String>;
-
-fn refused(reason: impl Into<String>) -> Refusal {
-    Err(reason.into())
+fn refused(reason: impl Into<String>) -> Failure {
+    Failure::Refused(reason.into())
 }
 
-pub(super) fn convert(body: &Value) -> Result<Converted, Refusal> {
+pub(super) fn convert(body: &Value) -> Result<Converted, Failure> {
     let Value::Object(body) = body else {
         return Err(refused("Input should be a valid dictionary"));
     };
@@ -48,13 +47,16 @@ pub(super) fn convert(body: &Value) -> Result<Converted, Refusal> {
         Some(Value::String(text)) => messages.push(json!({"role": "user", "content": text})),
         Some(Value::Array(items)) => {
             if continues_final_message(items) {
-                return Err(Ok(
-                    "a last assistant item left in progress (continued)".into()
+                return Err(Failure::NotModelled(
+                    "a last assistant item left in progress (continued)".into(),
                 ));
             }
             for (index, item) in items.iter().enumerate() {
-                add_item(item, &mut messages).map_err(|refusal| {
-                    refusal.map_err(|reason| format!("{reason} (input.{index})"))
+                add_item(item, &mut messages).map_err(|failure| match failure {
+                    Failure::Refused(reason) => {
+                        Failure::Refused(format!("{reason} (input.{index})"))
+                    }
+                    not_modelled => not_modelled,
                 })?;
             }
         }
@@ -70,7 +72,9 @@ pub(super) fn convert(body: &Value) -> Result<Converted, Refusal> {
                 match tool.get("type").and_then(Value::as_str) {
                     Some("function") => functions.push(function_tool(tool)),
                     Some("namespace" | "custom") => {
-                        return Err(Ok("namespace and custom tools in a Responses body".into()));
+                        return Err(Failure::NotModelled(
+                            "namespace and custom tools in a Responses body".into(),
+                        ));
                     }
                     // Built-in tools (web search, MCP, …) are not rendered for the template.
                     _ => {}
@@ -147,7 +151,7 @@ fn function_tool(tool: &Value) -> Value {
 
 /// `_construct_message_from_response_item`: the item as a new message, or merged into the
 /// assistant message before it.
-fn add_item(item: &Value, messages: &mut Vec<Value>) -> Result<(), Refusal> {
+fn add_item(item: &Value, messages: &mut Vec<Value>) -> Result<(), Failure> {
     let Value::Object(item) = item else {
         return Err(refused("Input should be a valid dictionary"));
     };
@@ -166,7 +170,7 @@ fn add_item(item: &Value, messages: &mut Vec<Value>) -> Result<(), Refusal> {
                 .get("namespace")
                 .is_some_and(|namespace| !namespace.is_null())
             {
-                return Err(Ok("namespaced function calls".into()));
+                return Err(Failure::NotModelled("namespaced function calls".into()));
             }
             let call = json!({"id": call_id, "function": {"name": name, "arguments": arguments}, "type": "function"});
             match previous_assistant {
@@ -218,7 +222,9 @@ fn add_item(item: &Value, messages: &mut Vec<Value>) -> Result<(), Refusal> {
             }));
         }
         Some("custom_tool_call" | "custom_tool_call_output") => {
-            return Err(Ok("custom tool calls in a Responses body".into()));
+            return Err(Failure::NotModelled(
+                "custom tool calls in a Responses body".into(),
+            ));
         }
         _ if string("role") == Some("assistant") => {
             let text = match item.get("content") {
@@ -286,6 +292,6 @@ mod tests {
         assert_eq!(converted.variables["enable_thinking"], json!(true));
         let encrypted =
             json!({"input": [{"type": "reasoning", "summary": [], "encrypted_content": "gAAA"}]});
-        assert!(matches!(convert(&encrypted), Err(Err(_))));
+        assert!(matches!(convert(&encrypted), Err(Failure::Refused(_))));
     }
 }
