@@ -201,7 +201,10 @@ def render_responses(servers: Servers, case: dict, tokenizer_dir: str, template,
 
 
 def _record_rendered_text(seen: list) -> None:
-    """Keeps the text the template produced (`apply_chat_template(tokenize=False)`)."""
+    """Keeps the text the template produced (`apply_chat_template(tokenize=False)`), followed
+    by a continued assistant message's text when SGLang appends its tokens
+    (`_append_assistant_prefix_to_prompt_ids`)."""
+    from sglang.srt.entrypoints.openai.serving_chat import OpenAIServingChat
     from transformers import PreTrainedTokenizerBase
 
     original = PreTrainedTokenizerBase.apply_chat_template
@@ -213,6 +216,14 @@ def _record_rendered_text(seen: list) -> None:
         return result
 
     PreTrainedTokenizerBase.apply_chat_template = recording
+    append_prefix = OpenAIServingChat._append_assistant_prefix_to_prompt_ids
+
+    def appending(self, prompt_ids, assistant_prefix):
+        if seen:
+            seen[-1] += assistant_prefix
+        return append_prefix(self, prompt_ids, assistant_prefix)
+
+    OpenAIServingChat._append_assistant_prefix_to_prompt_ids = appending
 
 
 def main(argv) -> int:

@@ -174,11 +174,20 @@ impl Renderer {
                 let input =
                     engine_request.template_input(request, template, *add_generation_prompt)?;
                 let template = input.template.as_deref().unwrap_or(template);
-                let mut text = template.render(
+                let rendered = template.render(
                     &input.messages,
                     input.tools.as_deref(),
                     input.add_generation_prompt,
                 )?;
+                let mut text = input
+                    .continued(rendered)
+                    .ok_or_else(|| InputError::Refused {
+                        engine: engine_request.display_name(),
+                        reason:
+                            "continue_final_message is set but the final message does not appear \
+                             in the chat after applying the chat template!"
+                                .into(),
+                    })?;
                 text.push_str(&input.prefill);
                 if input.add_special_tokens {
                     let (before, after) = tokenizer.added_special_tokens();

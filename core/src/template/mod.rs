@@ -203,6 +203,12 @@ impl ChatTemplate {
         bare
     }
 
+    /// Whether some source of the template contains `text` (transformers' check that a field
+    /// to continue is one the template reads).
+    pub fn mentions(&self, text: &str) -> bool {
+        self.sources.iter().any(|source| source.text.contains(text))
+    }
+
     /// Renders the default template for every request, with tools too, as an engine that
     /// does not choose a tokenizer config's `tool_use` template does.
     pub fn render_default_only(&mut self) {

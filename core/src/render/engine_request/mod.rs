@@ -55,6 +55,34 @@ pub struct TemplateInput<'a> {
     /// The engine encodes the prompt with the tokenizer's own special tokens added (vLLM's
     /// Responses endpoint): a Llama 3 prompt then starts with two `<|begin_of_text|>`.
     pub add_special_tokens: bool,
+    /// transformers' `continue_final_message` (vLLM passes the request's): the last message's
+    /// text, which the rendered prompt must end with, left open. Its content was marked with
+    /// [`CONTINUE_FINAL_MESSAGE_TAG`] where the prompt is cut.
+    pub continue_final_message: Option<String>,
+}
+
+/// transformers' `continue_final_message_tag`: appended to the final message's text, the
+/// rendered prompt is cut where it appears.
+pub const CONTINUE_FINAL_MESSAGE_TAG: &str = "CONTINUE_FINAL_MESSAGE_TAG ";
+
+impl TemplateInput<'_> {
+    /// The rendered prompt cut after the final message's text, as transformers cuts it; `None`
+    /// where transformers raises (the template dropped part of the final message).
+    pub fn continued(&self, rendered: String) -> Option<String> {
+        let Some(final_text) = &self.continue_final_message else {
+            return Some(rendered);
+        };
+        let tag = CONTINUE_FINAL_MESSAGE_TAG.trim();
+        if !rendered.contains(final_text.trim()) || !rendered.contains(tag) {
+            return None;
+        }
+        let at = rendered.rfind(tag)?;
+        if rendered[at..].starts_with(CONTINUE_FINAL_MESSAGE_TAG) {
+            Some(rendered[..at].to_owned())
+        } else {
+            Some(rendered[..at].trim_end().to_owned())
+        }
+    }
 }
 
 impl TemplateInput<'_> {
@@ -73,6 +101,7 @@ impl TemplateInput<'_> {
             template: self.template,
             prefill: self.prefill,
             add_special_tokens: self.add_special_tokens,
+            continue_final_message: self.continue_final_message,
         }
     }
 }
@@ -234,6 +263,16 @@ impl EngineRequest {
         }
     }
 
+    /// The engine's name in messages ("vLLM").
+    pub fn display_name(&self) -> &'static str {
+        match self {
+            Self::AsSent => "the engine",
+            Self::Vllm(_) => vllm::DISPLAY_NAME,
+            Self::LlamaCpp(_) => llamacpp::DISPLAY_NAME,
+            Self::Sglang(_) => sglang::DISPLAY_NAME,
+        }
+    }
+
     /// The messages, tools and generation prompt the engine gives `template` for `request`;
     /// an error where the engine refuses the request.
     ///
@@ -254,6 +293,7 @@ impl EngineRequest {
                     template: None,
                     prefill: String::new(),
                     add_special_tokens: false,
+                    continue_final_message: None,
                 })
             }
             Self::Vllm(server) => server.template_input(request, template, add_generation_prompt),
@@ -282,4 +322,42 @@ fn template_file(source: &str) -> (std::path::PathBuf, ChatTemplate) {
         .unwrap();
     let template = ChatTemplate::from_file(&path, now).unwrap();
     (path, template)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn continuing(final_text: &str) -> TemplateInput<'static> {
+        TemplateInput {
+            messages: Vec::new(),
+            tools: None,
+            add_generation_prompt: false,
+            template: None,
+            prefill: String::new(),
+            add_special_tokens: false,
+            continue_final_message: Some(final_text.to_owned()),
+        }
+    }
+
+    #[test]
+    fn a_continued_prompt_is_cut_where_transformers_cuts_it() {
+        let input = continuing("The answer is ");
+        let tagged = format!("<a>The answer is {CONTINUE_FINAL_MESSAGE_TAG}</a>");
+        assert_eq!(
+            input.continued(tagged).as_deref(),
+            Some("<a>The answer is ")
+        );
+        // A template that trims the message loses the tag's space too: the rest is trimmed.
+        let trimmed = "<a>The answer is CONTINUE_FINAL_MESSAGE_TAG</a>".to_owned();
+        assert_eq!(
+            input.continued(trimmed).as_deref(),
+            Some("<a>The answer is")
+        );
+        assert_eq!(
+            input.continued("<a></a>".to_owned()),
+            None,
+            "the template dropped it"
+        );
+    }
 }

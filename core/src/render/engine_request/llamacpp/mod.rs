@@ -40,7 +40,7 @@ use crate::template::ChatTemplate;
 /// The name in `engine:llamacpp:…` and `--engine llamacpp`.
 pub(super) const ENGINE: &str = "llamacpp";
 /// The name in messages.
-const DISPLAY_NAME: &str = "llama.cpp";
+pub(super) const DISPLAY_NAME: &str = "llama.cpp";
 
 /// llama-server with `--jinja`, a text-only model, and what it read from its chat template.
 #[derive(Debug)]
@@ -162,6 +162,7 @@ impl LlamaCppServer {
             template: thinking_off,
             prefill,
             add_special_tokens: false,
+            continue_final_message: None,
         })
     }
 }

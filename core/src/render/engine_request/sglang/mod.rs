@@ -25,13 +25,16 @@
 //! first of named ones, `_select_named_template`), a text-only model without a Python chat
 //! template or model-specific encoder (DeepSeek-V3.2/V4, Kimi-K3, GLM-5.3).
 //!
-//! Not reproduced: `continue_final_message` on a last assistant message (reported as not
-//! modelled); the retry with
-//! unwrapped tools after a template fails on the OpenAI form; the `"\\n"` → newline rewrite
-//! SGLang applies to a `.jinja` file's text (`TemplateManager._load_jinja_template`, no effect
-//! on a template whose `\n` are inside string literals); the schema check covers types,
-//! `required`, `properties`, `items` and the schema combinators, not every keyword of the
-//! 2020-12 meta-schema.
+//! `continue_final_message` takes a last assistant message with text off and puts its text
+//! after the generation prompt; SGLang encodes that text apart and appends its tokens, kvlint
+//! encodes the prompt whole (the same tokens where the generation prompt ends with a newline
+//! or a special token, as in the templates of the parity test).
+//!
+//! Not reproduced: the retry with unwrapped tools after a template fails on the OpenAI
+//! form; the `"\\n"` → newline rewrite SGLang applies to a `.jinja` file's text
+//! (`TemplateManager._load_jinja_template`, no effect on a template whose `\n` are inside
+//! string literals); the schema check covers types, `required`, `properties`, `items` and the
+//! schema combinators, not every keyword of the 2020-12 meta-schema.
 //!
 //! An Anthropic Messages body is taken as SGLang's
 //! own `/v1/messages` converts it (`anthropic`), a Responses body as its own `/v1/responses`
@@ -55,7 +58,7 @@ use request::{MEDIA_PART_TYPES, dumped_message, dumped_tools, invalid};
 /// The name in `engine:sglang:…` and `--engine sglang`.
 pub(super) const ENGINE: &str = "sglang";
 /// The name in messages.
-const DISPLAY_NAME: &str = "SGLang";
+pub(super) const DISPLAY_NAME: &str = "SGLang";
 
 /// An SGLang server and what it read from its chat template.
 #[derive(Debug)]
@@ -135,6 +138,7 @@ impl SglangServer {
             messages,
             tools,
             variables,
+            prefill,
         } = prepared.map_err(not_modelled)?;
         let template = with_variables(template, variables.iter());
         Ok(TemplateInput {
@@ -142,8 +146,9 @@ impl SglangServer {
             tools: tools.map(|tools| tools.into_iter().map(Cow::Owned).collect()),
             add_generation_prompt,
             template,
-            prefill: String::new(),
+            prefill,
             add_special_tokens: false,
+            continue_final_message: None,
         })
     }
 
@@ -192,20 +197,22 @@ impl SglangServer {
                 .map_err(|reason| format!("{reason} (messages.{index})"))?;
             conversation.push(self.for_template(message));
         }
+        // `_handle_last_assistant_message`: a last assistant message with text is continued
+        // (taken off, its text after the generation prompt) or turned into a user message.
+        let mut prefill = String::new();
         if let Some(last) = conversation.last_mut()
             && last.get("role").is_some_and(|role| role == "assistant")
             && let Some(Value::String(content)) = last.get("content")
         {
-            // SGLang appends the tokens of the message's text to the prompt's.
             if continue_final_message {
-                return Ok(Err(
-                    "`continue_final_message` (the last message left open)".into()
-                ));
+                prefill = content.clone();
+                conversation.pop();
+            } else {
+                let mut user = Map::new();
+                user.insert("role".into(), Value::String("user".into()));
+                user.insert("content".into(), Value::String(content.clone()));
+                *last = user;
             }
-            let mut user = Map::new();
-            user.insert("role".into(), Value::String("user".into()));
-            user.insert("content".into(), Value::String(content.clone()));
-            *last = user;
         }
         let tools = match tool_choice {
             _ if !has_tools => None,
@@ -224,6 +231,7 @@ impl SglangServer {
             messages: conversation.into_iter().map(Value::Object).collect(),
             tools,
             variables,
+            prefill,
         }))
     }
 
@@ -373,6 +381,8 @@ struct Prepared {
     messages: Vec<Value>,
     tools: Option<Vec<Value>>,
     variables: Map<String, Value>,
+    /// A continued last assistant message's text, after the generation prompt.
+    prefill: String,
 }
 
 /// `tool_choice`, with the default `set_tool_choice_default` gives it.

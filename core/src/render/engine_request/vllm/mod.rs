@@ -14,9 +14,12 @@
 //! Messages body is taken as vLLM's own `/v1/messages` converts it (`anthropic`), a Responses
 //! body as its own `/v1/responses` does for a model without Harmony (`responses`).
 //!
-//! Not reproduced: image, audio and video parts, `continue_final_message` (both reported as
-//! not modelled); gpt-oss, which vLLM renders with Harmony rather than its template; prompts
-//! over the model's context length; templates that change a list in place, which vLLM's
+//! `continue_final_message` leaves the last message open as transformers does (its text
+//! tagged, the rendered prompt cut at the tag).
+//!
+//! Not reproduced: image, audio and video parts (reported as not modelled); gpt-oss, which
+//! vLLM renders with Harmony rather than its template; prompts over the model's context
+//! length; templates that change a list in place, which vLLM's
 //! sandboxed Jinja refuses. The transformers vLLM 0.32 pins (5.19) hands messages to the
 //! template as they are, where kvlint's templates drop null keys and add a `thinking` alias
 //! as later transformers do: a template that tests `message.tool_call_id is defined` on a
@@ -44,7 +47,7 @@ pub(super) use template_facts::loops_over_content;
 /// The name in `engine:vllm:…` and `--engine vllm`.
 pub(super) const ENGINE: &str = "vllm";
 /// The name in messages.
-const DISPLAY_NAME: &str = "vLLM";
+pub(super) const DISPLAY_NAME: &str = "vLLM";
 
 /// A vLLM server and what it read from its chat template.
 #[derive(Debug)]
@@ -178,14 +181,11 @@ impl VllmServer {
         }
         let tools = request::dumped_tools(body.get("tools")).map_err(Failure::Refused)?;
         let facts = self.facts(tools.is_some());
-        if variables.continue_final_message {
-            return Err(Failure::NotModelled(
-                "`continue_final_message` (the last message left open)".into(),
-            )
-            .into());
-        }
-        let template = template_with(&variables.others, facts, template);
-        let conversation = messages::parse_messages(messages, facts)?;
+        let add_generation_prompt = variables
+            .add_generation_prompt
+            .unwrap_or(add_generation_prompt);
+        let with_variables = template_with(&variables.others, facts, template);
+        let mut conversation = messages::parse_messages(messages, facts)?;
         if conversation.is_empty() {
             return Err(Failure::Refused(
                 "Cannot apply chat template to an empty conversation. Provide at least one \
@@ -194,15 +194,41 @@ impl VllmServer {
             )
             .into());
         }
+        let continue_final_message = if variables.continue_final_message {
+            if add_generation_prompt {
+                return Err(Failure::Refused(
+                    "continue_final_message and add_generation_prompt are not compatible.".into(),
+                )
+                .into());
+            }
+            if !with_variables
+                .as_deref()
+                .unwrap_or(template)
+                .mentions("content")
+            {
+                return Err(Failure::Refused(
+                    "continue_final_message is set to \"content\" but this is not an accepted \
+                     field in the chat_template"
+                        .into(),
+                )
+                .into());
+            }
+            conversation
+                .last_mut()
+                .map(|last| mark_final_text(last.to_mut()))
+                .transpose()
+                .map_err(Failure::Refused)?
+        } else {
+            None
+        };
         Ok(TemplateInput {
             messages: conversation,
             tools: tools.map(|tools| tools.into_iter().map(Cow::Owned).collect()),
-            add_generation_prompt: variables
-                .add_generation_prompt
-                .unwrap_or(add_generation_prompt),
-            template,
+            add_generation_prompt,
+            template: with_variables,
             prefill: String::new(),
             add_special_tokens: false,
+            continue_final_message,
         })
     }
 
@@ -229,6 +255,7 @@ impl VllmServer {
             // `ResponsesRequest.build_tok_params` leaves `TokenizeParams.add_special_tokens`
             // at its default, true, where the chat endpoint passes false.
             add_special_tokens: true,
+            continue_final_message: None,
         })
     }
 }
@@ -249,6 +276,40 @@ fn template_with(
             .iter()
             .filter(|(name, _)| facts.variables.contains(name.as_str())),
     )
+}
+
+/// transformers' `continue_final_message`: the final message's text (its content, or its last
+/// part with a text) gets the tag the prompt is cut at; the text before it, or transformers'
+/// reason to fail.
+fn mark_final_text(message: &mut Value) -> Result<String, String> {
+    let tag = super::CONTINUE_FINAL_MESSAGE_TAG;
+    match message.get_mut("content") {
+        Some(Value::String(text)) => {
+            let final_text = text.clone();
+            text.push_str(tag);
+            Ok(final_text)
+        }
+        Some(Value::Array(parts)) => parts
+            .iter_mut()
+            .rev()
+            .find_map(|part| match part.get_mut("text") {
+                Some(Value::String(text)) => {
+                    let final_text = text.clone();
+                    text.push_str(tag);
+                    Some(final_text)
+                }
+                _ => None,
+            })
+            .ok_or_else(|| {
+                "continue_final_message is set but we could not find any text to continue in the \
+                 final message!"
+                    .into()
+            }),
+        _ => Err(
+            "continue_final_message is set but the final message has no \"content\" to continue!"
+                .into(),
+        ),
+    }
 }
 
 /// Whether a template iterates a message's content (vLLM's "openai" content format).
