@@ -195,29 +195,11 @@ impl VllmServer {
             .into());
         }
         let continue_final_message = if variables.continue_final_message {
-            if add_generation_prompt {
-                return Err(Failure::Refused(
-                    "continue_final_message and add_generation_prompt are not compatible.".into(),
-                )
-                .into());
-            }
-            if !with_variables
-                .as_deref()
-                .unwrap_or(template)
-                .mentions("content")
-            {
-                return Err(Failure::Refused(
-                    "continue_final_message is set to \"content\" but this is not an accepted \
-                     field in the chat_template"
-                        .into(),
-                )
-                .into());
-            }
-            conversation
-                .last_mut()
-                .map(|last| mark_final_text(last.to_mut()))
-                .transpose()
-                .map_err(Failure::Refused)?
+            continue_final(
+                &mut conversation,
+                with_variables.as_deref().unwrap_or(template),
+                add_generation_prompt,
+            )?
         } else {
             None
         };
@@ -242,20 +224,33 @@ impl VllmServer {
         let converted = responses::convert(&request.body)?;
         let tools = request::dumped_tools(converted.tools.as_ref()).map_err(Failure::Refused)?;
         let facts = self.facts(tools.is_some());
-        let conversation = messages::parse_messages(&converted.messages, facts)?
-            .into_iter()
-            .map(|message| Cow::Owned(message.into_owned()))
-            .collect();
+        let mut conversation: Vec<Cow<'static, Value>> =
+            messages::parse_messages(&converted.messages, facts)?
+                .into_iter()
+                .map(|message| Cow::Owned(message.into_owned()))
+                .collect();
+        let with_variables = template_with(&converted.variables, facts, template);
+        // `build_chat_params`: a last item in progress is continued, without generation
+        // prompt.
+        let continue_final_message = if converted.continue_final {
+            continue_final(
+                &mut conversation,
+                with_variables.as_deref().unwrap_or(template),
+                false,
+            )?
+        } else {
+            None
+        };
         Ok(TemplateInput {
             messages: conversation,
             tools: tools.map(|tools| tools.into_iter().map(Cow::Owned).collect()),
-            add_generation_prompt,
-            template: template_with(&converted.variables, facts, template),
+            add_generation_prompt: add_generation_prompt && !converted.continue_final,
+            template: with_variables,
             prefill: String::new(),
             // `ResponsesRequest.build_tok_params` leaves `TokenizeParams.add_special_tokens`
             // at its default, true, where the chat endpoint passes false.
             add_special_tokens: true,
-            continue_final_message: None,
+            continue_final_message,
         })
     }
 }
@@ -276,6 +271,32 @@ fn template_with(
             .iter()
             .filter(|(name, _)| facts.variables.contains(name.as_str())),
     )
+}
+
+/// transformers' `continue_final_message` on a parsed conversation: its refusals, and the
+/// final message's text, tagged where the prompt is cut.
+fn continue_final(
+    conversation: &mut [Cow<'_, Value>],
+    template: &ChatTemplate,
+    add_generation_prompt: bool,
+) -> Result<Option<String>, Failure> {
+    if add_generation_prompt {
+        return Err(Failure::Refused(
+            "continue_final_message and add_generation_prompt are not compatible.".into(),
+        ));
+    }
+    if !template.mentions("content") {
+        return Err(Failure::Refused(
+            "continue_final_message is set to \"content\" but this is not an accepted field in \
+             the chat_template"
+                .into(),
+        ));
+    }
+    conversation
+        .last_mut()
+        .map(|last| mark_final_text(last.to_mut()))
+        .transpose()
+        .map_err(Failure::Refused)
 }
 
 /// transformers' `continue_final_message`: the final message's text (its content, or its last

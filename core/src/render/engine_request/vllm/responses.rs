@@ -13,6 +13,9 @@
 //!   passed on as it is; any other item is refused.
 //! - `reasoning.effort` is the `reasoning_effort` variable, and sets `enable_thinking` unless
 //!   the request's `chat_template_kwargs` do.
+//! - A last assistant message or reasoning item still in progress is continued
+//!   (`should_continue_final_message`): no generation prompt, transformers'
+//!   `continue_final_message`.
 
 use serde_json::{Map, Value, json};
 
@@ -23,6 +26,8 @@ pub(super) struct Converted {
     pub messages: Vec<Value>,
     pub tools: Option<Value>,
     pub variables: Map<String, Value>,
+    /// The last item is an assistant message or reasoning still in progress: it is continued.
+    pub continue_final: bool,
 }
 
 fn refused(reason: impl Into<String>) -> Failure {
@@ -46,11 +51,6 @@ pub(super) fn convert(body: &Value) -> Result<Converted, Failure> {
     match body.get("input") {
         Some(Value::String(text)) => messages.push(json!({"role": "user", "content": text})),
         Some(Value::Array(items)) => {
-            if continues_final_message(items) {
-                return Err(Failure::NotModelled(
-                    "a last assistant item left in progress (continued)".into(),
-                ));
-            }
             for (index, item) in items.iter().enumerate() {
                 add_item(item, &mut messages).map_err(|failure| match failure {
                     Failure::Refused(reason) => {
@@ -112,10 +112,15 @@ pub(super) fn convert(body: &Value) -> Result<Converted, Failure> {
         }
         variables.insert("reasoning_effort".into(), effort.clone());
     }
+    let continue_final = matches!(
+        body.get("input"),
+        Some(Value::Array(items)) if continues_final_message(items)
+    );
     Ok(Converted {
         messages,
         tools,
         variables,
+        continue_final,
     })
 }
 
