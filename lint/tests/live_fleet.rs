@@ -25,7 +25,8 @@ fn nginx() -> PathBuf {
         .expect("nginx missing: apt-get install nginx (scripts/test.sh does)")
 }
 
-/// nginx in front of the replicas, with `balance` as the upstream's balancing line.
+/// nginx in front of the replicas, with `balance` as the upstream's balancing line: one
+/// process (no master and workers), so that stopping it leaves none behind.
 fn gateway(replicas: &[&Served], balance: &str, folder: &Path) -> Served {
     std::fs::create_dir_all(folder).unwrap();
     let port = kvlint_fixtures::free_port();
@@ -40,7 +41,7 @@ fn gateway(replicas: &[&Served], balance: &str, folder: &Path) -> Served {
         .collect();
     let dir = folder.display();
     let config = format!(
-        "daemon off;\nworker_processes 1;\npid {dir}/nginx.pid;\nerror_log {dir}/error.log;\nevents {{}}\n\
+        "daemon off;\nmaster_process off;\npid {dir}/nginx.pid;\nerror_log {dir}/error.log;\nevents {{}}\n\
          http {{\n  access_log off;\n  client_body_temp_path {dir}/body;\n  proxy_temp_path {dir}/proxy;\n\
          fastcgi_temp_path {dir}/fastcgi;\n  uwsgi_temp_path {dir}/uwsgi;\n  scgi_temp_path {dir}/scgi;\n\
          upstream replicas {{\n    {balance}\n{servers}  }}\n\
