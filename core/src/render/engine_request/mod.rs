@@ -5,8 +5,8 @@
 //! request model, parses every message (null content becomes "", text parts are joined,
 //! tool-call arguments become objects, …) and re-dumps the tools; a template that renders
 //! fine through vLLM can fail on the raw body, and the other way round. Each engine whose
-//! handling kvlint models has its own file here (`vllm`, `sglang`, `llamacpp`). Without one, the template gets the request's chat view as transformers'
-//! `apply_chat_template` would.
+//! handling kvlint models has its own file here (`vllm`, `sglang`, `llamacpp`). Without one,
+//! the template gets the request's chat view as transformers' `apply_chat_template` would.
 
 mod llamacpp;
 mod sglang;
@@ -83,9 +83,7 @@ impl TemplateInput<'_> {
             Some(rendered[..at].trim_end().to_owned())
         }
     }
-}
 
-impl TemplateInput<'_> {
     /// The same input, owning what it borrowed.
     pub fn into_owned(self) -> TemplateInput<'static> {
         let owned = |values: Vec<Cow<'_, Value>>| {

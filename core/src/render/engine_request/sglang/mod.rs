@@ -133,13 +133,12 @@ impl SglangServer {
                 (&converted_body, Endpoint::Responses)
             }
         };
-        let prepared = self.prepare(body, endpoint).map_err(refused)?;
         let Prepared {
             messages,
             tools,
             variables,
             prefill,
-        } = prepared.map_err(not_modelled)?;
+        } = self.prepare(body, endpoint).map_err(refused)?;
         let template = with_variables(template, variables.iter());
         Ok(TemplateInput {
             messages: messages.into_iter().map(Cow::Owned).collect(),
@@ -152,14 +151,8 @@ impl SglangServer {
         })
     }
 
-    /// The template's input, or SGLang's reason to refuse the request (outer `Err`), or what
-    /// kvlint does not model (inner `Err`).
-    #[allow(clippy::type_complexity)]
-    fn prepare(
-        &self,
-        body: &Map<String, Value>,
-        endpoint: Endpoint,
-    ) -> Result<Result<Prepared, String>, String> {
+    /// The template's input, or SGLang's reason to refuse the request.
+    fn prepare(&self, body: &Map<String, Value>, endpoint: Endpoint) -> Result<Prepared, String> {
         if body.get("model").is_some_and(|model| !model.is_string()) {
             return Err(invalid("Input should be a valid string", "model"));
         }
@@ -227,12 +220,12 @@ impl SglangServer {
             .filter(|tools| !tools.is_empty()),
             ToolChoice::Auto | ToolChoice::Required => tools.filter(|tools| !tools.is_empty()),
         };
-        Ok(Ok(Prepared {
+        Ok(Prepared {
             messages: conversation.into_iter().map(Value::Object).collect(),
             tools,
             variables,
             prefill,
-        }))
+        })
     }
 
     /// `process_content_for_template_format` and `normalize_tool_content` on a dumped
