@@ -238,6 +238,8 @@ pub struct Tokenizer {
     backend: Backend,
     name: String,
     cache: Mutex<ChunkCache>,
+    /// [`Tokenizer::added_special_tokens`], worked out on first use.
+    added_special_tokens: std::sync::OnceLock<(String, String)>,
 }
 
 /// Encodings by the hash of their text, the least recently used forgotten first once they
@@ -339,6 +341,7 @@ impl Tokenizer {
             backend,
             name,
             cache: Mutex::new(ChunkCache::new(CHUNK_CACHE_BUDGET)),
+            added_special_tokens: std::sync::OnceLock::new(),
         }
     }
 
@@ -430,7 +433,12 @@ impl Tokenizer {
 
     /// The text of the special tokens the tokenizer adds around an encoded text when asked to
     /// (its post-processor's, e.g. Llama 3's `<|begin_of_text|>` in front): before and after.
-    pub fn added_special_tokens(&self) -> (String, String) {
+    pub fn added_special_tokens(&self) -> &(String, String) {
+        self.added_special_tokens
+            .get_or_init(|| self.work_out_added_special_tokens())
+    }
+
+    fn work_out_added_special_tokens(&self) -> (String, String) {
         let Backend::HuggingFace { tokenizer, .. } = &self.backend else {
             return (String::new(), String::new());
         };

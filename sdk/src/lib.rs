@@ -163,11 +163,12 @@
 //! let path = std::env::temp_dir().join(format!("kvlint-sdk-doc-{}.jinja", std::process::id()));
 //! std::fs::write(&path, "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}<|end|>\n{% endfor %}").unwrap();
 //! let now = chrono::NaiveDate::from_ymd_opt(2025, 3, 4).unwrap().and_hms_opt(0, 0, 0).unwrap();
+//! let template = ChatTemplate::from_file(&path, now).unwrap();
 //! let renderer = Renderer::Engine {
-//!     template: Box::new(ChatTemplate::from_file(&path, now).unwrap()),
+//!     request: EngineRequest::Vllm(Box::new(VllmServer::for_template(&template))),
+//!     template: Box::new(template),
 //!     tokenizer: Tokenizer::o200k_base(),
 //!     add_generation_prompt: false,
-//!     request: EngineRequest::Vllm(Box::new(VllmServer::for_template_file(&path).unwrap())),
 //! };
 //! let mut conversation = Conversation::new();
 //! conversation.add_static("Be terse.").push_user("hi");

@@ -25,9 +25,7 @@ use crate::template::ChatTemplate;
 use crate::tokenize::{Tokenizer, Tokens};
 
 pub use chat_view::{chat_view, openai_chat_body};
-pub use engine_request::{
-    EngineRequest, LlamaCppServer, SglangServer, TemplateInput, TemplateSources, VllmServer,
-};
+pub use engine_request::{EngineRequest, LlamaCppServer, SglangServer, TemplateInput, VllmServer};
 use locate::locate_parts;
 pub use provider::push_part_text;
 use provider::render_parts;
@@ -191,8 +189,8 @@ impl Renderer {
                 text.push_str(&input.prefill);
                 if input.add_special_tokens {
                     let (before, after) = tokenizer.added_special_tokens();
-                    text.insert_str(0, &before);
-                    text.push_str(&after);
+                    text.insert_str(0, before);
+                    text.push_str(after);
                 }
                 let segments =
                     locate_parts(&text, request, input.tools.as_deref().unwrap_or_default());

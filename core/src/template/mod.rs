@@ -203,6 +203,25 @@ impl ChatTemplate {
         bare
     }
 
+    /// The template rendered for requests without tools (a Jinja file's text, or a tokenizer
+    /// config's `default` or first template).
+    pub fn default_source(&self) -> &str {
+        self.named_source(DEFAULT_NAME).unwrap_or_default()
+    }
+
+    /// A tokenizer config's `tool_use` template, which transformers renders for requests with
+    /// tools.
+    pub fn tool_use_source(&self) -> Option<&str> {
+        self.named_source(TOOL_USE_NAME)
+    }
+
+    fn named_source(&self, name: &str) -> Option<&str> {
+        self.sources
+            .iter()
+            .find(|source| source.name == name)
+            .map(|source| source.text.as_str())
+    }
+
     /// Whether some source of the template contains `text` (transformers' check that a field
     /// to continue is one the template reads).
     pub fn mentions(&self, text: &str) -> bool {

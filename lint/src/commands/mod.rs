@@ -14,9 +14,7 @@ use chrono::NaiveDateTime;
 use kvlint_core::TemplateLimits;
 use kvlint_core::cache::Engine;
 use kvlint_core::diagnostic::Severity;
-use kvlint_core::render::{
-    EngineRequest, LlamaCppServer, Renderer, SglangServer, TemplateSources, VllmServer,
-};
+use kvlint_core::render::{EngineRequest, LlamaCppServer, Renderer, SglangServer, VllmServer};
 use kvlint_core::template::ChatTemplate;
 use kvlint_core::tokenize::Tokenizer;
 use miette::{IntoDiagnostic, WrapErr};
@@ -191,15 +189,12 @@ impl RenderArgs {
         }
         let request = match serving {
             ServingEngine::Vllm => {
-                EngineRequest::Vllm(Box::new(VllmServer::for_template_file(template_path)?))
+                EngineRequest::Vllm(Box::new(VllmServer::for_template(&template)))
             }
             ServingEngine::Llamacpp => {
-                let source = TemplateSources::read(template_path)?.default;
-                EngineRequest::LlamaCpp(LlamaCppServer::serving(&source, &mut template))
+                EngineRequest::LlamaCpp(LlamaCppServer::serving(&mut template))
             }
-            ServingEngine::Sglang => {
-                EngineRequest::Sglang(SglangServer::serving(template_path, &mut template)?)
-            }
+            ServingEngine::Sglang => EngineRequest::Sglang(SglangServer::serving(&mut template)),
         };
         Ok(Renderer::Engine {
             template: Box::new(template),

@@ -13,7 +13,6 @@ mod sglang;
 mod vllm;
 
 use std::borrow::Cow;
-use std::path::Path;
 
 use serde_json::{Map, Value};
 
@@ -104,57 +103,24 @@ impl TemplateInput<'_> {
     }
 }
 
-/// The chat templates a `--chat-template` file holds: a Jinja file's text, or a tokenizer
-/// config's `chat_template` (a string, or named templates: `default` and `tool_use`).
-pub struct TemplateSources {
-    pub default: String,
-    pub tool_use: Option<String>,
-}
+/// What the second system message of the engines' probe says.
+const INLINE_SYSTEM_SENTINEL: &str = "__sglang_inline_system_sentinel__";
 
-impl TemplateSources {
-    pub fn read(path: &Path) -> Result<Self, InputError> {
-        let display = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| InputError::Io {
-            path: display.clone(),
-            source,
-        })?;
-        if path.extension().is_none_or(|extension| extension != "json") {
-            return Ok(Self {
-                default: text,
-                tool_use: None,
-            });
-        }
-        let invalid = |message: String| InputError::Template {
-            path: display.clone(),
-            message,
-            help: None,
-        };
-        let config: Value = serde_json::from_str(&text)
-            .map_err(|error| invalid(format!("invalid JSON: {error}")))?;
-        match config.get("chat_template") {
-            Some(Value::String(source)) => Ok(Self {
-                default: source.clone(),
-                tool_use: None,
-            }),
-            Some(Value::Array(named)) => {
-                let source = |wanted: &str| {
-                    named.iter().find_map(|entry| {
-                        (entry.get("name")? == wanted).then_some(entry.get("template")?.as_str()?)
-                    })
-                };
-                let default = source("default")
-                    .or_else(|| named.first()?.get("template")?.as_str())
-                    .ok_or_else(|| invalid("no default chat template in this config".into()))?;
-                Ok(Self {
-                    default: default.to_owned(),
-                    tool_use: source("tool_use").map(str::to_owned),
-                })
-            }
-            _ => Err(invalid(
-                "no `chat_template` in this tokenizer config".into(),
-            )),
-        }
-    }
+/// The engines' probe of a system message after the first (vLLM's
+/// `_detect_merge_inline_system`, SGLang's `detect_inline_system_support`): the template
+/// rendered without special tokens or variables, as their plain Jinja environments render it,
+/// with a system, a user, a system and a user message; the text, or `None` where it fails.
+fn inline_system_probe(template: &ChatTemplate) -> Option<String> {
+    let probe: Vec<Value> = [
+        ("system", "t"),
+        ("user", "t"),
+        ("system", INLINE_SYSTEM_SENTINEL),
+        ("user", "t"),
+    ]
+    .iter()
+    .map(|(role, content)| serde_json::json!({"role": role, "content": content}))
+    .collect();
+    template.bare().render(&probe, None, false).ok()
 }
 
 /// A pydantic validation failure: its message and where in the body.

@@ -62,10 +62,11 @@ fn refused(reason: impl Into<String>) -> InputError {
 }
 
 impl LlamaCppServer {
-    /// A server with this chat template (`source` its text), whose variables are set as
-    /// llama-server sets them: `enable_thinking` on, unless the configuration
-    /// (`--chat-template-kwargs`) says otherwise.
-    pub fn serving(source: &str, template: &mut ChatTemplate) -> Self {
+    /// A server with this chat template, whose variables are set as llama-server sets them:
+    /// `enable_thinking` on, unless the configuration (`--chat-template-kwargs`) says
+    /// otherwise.
+    pub fn serving(template: &mut ChatTemplate) -> Self {
+        let source = template.default_source();
         let server = Self {
             typed_content: super::vllm::iterates_content(source),
             reads_thinking: source.contains(ENABLE_THINKING),

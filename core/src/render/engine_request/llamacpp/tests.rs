@@ -13,7 +13,7 @@ fn chat_template(source: &str) -> ChatTemplate {
 fn input(source: &str, body: Value) -> Result<Input, InputError> {
     let request = Request::from_body(&body).map_err(|error| refused(error.message))?;
     let mut template = chat_template(source);
-    let server = LlamaCppServer::serving(source, &mut template);
+    let server = LlamaCppServer::serving(&mut template);
     let input = server.template_input(&request, &template, false)?;
     if let Some(with) = &input.template {
         assert_eq!(with.kwargs.get(ENABLE_THINKING), Some(&Value::Bool(false)));
@@ -79,7 +79,7 @@ fn a_last_assistant_message_is_a_prefill_and_two_are_refused() {
     )
     .unwrap();
     let mut template = chat_template(thinking);
-    let server = LlamaCppServer::serving(thinking, &mut template);
+    let server = LlamaCppServer::serving(&mut template);
     assert_eq!(
         template.kwargs.get(ENABLE_THINKING),
         Some(&Value::Bool(true))

@@ -39,10 +39,10 @@ const SERVER_TOOLS: [&str; 4] = ["web_search_", "computer_", "bash_", "text_edit
 
 /// The chat completions body SGLang makes of an Anthropic Messages body, or the reason it
 /// refuses it. `renders_inline_system` says whether the chat template renders a system message
-/// after the first (asked only when the conversation has some).
+/// after the first.
 pub(super) fn to_chat_body(
     body: &Value,
-    renders_inline_system: impl FnOnce() -> bool,
+    renders_inline_system: bool,
 ) -> Result<Map<String, Value>, String> {
     let AnthropicRequest {
         body: request,
@@ -52,8 +52,7 @@ pub(super) fn to_chat_body(
     } = AnthropicRequest::of(body, check_content)?;
     let thinking = check_thinking(request.get("thinking"))?;
 
-    let merge =
-        messages.iter().any(|message| message["role"] == "system") && !renders_inline_system();
+    let merge = !renders_inline_system;
     let mut system_parts: Vec<String> = match request.get("system") {
         Some(Value::String(text)) if !text.trim().is_empty() => vec![text.clone()],
         Some(Value::Array(blocks)) => blocks
@@ -520,7 +519,7 @@ mod tests {
             "messages": [
                 {"role": "user", "content": [{"type": "text", "text": "before"}, {"type": "tool_result", "tool_use_id": "c1", "content": [{"type": "text", "text": "1"}, {"type": "text", "text": "2"}]}, {"type": "text", "text": "after"}]},
                 {"role": "assistant", "content": [{"type": "thinking", "thinking": "t"}]}]});
-        let chat = to_chat_body(&body, || unreachable!()).unwrap();
+        let chat = to_chat_body(&body, true).unwrap();
         assert_eq!(
             chat["messages"],
             json!([
@@ -540,6 +539,6 @@ mod tests {
     #[test]
     fn thinking_needs_a_reasoning_parser() {
         let body = json!({"model": "m", "max_tokens": 8, "thinking": {"type": "enabled", "budget_tokens": 2048}, "messages": [{"role": "user", "content": "x"}]});
-        assert!(to_chat_body(&body, || true).is_err());
+        assert!(to_chat_body(&body, true).is_err());
     }
 }

@@ -49,7 +49,7 @@ use std::borrow::Cow;
 
 use serde_json::{Map, Value};
 
-use super::{TemplateInput, TemplateSources, with_variables};
+use super::{TemplateInput, with_variables};
 use crate::error::InputError;
 use crate::request::{BodyFormat, Request};
 use crate::template::ChatTemplate;
@@ -65,6 +65,10 @@ pub(super) const DISPLAY_NAME: &str = "SGLang";
 pub struct SglangServer {
     /// The template gets content as a list of parts (SGLang's "openai" content format).
     content_as_parts: bool,
+    /// The template renders a system message after the first (`supports_inline_system`,
+    /// decided once when the server starts); else `/v1/messages` and `/v1/responses` merge
+    /// system messages into the first.
+    renders_inline_system: bool,
 }
 
 fn refused(reason: impl Into<String>) -> InputError {
@@ -75,17 +79,15 @@ fn refused(reason: impl Into<String>) -> InputError {
 }
 
 impl SglangServer {
-    /// A server with the chat template of `path`: a Jinja file (`--chat-template`) or a
-    /// tokenizer config's (SGLang renders the first of named templates for every request).
-    pub fn serving(
-        path: &std::path::Path,
-        template: &mut ChatTemplate,
-    ) -> Result<Self, InputError> {
-        let sources = TemplateSources::read(path)?;
+    /// A server with this chat template: `--chat-template FILE.jinja`, or its tokenizer
+    /// config's (SGLang renders the first of named templates for every request).
+    pub fn serving(template: &mut ChatTemplate) -> Self {
         template.render_default_only();
-        Ok(Self {
-            content_as_parts: takes_content_as_parts(&sources.default),
-        })
+        Self {
+            content_as_parts: takes_content_as_parts(template.default_source()),
+            renders_inline_system: super::inline_system_probe(template)
+                .is_some_and(|text| text.contains(super::INLINE_SYSTEM_SENTINEL)),
+        }
     }
 
     pub(super) fn template_input<'a>(
@@ -94,23 +96,6 @@ impl SglangServer {
         template: &ChatTemplate,
         add_generation_prompt: bool,
     ) -> Result<TemplateInput<'a>, InputError> {
-        let renders_inline_system = || {
-            let sentinel = "__sglang_inline_system_sentinel__";
-            let probe: Vec<Value> = [
-                ("system", "t"),
-                ("user", "t"),
-                ("system", sentinel),
-                ("user", "t"),
-            ]
-            .iter()
-            .map(|(role, content)| serde_json::json!({"role": role, "content": content}))
-            .collect();
-            // `detect_inline_system_support` renders in a plain Jinja environment.
-            template
-                .bare()
-                .render(&probe, None, false)
-                .is_ok_and(|text| text.contains(sentinel))
-        };
         let not_modelled = |what| InputError::NotModelled {
             engine: DISPLAY_NAME,
             what,
@@ -123,11 +108,11 @@ impl SglangServer {
             }
             (BodyFormat::AnthropicMessages, body) => {
                 converted_body =
-                    anthropic::to_chat_body(body, renders_inline_system).map_err(refused)?;
+                    anthropic::to_chat_body(body, self.renders_inline_system).map_err(refused)?;
                 (&converted_body, Endpoint::ChatCompletions)
             }
             (BodyFormat::OpenAiResponses, body) => {
-                converted_body = responses::to_chat_body(body, renders_inline_system)
+                converted_body = responses::to_chat_body(body, self.renders_inline_system)
                     .map_err(refused)?
                     .map_err(not_modelled)?;
                 (&converted_body, Endpoint::Responses)

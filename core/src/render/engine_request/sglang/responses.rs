@@ -48,7 +48,7 @@ const TOOL_TYPES: [&str; 13] = [
 /// kvlint does not model, `Err(reason)` where SGLang refuses.
 pub(super) fn to_chat_body(
     body: &Value,
-    renders_inline_system: impl FnOnce() -> bool,
+    renders_inline_system: bool,
 ) -> Result<Result<Map<String, Value>, String>, String> {
     let Value::Object(request) = body else {
         return Err("Input should be a valid dictionary".into());
@@ -85,13 +85,7 @@ pub(super) fn to_chat_body(
         None => return Err(invalid("Field required", "input")),
     }
     let mut messages = merge_consecutive_assistants(messages);
-    if messages
-        .iter()
-        .filter(|message| message["role"] == "system")
-        .count()
-        > 0
-        && !renders_inline_system()
-    {
+    if !renders_inline_system {
         messages = coalesce_system_messages(messages);
     }
 
@@ -435,7 +429,7 @@ mod tests {
                 {"type": "reasoning", "summary": [], "content": [{"type": "reasoning_text", "text": "r"}]},
                 {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "[1]"},
                 {"type": "function_call_output", "call_id": "c1", "output": [{"type": "input_text", "text": "4"}, {"type": "input_text", "text": "2"}]}]});
-        let chat = to_chat_body(&body, || false).unwrap().unwrap();
+        let chat = to_chat_body(&body, false).unwrap().unwrap();
         assert_eq!(
             chat["messages"],
             json!([

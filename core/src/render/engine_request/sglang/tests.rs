@@ -7,8 +7,8 @@ const PARTS_TEMPLATE: &str =
     "{% for m in messages %}{% for p in m.content %}{{ p.text }}{% endfor %}{% endfor %}";
 
 fn input(source: &str, body: Value) -> Result<(Vec<Value>, Option<Vec<Value>>), InputError> {
-    let (path, mut template) = super::super::template_file(source);
-    let server = SglangServer::serving(&path, &mut template)?;
+    let (_, mut template) = super::super::template_file(source);
+    let server = SglangServer::serving(&mut template);
     let request = Request::from_body(&body).unwrap();
     let input = server.template_input(&request, &template, true)?;
     Ok((

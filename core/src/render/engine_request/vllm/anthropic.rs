@@ -38,10 +38,10 @@ const EFFORTS: [&str; 5] = ["low", "medium", "high", "xhigh", "max"];
 
 /// The chat completions body vLLM makes of an Anthropic Messages body, or the reason it
 /// refuses it. `merges_inline_system` says whether the chat template needs system messages
-/// merged into the first (asked only when the conversation has some).
+/// merged into the first.
 pub(super) fn to_chat_body(
     body: &Value,
-    merges_inline_system: impl FnOnce() -> bool,
+    merges_inline_system: bool,
 ) -> Result<Map<String, Value>, String> {
     let whole = body;
     let AnthropicRequest {
@@ -50,8 +50,7 @@ pub(super) fn to_chat_body(
         max_tokens,
         messages,
     } = AnthropicRequest::of(body, check_content)?;
-    let merge =
-        messages.iter().any(|message| message["role"] == "system") && merges_inline_system();
+    let merge = merges_inline_system;
 
     let mut converted: Vec<Value> = Vec::new();
     let mut system_texts: Vec<String> = match body.get("system") {
@@ -434,10 +433,7 @@ mod tests {
                 {"role": "assistant", "content": [{"type": "thinking", "thinking": "t"}, {"type": "tool_use", "id": "c1", "name": "read", "input": {"path": "a"}}]},
                 {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1", "content": [{"type": "text", "text": "1"}, {"type": "text", "text": "2"}]}, {"type": "text", "text": "Now?"}]},
                 {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c2", "content": "only"}]}]});
-        let chat = to_chat_body(&body, || {
-            unreachable!("no system message in the conversation")
-        })
-        .unwrap();
+        let chat = to_chat_body(&body, true).unwrap();
         assert_eq!(
             chat["messages"],
             json!([
@@ -459,18 +455,18 @@ mod tests {
     fn system_messages_are_merged_when_the_template_needs_it() {
         let body = json!({"model": "m", "max_tokens": 8, "system": "A.", "messages": [
             {"role": "user", "content": "hi"}, {"role": "system", "content": "B."}]});
-        let merged = to_chat_body(&body, || true).unwrap();
+        let merged = to_chat_body(&body, true).unwrap();
         assert_eq!(
             merged["messages"],
             json!([{"role": "system", "content": "A.B."}, {"role": "user", "content": "hi"}])
         );
-        let inline = to_chat_body(&body, || false).unwrap();
+        let inline = to_chat_body(&body, false).unwrap();
         assert_eq!(
             inline["messages"][2],
             json!({"role": "system", "content": "B."})
         );
         assert!(
-            to_chat_body(&json!({"model": "m", "messages": []}), || false).is_err(),
+            to_chat_body(&json!({"model": "m", "messages": []}), false).is_err(),
             "max_tokens is required"
         );
     }

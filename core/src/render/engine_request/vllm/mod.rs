@@ -33,11 +33,10 @@ mod responses;
 mod template_facts;
 
 use std::borrow::Cow;
-use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use super::{TemplateInput, TemplateSources};
+use super::TemplateInput;
 use crate::error::InputError;
 use crate::request::{BodyFormat, Request};
 use crate::template::ChatTemplate;
@@ -55,6 +54,10 @@ pub struct VllmServer {
     default: TemplateFacts,
     /// A tokenizer config's `tool_use` template, which requests with tools get.
     tool_use: Option<TemplateFacts>,
+    /// The template fails on a system message after the first, so `/v1/messages` merges the
+    /// conversation's system messages into the first (`_should_merge_inline_system`, decided
+    /// once when the server starts).
+    merges_inline_system: bool,
 }
 
 /// Why vLLM does not render a request as kvlint models it.
@@ -92,21 +95,13 @@ impl From<Failure> for InputError {
 }
 
 impl VllmServer {
-    /// A server started with `--chat-template FILE` (a Jinja file), or one whose tokenizer
-    /// config holds the template (a `tokenizer_config.json`).
-    pub fn for_template_file(path: &Path) -> Result<Self, InputError> {
-        let sources = TemplateSources::read(path)?;
-        Ok(Self {
-            default: TemplateFacts::of(&sources.default),
-            tool_use: sources.tool_use.as_deref().map(TemplateFacts::of),
-        })
-    }
-
-    /// A server with this chat template source.
-    pub fn for_template_source(source: &str) -> Self {
+    /// A server with this chat template: `--chat-template FILE` (a Jinja file), or the
+    /// template of its tokenizer config.
+    pub fn for_template(template: &ChatTemplate) -> Self {
         Self {
-            default: TemplateFacts::of(source),
-            tool_use: None,
+            default: TemplateFacts::of(template.default_source()),
+            tool_use: template.tool_use_source().map(TemplateFacts::of),
+            merges_inline_system: super::inline_system_probe(template).is_none(),
         }
     }
 
@@ -139,15 +134,7 @@ impl VllmServer {
                 self.chat_input(&request.body, template, add_generation_prompt)
             }
             BodyFormat::AnthropicMessages => {
-                let merges_inline_system = || {
-                    let probe: Vec<Value> = ["system", "user", "system", "user"]
-                        .iter()
-                        .map(|role| serde_json::json!({"role": role, "content": "t"}))
-                        .collect();
-                    // `_detect_merge_inline_system` renders in a plain Jinja environment.
-                    template.bare().render(&probe, None, false).is_err()
-                };
-                let body = anthropic::to_chat_body(&request.body, merges_inline_system)
+                let body = anthropic::to_chat_body(&request.body, self.merges_inline_system)
                     .map_err(Failure::Refused)?;
                 let body = Value::Object(body);
                 let input = self.chat_input(&body, template, add_generation_prompt)?;
