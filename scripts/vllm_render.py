@@ -31,7 +31,10 @@ INPUT.json (use "-" for stdin):
         "body": {...},                        # the /v1/chat/completions request body
         "endpoint": "messages",               # optional: the body is sent to /v1/messages
                                               # ("responses": to /v1/responses)
-        "now": "2026-11-29T10:00:00"          # what strftime_now() sees; optional
+        "now": "2026-11-29T10:00:00",         # what strftime_now() sees; optional
+        "model_type": "gpt_oss"               # optional: serve a gpt-oss model (vLLM then
+                                              # renders through Harmony, its system message
+                                              # dated by VLLM_SYSTEM_START_DATE = now's date)
     }],
      "templates": ["X.jinja", ...]}            # optional: templates to read facts from
 
@@ -96,25 +99,57 @@ class Servers:
             self.tokenizer_jsons[path] = Tokenizer.from_file(path)
         return self.tokenizer_jsons[path]
 
-    def online_renderer(self, tokenizer_dir: str, template_file: str | None, tool_parser: str | None):
+    def gpt_oss_dir(self) -> str:
+        """A gpt-oss model config (no weights: only the config is read), made once."""
+        import tempfile
+
+        from transformers import GptOssConfig
+
+        if not hasattr(self, "_gpt_oss_dir"):
+            self._gpt_oss_dir = tempfile.mkdtemp(prefix="kvlint-gpt-oss-")
+            GptOssConfig(
+                architectures=["GptOssForCausalLM"],
+                num_hidden_layers=1,
+                hidden_size=64,
+                intermediate_size=64,
+                num_attention_heads=2,
+                num_key_value_heads=1,
+                head_dim=32,
+                num_local_experts=2,
+                num_experts_per_tok=1,
+                vocab_size=201088,
+            ).save_pretrained(self._gpt_oss_dir)
+        return self._gpt_oss_dir
+
+    def online_renderer(
+        self,
+        tokenizer_dir: str,
+        template_file: str | None,
+        tool_parser: str | None,
+        model_type: str | None = None,
+    ):
         from vllm.engine.arg_utils import EngineArgs
         from vllm.renderers.chat_utils import load_chat_template
         from vllm.renderers.online_renderer import OnlineRenderer
         from vllm.renderers.registry import renderer_from_config
 
-        key = (tokenizer_dir, template_file, tool_parser)
+        key = (tokenizer_dir, template_file, tool_parser, model_type)
         if key in self.renderers:
             return self.renderers[key]
-        if tokenizer_dir not in self.configs:
+        model_dir = self.gpt_oss_dir() if model_type == "gpt_oss" else self.model_dir
+        if (tokenizer_dir, model_dir) not in self.configs:
             args = EngineArgs(
-                model=self.model_dir,
+                model=model_dir,
                 tokenizer=tokenizer_dir,
                 max_model_len=1 << 20,
                 enforce_eager=True,
             )
             vllm_config = args.create_engine_config()
-            self.configs[tokenizer_dir] = (vllm_config, renderer_from_config(vllm_config))
-        vllm_config, renderer = self.configs[tokenizer_dir]
+            self.configs[(tokenizer_dir, model_dir)] = (
+                vllm_config,
+                renderer_from_config(vllm_config),
+            )
+        vllm_config, renderer = self.configs[(tokenizer_dir, model_dir)]
         online = OnlineRenderer(
             model_config=vllm_config.model_config,
             renderer=renderer,
@@ -158,8 +193,11 @@ async def render_case(servers: Servers, case: dict, seen: list) -> dict:
         expand(case["tokenizer_dir"]),
         expand(template) if template else None,
         case.get("tool_call_parser"),
+        case.get("model_type"),
     )
     pin_now(case.get("now") or DEFAULT_NOW)
+    # Harmony's system message is dated `VLLM_SYSTEM_START_DATE`, read at each request.
+    os.environ["VLLM_SYSTEM_START_DATE"] = (case.get("now") or DEFAULT_NOW)[:10]
     try:
         if case.get("endpoint") == "messages":
             request = anthropic_chat_request(online, case["body"])

@@ -463,6 +463,16 @@ impl Tokenizer {
         (text(&with[..at]), text(&with[at + without.len()..]))
     }
 
+    /// The id of an added token of a Hugging Face tokenizer (`<|im_start|>`).
+    pub fn added_token_id(&self, text: &str) -> Option<u32> {
+        match &self.backend {
+            Backend::O200k(_) => None,
+            Backend::HuggingFace { tokenizer, .. } => tokenizer
+                .get_added_vocabulary()
+                .token_to_id(text, tokenizer.get_model()),
+        }
+    }
+
     pub fn decode(&self, ids: &[u32]) -> String {
         match &self.backend {
             Backend::O200k(tokenizer) => {

@@ -212,6 +212,50 @@ fn the_clock_is_placed_at_its_strftime_now_call() {
 }
 
 #[test]
+fn every_break_is_placed_at_the_template_expression_responsible() {
+    let results = results();
+    for (name, check) in &results {
+        let Ok(check) = check else { continue };
+        for found in &check.breaks {
+            assert!(
+                found.site.as_ref().is_some_and(|site| site.span.is_some()),
+                "{name}: {:?} at turn {} has no place in the template",
+                found.kind,
+                found.turn
+            );
+        }
+    }
+    let line_of = |name: &str, kind: &TemplateBreakKind| {
+        let site = first_of(find(&results, name), kind).site.clone().unwrap();
+        (site.span.unwrap().line, site.expression)
+    };
+    // Where the earlier turn printed the reasoning a later turn drops.
+    let (line, expression) = line_of("Qwen-Qwen3-0.6B", &TemplateBreakKind::ReasoningDropped);
+    assert_eq!(line, 41);
+    assert!(
+        expression.contains("reasoning_content.strip"),
+        "{expression}"
+    );
+    // Where Mistral Nemo prints the system prompt, inside the newest user message.
+    let (line, expression) = line_of(
+        "mistralai-Mistral-Nemo-Instruct-2407",
+        &TemplateBreakKind::SystemPromptMoved,
+    );
+    assert_eq!(line, 52);
+    assert!(expression.contains("system_message"), "{expression}");
+    // The generation prompt's test.
+    let (line, expression) = line_of(
+        "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B",
+        &TemplateBreakKind::GenerationPromptNotReproduced,
+    );
+    assert_eq!((line, expression.as_str()), (46, "add_generation_prompt"));
+    // A template that tests `tools` before iterating them: where a tool's name is printed.
+    let (line, expression) = line_of("Qwen3-Coder", &TemplateBreakKind::ToolsInSystemBlock);
+    assert_eq!(line, 38);
+    assert!(expression.contains("tool.name"), "{expression}");
+}
+
+#[test]
 fn templates_that_refuse_parts_of_the_conversation_are_checked_without_them() {
     let results = results();
     let refused = |name: &str| -> Vec<Feature> {

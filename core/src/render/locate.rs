@@ -19,7 +19,7 @@ use crate::template::PythonJson;
 pub(super) fn locate_parts(
     text: &str,
     request: &Request,
-    chat_tools: &[Cow<'_, Value>],
+    tools: RenderedTools<'_>,
 ) -> Vec<Segment> {
     // Located ranges by start, to check a candidate against its neighbours only.
     let mut located: BTreeMap<usize, (usize, usize)> = BTreeMap::new();
@@ -43,18 +43,15 @@ pub(super) fn locate_parts(
             before.is_none_or(|(_, (end, _))| *end <= range.start)
                 && after.is_none_or(|(start, _)| range.end <= *start)
         };
-        // Tools reach the template in chat form, whatever the request's API.
-        let chat_tool = (part.kind == PartKind::Tool)
+        let tool = (part.kind == PartKind::Tool)
             .then(|| request.tools.iter().position(|tool| tool.path == part.path))
-            .flatten()
-            .and_then(|index| chat_tools.get(index))
-            .map(Cow::as_ref);
+            .flatten();
         let in_head = matches!(part.kind, PartKind::Tool | PartKind::System)
             || part
                 .message
                 .and_then(|message| request.messages.get(message))
                 .is_some_and(|message| message.role.is_instructions());
-        let found = needles(part, chat_tool)
+        let found = needles(part, tool.and_then(|index| tools.needle(index)))
             .into_iter()
             .filter(|needle| !needle.is_empty())
             .find_map(|needle| {
@@ -146,11 +143,38 @@ fn find_from(text: &str, from: usize, needle: &str) -> Option<usize> {
     text[rest..].find(needle).map(|at| rest + at)
 }
 
+/// The request's tools as the engine hands them on, in request order.
+#[derive(Clone, Copy)]
+pub(super) enum RenderedTools<'a> {
+    /// To a chat template, in chat form whatever the request's API.
+    Chat(&'a [Cow<'a, Value>]),
+    /// Written into the prompt by the engine itself (Harmony's TypeScript declarations).
+    Declared(&'a [String]),
+}
+
+/// What a tool is looked for as.
+enum ToolNeedle<'a> {
+    Chat(&'a Value),
+    Declared(&'a str),
+}
+
+impl<'a> RenderedTools<'a> {
+    fn needle(self, index: usize) -> Option<ToolNeedle<'a>> {
+        match self {
+            Self::Chat(tools) => tools.get(index).map(|tool| ToolNeedle::Chat(tool.as_ref())),
+            Self::Declared(tools) => tools.get(index).map(|tool| ToolNeedle::Declared(tool)),
+        }
+    }
+}
+
 /// The texts a part may appear as in a template's output: as sent, trimmed, and for JSON
 /// (a tool, tool-call arguments) as Python's `json.dumps` writes it.
-fn needles<'a>(part: &'a Part, chat_tool: Option<&Value>) -> Vec<Cow<'a, str>> {
-    let parsed = match (part.kind, chat_tool) {
-        (PartKind::Tool, Some(chat_tool)) => Some(Cow::Borrowed(chat_tool)),
+fn needles<'a>(part: &'a Part, tool: Option<ToolNeedle<'a>>) -> Vec<Cow<'a, str>> {
+    let parsed = match (part.kind, tool) {
+        (PartKind::Tool, Some(ToolNeedle::Declared(declaration))) => {
+            return vec![Cow::Borrowed(declaration)];
+        }
+        (PartKind::Tool, Some(ToolNeedle::Chat(chat_tool))) => Some(Cow::Borrowed(chat_tool)),
         (PartKind::Tool | PartKind::Arguments, _) => serde_json::from_str::<Value>(&part.text)
             .ok()
             .map(Cow::Owned),

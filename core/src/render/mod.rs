@@ -14,6 +14,7 @@
 
 mod chat_view;
 mod engine_request;
+mod harmony;
 mod locate;
 mod provider;
 
@@ -26,7 +27,8 @@ use crate::tokenize::{Tokenizer, Tokens};
 
 pub use chat_view::{chat_view, openai_chat_body};
 pub use engine_request::{EngineRequest, LlamaCppServer, SglangServer, TemplateInput, VllmServer};
-use locate::locate_parts;
+pub use harmony::is_harmony_tokenizer;
+use locate::{RenderedTools, locate_parts};
 pub use provider::push_part_text;
 use provider::render_parts;
 
@@ -96,11 +98,10 @@ impl Renderer {
                     .engine_name()
                     .map(|name| format!("{name}:"))
                     .unwrap_or_default();
-                format!(
-                    "engine:{engine}{}+{}",
-                    file_name(template.path()),
-                    tokenizer.name()
-                )
+                let format = request
+                    .own_format()
+                    .unwrap_or_else(|| file_name(template.path()));
+                format!("engine:{engine}{format}+{}", tokenizer.name())
             }
         }
     }
@@ -169,6 +170,15 @@ impl Renderer {
                 add_generation_prompt,
                 request: engine_request,
             } => {
+                if let Some(prompt) = engine_request.own_prompt(request) {
+                    let prompt = prompt?;
+                    let declared = RenderedTools::Declared(&prompt.tool_declarations);
+                    return Ok(Rendered {
+                        segments: locate_parts(&prompt.text, request, declared),
+                        text: prompt.text,
+                        tokens: prompt.tokens,
+                    });
+                }
                 let input =
                     engine_request.template_input(request, template, *add_generation_prompt)?;
                 let template = input.template.as_deref().unwrap_or(template);
@@ -192,8 +202,11 @@ impl Renderer {
                     text.insert_str(0, before);
                     text.push_str(after);
                 }
-                let segments =
-                    locate_parts(&text, request, input.tools.as_deref().unwrap_or_default());
+                let segments = locate_parts(
+                    &text,
+                    request,
+                    RenderedTools::Chat(input.tools.as_deref().unwrap_or_default()),
+                );
                 let earlier = previous.map(|(_, rendered)| (&*rendered.text, &rendered.tokens));
                 let tokens = tokenizer.encode_text_after(&text, earlier);
                 Ok(Rendered {

@@ -52,6 +52,36 @@ impl Object for Tripwire {
 
 fn is_tripwire(value: &JinjaValue) -> bool {
     value.downcast_object_ref::<Tripwire>().is_some()
+        || (PROBING.get()
+            && value
+                .as_str()
+                .is_some_and(|text| text.contains(PROBED_TEXT)))
+}
+
+/// The text a site probe puts in a message field: printing anything that holds it fails, so
+/// that the error places where the template prints the field. Unlike a [`Tripwire`], it is a
+/// string, so the template takes the same branches as with the field's own text.
+pub(super) const PROBED_TEXT: &str = "\u{1}kvlint-site-probe\u{1}";
+
+thread_local! {
+    /// Whether the render running on this thread is a site probe's.
+    static PROBING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// While held, printed text that holds [`PROBED_TEXT`] fails the render on this thread.
+pub(super) struct Probing;
+
+impl Probing {
+    pub(super) fn start() -> Self {
+        PROBING.set(true);
+        Self
+    }
+}
+
+impl Drop for Probing {
+    fn drop(&mut self) {
+        PROBING.set(false);
+    }
 }
 
 fn tripped() -> JinjaError {
@@ -168,6 +198,7 @@ fn python_tojson(
         sort_keys: sort_keys.unwrap_or(false),
         item_separator,
         key_separator,
+        ensure_ascii: false,
     };
     limits::pay_for(state, style.dumps_len(&json))?;
     Ok(JinjaValue::from_safe_string(style.dumps(&json)))

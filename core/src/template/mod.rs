@@ -83,6 +83,11 @@ pub enum SiteProbe<'a> {
     StrftimeCall(usize),
     /// The first use of this variable.
     Variable(&'a str),
+    /// Where the text of a message's field (its `content`, its `reasoning_content`) is first
+    /// printed.
+    MessageField { message: usize, field: &'a str },
+    /// Where a tool's name is first printed (or serialized).
+    ToolName,
 }
 
 /// An expression of the template: its text and its place in the file.
@@ -194,12 +199,15 @@ impl ChatTemplate {
         })
     }
 
-    /// The template without special tokens or extra variables, as an engine's probe renders
-    /// it in a plain Jinja environment (`bos_token` undefined).
+    /// The template without special tokens, extra variables or transformers' functions, as an
+    /// engine's probe renders it in a plain Jinja environment (`bos_token`, `strftime_now` and
+    /// `raise_exception` undefined).
     pub fn bare(&self) -> Self {
         let mut bare = self.clone();
         bare.special_tokens.clear();
         bare.kwargs.clear();
+        bare.environment.remove_global("strftime_now");
+        bare.environment.remove_global("raise_exception");
         bare
     }
 
@@ -342,20 +350,49 @@ impl ChatTemplate {
         tools: Option<&[M]>,
         probe: SiteProbe<'_>,
     ) -> Option<TemplateSite> {
-        let probing = match probe {
-            SiteProbe::StrftimeCall(call) => self.with_clock(Clock::FailingCall(call)),
+        let error = match probe {
+            SiteProbe::StrftimeCall(call) => self
+                .with_clock(Clock::FailingCall(call))
+                .render_with(messages, tools, true, None),
             SiteProbe::Variable(name) => {
                 let mut probing = self.clone();
                 probing.kwargs.remove(name);
                 probing.special_tokens.remove(name);
-                probing
+                let tripwire = (name, JinjaValue::from_object(Tripwire));
+                probing.render_with(messages, tools, true, Some(tripwire))
             }
-        };
-        let extra = match probe {
-            SiteProbe::Variable(name) => Some((name, JinjaValue::from_object(Tripwire))),
-            SiteProbe::StrftimeCall(_) => None,
-        };
-        let error = probing.render_with(messages, tools, true, extra).err()?;
+            SiteProbe::MessageField { message, field } => {
+                let mut probed: Vec<Value> = messages.iter().map(|m| m.borrow().clone()).collect();
+                let text = probed.get_mut(message)?.get_mut(field)?;
+                if !text.is_string() {
+                    return None;
+                }
+                *text = Value::String(environment::PROBED_TEXT.to_owned());
+                let tools: Option<Vec<&Value>> =
+                    tools.map(|tools| tools.iter().map(Borrow::borrow).collect());
+                let probed: Vec<&Value> = probed.iter().collect();
+                let _probing = environment::Probing::start();
+                self.render_with(&probed, tools.as_deref(), true, None)
+            }
+            SiteProbe::ToolName => {
+                let mut probed: Vec<Value> =
+                    tools?.iter().map(|tool| tool.borrow().clone()).collect();
+                for tool in &mut probed {
+                    let function = match tool.get_mut("function") {
+                        Some(function) => function,
+                        None => tool,
+                    };
+                    if let Some(name) = function.get_mut("name") {
+                        *name = Value::String(environment::PROBED_TEXT.to_owned());
+                    }
+                }
+                let messages: Vec<&Value> = messages.iter().map(Borrow::borrow).collect();
+                let probed: Vec<&Value> = probed.iter().collect();
+                let _probing = environment::Probing::start();
+                self.render_with(&messages, Some(&probed), true, None)
+            }
+        }
+        .err()?;
         if let SiteProbe::StrftimeCall(call) = probe {
             let probed = std::error::Error::source(&error)
                 .and_then(|source| source.downcast_ref::<ClockProbe>())
@@ -371,6 +408,21 @@ impl ChatTemplate {
             .find(|source| error.name() == Some(source.name.as_str()))?;
         Some(TemplateSite {
             expression: source.text.get(range.clone())?.to_owned(),
+            span: source.file_span(&self.file_text, &range),
+        })
+    }
+
+    /// Where the template last names `name` (`add_generation_prompt`) in the template it
+    /// renders without tools: the place a test of it is made.
+    pub fn last_mention(&self, name: &str) -> Option<TemplateSite> {
+        let source = self
+            .sources
+            .iter()
+            .find(|source| source.name == DEFAULT_NAME)?;
+        let start = source.text.rfind(name)?;
+        let range = start..start + name.len();
+        Some(TemplateSite {
+            expression: name.to_owned(),
             span: source.file_span(&self.file_text, &range),
         })
     }

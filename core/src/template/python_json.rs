@@ -8,6 +8,8 @@ pub struct PythonJson {
     pub sort_keys: bool,
     pub item_separator: String,
     pub key_separator: String,
+    /// Every character past ASCII written as `\uXXXX` (Python's default).
+    pub ensure_ascii: bool,
 }
 
 impl PythonJson {
@@ -18,6 +20,15 @@ impl PythonJson {
             sort_keys: false,
             item_separator: ", ".into(),
             key_separator: ": ".into(),
+            ensure_ascii: false,
+        }
+    }
+
+    /// `json.dumps(value)`, Python's defaults: `{"caf\u00e9": [1, 2]}`.
+    pub fn python_default() -> Self {
+        Self {
+            ensure_ascii: true,
+            ..Self::compact()
         }
     }
 
@@ -67,14 +78,14 @@ impl PythonJson {
                         out.push_str(&self.item_separator);
                     }
                     self.newline(depth + 1, out);
-                    write_python_string(key, out);
+                    write_python_string(key, self.ensure_ascii, out);
                     out.push_str(&self.key_separator);
                     self.write(item, depth + 1, out);
                 }
                 self.newline(depth, out);
                 out.push('}');
             }
-            Value::String(text) => write_python_string(text, out),
+            Value::String(text) => write_python_string(text, self.ensure_ascii, out),
             Value::Number(number) => {
                 let text = number.to_string();
                 // Python writes whole floats with `.0`; serde_json agrees except for exponents.
@@ -123,7 +134,7 @@ impl Sink for Length {
     }
 }
 
-fn write_python_string(text: &str, out: &mut impl Sink) {
+fn write_python_string(text: &str, ensure_ascii: bool, out: &mut impl Sink) {
     out.push('"');
     for character in text.chars() {
         match character {
@@ -136,6 +147,12 @@ fn write_python_string(text: &str, out: &mut impl Sink) {
             '\u{0c}' => out.push_str("\\f"),
             control if u32::from(control) < 0x20 => {
                 out.push_str(&format!("\\u{:04x}", u32::from(control)));
+            }
+            wide if ensure_ascii && !wide.is_ascii() => {
+                let mut units = [0; 2];
+                for unit in wide.encode_utf16(&mut units) {
+                    out.push_str(&format!("\\u{unit:04x}"));
+                }
             }
             other => out.push(other),
         }

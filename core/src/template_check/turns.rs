@@ -23,13 +23,44 @@ pub(super) fn turn_breaks(
             continue;
         }
         let history = &messages[..lengths[turn]];
+        let later_history = &messages[..lengths[turn + 1]];
         let without_generation = template.render(history, Some(tools), false)?;
-        let kind = classify(earlier, later, &without_generation, history);
-        if let Some(found) = divergence(earlier, later, kind, turn + 1) {
+        let (kind, probe) = classify(earlier, later, &without_generation, history);
+        if let Some(mut found) = divergence(earlier, later, kind, turn + 1) {
+            found.site = match probe {
+                // The reasoning is printed in the earlier prompt only.
+                Some(Probe::Reasoning(message)) => template.site(
+                    history,
+                    Some(tools),
+                    SiteProbe::MessageField {
+                        message,
+                        field: "reasoning_content",
+                    },
+                ),
+                // Printed in one of the two prompts at least.
+                Some(Probe::Content(message)) => {
+                    [history, later_history].into_iter().find_map(|messages| {
+                        let field = "content";
+                        let probe = SiteProbe::MessageField { message, field };
+                        template.site(messages, Some(tools), probe)
+                    })
+                }
+                Some(Probe::GenerationPrompt) => template.last_mention("add_generation_prompt"),
+                None => None,
+            };
             breaks.push(found);
         }
     }
     Ok(breaks)
+}
+
+/// Where a break's site is looked for: where the template prints an earlier message's
+/// reasoning (in the earlier prompt) or a message's content, or its test of
+/// `add_generation_prompt`.
+enum Probe {
+    Reasoning(usize),
+    Content(usize),
+    GenerationPrompt,
 }
 
 /// Tools inside the system block: the prompt with and without tools first differs before
@@ -64,11 +95,11 @@ pub(super) fn tools_in_system_block(
         window(&no_tools, first_difference),
         window(with_tools, first_difference),
     );
-    found.site = template.site(
-        &messages[..=first_user],
-        Some(tools),
-        SiteProbe::Variable("tools"),
-    );
+    // The first use of `tools`, else (a template that tests it before iterating it) where a
+    // tool's name is printed.
+    found.site = [SiteProbe::Variable("tools"), SiteProbe::ToolName]
+        .into_iter()
+        .find_map(|probe| template.site(&messages[..=first_user], Some(tools), probe));
     Ok(Some(found))
 }
 
@@ -85,27 +116,49 @@ fn classify(
     later: &str,
     without_generation: &str,
     history: &[Value],
-) -> TemplateBreakKind {
+) -> (TemplateBreakKind, Option<Probe>) {
     let offset = common_prefix(earlier, later);
     // Both turns agree on the prompt proper; the break is in the generation prompt.
     if earlier.starts_with(without_generation)
         && later.starts_with(without_generation)
         && offset >= without_generation.len()
     {
-        return TemplateBreakKind::GenerationPromptNotReproduced;
+        return (
+            TemplateBreakKind::GenerationPromptNotReproduced,
+            Some(Probe::GenerationPrompt),
+        );
     }
-    let reasoning_lost = history.iter().any(|message| {
+    let reasoning_lost = history.iter().position(|message| {
         message
             .get("reasoning_content")
             .and_then(Value::as_str)
             .is_some_and(|reasoning| earlier.contains(reasoning) && !later.contains(reasoning))
     });
-    if reasoning_lost {
-        return TemplateBreakKind::ReasoningDropped;
+    if let Some(message) = reasoning_lost {
+        return (
+            TemplateBreakKind::ReasoningDropped,
+            Some(Probe::Reasoning(message)),
+        );
     }
     let system = system_text(history).unwrap_or_default();
     if !system.is_empty() && earlier.find(system) != later.find(system) {
-        return TemplateBreakKind::SystemPromptMoved;
+        return (
+            TemplateBreakKind::SystemPromptMoved,
+            Some(Probe::Content(0)),
+        );
     }
-    TemplateBreakKind::HistoryChanged
+    // The message printed last before the divergence, in the earlier prompt.
+    let changed = history
+        .iter()
+        .enumerate()
+        .filter_map(|(index, message)| {
+            let content = message.get("content").and_then(Value::as_str)?;
+            let at = earlier
+                .find(content)
+                .filter(|at| *at <= offset && !content.is_empty())?;
+            Some((at, index))
+        })
+        .max()
+        .map(|(_, index)| Probe::Content(index));
+    (TemplateBreakKind::HistoryChanged, changed)
 }

@@ -14,7 +14,9 @@ use chrono::NaiveDateTime;
 use kvlint_core::TemplateLimits;
 use kvlint_core::cache::Engine;
 use kvlint_core::diagnostic::Severity;
-use kvlint_core::render::{EngineRequest, LlamaCppServer, Renderer, SglangServer, VllmServer};
+use kvlint_core::render::{
+    EngineRequest, LlamaCppServer, Renderer, SglangServer, VllmServer, is_harmony_tokenizer,
+};
 use kvlint_core::template::ChatTemplate;
 use kvlint_core::tokenize::Tokenizer;
 use miette::{IntoDiagnostic, WrapErr};
@@ -188,11 +190,22 @@ impl RenderArgs {
             template.kwargs = kwargs;
         }
         let request = match serving {
+            // A gpt-oss tokenizer: vLLM renders through Harmony, its system message dated
+            // the day the request comes in.
+            ServingEngine::Vllm if is_harmony_tokenizer(&tokenizer) => {
+                EngineRequest::Vllm(Box::new(
+                    VllmServer::for_template(&template)
+                        .rendering_harmony(now.format("%Y-%m-%d").to_string()),
+                ))
+            }
             ServingEngine::Vllm => {
                 EngineRequest::Vllm(Box::new(VllmServer::for_template(&template)))
             }
             ServingEngine::Llamacpp => {
                 EngineRequest::LlamaCpp(LlamaCppServer::serving(&mut template))
+            }
+            ServingEngine::Sglang if is_harmony_tokenizer(&tokenizer) => {
+                EngineRequest::Sglang(SglangServer::serving(&mut template).serving_gpt_oss())
             }
             ServingEngine::Sglang => EngineRequest::Sglang(SglangServer::serving(&mut template)),
         };

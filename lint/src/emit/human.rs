@@ -491,6 +491,9 @@ impl miette::Diagnostic for FindingReport<'_> {
         let label =
             if self.finding.previous_window.is_empty() && self.finding.current_window.is_empty() {
                 format!("{} tokens after this are lost", self.finding.tokens_lost)
+            } else if self.finding.tokens_lost == 0 {
+                // A template's finding: its prompts are not tokenized.
+                format!("the prompt of turn {} changes here", self.finding.turn)
             } else {
                 format!(
                     "turn {} diverges here: {} tokens lost",

@@ -19,6 +19,7 @@ use serde_json::{Map, Value};
 use crate::error::InputError;
 use crate::request::Request;
 use crate::template::ChatTemplate;
+use crate::tokenize::Tokens;
 
 use super::chat_view;
 pub use llamacpp::LlamaCppServer;
@@ -58,6 +59,16 @@ pub struct TemplateInput<'a> {
     /// text, which the rendered prompt must end with, left open. Its content was marked with
     /// [`CONTINUE_FINAL_MESSAGE_TAG`] where the prompt is cut.
     pub continue_final_message: Option<String>,
+}
+
+/// A prompt the engine renders itself, without the chat template (vLLM's Harmony for
+/// gpt-oss).
+#[derive(Debug)]
+pub struct OwnPrompt {
+    pub text: String,
+    pub tokens: Tokens,
+    /// Each of the request's tools as the prompt declares it, in request order.
+    pub tool_declarations: Vec<String>,
 }
 
 /// transformers' `continue_final_message_tag`: appended to the final message's text, the
@@ -224,6 +235,24 @@ impl EngineRequest {
             Self::Vllm(_) => Some(vllm::ENGINE),
             Self::LlamaCpp(_) => Some(llamacpp::ENGINE),
             Self::Sglang(_) => Some(sglang::ENGINE),
+        }
+    }
+
+    /// The format the engine renders requests in itself, instead of the chat template:
+    /// `harmony` (vLLM serving gpt-oss).
+    pub fn own_format(&self) -> Option<&'static str> {
+        match self {
+            Self::Vllm(server) if server.renders_harmony() => Some("harmony"),
+            _ => None,
+        }
+    }
+
+    /// Where the engine renders the request itself ([`EngineRequest::own_format`]): the
+    /// prompt's text and tokens, and the tools as the prompt declares them.
+    pub(super) fn own_prompt(&self, request: &Request) -> Option<Result<OwnPrompt, InputError>> {
+        match self {
+            Self::Vllm(server) => server.harmony_prompt(request),
+            _ => None,
         }
     }
 

@@ -69,6 +69,8 @@ pub struct SglangServer {
     /// decided once when the server starts); else `/v1/messages` and `/v1/responses` merge
     /// system messages into the first.
     renders_inline_system: bool,
+    /// A gpt-oss model (`model_type: gpt_oss`): its Responses requests go through Harmony.
+    gpt_oss: bool,
 }
 
 fn refused(reason: impl Into<String>) -> InputError {
@@ -87,6 +89,18 @@ impl SglangServer {
             content_as_parts: takes_content_as_parts(template.default_source()),
             renders_inline_system: super::inline_system_probe(template)
                 .is_some_and(|text| text.contains(super::INLINE_SYSTEM_SENTINEL)),
+            gpt_oss: false,
+        }
+    }
+
+    /// The same server running gpt-oss: chat requests still go through the template, but a
+    /// `none` reasoning effort is refused (`OpenAIServingChat._convert_to_internal_request`),
+    /// and Responses requests go through Harmony (`OpenAIServingResponses`, `use_harmony`),
+    /// which kvlint does not model for SGLang.
+    pub fn serving_gpt_oss(self) -> Self {
+        Self {
+            gpt_oss: true,
+            ..self
         }
     }
 
@@ -110,6 +124,11 @@ impl SglangServer {
                 converted_body =
                     anthropic::to_chat_body(body, self.renders_inline_system).map_err(refused)?;
                 (&converted_body, Endpoint::ChatCompletions)
+            }
+            (BodyFormat::OpenAiResponses, _) if self.gpt_oss => {
+                return Err(not_modelled(
+                    "a Responses request to gpt-oss (SGLang renders it through Harmony)".into(),
+                ));
             }
             (BodyFormat::OpenAiResponses, body) => {
                 converted_body = responses::to_chat_body(body, self.renders_inline_system)
@@ -154,6 +173,13 @@ impl SglangServer {
         let mut tools = dumped_tools(body.get("tools"), "tools")?;
         let tool_choice = tool_choice(body, &dumped)?;
         let variables = template_variables(body)?;
+        if self.gpt_oss
+            && variables
+                .get("reasoning_effort")
+                .is_some_and(|effort| effort == "none")
+        {
+            return Err("Harmony does not support reasoning effort none".into());
+        }
         let continue_final_message = body
             .get("continue_final_message")
             .is_some_and(|flag| flag == &Value::Bool(true));

@@ -127,3 +127,28 @@ fn reasoning_effort_sets_the_thinking_variables() {
         json!({"reasoning_effort": "none", "x": 1, "thinking": false, "enable_thinking": false})
     );
 }
+
+#[test]
+fn gpt_oss_refuses_no_reasoning_and_its_responses_are_not_modelled() {
+    let (_, mut template) = super::super::template_file(STRING_TEMPLATE);
+    let server = SglangServer::serving(&mut template).serving_gpt_oss();
+    let render = |body: Value| {
+        let request = Request::from_body(&body).unwrap();
+        server.template_input(&request, &template, true).map(|_| ())
+    };
+    let user = json!([{"role": "user", "content": "x"}]);
+    assert!(render(json!({"messages": user})).is_ok());
+    for body in [
+        json!({"messages": user, "reasoning_effort": "none"}),
+        json!({"messages": user, "chat_template_kwargs": {"reasoning_effort": "none"}}),
+    ] {
+        assert!(
+            matches!(render(body.clone()), Err(InputError::Refused { .. })),
+            "{body}"
+        );
+    }
+    assert!(matches!(
+        render(json!({"model": "m", "input": "x"})),
+        Err(InputError::NotModelled { .. })
+    ));
+}

@@ -19,6 +19,7 @@ use serde_json::{Map, Value, json};
 
 use super::super::{AnthropicRequest, invalid};
 use super::content::BILLING_HEADER;
+use crate::template::PythonJson;
 
 /// The block types `AnthropicContentBlock` takes.
 const BLOCK_TYPES: [&str; 9] = [
@@ -268,7 +269,8 @@ fn convert_blocks(
                     "type": "function",
                     "function": {
                         "name": block["name"].as_str().unwrap_or_default(),
-                        "arguments": input.to_string(),
+                        // `json.dumps(block.input or {})`.
+                        "arguments": PythonJson::python_default().dumps(&input),
                     },
                 }));
             }
@@ -439,7 +441,7 @@ mod tests {
             json!([
                 {"role": "system", "content": "Be terse."},
                 {"role": "user", "content": "Read a."},
-                {"role": "assistant", "reasoning": "t", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "read", "arguments": "{\"path\":\"a\"}"}}]},
+                {"role": "assistant", "reasoning": "t", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "read", "arguments": "{\"path\": \"a\"}"}}]},
                 {"role": "tool", "tool_call_id": "c1", "content": "1\n2"},
                 {"role": "user", "content": "Now?"},
                 {"role": "tool", "tool_call_id": "c2", "content": "only"}])

@@ -7,8 +7,8 @@ use std::borrow::Cow;
 
 use serde_json::{Map, Value};
 
-use super::Failure;
 use super::template_facts::ContentFormat;
+use super::{Failure, request};
 
 /// `_CLAUDE_CODE_BILLING_HEADER`: a line Claude Code puts first in its system prompt, with a
 /// value that changes on every request; vLLM drops it.
@@ -109,7 +109,10 @@ pub(super) fn parse_content(
     }
     let mut parsed = Vec::with_capacity(parts.len());
     for part in &parts {
-        if let Some(part) = parse_part(part, format)? {
+        // `if parse_res:` — an empty text (or a missing one) is left out of the join.
+        if let Some(part) = parse_part(part, format)?
+            && request::truthy(Some(&part))
+        {
             parsed.push(part);
         }
     }
@@ -263,7 +266,7 @@ fn part_content<'p>(object: &'p Map<String, Value>, kind: &str) -> Option<&'p Va
 }
 
 /// OpenAI's `prompt_cache_breakpoint` on a text part: `{"mode": "explicit", "ttl": …}`.
-fn check_cache_breakpoint(breakpoint: Option<&Value>) -> Result<(), Failure> {
+pub(super) fn check_cache_breakpoint(breakpoint: Option<&Value>) -> Result<(), Failure> {
     let Some(breakpoint) = breakpoint else {
         return Ok(());
     };

@@ -17,9 +17,11 @@
 //! `continue_final_message` leaves the last message open as transformers does (its text
 //! tagged, the rendered prompt cut at the tag).
 //!
-//! Not reproduced: image, audio and video parts (reported as not modelled); gpt-oss, which
-//! vLLM renders with Harmony rather than its template; prompts over the model's context
-//! length; templates that change a list in place, which vLLM's
+//! For gpt-oss, vLLM renders chat requests through Harmony instead of the template
+//! (`harmony`).
+//!
+//! Not reproduced: image, audio and video parts (reported as not modelled); Responses
+//! requests to gpt-oss that continue a stored response; prompts over the model's context length; templates that change a list in place, which vLLM's
 //! sandboxed Jinja refuses. The transformers vLLM 0.32 pins (5.19) hands messages to the
 //! template as they are, where kvlint's templates drop null keys and add a `thinking` alias
 //! as later transformers do: a template that tests `message.tool_call_id is defined` on a
@@ -27,6 +29,7 @@
 
 mod anthropic;
 mod content;
+mod harmony;
 mod messages;
 mod request;
 mod responses;
@@ -36,10 +39,11 @@ use std::borrow::Cow;
 
 use serde_json::{Map, Value};
 
-use super::TemplateInput;
+use super::{OwnPrompt, TemplateInput};
 use crate::error::InputError;
 use crate::request::{BodyFormat, Request};
 use crate::template::ChatTemplate;
+use crate::tokenize::Tokenizer;
 use template_facts::TemplateFacts;
 pub(super) use template_facts::loops_over_content;
 
@@ -58,6 +62,17 @@ pub struct VllmServer {
     /// conversation's system messages into the first (`_should_merge_inline_system`, decided
     /// once when the server starts).
     merges_inline_system: bool,
+    /// A gpt-oss model: requests are rendered through Harmony, not the template.
+    harmony: Option<Harmony>,
+}
+
+/// How vLLM renders for gpt-oss (`harmony`).
+#[derive(Debug)]
+struct Harmony {
+    /// The date the system message says (`VLLM_SYSTEM_START_DATE`, else the day's).
+    start_date: String,
+    /// Harmony encodes its text as ordinary `o200k_base` text, special tokens never parsed.
+    text_tokenizer: Tokenizer,
 }
 
 /// Why vLLM does not render a request as kvlint models it.
@@ -102,7 +117,57 @@ impl VllmServer {
             default: TemplateFacts::of(template.default_source()),
             tool_use: template.tool_use_source().map(TemplateFacts::of),
             merges_inline_system: super::inline_system_probe(template).is_none(),
+            harmony: None,
         }
+    }
+
+    /// The same server running gpt-oss (a model whose config says `model_type: gpt_oss`):
+    /// chat and Anthropic requests are rendered through Harmony, whose system message says
+    /// `start_date` (`YYYY-MM-DD`).
+    pub fn rendering_harmony(self, start_date: String) -> Self {
+        Self {
+            harmony: Some(Harmony {
+                start_date,
+                text_tokenizer: Tokenizer::o200k_base(),
+            }),
+            ..self
+        }
+    }
+
+    /// Whether requests are rendered through Harmony.
+    pub fn renders_harmony(&self) -> bool {
+        self.harmony.is_some()
+    }
+
+    /// For gpt-oss, what vLLM prefills for the request: its text and tokens, and the tools as
+    /// the prompt declares them; `None` for other models, whose template renders requests.
+    pub(in crate::render) fn harmony_prompt(
+        &self,
+        request: &Request,
+    ) -> Option<Result<OwnPrompt, InputError>> {
+        let harmony = self.harmony.as_ref()?;
+        let prompt = match request.format {
+            BodyFormat::OpenAiChat => harmony::chat_prompt(&request.body, &harmony.start_date),
+            BodyFormat::AnthropicMessages => {
+                anthropic::to_chat_body(&request.body, self.merges_inline_system)
+                    .map_err(Failure::Refused)
+                    .and_then(|body| {
+                        harmony::chat_prompt(&Value::Object(body), &harmony.start_date)
+                    })
+            }
+            BodyFormat::OpenAiResponses => {
+                harmony::responses_prompt(&request.body, &harmony.start_date)
+            }
+        };
+        Some(prompt.map_err(InputError::from).map(|prompt| {
+            let (text, tokens) =
+                crate::render::harmony::encode(&prompt.pieces, &harmony.text_tokenizer);
+            OwnPrompt {
+                text,
+                tokens,
+                tool_declarations: prompt.tool_declarations,
+            }
+        }))
     }
 
     /// Whether the template gets message content as a list of parts (vLLM's "openai" content
@@ -157,6 +222,7 @@ impl VllmServer {
             return Err(Failure::Refused("Input should be a valid dictionary".into()).into());
         };
         let variables = request::check_request(body).map_err(Failure::Refused)?;
+        request::check_template_trust(body).map_err(Failure::Refused)?;
         let Some(messages) = body.get("messages") else {
             return Err(Failure::Refused("Field required at messages".into()).into());
         };

@@ -36,7 +36,7 @@ pub(super) struct RequestVariables {
 }
 
 /// Python's truth value of a JSON value, as the model validators test raw fields.
-fn truthy(value: Option<&Value>) -> bool {
+pub(super) fn truthy(value: Option<&Value>) -> bool {
     match value {
         None | Some(Value::Null) => false,
         Some(Value::Bool(flag)) => *flag,
@@ -88,16 +88,6 @@ pub(super) fn check_request(body: &Map<String, Value>) -> Result<RequestVariable
         Some(Value::Object(kwargs)) => kwargs.clone(),
         Some(_) => return Err("Input should be a valid dictionary at chat_template_kwargs".into()),
     };
-    // `OnlineRenderer.validate_chat_template`, for a server without
-    // `--trust-request-chat-template`.
-    let has_template = |value: Option<&Value>| value.is_some_and(|value| !value.is_null());
-    if has_template(body.get("chat_template")) || has_template(kwargs.get("chat_template")) {
-        return Err(
-            "Chat template is passed with request, but --trust-request-chat-template \
-                    is not set. Refused request with untrusted chat template."
-                .into(),
-        );
-    }
     // The named fields always win over `chat_template_kwargs`: `add_generation_prompt` and
     // `continue_final_message` have non-null defaults, the others only when set
     // (`merge_kwargs` skips None and "auto").
@@ -215,6 +205,23 @@ fn check_tool_usage(body: &Map<String, Value>) -> Result<(), String> {
 /// dumped with `model_dump()` (`FunctionDefinition`'s own serializer): `type`, then the
 /// function's `name`, `description` and `parameters` (null when not sent), `strict` and
 /// `defer_loading` when set; unknown keys dropped.
+/// `OnlineRenderer.validate_chat_template`, for a server without
+/// `--trust-request-chat-template`: a request may not bring its own template.
+pub(super) fn check_template_trust(body: &Map<String, Value>) -> Result<(), String> {
+    let has_template = |value: Option<&Value>| value.is_some_and(|value| !value.is_null());
+    let kwargs_template = body
+        .get("chat_template_kwargs")
+        .and_then(|kwargs| kwargs.get("chat_template"));
+    if has_template(body.get("chat_template")) || has_template(kwargs_template) {
+        return Err(
+            "Chat template is passed with request, but --trust-request-chat-template \
+                    is not set. Refused request with untrusted chat template."
+                .into(),
+        );
+    }
+    Ok(())
+}
+
 pub(super) fn dumped_tools(tools: Option<&Value>) -> Result<Option<Vec<Value>>, String> {
     let tools = match tools {
         None | Some(Value::Null) => return Ok(None),
