@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 const NOW: &str = "2026-11-29T10:00:00";
 
 /// A model as vLLM serves it: a tokenizer of the assets, its chat template (the tokenizer
-/// config's own, or a Jinja file of the assets given as `--chat-template`) and the tool-call
+/// config's own, or a Jinja file of the assets or of `fixtures/` given as `--chat-template`) and the tool-call
 /// parser it is served with.
 struct Served {
     name: &'static str,
@@ -38,7 +38,7 @@ struct Served {
     gpt_oss: bool,
 }
 
-const SERVED: [Served; 5] = [
+const SERVED: [Served; 6] = [
     Served {
         name: "qwen3",
         tokenizer: "qwen3",
@@ -66,6 +66,15 @@ const SERVED: [Served; 5] = [
         name: "qwen3_5",
         tokenizer: "qwen3",
         template: Some("Qwen3.5-4B.jinja"),
+        tool_call_parser: "hermes",
+        gpt_oss: false,
+    },
+    // A template for tools without the OpenAI wrapper: SGLang renders it by retrying with each
+    // tool's `function`; vLLM fails on it.
+    Served {
+        name: "flat_tools",
+        tokenizer: "qwen3",
+        template: Some("fixtures/render/flat-tools.jinja"),
         tool_call_parser: "hermes",
         gpt_oss: false,
     },
@@ -247,7 +256,10 @@ fn renders_every_turn_as(oracle: &Oracle) {
         let tokenizer_dir = assets.join("tokenizers").join(served.tokenizer);
         let template = served.template.map_or_else(
             || tokenizer_dir.join("tokenizer_config.json"),
-            |file| assets.join("templates").join(file),
+            |file| match file.strip_prefix("fixtures/") {
+                Some(_) => kvlint_fixtures::repository().join(file),
+                None => assets.join("templates").join(file),
+            },
         );
         let report = kvlint_render(engine, &tokenizer_dir, &template, &sessions);
         for (session, rendered) in sessions.iter().zip(report["sessions"].as_array().unwrap()) {

@@ -18,6 +18,7 @@ mod harmony;
 mod locate;
 mod provider;
 
+use std::borrow::Cow;
 use std::ops::Range;
 
 use crate::error::InputError;
@@ -182,11 +183,16 @@ impl Renderer {
                 let input =
                     engine_request.template_input(request, template, *add_generation_prompt)?;
                 let template = input.template.as_deref().unwrap_or(template);
-                let rendered = template.render(
-                    &input.messages,
-                    input.tools.as_deref(),
-                    input.add_generation_prompt,
-                )?;
+                let render = |tools: Option<&[Cow<'_, serde_json::Value>]>| {
+                    template.render(&input.messages, tools, input.add_generation_prompt)
+                };
+                let rendered =
+                    render(input.tools.as_deref()).or_else(|error| {
+                        match engine_request.tools_to_retry_with(input.tools.as_deref()) {
+                            Some(tools) => render(Some(&tools)),
+                            None => Err(error),
+                        }
+                    })?;
                 let mut text = input
                     .continued(rendered)
                     .ok_or_else(|| InputError::Refused {

@@ -256,6 +256,27 @@ impl EngineRequest {
         }
     }
 
+    /// The tools to render with again when the template fails on the request's: SGLang tries
+    /// once more with each tool's `function` alone, the form some templates (Mistral's)
+    /// expect (`OpenAIServingChat._apply_jinja_template`).
+    pub fn tools_to_retry_with<'a>(
+        &self,
+        tools: Option<&[Cow<'a, Value>]>,
+    ) -> Option<Vec<Cow<'a, Value>>> {
+        match self {
+            Self::Sglang(_) => Some(
+                tools?
+                    .iter()
+                    .map(|tool| match tool.get("function") {
+                        Some(function) => Cow::Owned(function.clone()),
+                        None => tool.clone(),
+                    })
+                    .collect(),
+            ),
+            _ => None,
+        }
+    }
+
     /// The engine's name in messages ("vLLM").
     pub fn display_name(&self) -> &'static str {
         match self {

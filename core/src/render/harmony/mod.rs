@@ -79,6 +79,21 @@ pub enum Piece {
     Text(String),
 }
 
+impl Piece {
+    /// The piece as text: a formatting token's, or the text itself.
+    pub fn text(&self) -> &str {
+        match self {
+            Self::Token(token) => token.text(),
+            Self::Text(text) => text,
+        }
+    }
+}
+
+/// The text of a run of pieces.
+pub fn text_of(pieces: &[Piece]) -> String {
+    pieces.iter().map(Piece::text).collect()
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
     System,
@@ -240,21 +255,15 @@ pub fn encode(pieces: &[Piece], text_tokenizer: &Tokenizer) -> (String, Tokens) 
     let mut text = String::new();
     let mut tokens = Tokens::default();
     for piece in pieces {
-        let offset = text.len();
-        match piece {
-            Piece::Token(token) => {
-                let chunk = Chunk {
-                    ids: vec![token.id()],
-                    starts: vec![0],
-                };
-                tokens.push_piece(Arc::new(chunk), offset);
-                text.push_str(token.text());
-            }
-            Piece::Text(piece) => {
-                tokens.push_piece(text_tokenizer.encode_piece(piece), offset);
-                text.push_str(piece);
-            }
-        }
+        let chunk = match piece {
+            Piece::Token(token) => Arc::new(Chunk {
+                ids: vec![token.id()],
+                starts: vec![0],
+            }),
+            Piece::Text(piece) => text_tokenizer.encode_piece(piece),
+        };
+        tokens.push_piece(chunk, text.len());
+        text.push_str(piece.text());
     }
     (text, tokens)
 }
@@ -365,16 +374,6 @@ fn functions_section(tools: &[ToolDescription]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn text_of(pieces: &[Piece]) -> String {
-        pieces
-            .iter()
-            .map(|piece| match piece {
-                Piece::Token(token) => token.text(),
-                Piece::Text(text) => text,
-            })
-            .collect()
-    }
 
     #[test]
     fn a_tool_call_and_its_result_render_with_their_headers() {

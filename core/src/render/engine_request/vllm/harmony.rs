@@ -29,7 +29,7 @@ use serde_json::Value;
 use super::{Failure, content, request};
 use crate::render::harmony::{
     Content, DeveloperContent, Message, Piece, ReasoningEffort, Role, SystemContent, Token,
-    ToolDescription, render_for_completion,
+    ToolDescription, render_for_completion, text_of,
 };
 
 /// What vLLM prefills for a gpt-oss chat request.
@@ -68,7 +68,11 @@ pub(super) fn chat_prompt(body: &Value, start_date: &str) -> Result<HarmonyPromp
         _ => (None, &messages[..]),
     };
     let effort = reasoning_effort(body.get("reasoning_effort"))?;
-    let tools: Vec<ToolDescription> = tools.iter().flatten().map(chat_tool).collect();
+    let tools: Vec<ToolDescription> = tools
+        .iter()
+        .flatten()
+        .map(|tool| tool_description(tool.get("function")))
+        .collect();
     let tool_declarations = tools.iter().map(ToolDescription::declaration).collect();
     let mut conversation = preamble(instructions, tools, effort, start_date);
     let offset = messages.len() - rest.len();
@@ -235,20 +239,7 @@ fn responses_tools(tools: Option<&Value>) -> Result<Vec<ToolDescription>, Failur
     let mut functions = Vec::new();
     for tool in tools {
         match kind(tool).as_str() {
-            "function" => {
-                let field = |key: &str| tool.get(key).filter(|value| !value.is_null());
-                functions.push(ToolDescription {
-                    name: field("name")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_owned(),
-                    description: field("description")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_owned(),
-                    parameters: field("parameters").cloned(),
-                });
-            }
+            "function" => functions.push(tool_description(Some(tool))),
             built_in if BUILT_IN_TOOLS.contains(&built_in) => {}
             other => {
                 return Err(Failure::Refused(format!(
@@ -389,22 +380,24 @@ fn reasoning_effort(effort: Option<&Value>) -> Result<ReasoningEffort, Failure> 
     }
 }
 
-/// `create_tool_definition` of a chat tool as the request model dumped it.
-fn chat_tool(tool: &Value) -> ToolDescription {
-    let function = tool.get("function");
-    let field = |key: &str| function.and_then(|function| function.get(key));
+/// `create_tool_definition`: a function's name, description (`""` when none) and
+/// parameters, from a chat tool's `function` or a Responses tool.
+fn tool_description(function: Option<&Value>) -> ToolDescription {
+    let field = |key: &str| {
+        function
+            .and_then(|function| function.get(key))
+            .filter(|value| !value.is_null())
+    };
+    let text = |key: &str| {
+        field(key)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
     ToolDescription {
-        name: field("name")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned(),
-        description: field("description")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned(),
-        parameters: field("parameters")
-            .filter(|parameters| !parameters.is_null())
-            .cloned(),
+        name: text("name"),
+        description: text("description"),
+        parameters: field("parameters").cloned(),
     }
 }
 
@@ -660,18 +653,9 @@ fn legacy_header(pieces: &[Piece]) -> Option<([Piece; 4], usize)> {
     let header = &pieces[..header_end];
     let channel_at = at(Token::Channel, header)?;
     let constrain_at = channel_at + 1 + at(Token::Constrain, &header[channel_at + 1..])?;
-    let text = |pieces: &[Piece]| -> String {
-        pieces
-            .iter()
-            .map(|piece| match piece {
-                Piece::Token(token) => token.text(),
-                Piece::Text(text) => text,
-            })
-            .collect()
-    };
-    let author = text(&header[..channel_at]);
-    let channel_and_recipient = text(&header[channel_at + 1..constrain_at]);
-    let content_type = text(&header[constrain_at + 1..]);
+    let author = text_of(&header[..channel_at]);
+    let channel_and_recipient = text_of(&header[channel_at + 1..constrain_at]);
+    let content_type = text_of(&header[constrain_at + 1..]);
     let (channel, recipient) = channel_and_recipient
         .strip_suffix(' ')?
         .split_once(" to=")?;
@@ -700,14 +684,7 @@ mod tests {
     use super::*;
 
     fn text(prompt: &HarmonyPrompt) -> String {
-        prompt
-            .pieces
-            .iter()
-            .map(|piece| match piece {
-                Piece::Token(token) => token.text(),
-                Piece::Text(text) => text,
-            })
-            .collect()
+        text_of(&prompt.pieces)
     }
 
     #[test]
