@@ -30,8 +30,12 @@
 //! encodes the prompt whole (the same tokens where the generation prompt ends with a newline
 //! or a special token, as in the templates of the parity test).
 //!
-//! Not reproduced: the retry with unwrapped tools after a template fails on the OpenAI
-//! form; the `"\\n"` → newline rewrite SGLang applies to a `.jinja` file's text
+//! When the template fails on the request, SGLang renders it once more with each tool's
+//! `function` alone, the form some templates expect (`EngineRequest::tools_to_retry_with`).
+//! For gpt-oss (`SglangServer::serving_gpt_oss`) a `none` effort is refused and Responses
+//! requests, which SGLang renders through Harmony, are not modelled.
+//!
+//! Not reproduced: the `"\\n"` → newline rewrite SGLang applies to a `.jinja` file's text
 //! (`TemplateManager._load_jinja_template`, no effect on a template whose `\n` are inside
 //! string literals); the schema check covers types, `required`, `properties`, `items` and the
 //! schema combinators, not every keyword of the 2020-12 meta-schema.
