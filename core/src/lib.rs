@@ -49,6 +49,7 @@ pub mod locate;
 pub mod path;
 pub mod prefix;
 pub mod prompt_template;
+pub mod recording;
 pub mod render;
 pub mod request;
 pub mod routing;

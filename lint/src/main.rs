@@ -49,6 +49,9 @@ enum Command {
     /// Replay sessions against a live OpenAI-compatible engine and compare what it serves from
     /// cache with kvlint's prediction, turn by turn.
     Probe(commands::probe::Args),
+    /// Write the sessions a recording holds (a VCR cassette, a HAR file) as session files,
+    /// one request body per line.
+    Import(commands::import::Args),
     /// Write a starter kvlint.toml in the current folder.
     Init,
     /// Print the JSON schema of kvlint.toml.
@@ -119,6 +122,7 @@ fn run(cli: Cli) -> miette::Result<Outcome> {
         Command::Template(args) => commands::template::run(args, terminal()),
         Command::Probe(args) => commands::probe::run(args, terminal()),
         Command::Rule(args) => commands::rule::run(args),
+        Command::Import(args) => commands::import::run(args, terminal()),
         Command::Init => {
             let path = config::init(Path::new("."))?;
             Ok(printed(format!("wrote {}\n", path.display())))

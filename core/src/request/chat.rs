@@ -229,7 +229,10 @@ mod tests {
         );
 
         let error = Request::from_body(&json!({"prompt": "x"})).unwrap_err();
-        assert_eq!(error.message, "no known request format");
+        assert_eq!(
+            error.message,
+            "not a request body in a known format: a JSON object with keys `prompt`"
+        );
     }
 
     #[test]

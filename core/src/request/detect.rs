@@ -46,7 +46,11 @@ impl BodyFormat {
                 .any(|message| message.get("tool_calls").is_some());
         // A system message among the messages is OpenAI's way, unless the body is Anthropic's
         // by its own signs (engines' `/v1/messages` take such messages).
-        let anthropic_signs = body.contains_key("system") || anthropic_tools || anthropic_blocks;
+        // Amazon Bedrock's and Vertex AI's Anthropic bodies name the API version in the body.
+        let anthropic_signs = body.contains_key("system")
+            || body.contains_key("anthropic_version")
+            || anthropic_tools
+            || anthropic_blocks;
         if !openai_roles && (anthropic_signs || (model_is_claude && !role_is(&["system"]))) {
             Some(Self::AnthropicMessages)
         } else {

@@ -207,7 +207,25 @@ impl Request {
             ));
         };
         let format = BodyFormat::detect(object).ok_or_else(|| {
-            BodyError::new(PartPath::root(), "no known request format").expected(SUPPORTED_FORMATS)
+            let keys: Vec<String> = object
+                .keys()
+                .take(8)
+                .map(|key| format!("`{key}`"))
+                .collect();
+            let what = match keys.len() {
+                0 => "an empty JSON object".to_owned(),
+                _ if object.len() > keys.len() => format!(
+                    "a JSON object with keys {}, … ({} in all)",
+                    keys.join(", "),
+                    object.len()
+                ),
+                _ => format!("a JSON object with keys {}", keys.join(", ")),
+            };
+            BodyError::new(
+                PartPath::root(),
+                format!("not a request body in a known format: {what}"),
+            )
+            .expected(SUPPORTED_FORMATS)
         })?;
         let mut builder = PartsBuilder::new(shared);
         builder.tools(object)?;

@@ -3,6 +3,7 @@
 
 pub mod check;
 pub mod diff;
+pub mod import;
 pub mod probe;
 pub mod render;
 pub mod rule;

@@ -16,6 +16,7 @@ use kvlint_core::excerpt::controls_terminal;
 use serde::Serialize;
 
 use crate::commands::diff::RequestDiff;
+use crate::commands::import::ImportReport;
 use crate::commands::render::RenderReport;
 use crate::commands::template::TemplateReport;
 use crate::probe::ProbeReport;
@@ -44,6 +45,7 @@ pub enum Output<'a> {
     Diff(&'a RequestDiff),
     Probe(&'a ProbeReport),
     Render(&'a RenderReport),
+    Import(&'a ImportReport),
 }
 
 /// Which command an output comes from.
@@ -54,6 +56,7 @@ pub enum OutputKind {
     Diff,
     Probe,
     Render,
+    Import,
 }
 
 impl Output<'_> {
@@ -64,6 +67,7 @@ impl Output<'_> {
             Output::Diff(_) => OutputKind::Diff,
             Output::Probe(_) => OutputKind::Probe,
             Output::Render(_) => OutputKind::Render,
+            Output::Import(_) => OutputKind::Import,
         }
     }
 
@@ -73,7 +77,7 @@ impl Output<'_> {
         match self {
             Output::Check(report) => Some((report.checked_files(), &report.errors)),
             Output::Template(report) => Some((report.checked_files(), &report.errors)),
-            Output::Diff(_) | Output::Probe(_) | Output::Render(_) => None,
+            Output::Diff(_) | Output::Probe(_) | Output::Render(_) | Output::Import(_) => None,
         }
     }
 }
@@ -88,6 +92,7 @@ pub fn supported(kind: OutputKind, format: OutputFormat) -> Result<(), Unsupport
         OutputKind::Diff => "diff",
         OutputKind::Probe => "probe",
         OutputKind::Render => "render",
+        OutputKind::Import => "import",
     };
     match format {
         OutputFormat::Human | OutputFormat::Json => Ok(()),
@@ -144,6 +149,7 @@ pub fn emit(
                 Output::Diff(diff) => human::render_diff(diff, terminal),
                 Output::Probe(report) => human::render_probe(report, terminal),
                 Output::Render(report) => human::render_prompts(report, terminal),
+                Output::Import(report) => human::render_import(report, terminal),
             };
             return Ok(terminal_safe(text, terminal.color));
         }

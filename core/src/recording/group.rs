@@ -1,0 +1,258 @@
+//! A recording's prompts grouped into sessions.
+//!
+//! A request is a prompt when its body is JSON in a request format kvlint reads and it is not
+//! sent to an endpoint that takes no prompt (embeddings, token counts, compaction). Prompts are
+//! grouped by continuation: a conversation is known by its endpoint, its model, its cache key
+//! (`prompt_cache_key`, `metadata.user_id`) and its opening message (the first user
+//! message); a request joins the session of that conversation whose last request it extends
+//! furthest — it has more messages, and shares the most leading ones — and starts a session
+//! of its own otherwise. So parallel conversations, side calls (a title generated from the
+//! conversation), and two conversations that open alike but are sent again from the start
+//! each get their own session, while a turn that rewrote earlier history stays in its own.
+
+use serde_json::Value;
+
+use super::{Body, Interaction};
+use crate::request::Request;
+
+/// Endpoints that take no prompt, by a part of their path.
+const NOT_PROMPTS: [&str; 5] = [
+    "embeddings",
+    "count_tokens",
+    "/compact",
+    "/moderations",
+    "/batches",
+];
+
+/// The sessions of a recording, and the requests passed over.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FoundSessions {
+    pub sessions: Vec<Session>,
+    /// Interactions that are not prompts, with the reason.
+    pub skipped: Vec<(usize, String)>,
+}
+
+/// One session: its requests' bodies, in order, and the interactions they came from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Session {
+    pub interactions: Vec<usize>,
+    pub bodies: Vec<Value>,
+    /// The bodies as sent (`None` where the recorder wrote the body out again).
+    pub sent: Vec<Option<String>>,
+}
+
+pub(super) fn sessions(interactions: &[Interaction]) -> FoundSessions {
+    let mut found = FoundSessions::default();
+    // Per session: its conversation's key and its last request's messages.
+    let mut open: Vec<(Key, Vec<Value>)> = Vec::new();
+    for interaction in interactions {
+        let (body, sent) = match prompt(interaction) {
+            Ok(prompt) => prompt,
+            Err(reason) => {
+                found.skipped.push((interaction.index, reason));
+                continue;
+            }
+        };
+        let messages = conversation(&body);
+        let key = Key::of(interaction, &body, &messages);
+        let best = open
+            .iter()
+            .enumerate()
+            .filter(|(_, (open_key, last))| *open_key == key && messages.len() > last.len())
+            .map(|(index, (_, last))| (shared_prefix(last, &messages), index))
+            .max_by_key(|(shared, index)| (*shared, std::cmp::Reverse(*index)));
+        let session = match best {
+            Some((_, index)) => {
+                open[index].1 = messages;
+                index
+            }
+            None => {
+                open.push((key, messages));
+                found.sessions.push(Session {
+                    interactions: Vec::new(),
+                    bodies: Vec::new(),
+                    sent: Vec::new(),
+                });
+                open.len() - 1
+            }
+        };
+        let session = &mut found.sessions[session];
+        session.interactions.push(interaction.index);
+        session.bodies.push(body);
+        session.sent.push(sent);
+    }
+    found
+}
+
+/// The body of a prompt, and its text as sent; or why the interaction is not one.
+fn prompt(interaction: &Interaction) -> Result<(Value, Option<String>), String> {
+    let path = interaction.url.split(['?', '#']).next().unwrap_or_default();
+    if let Some(endpoint) = NOT_PROMPTS.iter().find(|endpoint| path.contains(*endpoint)) {
+        return Err(format!("not a prompt (`{endpoint}` endpoint)"));
+    }
+    let (body, sent) = match &interaction.body {
+        Body::Sent(text) => match serde_json::from_str::<Value>(text) {
+            Ok(body) => (body, Some(text.clone())),
+            Err(_) => return Err("a body that is not JSON".into()),
+        },
+        Body::Rewritten(body) => (body.clone(), None),
+        Body::None(reason) => return Err(reason.clone()),
+    };
+    match Request::from_body(&body) {
+        Ok(_) => Ok((body, sent)),
+        Err(error) => Err(error.message),
+    }
+}
+
+/// The conversation a body sends: its `messages`, or its Responses `input`, without the
+/// cache markers a client moves to the newest message each turn.
+fn conversation(body: &Value) -> Vec<Value> {
+    match body.get("messages").or_else(|| body.get("input")) {
+        Some(Value::Array(messages)) => messages.iter().map(without_cache_markers).collect(),
+        Some(input @ Value::String(_)) => vec![input.clone()],
+        _ => Vec::new(),
+    }
+}
+
+/// A value without `cache_control` and `prompt_cache_breakpoint` keys, at any depth.
+fn without_cache_markers(value: &Value) -> Value {
+    match value {
+        Value::Object(object) => Value::Object(
+            object
+                .iter()
+                .filter(|(key, _)| {
+                    !matches!(key.as_str(), "cache_control" | "prompt_cache_breakpoint")
+                })
+                .map(|(key, value)| (key.clone(), without_cache_markers(value)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(without_cache_markers).collect()),
+        other => other.clone(),
+    }
+}
+
+fn shared_prefix(earlier: &[Value], later: &[Value]) -> usize {
+    earlier
+        .iter()
+        .zip(later)
+        .take_while(|(a, b)| a == b)
+        .count()
+}
+
+/// What a conversation is known by.
+#[derive(Clone, Debug, PartialEq)]
+struct Key {
+    endpoint: String,
+    model: Option<Value>,
+    cache_key: Option<Value>,
+    opening: Option<Value>,
+}
+
+impl Key {
+    fn of(interaction: &Interaction, body: &Value, messages: &[Value]) -> Self {
+        let endpoint = interaction
+            .url
+            .split(['?', '#'])
+            .next()
+            .unwrap_or_default()
+            .to_owned();
+        let cache_key = body
+            .get("prompt_cache_key")
+            .or_else(|| {
+                body.get("metadata")
+                    .and_then(|metadata| metadata.get("user_id"))
+            })
+            .cloned();
+        let opening = messages
+            .iter()
+            .find(|message| {
+                message.is_string() || message.get("role").and_then(Value::as_str) == Some("user")
+            })
+            .cloned();
+        Self {
+            endpoint,
+            model: body.get("model").cloned(),
+            cache_key,
+            opening,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::recording::Place;
+
+    fn interaction(index: usize, url: &str, body: Value) -> Interaction {
+        Interaction {
+            index,
+            method: "POST".into(),
+            url: url.into(),
+            body: Body::Sent(body.to_string()),
+            at: Place::default(),
+        }
+    }
+
+    #[test]
+    fn interleaved_conversations_and_side_calls_get_their_own_sessions() {
+        let chat = "https://api.openai.com/v1/chat/completions";
+        let user = |text: &str| json!({"role": "user", "content": text});
+        let said = |text: &str| json!({"role": "assistant", "content": text});
+        let body = |messages: Vec<Value>| json!({"model": "m", "messages": messages});
+        let interactions = [
+            interaction(0, chat, body(vec![user("a")])),
+            interaction(1, chat, body(vec![user("b")])),
+            interaction(
+                2,
+                "https://api.openai.com/v1/embeddings",
+                json!({"input": "a"}),
+            ),
+            // A title made from conversation a: another opening.
+            interaction(3, chat, body(vec![user("Title for: a")])),
+            interaction(4, chat, body(vec![user("b"), said("B"), user("b2")])),
+            interaction(5, chat, body(vec![user("a"), said("A"), user("a2")])),
+            // Conversation a again, its earlier answer rewritten: still conversation a.
+            interaction(
+                6,
+                chat,
+                body(vec![
+                    user("a"),
+                    said("A!"),
+                    user("a2"),
+                    said("x"),
+                    user("a3"),
+                ]),
+            ),
+            // The same opening sent again from the start: a session of its own.
+            interaction(7, chat, body(vec![user("a")])),
+            // An opening with a cache marker, which moves to the newest message.
+            interaction(
+                8,
+                chat,
+                body(vec![
+                    json!({"role": "user", "content": [{"type": "text", "text": "c", "cache_control": {"type": "ephemeral"}}]}),
+                ]),
+            ),
+            interaction(
+                9,
+                chat,
+                body(vec![
+                    json!({"role": "user", "content": [{"type": "text", "text": "c"}]}),
+                    said("C"),
+                    user("c2"),
+                ]),
+            ),
+        ];
+        let found = sessions(&interactions);
+        let grouped: Vec<&[usize]> = found
+            .sessions
+            .iter()
+            .map(|session| session.interactions.as_slice())
+            .collect();
+        assert_eq!(grouped, [&[0, 5, 6][..], &[1, 4], &[3], &[7], &[8, 9]]);
+        assert_eq!(found.skipped.len(), 1);
+        assert_eq!(found.skipped[0].0, 2);
+    }
+}

@@ -1,0 +1,54 @@
+//! HTTP Archive 1.2 (`log.entries[].request`, the body in `postData.text`), as browsers'
+//! devtools, mitmproxy, Charles and Polly.js write it.
+
+use serde_json::Value;
+
+use super::{Body, Container, Interaction, Place, Recording};
+use crate::locate::{LineColumn, value_range};
+use crate::path::PathSegment;
+
+/// The HAR `text` holds, or `None` when it is not one.
+pub(super) fn read(text: &str) -> Option<Recording> {
+    let root: Value = serde_json::from_str(text).ok()?;
+    let entries = root.get("log")?.get("entries")?.as_array()?;
+    let interactions = entries
+        .iter()
+        .enumerate()
+        .filter_map(|(index, entry)| {
+            let request = entry.get("request")?;
+            let field = |key: &str| request.get(key).and_then(Value::as_str).unwrap_or_default();
+            let post_data = request.get("postData");
+            let body = match post_data.and_then(|data| data.get("text")) {
+                Some(Value::String(body)) if !body.is_empty() => Body::Sent(body.clone()),
+                _ => Body::None("no body".into()),
+            };
+            let mut path = vec![
+                PathSegment::Key("log"),
+                PathSegment::Key("entries"),
+                PathSegment::Index(index),
+                PathSegment::Key("request"),
+            ];
+            if post_data.is_some() {
+                path.extend([PathSegment::Key("postData"), PathSegment::Key("text")]);
+            }
+            let at = value_range(text, &path)
+                .map(|range| LineColumn::of_offset(text, range.start))
+                .map(|place| Place {
+                    line: place.line,
+                    column: place.column,
+                })
+                .unwrap_or_default();
+            Some(Interaction {
+                index,
+                method: field("method").to_ascii_uppercase(),
+                url: field("url").to_owned(),
+                body,
+                at,
+            })
+        })
+        .collect();
+    Some(Recording {
+        container: Container::Har,
+        interactions,
+    })
+}

@@ -1,0 +1,164 @@
+//! Sessions where they are recorded: HTTP cassettes of test suites and browser or proxy
+//! captures, read for the request bodies they hold and grouped into sessions.
+//!
+//! Containers, recognized by their content (`Recording::read`):
+//! - **VCR cassettes** in YAML: vcrpy and pytest-recording (`interactions[].request.body`, a
+//!   string, a `!!binary` base64 body, gzip-compressed or not, or pydantic-ai's
+//!   `parsed_body` mapping), go-vcr (`interactions[].request.body`, `url`), Ruby's VCR and R's
+//!   vcr (`http_interactions[].request.body.string`, Ruby's `!binary` tag);
+//! - **HAR 1.2** (browser devtools, mitmproxy, Charles, Polly.js): `log.entries[].request`,
+//!   the body in `postData.text`.
+//!
+//! One recording often holds several conversations and calls that are not prompts
+//! (embeddings, token counts, tracing, other services). `Recording::sessions` keeps the
+//! requests in a known request format, and groups them into sessions (`group`).
+
+mod group;
+mod har;
+mod vcr;
+pub mod yaml;
+
+use std::io::Read;
+
+use serde_json::Value;
+
+pub use group::{FoundSessions, Session};
+pub use yaml::Place;
+
+/// The kind of file a recording came in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Container {
+    /// vcrpy / pytest-recording (`interactions`, `uri`).
+    VcrPy,
+    /// go-vcr (`interactions`, `url`).
+    GoVcr,
+    /// Ruby's VCR or R's vcr (`http_interactions`).
+    RubyVcr,
+    /// HTTP Archive 1.2.
+    Har,
+}
+
+impl Container {
+    /// The name in reports: `vcr-yaml`, `go-vcr`, `ruby-vcr`, `har`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::VcrPy => "vcr-yaml",
+            Self::GoVcr => "go-vcr",
+            Self::RubyVcr => "ruby-vcr",
+            Self::Har => "har",
+        }
+    }
+}
+
+/// One recorded HTTP request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Interaction {
+    /// Its place among the recording's interactions (0-based).
+    pub index: usize,
+    pub method: String,
+    pub url: String,
+    pub body: Body,
+    /// Where the request's body is in the recording file (the request's, without a body).
+    pub at: Place,
+}
+
+/// A request's body as recorded.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Body {
+    /// The bytes sent, as text: byte-exact serialization (key order, spacing) is known.
+    Sent(String),
+    /// A structure the recorder wrote out again (pydantic-ai's `parsed_body`): key order is
+    /// kept, spacing and escapes are not the ones sent.
+    Rewritten(Value),
+    /// No body, or one that is not text (an upload, a compressed body that does not inflate).
+    None(String),
+}
+
+/// A recording and the interactions it holds.
+#[derive(Clone, Debug)]
+pub struct Recording {
+    pub container: Container,
+    pub interactions: Vec<Interaction>,
+}
+
+/// Why a file that looks like a recording cannot be read as one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordingError {
+    pub at: Place,
+    pub message: String,
+}
+
+/// At most this many bytes come out of a compressed body or file.
+const MAX_INFLATED: u64 = 256 << 20;
+
+impl Recording {
+    /// The recording `bytes` hold, `Ok(None)` when they are not one (a session file, most
+    /// likely), or why a file that is one cannot be read. A gzip-compressed file is inflated.
+    pub fn read(bytes: &[u8]) -> Result<Option<Self>, RecordingError> {
+        let inflated;
+        let bytes = if bytes.starts_with(&[0x1f, 0x8b]) {
+            inflated = inflate(bytes).map_err(|message| RecordingError {
+                at: Place::default(),
+                message,
+            })?;
+            &inflated[..]
+        } else {
+            bytes
+        };
+        let Ok(text) = std::str::from_utf8(bytes) else {
+            return Ok(None);
+        };
+        let text = text.strip_prefix('\u{FEFF}').unwrap_or(text);
+        let start = text.trim_start();
+        if start.starts_with('{') {
+            return Ok(har::read(text));
+        }
+        if !vcr::looks_like_cassette(text) {
+            return Ok(None);
+        }
+        let root = yaml::parse(text).map_err(|error| RecordingError {
+            at: error.at,
+            message: format!("invalid YAML: {}", error.message),
+        })?;
+        Ok(root.and_then(|root| vcr::read(&root)))
+    }
+
+    /// The prompts the recording holds, grouped into sessions, and what was passed over.
+    pub fn sessions(&self) -> FoundSessions {
+        group::sessions(&self.interactions)
+    }
+}
+
+/// A gzip or zlib stream inflated, bounded.
+fn inflate(bytes: &[u8]) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    let result = if bytes.starts_with(&[0x1f, 0x8b]) {
+        flate2::read::MultiGzDecoder::new(bytes)
+            .take(MAX_INFLATED)
+            .read_to_end(&mut out)
+    } else {
+        flate2::read::ZlibDecoder::new(bytes)
+            .take(MAX_INFLATED)
+            .read_to_end(&mut out)
+    };
+    result.map_err(|error| format!("a compressed body does not inflate: {error}"))?;
+    Ok(out)
+}
+
+/// A body's bytes as the text sent: inflated when compressed.
+fn body_text(bytes: Vec<u8>) -> Body {
+    let bytes = if bytes.starts_with(&[0x1f, 0x8b]) || bytes.starts_with(&[0x78]) {
+        match inflate(&bytes) {
+            Ok(inflated) => inflated,
+            // A body that merely starts with `x` (0x78) is not zlib: keep it as it is.
+            Err(_) if !bytes.starts_with(&[0x1f, 0x8b]) => bytes,
+            Err(message) => return Body::None(message),
+        }
+    } else {
+        bytes
+    };
+    match String::from_utf8(bytes) {
+        Ok(text) => Body::Sent(text),
+        Err(_) => Body::None("a body that is not UTF-8 text".into()),
+    }
+}

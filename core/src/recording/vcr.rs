@@ -1,0 +1,94 @@
+//! VCR cassettes in YAML: vcrpy, pytest-recording and pydantic-ai's serializer
+//! (`interactions`, `uri`), go-vcr (`interactions`, `url`), Ruby's VCR and R's vcr
+//! (`http_interactions`, the body under `string`).
+
+use base64::Engine;
+
+use super::yaml::Node;
+use super::{Body, Container, Interaction, Recording, body_text};
+
+/// Whether a YAML file names a cassette's interactions at its top level.
+pub(super) fn looks_like_cassette(text: &str) -> bool {
+    text.lines()
+        .any(|line| line.starts_with("interactions:") || line.starts_with("http_interactions:"))
+}
+
+pub(super) fn read(root: &Node) -> Option<Recording> {
+    let (container, list) = match (root.get("http_interactions"), root.get("interactions")) {
+        (Some(list), _) => (Container::RubyVcr, list),
+        (None, Some(list)) => {
+            let go_vcr = list.items().iter().any(|item| {
+                item.get("request")
+                    .and_then(|request| request.get("url"))
+                    .is_some()
+            });
+            (
+                if go_vcr {
+                    Container::GoVcr
+                } else {
+                    Container::VcrPy
+                },
+                list,
+            )
+        }
+        (None, None) => return None,
+    };
+    let interactions = list
+        .items()
+        .iter()
+        .enumerate()
+        .filter_map(|(index, item)| interaction(index, item))
+        .collect();
+    Some(Recording {
+        container,
+        interactions,
+    })
+}
+
+fn interaction(index: usize, item: &Node) -> Option<Interaction> {
+    let request = item.get("request")?;
+    let text = |key: &str| request.get(key).and_then(Node::as_str).unwrap_or_default();
+    let url = match text("uri") {
+        "" => text("url"),
+        uri => uri,
+    };
+    let (body, at) = match (request.get("parsed_body"), request.get("body")) {
+        (Some(parsed), _) => (Body::Rewritten(parsed.to_json()), parsed.place()),
+        (None, Some(body)) => (recorded_body(body), body.place()),
+        (None, None) => (Body::None("no body".into()), request.place()),
+    };
+    Some(Interaction {
+        index,
+        method: text("method").to_ascii_uppercase(),
+        url: url.to_owned(),
+        body,
+        at,
+    })
+}
+
+/// A body node: a string, base64 under a `binary` tag, or either under `string` (Ruby's
+/// `{encoding, string}`, vcrpy's `{string}`).
+fn recorded_body(body: &Node) -> Body {
+    match body {
+        Node::Mapping(..) => match body.get("string") {
+            Some(inner) => recorded_body(inner),
+            None => Body::None("a body without `string`".into()),
+        },
+        Node::Scalar {
+            text,
+            tag: Some(tag),
+            ..
+        } if tag == "binary" => {
+            let compact: String = text.split_whitespace().collect();
+            match base64::engine::general_purpose::STANDARD.decode(compact) {
+                Ok(bytes) => body_text(bytes),
+                Err(error) => Body::None(format!("a binary body that is not base64: {error}")),
+            }
+        }
+        Node::Scalar {
+            plain: true, text, ..
+        } if matches!(text.as_str(), "" | "~" | "null") => Body::None("no body".into()),
+        Node::Scalar { text, .. } => Body::Sent(text.clone()),
+        _ => Body::None("a body that is not text".into()),
+    }
+}

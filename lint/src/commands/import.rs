@@ -1,0 +1,205 @@
+//! `kvlint import RECORDING… --out DIR`: the sessions a recording holds (a VCR cassette, a
+//! HAR file), written as plain session files, one request body per line, to commit as
+//! fixtures, edit and check again.
+
+use std::path::{Path, PathBuf};
+
+use kvlint_core::recording::{Recording, Session};
+use serde::Serialize;
+
+use super::Outcome;
+use crate::emit::{self, Output, OutputFormat, OutputKind, Terminal};
+use crate::report::{ErrorReport, REPORT_VERSION};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Recordings: VCR cassettes (vcrpy, pytest-recording, go-vcr, Ruby or R vcr; YAML,
+    /// gzip-compressed or not) and HAR files.
+    #[arg(required = true)]
+    pub recordings: Vec<PathBuf>,
+    /// The folder the session files are written to (made if missing).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Replace session files already in the folder.
+    #[arg(long)]
+    pub force: bool,
+    #[arg(long, value_enum, default_value = "human")]
+    pub format: OutputFormat,
+}
+
+/// What `kvlint import` prints, JSON contract v1.
+#[derive(Debug, Serialize)]
+pub struct ImportReport {
+    pub version: u32,
+    pub recordings: Vec<ImportedRecording>,
+    pub errors: Vec<ErrorReport>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ImportedRecording {
+    pub path: String,
+    /// `vcr-yaml`, `go-vcr`, `ruby-vcr` or `har`.
+    pub container: &'static str,
+    pub interactions: usize,
+    pub sessions: Vec<ImportedSession>,
+    /// Interactions that are not prompts, and why.
+    pub skipped: Vec<SkippedInteraction>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ImportedSession {
+    /// The session file written.
+    pub file: String,
+    pub turns: usize,
+    /// The recording's interactions (0-based) the turns came from, in order.
+    pub interactions: Vec<usize>,
+    /// Where each turn's body is in the recording.
+    pub lines: Vec<usize>,
+    /// Bodies the recorder wrote out again (pydantic-ai's `parsed_body`): their key order is
+    /// the one sent, their spacing and escapes are not.
+    pub rewritten: usize,
+}
+
+#[derive(Debug, Serialize)]
+pub struct SkippedInteraction {
+    pub interaction: usize,
+    pub reason: String,
+}
+
+/// A file that is not a recording kvlint reads, or one it cannot read.
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+enum ImportError {
+    #[error("{path}: not a recording kvlint reads")]
+    #[diagnostic(
+        code(kvlint::not_a_recording),
+        help(
+            "expected a VCR cassette (YAML with `interactions` or `http_interactions`) or a HAR \
+             file (`log.entries`); a session file is checked as it is"
+        )
+    )]
+    NotARecording { path: String },
+    #[error("{path}:{line}:{column}: {message}")]
+    #[diagnostic(code(kvlint::invalid_recording))]
+    Invalid {
+        path: String,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("{path}: {message}")]
+    #[diagnostic(code(kvlint::io))]
+    Io { path: String, message: String },
+    #[error("{path} exists")]
+    #[diagnostic(
+        code(kvlint::exists),
+        help("pass --force to replace it, or choose another --out folder")
+    )]
+    Exists { path: String },
+}
+
+pub fn run(args: Args, terminal: Terminal) -> miette::Result<Outcome> {
+    emit::supported(OutputKind::Import, args.format)?;
+    let mut report = ImportReport {
+        version: REPORT_VERSION,
+        recordings: Vec::new(),
+        errors: Vec::new(),
+    };
+    for path in &args.recordings {
+        let display = path.display().to_string();
+        match import(path, &args.out, args.force) {
+            Ok(imported) => report.recordings.push(imported),
+            Err(error) => report.errors.push(ErrorReport::new(display, error)),
+        }
+    }
+    Outcome::emitted(
+        args.format,
+        &Output::Import(&report),
+        terminal,
+        !report.errors.is_empty(),
+        false,
+    )
+}
+
+fn import(path: &Path, out: &Path, force: bool) -> Result<ImportedRecording, ImportError> {
+    let display = path.display().to_string();
+    let io = |error: std::io::Error| ImportError::Io {
+        path: display.clone(),
+        message: error.to_string(),
+    };
+    let bytes = std::fs::read(path).map_err(io)?;
+    let recording = Recording::read(&bytes)
+        .map_err(|error| ImportError::Invalid {
+            path: display.clone(),
+            line: error.at.line,
+            column: error.at.column,
+            message: error.message,
+        })?
+        .ok_or_else(|| ImportError::NotARecording {
+            path: display.clone(),
+        })?;
+    let found = recording.sessions();
+    let stem = path
+        .file_name()
+        .and_then(|name| name.to_str())
+        .map_or("recording", |name| name.split('.').next().unwrap_or(name));
+    std::fs::create_dir_all(out).map_err(|error| ImportError::Io {
+        path: out.display().to_string(),
+        message: error.to_string(),
+    })?;
+    let mut sessions = Vec::new();
+    for (number, session) in found.sessions.iter().enumerate() {
+        let file = out.join(format!("{stem}.{}.jsonl", number + 1));
+        write_session(&file, session, force)?;
+        let lines = session
+            .interactions
+            .iter()
+            .filter_map(|index| recording.interactions.iter().find(|i| i.index == *index))
+            .map(|interaction| interaction.at.line)
+            .collect();
+        sessions.push(ImportedSession {
+            file: file.display().to_string(),
+            turns: session.bodies.len(),
+            interactions: session.interactions.clone(),
+            lines,
+            rewritten: session.sent.iter().filter(|sent| sent.is_none()).count(),
+        });
+    }
+    Ok(ImportedRecording {
+        path: display,
+        container: recording.container.as_str(),
+        interactions: recording.interactions.len(),
+        sessions,
+        skipped: found
+            .skipped
+            .into_iter()
+            .map(|(interaction, reason)| SkippedInteraction {
+                interaction,
+                reason,
+            })
+            .collect(),
+    })
+}
+
+/// One body per line: as sent when it is one line already, else written compactly (keys in
+/// the order sent). Written to a temporary file first, then moved into place.
+fn write_session(file: &Path, session: &Session, force: bool) -> Result<(), ImportError> {
+    let display = file.display().to_string();
+    if file.exists() && !force {
+        return Err(ImportError::Exists { path: display });
+    }
+    let mut text = String::new();
+    for (body, sent) in session.bodies.iter().zip(&session.sent) {
+        match sent {
+            Some(sent) if !sent.contains('\n') => text.push_str(sent.trim()),
+            _ => text.push_str(&body.to_string()),
+        }
+        text.push('\n');
+    }
+    let io = |error: std::io::Error| ImportError::Io {
+        path: display.clone(),
+        message: error.to_string(),
+    };
+    let partial = file.with_extension("jsonl.partial");
+    std::fs::write(&partial, text).map_err(io)?;
+    std::fs::rename(&partial, file).map_err(io)
+}

@@ -1,0 +1,188 @@
+//! `kvlint import` on real recordings from public agent projects' test suites
+//! (`fixtures/recordings/`, sources and licenses in its INDEX.json): the sessions found, each
+//! turn's body equal to the one PyYAML and Python's json read from the recording
+//! (`scripts/recording_bodies.py`, in the reference venv of `scripts/setup-python.sh`), and the
+//! written session files checked by `kvlint check`.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stderr
+)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+fn recordings() -> PathBuf {
+    kvlint_fixtures::repository().join("fixtures/recordings")
+}
+
+/// Each recording and the sessions it holds, as the recording's interactions (0-based): read
+/// off the files by hand.
+const EXPECTED: [(&str, &str, &[&[usize]]); 6] = [
+    (
+        "pydantic-ai-anthropic-mixed-strict-tool-run.yaml",
+        "vcr-yaml",
+        &[&[0, 1, 2]],
+    ),
+    // Four chats run in parallel: A, B, C, D, then B's and A's second turns.
+    (
+        "chatlas-parallel-chat-tools-uneven.yaml",
+        "vcr-yaml",
+        &[&[0, 5], &[1, 4], &[2], &[3]],
+    ),
+    (
+        "ruby-llm-anthropic-multi-turn-streaming.yml",
+        "ruby-vcr",
+        &[&[0, 1, 2, 3]],
+    ),
+    // The cache marker moves from the first message to the newest: still one conversation.
+    (
+        "fantasy-anthropic-cache-control-multi-tool-streaming.yaml",
+        "go-vcr",
+        &[&[0, 1]],
+    ),
+    ("openllmetry-js-langchain-agent.har", "har", &[&[0, 1]]),
+    // Two chats with the same prompt, in parallel, two turns each.
+    ("ellmer-parallel-tool.yml", "ruby-vcr", &[&[0, 2], &[1, 3]]),
+];
+
+fn kvlint(args: &[&str], out: &Path) -> (i32, String, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_kvlint"))
+        .args(args)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// The bodies the reference reads from each recording, by file name; `None` without the venv.
+fn reference_bodies() -> Option<Value> {
+    let Some(python) = kvlint_fixtures::reference_python() else {
+        eprintln!(
+            "SKIPPED the comparison with PyYAML: no reference venv (scripts/setup-python.sh)"
+        );
+        return None;
+    };
+    let script = kvlint_fixtures::repository().join("scripts/recording_bodies.py");
+    let output = Command::new(python)
+        .arg(script)
+        .args(EXPECTED.iter().map(|(file, ..)| recordings().join(file)))
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let by_path: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let by_file = by_path
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(path, bodies)| {
+            let file = Path::new(path)
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            (file, bodies.clone())
+        })
+        .collect();
+    Some(Value::Object(by_file))
+}
+
+#[test]
+fn recordings_become_sessions_with_the_bodies_sent() {
+    let out = std::env::temp_dir().join(format!("kvlint-import-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let mut args = vec!["import", "--format", "json"];
+    let paths: Vec<String> = EXPECTED
+        .iter()
+        .map(|(file, ..)| recordings().join(file).display().to_string())
+        .collect();
+    args.extend(paths.iter().map(String::as_str));
+    let (code, stdout, stderr) = kvlint(&args, &out);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    let reference = reference_bodies();
+    let mut compared = 0;
+    for ((file, container, sessions), found) in EXPECTED
+        .iter()
+        .zip(report["recordings"].as_array().unwrap())
+    {
+        assert_eq!(found["container"], *container, "{file}");
+        let grouped: Vec<Vec<usize>> = found["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|session| serde_json::from_value(session["interactions"].clone()).unwrap())
+            .collect();
+        let expected: Vec<Vec<usize>> = sessions.iter().map(|session| session.to_vec()).collect();
+        assert_eq!(grouped, expected, "{file}");
+        for session in found["sessions"].as_array().unwrap() {
+            let written = std::fs::read_to_string(session["file"].as_str().unwrap()).unwrap();
+            let bodies: Vec<Value> = written
+                .lines()
+                .map(|line| serde_json::from_str(line).unwrap())
+                .collect();
+            assert_eq!(bodies.len(), session["turns"].as_u64().unwrap() as usize);
+            if let Some(reference) = &reference {
+                for (body, interaction) in bodies
+                    .iter()
+                    .zip(session["interactions"].as_array().unwrap())
+                {
+                    let index = interaction.as_u64().unwrap() as usize;
+                    assert_eq!(
+                        *body, reference[*file][index]["body"],
+                        "{file} interaction {index}"
+                    );
+                    compared += 1;
+                }
+            }
+            // Each session file is one kvlint checks.
+            let checked = Command::new(env!("CARGO_BIN_EXE_kvlint"))
+                .args(["check", "--format", "json"])
+                .arg(session["file"].as_str().unwrap())
+                .output()
+                .unwrap();
+            assert!(
+                matches!(checked.status.code(), Some(0 | 1)),
+                "{file}: {}",
+                String::from_utf8_lossy(&checked.stdout)
+            );
+        }
+    }
+    if reference.is_some() {
+        let turns: usize = EXPECTED
+            .iter()
+            .flat_map(|(_, _, sessions)| sessions.iter().map(|session| session.len()))
+            .sum();
+        assert_eq!(compared, turns, "every turn compared with the reference");
+    }
+    // The files are there now: a second import refuses to replace them.
+    let (code, stdout, _) = kvlint(&args, &out);
+    assert_eq!(code, 2);
+    assert!(stdout.contains("exists"), "{stdout}");
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn a_file_that_is_not_a_recording_is_an_input_error() {
+    let out = std::env::temp_dir().join(format!("kvlint-import-none-{}", std::process::id()));
+    let session = kvlint_fixtures::corpus_sessions().remove(0);
+    let (code, stdout, stderr) = kvlint(
+        &["import", "--format", "json", session.to_str().unwrap()],
+        &out,
+    );
+    assert_eq!(code, 2, "{stdout}{stderr}");
+    assert!(stdout.contains("not a recording kvlint reads"), "{stdout}");
+    let _ = std::fs::remove_dir_all(&out);
+}

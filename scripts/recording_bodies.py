@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""The request bodies a recording holds, read with PyYAML and Python's json: the reference
+`lint/tests/import.rs` compares `kvlint import` with.
+
+Reads VCR cassettes (vcrpy / pytest-recording `interactions`, with a body string, a
+`{string: …}` mapping, pydantic-ai's `parsed_body` or a `!!binary` body; go-vcr; Ruby's and
+R's vcr `http_interactions`, Ruby's `!binary` tag) and HAR files (`log.entries`).
+
+    python scripts/recording_bodies.py FILE...
+
+stdout: {"FILE": [{"index": i, "url": "...", "body": <the body parsed as JSON, or null>}]}
+"""
+
+import base64
+import gzip
+import json
+import sys
+import zlib
+
+import yaml
+
+
+class Loader(yaml.SafeLoader):
+    """PyYAML's safe loader, and Ruby's `!binary` (base64) as `!!binary` is read."""
+
+
+Loader.add_constructor(
+    "!binary", lambda loader, node: base64.b64decode("".join(loader.construct_scalar(node).split()))
+)
+
+
+def text_of(body):
+    if isinstance(body, dict):
+        body = body.get("string")
+    if isinstance(body, bytes):
+        if body[:2] == b"\x1f\x8b":
+            body = gzip.decompress(body)
+        elif body[:1] == b"\x78":
+            try:
+                body = zlib.decompress(body)
+            except zlib.error:
+                pass
+        body = body.decode("utf-8")
+    return body
+
+
+def parsed(text):
+    try:
+        return json.loads(text) if isinstance(text, str) and text else None
+    except ValueError:
+        return None
+
+
+def bodies(path):
+    with open(path, "rb") as f:
+        raw = f.read()
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    text = raw.decode("utf-8-sig")
+    if text.lstrip().startswith("{"):
+        entries = json.loads(text)["log"]["entries"]
+        return [
+            {
+                "index": index,
+                "url": entry["request"].get("url", ""),
+                "body": parsed((entry["request"].get("postData") or {}).get("text")),
+            }
+            for index, entry in enumerate(entries)
+        ]
+    cassette = yaml.load(text, Loader=Loader)
+    interactions = cassette.get("http_interactions") or cassette.get("interactions") or []
+    found = []
+    for index, interaction in enumerate(interactions):
+        request = interaction["request"]
+        if "parsed_body" in request:
+            body = request["parsed_body"]
+        else:
+            body = parsed(text_of(request.get("body")))
+        found.append(
+            {"index": index, "url": request.get("uri") or request.get("url") or "", "body": body}
+        )
+    return found
+
+
+if __name__ == "__main__":
+    json.dump({path: bodies(path) for path in sys.argv[1:]}, sys.stdout)
