@@ -74,4 +74,19 @@ mod tests {
         );
         assert_eq!(&*request.parts[0].text, r#"{"name":"t","input_schema":{}}"#);
     }
+
+    #[test]
+    fn bedrock_and_vertex_bodies_are_anthropic_by_their_version() {
+        // No system prompt, no blocks, no tools, no Claude model name: only the version says.
+        let body = json!({
+            "anthropic_version": "bedrock-2023-05-31",
+            "max_tokens": 64,
+            "messages": [{"role": "user", "content": "hi"}]
+        });
+        let request = Request::from_body(&body).unwrap();
+        assert_eq!(request.format, BodyFormat::AnthropicMessages);
+        let without_version = json!({"messages": [{"role": "user", "content": "hi"}]});
+        let request = Request::from_body(&without_version).unwrap();
+        assert_eq!(request.format, BodyFormat::OpenAiChat);
+    }
 }
