@@ -104,9 +104,22 @@ pub fn run(args: Args, terminal: Terminal) -> miette::Result<Outcome> {
         recordings: Vec::new(),
         errors: Vec::new(),
     };
+    // Names given to this run's session files: two recordings named alike get apart.
+    let mut stems = std::collections::HashSet::new();
     for path in &args.recordings {
         let display = path.display().to_string();
-        match import(path, &args.out, args.force) {
+        let stem = path
+            .file_name()
+            .and_then(|name| name.to_str())
+            .map_or("recording", |name| name.split('.').next().unwrap_or(name));
+        let stem = (1..)
+            .map(|count| match count {
+                1 => stem.to_owned(),
+                count => format!("{stem}-{count}"),
+            })
+            .find(|stem| stems.insert(stem.clone()))
+            .unwrap_or_default();
+        match import(path, &stem, &args.out, args.force) {
             Ok(imported) => report.recordings.push(imported),
             Err(error) => report.errors.push(ErrorReport::new(display, error)),
         }
@@ -120,7 +133,12 @@ pub fn run(args: Args, terminal: Terminal) -> miette::Result<Outcome> {
     )
 }
 
-fn import(path: &Path, out: &Path, force: bool) -> Result<ImportedRecording, ImportError> {
+fn import(
+    path: &Path,
+    stem: &str,
+    out: &Path,
+    force: bool,
+) -> Result<ImportedRecording, ImportError> {
     let display = path.display().to_string();
     let io = |error: std::io::Error| ImportError::Io {
         path: display.clone(),
@@ -138,10 +156,6 @@ fn import(path: &Path, out: &Path, force: bool) -> Result<ImportedRecording, Imp
             path: display.clone(),
         })?;
     let found = recording.sessions();
-    let stem = path
-        .file_name()
-        .and_then(|name| name.to_str())
-        .map_or("recording", |name| name.split('.').next().unwrap_or(name));
     std::fs::create_dir_all(out).map_err(|error| ImportError::Io {
         path: out.display().to_string(),
         message: error.to_string(),
