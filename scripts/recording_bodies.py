@@ -4,7 +4,8 @@
 
 Reads VCR cassettes (vcrpy / pytest-recording `interactions`, with a body string, a
 `{string: …}` mapping, pydantic-ai's `parsed_body` or a `!!binary` body; go-vcr; Ruby's and
-R's vcr `http_interactions`, Ruby's `!binary` tag) and HAR files (`log.entries`).
+R's vcr `http_interactions`, Ruby's `!binary` tag; LangGraph's `.msgpack.zlib`) and HAR files
+(`log.entries`).
 
     python scripts/recording_bodies.py FILE...
 
@@ -57,6 +58,12 @@ def bodies(path):
     if raw[:2] == b"\x1f\x8b":
         raw = gzip.decompress(raw)
     text = raw.decode("utf-8-sig")
+    if path.endswith(".msgpack.zlib"):
+        # LangGraph's docs cassettes: base64 of zlib of msgpack (AdvancedCompressedSerializer).
+        import msgpack
+
+        cassette = msgpack.unpackb(zlib.decompress(base64.b64decode(raw)), raw=False)
+        return interactions_of(cassette)
     if text.lstrip().startswith("{"):
         entries = json.loads(text)["log"]["entries"]
         return [
@@ -67,7 +74,10 @@ def bodies(path):
             }
             for index, entry in enumerate(entries)
         ]
-    cassette = yaml.load(text, Loader=Loader)
+    return interactions_of(yaml.load(text, Loader=Loader))
+
+
+def interactions_of(cassette):
     interactions = cassette.get("http_interactions") or cassette.get("interactions") or []
     found = []
     for index, interaction in enumerate(interactions):

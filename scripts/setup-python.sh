@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Create the Python venv used by scripts/reference_render.py (reference chat-template
-# renderings made with the real HuggingFace `transformers`), OUTSIDE the repo:
+# renderings made with the real HuggingFace `transformers`) and scripts/recording_bodies.py
+# (recordings read with PyYAML and msgpack), OUTSIDE the repo:
 #
 #   ${KVLINT_VENV:-$HOME/.cache/kvlint/venv}
 #
@@ -20,6 +21,7 @@ transformers==5.24.0
 tokenizers==0.23.3
 jinja2==3.1.6
 gguf==0.19.0
+msgpack==1.2.4
 "
 # ... and the rest of the set pip resolved for them (Python 3.11, linux x86_64).
 CONSTRAINTS="

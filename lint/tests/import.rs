@@ -21,7 +21,7 @@ fn recordings() -> PathBuf {
 
 /// Each recording and the sessions it holds, as the recording's interactions (0-based): read
 /// off the files by hand.
-const EXPECTED: [(&str, &str, &[&[usize]]); 6] = [
+const EXPECTED: [(&str, &str, &[&[usize]]); 7] = [
     (
         "pydantic-ai-anthropic-mixed-strict-tool-run.yaml",
         "vcr-yaml",
@@ -47,6 +47,13 @@ const EXPECTED: [(&str, &str, &[&[usize]]); 6] = [
     ("openllmetry-js-langchain-agent.har", "har", &[&[0, 1]]),
     // Two chats with the same prompt, in parallel, two turns each.
     ("ellmer-parallel-tool.yml", "ruby-vcr", &[&[0, 2], &[1, 3]]),
+    // A supervisor and two agents on one shared conversation, each with its instructions and
+    // tools; interaction 2 is a web search.
+    (
+        "langgraph-agent-supervisor.msgpack.zlib",
+        "vcr-msgpack",
+        &[&[0, 4, 8], &[1, 3], &[5, 6, 7]],
+    ),
 ];
 
 fn kvlint(args: &[&str], out: &Path) -> (i32, String, String) {

@@ -4,9 +4,10 @@
 //! sent to an endpoint that takes no prompt (embeddings, token counts, compaction). Prompts are
 //! grouped by continuation: a conversation is known by its endpoint, its model, its cache key
 //! (`prompt_cache_key`, `metadata.user_id`) and its opening message (the first user
-//! message); a request joins the session of that conversation whose last request it extends
-//! furthest — it has more messages, and shares the most leading ones — and starts a session
-//! of its own otherwise. So parallel conversations, side calls (a title generated from the
+//! message); a request joins the session of that conversation, with instructions alike (the
+//! same agent), whose last request it extends — whole, else the furthest; it has as many
+//! messages at least, and is not the same request again — and starts a session of its own
+//! otherwise. So parallel conversations, side calls (a title generated from the
 //! conversation), and two conversations that open alike but are sent again from the start
 //! each get their own session, while a turn that rewrote earlier history stays in its own.
 
@@ -43,8 +44,8 @@ pub struct Session {
 
 pub(super) fn sessions(interactions: &[Interaction]) -> FoundSessions {
     let mut found = FoundSessions::default();
-    // Per session: its conversation's key and its last request's messages.
-    let mut open: Vec<(Key, Vec<Value>)> = Vec::new();
+    // Per session: its conversation's key, and its last request's instructions and messages.
+    let mut open: Vec<(Key, String, Vec<Value>)> = Vec::new();
     for interaction in interactions {
         let (body, sent) = match prompt(interaction) {
             Ok(prompt) => prompt,
@@ -55,19 +56,30 @@ pub(super) fn sessions(interactions: &[Interaction]) -> FoundSessions {
         };
         let messages = conversation(&body);
         let key = Key::of(interaction, &body, &messages);
+        let instructions = instructions(&body);
         let best = open
             .iter()
             .enumerate()
-            .filter(|(_, (open_key, last))| *open_key == key && messages.len() > last.len())
-            .map(|(index, (_, last))| (shared_prefix(last, &messages), index))
-            .max_by_key(|(shared, index)| (*shared, std::cmp::Reverse(*index)));
+            .filter(|(_, (open_key, open_instructions, last))| {
+                *open_key == key
+                    && messages.len() >= last.len()
+                    && messages != *last
+                    && alike(open_instructions, &instructions)
+            })
+            .map(|(index, (_, _, last))| {
+                let shared = shared_prefix(last, &messages);
+                // A request that extends the last one whole first, then the most shared.
+                ((shared == last.len(), shared), index)
+            })
+            .max_by_key(|(rank, index)| (*rank, std::cmp::Reverse(*index)));
         let session = match best {
             Some((_, index)) => {
-                open[index].1 = messages;
+                open[index].1 = instructions;
+                open[index].2 = messages;
                 index
             }
             None => {
-                open.push((key, messages));
+                open.push((key, instructions, messages));
                 found.sessions.push(Session {
                     interactions: Vec::new(),
                     bodies: Vec::new(),
@@ -129,6 +141,59 @@ fn without_cache_markers(value: &Value) -> Value {
         Value::Array(items) => Value::Array(items.iter().map(without_cache_markers).collect()),
         other => other.clone(),
     }
+}
+
+/// The text of a body's leading instructions: Anthropic's `system`, Responses'
+/// `instructions`, or a first system or developer message.
+fn instructions(body: &Value) -> String {
+    let first = body
+        .get("messages")
+        .or_else(|| body.get("input"))
+        .and_then(|messages| messages.get(0))
+        .filter(|first| {
+            matches!(
+                first.get("role").and_then(Value::as_str),
+                Some("system" | "developer")
+            )
+        })
+        .and_then(|first| first.get("content"));
+    let mut text = String::new();
+    for value in [body.get("system"), body.get("instructions"), first]
+        .into_iter()
+        .flatten()
+    {
+        push_text(value, &mut text);
+    }
+    text
+}
+
+fn push_text(value: &Value, text: &mut String) {
+    match value {
+        Value::String(part) => text.push_str(part),
+        Value::Array(parts) => {
+            for part in parts {
+                push_text(part.get("text").unwrap_or(part), text);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Whether two requests' instructions are one agent's: equal, or alike but for a small edit
+/// (a timestamp, an id), which is a break to report within the session. Different agents of
+/// one conversation (a supervisor and its workers) have instructions of their own.
+fn alike(earlier: &str, later: &str) -> bool {
+    if earlier == later {
+        return true;
+    }
+    let (earlier, later) = (earlier.as_bytes(), later.as_bytes());
+    let prefix = crate::prefix::common_prefix_len(earlier, later);
+    let suffix = crate::prefix::common_prefix_len(
+        earlier[prefix..].iter().rev(),
+        later[prefix..].iter().rev(),
+    );
+    let longer = earlier.len().max(later.len());
+    (prefix + suffix) * 5 >= longer * 4
 }
 
 fn shared_prefix(earlier: &[Value], later: &[Value]) -> usize {
@@ -201,6 +266,11 @@ mod tests {
         let user = |text: &str| json!({"role": "user", "content": text});
         let said = |text: &str| json!({"role": "assistant", "content": text});
         let body = |messages: Vec<Value>| json!({"model": "m", "messages": messages});
+        let agent = |instructions: &str, messages: Vec<Value>| {
+            let mut all = vec![json!({"role": "system", "content": instructions})];
+            all.extend(messages);
+            json!({"model": "m", "messages": all})
+        };
         let interactions = [
             interaction(0, chat, body(vec![user("a")])),
             interaction(1, chat, body(vec![user("b")])),
@@ -227,6 +297,21 @@ mod tests {
             ),
             // The same opening sent again from the start: a session of its own.
             interaction(7, chat, body(vec![user("a")])),
+            // Another agent on conversation a (its own instructions), then the same agent
+            // again with a timestamp changed in its instructions: one session.
+            interaction(
+                10,
+                chat,
+                agent("You are the math agent. Time: 10:00", vec![user("a")]),
+            ),
+            interaction(
+                11,
+                chat,
+                agent(
+                    "You are the math agent. Time: 10:05",
+                    vec![user("a"), said("4"), user("a4")],
+                ),
+            ),
             // An opening with a cache marker, which moves to the newest message.
             interaction(
                 8,
@@ -251,7 +336,10 @@ mod tests {
             .iter()
             .map(|session| session.interactions.as_slice())
             .collect();
-        assert_eq!(grouped, [&[0, 5, 6][..], &[1, 4], &[3], &[7], &[8, 9]]);
+        assert_eq!(
+            grouped,
+            [&[0, 5, 6][..], &[1, 4], &[3], &[7], &[10, 11], &[8, 9]]
+        );
         assert_eq!(found.skipped.len(), 1);
         assert_eq!(found.skipped[0].0, 2);
     }

@@ -5,7 +5,8 @@
 //! - **VCR cassettes** in YAML: vcrpy and pytest-recording (`interactions[].request.body`, a
 //!   string, a `!!binary` base64 body, gzip-compressed or not, or pydantic-ai's
 //!   `parsed_body` mapping), go-vcr (`interactions[].request.body`, `url`), Ruby's VCR and R's
-//!   vcr (`http_interactions[].request.body.string`, Ruby's `!binary` tag);
+//!   vcr (`http_interactions[].request.body.string`, Ruby's `!binary` tag); vcrpy cassettes
+//!   as base64 of zlib of msgpack, the whole file (LangGraph's documentation);
 //! - **HAR 1.2** (browser devtools, mitmproxy, Charles, Polly.js): `log.entries[].request`,
 //!   the body in `postData.text`.
 //!
@@ -30,6 +31,8 @@ pub use yaml::Place;
 pub enum Container {
     /// vcrpy / pytest-recording (`interactions`, `uri`).
     VcrPy,
+    /// A vcrpy cassette as msgpack, zlib-compressed and base64-encoded (LangGraph's docs).
+    VcrMsgpack,
     /// go-vcr (`interactions`, `url`).
     GoVcr,
     /// Ruby's VCR or R's vcr (`http_interactions`).
@@ -39,10 +42,11 @@ pub enum Container {
 }
 
 impl Container {
-    /// The name in reports: `vcr-yaml`, `go-vcr`, `ruby-vcr`, `har`.
+    /// The name in reports: `vcr-yaml`, `vcr-msgpack`, `go-vcr`, `ruby-vcr`, `har`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::VcrPy => "vcr-yaml",
+            Self::VcrMsgpack => "vcr-msgpack",
             Self::GoVcr => "go-vcr",
             Self::RubyVcr => "ruby-vcr",
             Self::Har => "har",
@@ -114,7 +118,7 @@ impl Recording {
             return Ok(har::read(text));
         }
         if !vcr::looks_like_cassette(text) {
-            return Ok(None);
+            return Ok(vcr::read_msgpack(text));
         }
         let root = yaml::parse(text).map_err(|error| RecordingError {
             at: error.at,

@@ -13,6 +13,61 @@ pub(super) fn looks_like_cassette(text: &str) -> bool {
         .any(|line| line.starts_with("interactions:") || line.starts_with("http_interactions:"))
 }
 
+/// A cassette serialized as msgpack, zlib-compressed and base64-encoded, the whole file (as
+/// LangGraph's documentation stores its cassettes: `AdvancedCompressedSerializer`); `None`
+/// when the text is not one.
+pub(super) fn read_msgpack(text: &str) -> Option<Recording> {
+    let compact: String = text.split_whitespace().collect();
+    let compressed = base64::engine::general_purpose::STANDARD
+        .decode(compact)
+        .ok()?;
+    let packed = super::inflate(&compressed).ok()?;
+    let value = rmpv::decode::read_value_ref(&mut packed.as_slice()).ok()?;
+    let mut recording = read(&node_of(&value, 0)?)?;
+    recording.container = Container::VcrMsgpack;
+    Some(recording)
+}
+
+/// A msgpack value as a node; `None` past the nesting bound.
+fn node_of(value: &rmpv::ValueRef<'_>, depth: usize) -> Option<Node> {
+    use rmpv::ValueRef;
+    if depth > super::yaml::MAX_DEPTH {
+        return None;
+    }
+    let scalar = |text: String, plain: bool| Node::Scalar {
+        text,
+        plain,
+        tag: None,
+        at: Default::default(),
+    };
+    Some(match value {
+        ValueRef::String(text) => scalar(text.as_str().unwrap_or_default().to_owned(), false),
+        ValueRef::Binary(bytes) => Node::Bytes(bytes.to_vec()),
+        ValueRef::Array(items) => Node::Sequence(
+            items
+                .iter()
+                .map(|item| node_of(item, depth + 1))
+                .collect::<Option<_>>()?,
+            Default::default(),
+        ),
+        ValueRef::Map(entries) => Node::Mapping(
+            entries
+                .iter()
+                .map(|(key, value)| {
+                    let key = match key {
+                        ValueRef::String(key) => key.as_str().unwrap_or_default().to_owned(),
+                        other => other.to_string(),
+                    };
+                    Some((key, node_of(value, depth + 1)?))
+                })
+                .collect::<Option<_>>()?,
+            Default::default(),
+        ),
+        ValueRef::Nil => scalar("null".into(), true),
+        other => scalar(other.to_string(), true),
+    })
+}
+
 pub(super) fn read(root: &Node) -> Option<Recording> {
     let (container, list) = match (root.get("http_interactions"), root.get("interactions")) {
         (Some(list), _) => (Container::RubyVcr, list),
@@ -85,6 +140,7 @@ fn recorded_body(body: &Node) -> Body {
                 Err(error) => Body::None(format!("a binary body that is not base64: {error}")),
             }
         }
+        Node::Bytes(bytes) => body_text(bytes.clone()),
         Node::Scalar {
             plain: true, text, ..
         } if matches!(text.as_str(), "" | "~" | "null") => Body::None("no body".into()),

@@ -5,7 +5,7 @@
 use saphyr_parser::{Event, Parser, ScalarStyle};
 
 /// How deep a recording's YAML may nest.
-const MAX_DEPTH: usize = 256;
+pub(super) const MAX_DEPTH: usize = 256;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Node {
@@ -21,6 +21,8 @@ pub enum Node {
     Mapping(Vec<(String, Node)>, Place),
     /// An alias, left unexpanded.
     Alias(Place),
+    /// Bytes, from a binary format (msgpack).
+    Bytes(Vec<u8>),
 }
 
 /// A place in the file: 1-based line and column (in characters).
@@ -37,6 +39,7 @@ impl Node {
             | Self::Sequence(_, at)
             | Self::Mapping(_, at)
             | Self::Alias(at) => *at,
+            Self::Bytes(_) => Place::default(),
         }
     }
 
@@ -81,7 +84,7 @@ impl Node {
                     .map(|(key, node)| (key.clone(), node.to_json()))
                     .collect(),
             ),
-            Self::Alias(_) => Value::Null,
+            Self::Alias(_) | Self::Bytes(_) => Value::Null,
         }
     }
 }

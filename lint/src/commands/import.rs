@@ -38,7 +38,7 @@ pub struct ImportReport {
 #[derive(Debug, Serialize)]
 pub struct ImportedRecording {
     pub path: String,
-    /// `vcr-yaml`, `go-vcr`, `ruby-vcr` or `har`.
+    /// `vcr-yaml`, `vcr-msgpack`, `go-vcr`, `ruby-vcr` or `har`.
     pub container: &'static str,
     pub interactions: usize,
     pub sessions: Vec<ImportedSession>,
