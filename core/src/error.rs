@@ -37,6 +37,19 @@ pub enum InputError {
     )]
     Empty { path: String },
 
+    #[error("{path} is a recording ({container}), not a session file")]
+    #[diagnostic(
+        code(kvlint::recording),
+        help(
+            "`kvlint import {path} --out DIR` writes the sessions it holds as session files, to \
+             check"
+        )
+    )]
+    Recording {
+        path: String,
+        container: &'static str,
+    },
+
     #[error("{path}:{line}:{column}: invalid JSON: {message}")]
     #[diagnostic(code(kvlint::invalid_json))]
     Json {
@@ -174,6 +187,7 @@ impl InputError {
             Self::Io { path, .. }
             | Self::Encoding { path, .. }
             | Self::Empty { path }
+            | Self::Recording { path, .. }
             | Self::Json { path, .. }
             | Self::Body { path, .. }
             | Self::Turn { path, .. }

@@ -90,13 +90,32 @@ enum Document {
     Skipped(Skipped),
 }
 
+/// The error for a recording given where a session file is expected, when `bytes` are one.
+fn recording_error(path: &str, bytes: &[u8]) -> Option<InputError> {
+    let recording = crate::recording::Recording::read(bytes).ok().flatten()?;
+    Some(InputError::Recording {
+        path: path.to_owned(),
+        container: recording.container.as_str(),
+    })
+}
+
 /// The endpoints of OpenAI Batch lines that carry prompts.
 const PROMPT_ENDPOINTS: [&str; 3] = ["/chat/completions", "/responses", "/messages"];
 
 impl SessionFile {
+    /// Reads a session file. A recording (a VCR cassette, a HAR file) given instead is an
+    /// error that says so, not a JSON error.
     pub fn read(path: &Path) -> Result<Self, InputError> {
         let display = path.display().to_string();
-        Self::parse(display, Arc::from(read_text(path)?))
+        match read_text(path) {
+            Ok(text) => Self::parse(display, Arc::from(text)),
+            // A gzip-compressed cassette is not text.
+            Err(error @ InputError::Encoding { .. }) => Err(std::fs::read(path)
+                .ok()
+                .and_then(|bytes| recording_error(&display, &bytes))
+                .unwrap_or(error)),
+            Err(error) => Err(error),
+        }
     }
 
     pub fn parse(path: String, text: Arc<str>) -> Result<Self, InputError> {
@@ -105,6 +124,15 @@ impl SessionFile {
 
     /// Parses a session, keeping parsed turns up to `budget` bytes (estimated).
     pub fn parse_keeping(path: String, text: Arc<str>, budget: usize) -> Result<Self, InputError> {
+        match Self::parse_session(path.clone(), Arc::clone(&text), budget) {
+            Err(error @ (InputError::Json { .. } | InputError::Body { .. })) => {
+                Err(recording_error(&path, text.as_bytes()).unwrap_or(error))
+            }
+            parsed => parsed,
+        }
+    }
+
+    fn parse_session(path: String, text: Arc<str>, budget: usize) -> Result<Self, InputError> {
         let mut reader = Reader {
             budget: Some(budget),
             shared: SharedParts::default(),

@@ -17,6 +17,12 @@ pub(super) fn looks_like_cassette(text: &str) -> bool {
 /// LangGraph's documentation stores its cassettes: `AdvancedCompressedSerializer`); `None`
 /// when the text is not one.
 pub(super) fn read_msgpack(text: &str) -> Option<Recording> {
+    let looks_base64 = text.bytes().take(64).all(|byte| {
+        byte.is_ascii_alphanumeric() || matches!(byte, b'+' | b'/' | b'=' | b'\n' | b'\r')
+    });
+    if text.is_empty() || !looks_base64 {
+        return None;
+    }
     let compact: String = text.split_whitespace().collect();
     let compressed = base64::engine::general_purpose::STANDARD
         .decode(compact)
