@@ -41,13 +41,22 @@ pub enum InputError {
     #[diagnostic(
         code(kvlint::recording),
         help(
-            "`kvlint import {path} --out DIR` writes the sessions it holds as session files, to \
-             check"
+            "`kvlint check` and `kvlint render` read recordings; `kvlint import {path} --out DIR` \
+             writes the sessions it holds as session files"
         )
     )]
     Recording {
         path: String,
         container: &'static str,
+    },
+
+    #[error("{path}:{line}:{column}: a recording that cannot be read: {message}")]
+    #[diagnostic(code(kvlint::invalid_recording))]
+    BadRecording {
+        path: String,
+        line: usize,
+        column: usize,
+        message: String,
     },
 
     #[error("{path}:{line}:{column}: invalid JSON: {message}")]
@@ -188,6 +197,7 @@ impl InputError {
             | Self::Encoding { path, .. }
             | Self::Empty { path }
             | Self::Recording { path, .. }
+            | Self::BadRecording { path, .. }
             | Self::Json { path, .. }
             | Self::Body { path, .. }
             | Self::Turn { path, .. }

@@ -62,6 +62,25 @@ pub struct SessionFile {
     pub part_texts: Vec<Arc<str>>,
     /// Keys a document gives twice in one object: kvlint reads the last, a provider may not.
     pub repeated_keys: Vec<RepeatedKey>,
+    /// For a session found in a recording: the recording, and where each turn's body is.
+    pub origin: Option<Origin>,
+}
+
+/// Where a session found in a recording comes from. Its turns are placed at their bodies in
+/// the recording (the body's start: a recording writes a body in its own escapes).
+#[derive(Debug, Clone)]
+pub struct Origin {
+    /// `vcr-yaml`, `har`, … ([`crate::recording::Container::as_str`]).
+    pub container: &'static str,
+    /// This session's number among the recording's (from 1), and how many it holds.
+    pub session: usize,
+    pub sessions: usize,
+    /// The recording's text.
+    pub text: Arc<str>,
+    /// The recording's interactions the turns came from.
+    pub interactions: Vec<usize>,
+    /// The byte offset of each turn's body in the recording's text.
+    pub body_offsets: Vec<usize>,
 }
 
 /// A key given twice in one object of a session file, both places in the file.
@@ -90,13 +109,25 @@ enum Document {
     Skipped(Skipped),
 }
 
-/// The error for a recording given where a session file is expected, when `bytes` are one.
+/// The error for a recording given where a session file is expected, when `bytes` are one
+/// (or one that cannot be read).
 fn recording_error(path: &str, bytes: &[u8]) -> Option<InputError> {
-    let recording = crate::recording::Recording::read(bytes).ok().flatten()?;
-    Some(InputError::Recording {
+    match crate::recording::Recording::read(bytes) {
+        Ok(recording) => Some(InputError::Recording {
+            path: path.to_owned(),
+            container: recording?.container.as_str(),
+        }),
+        Err(error) => Some(bad_recording(path, error)),
+    }
+}
+
+fn bad_recording(path: &str, error: crate::recording::RecordingError) -> InputError {
+    InputError::BadRecording {
         path: path.to_owned(),
-        container: recording.container.as_str(),
-    })
+        line: error.at.line,
+        column: error.at.column,
+        message: error.message,
+    }
 }
 
 /// The endpoints of OpenAI Batch lines that carry prompts.
@@ -144,6 +175,7 @@ impl SessionFile {
             skipped: Vec::new(),
             part_texts: Vec::new(),
             repeated_keys: Vec::new(),
+            origin: None,
         };
         // A byte-order mark is harmless: the text after it is read.
         let bom = if session.text.starts_with('\u{FEFF}') {
@@ -488,8 +520,68 @@ impl SessionFile {
         )
     }
 
+    /// The sessions a recording holds, each placed in the recording; `None` when `bytes` are
+    /// not a recording. `path` names the recording.
+    pub fn from_recording(path: &str, bytes: &[u8]) -> Option<Result<Vec<Self>, InputError>> {
+        let recording = match crate::recording::Recording::read(bytes) {
+            Ok(recording) => recording?,
+            Err(error) => return Some(Err(bad_recording(path, error))),
+        };
+        let text: Arc<str> = Arc::from(String::from_utf8_lossy(bytes).as_ref());
+        let found = recording.sessions();
+        let count = found.sessions.len();
+        let sessions = found
+            .sessions
+            .into_iter()
+            .enumerate()
+            .map(|(number, found)| {
+                let mut jsonl = String::new();
+                for (body, sent) in found.bodies.iter().zip(&found.sent) {
+                    match sent {
+                        Some(sent) if !sent.contains('\n') => jsonl.push_str(sent.trim()),
+                        _ => jsonl.push_str(&body.to_string()),
+                    }
+                    jsonl.push('\n');
+                }
+                let mut session = Self::parse(path.to_owned(), Arc::from(jsonl))?;
+                let body_offsets = found
+                    .interactions
+                    .iter()
+                    .map(|index| {
+                        recording
+                            .interactions
+                            .iter()
+                            .find(|interaction| interaction.index == *index)
+                            .map_or(0, |interaction| offset_of_place(&text, interaction.at))
+                    })
+                    .collect();
+                session.origin = Some(Origin {
+                    container: recording.container.as_str(),
+                    session: number + 1,
+                    sessions: count,
+                    text: Arc::clone(&text),
+                    interactions: found.interactions,
+                    body_offsets,
+                });
+                Ok(session)
+            });
+        Some(sessions.collect())
+    }
+
+    /// The text findings are placed in: the session file's, or the recording's.
+    pub fn source_text(&self) -> &Arc<str> {
+        self.origin
+            .as_ref()
+            .map_or(&self.text, |origin| &origin.text)
+    }
+
     /// The line turn `index` starts on.
     pub fn turn_line(&self, index: usize) -> usize {
+        if let Some(origin) = &self.origin {
+            return self
+                .line_column(origin.body_offsets.get(index).copied().unwrap_or(0))
+                .line;
+        }
         let Some(turn) = self.turns.get(index) else {
             return 0;
         };
@@ -502,11 +594,15 @@ impl SessionFile {
 
 impl Locator for SessionFile {
     fn locate(&self, turn: usize, part: &PartPath, offset_in_part: usize) -> Option<usize> {
-        self.part_offset(turn, part, offset_in_part)
+        let offset = self.part_offset(turn, part, offset_in_part)?;
+        match &self.origin {
+            Some(origin) => origin.body_offsets.get(turn).copied(),
+            None => Some(offset),
+        }
     }
 
     fn line_column(&self, offset: usize) -> LineColumn {
-        LineColumn::of_offset(&self.text, offset)
+        LineColumn::of_offset(self.source_text(), offset)
     }
 }
 
@@ -533,6 +629,18 @@ fn estimated_size(turn: &Turn) -> usize {
 }
 
 /// serde_json reports a 1-based line and column (column counted in bytes).
+/// The byte offset of a place (line, column in characters; 1-based) in a text.
+fn offset_of_place(text: &str, place: crate::recording::Place) -> usize {
+    let line_start = byte_offset_of(text, place.line, 1);
+    let line = text[line_start..].split('\n').next().unwrap_or_default();
+    line_start
+        + line
+            .chars()
+            .take(place.column.saturating_sub(1))
+            .map(char::len_utf8)
+            .sum::<usize>()
+}
+
 fn byte_offset_of(text: &str, line: usize, column: usize) -> usize {
     let line_start: usize = text
         .split_inclusive('\n')

@@ -27,6 +27,18 @@ pub struct Report {
     pub errors: Vec<ErrorReport>,
 }
 
+/// How a session was found in a recording (`"source"` in the JSON report).
+#[derive(Debug, Clone, Serialize)]
+pub struct RecordingSource {
+    /// `vcr-yaml`, `vcr-msgpack`, `go-vcr`, `ruby-vcr` or `har`.
+    pub container: &'static str,
+    /// Its number among the recording's sessions (from 1), and how many there are.
+    pub session: usize,
+    pub sessions: usize,
+    /// The recording's interactions (0-based) its turns came from.
+    pub interactions: Vec<usize>,
+}
+
 #[derive(Debug, Serialize)]
 pub struct SessionReport {
     pub path: String,
@@ -47,6 +59,10 @@ pub struct SessionReport {
     /// Keys a body gives twice in one object: kvlint reads the last value, a provider may not.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub repeated_keys: Vec<RepeatedKey>,
+    /// For a session found in a recording: how it was found.
+    #[serde(rename = "source", skip_serializing_if = "Option::is_none")]
+    pub recording: Option<RecordingSource>,
+    /// The text findings are placed in (the session file's, or the recording's).
     #[serde(skip)]
     pub source: Arc<str>,
 }
@@ -342,7 +358,13 @@ impl SessionReport {
             cache,
             skipped: session.skipped.clone(),
             repeated_keys: session.repeated_keys.clone(),
-            source: Arc::clone(&session.text),
+            recording: session.origin.as_ref().map(|origin| RecordingSource {
+                container: origin.container,
+                session: origin.session,
+                sessions: origin.sessions,
+                interactions: origin.interactions.clone(),
+            }),
+            source: Arc::clone(session.source_text()),
         })
     }
 }

@@ -193,3 +193,53 @@ fn a_file_that_is_not_a_recording_is_an_input_error() {
     assert!(stdout.contains("not a recording kvlint reads"), "{stdout}");
     let _ = std::fs::remove_dir_all(&out);
 }
+
+#[test]
+fn check_reads_recordings_and_places_findings_in_them() {
+    let paths: Vec<PathBuf> = EXPECTED
+        .iter()
+        .map(|(file, ..)| recordings().join(file))
+        .collect();
+    let output = Command::new(env!("CARGO_BIN_EXE_kvlint"))
+        .args(["check", "--format", "json"])
+        .args(&paths)
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(
+        report["errors"],
+        serde_json::json!([]),
+        "every recording reads"
+    );
+    // The sessions of each recording, in order, as `import` finds them.
+    let mut sessions = report["sessions"].as_array().unwrap().iter();
+    for (file, container, expected) in EXPECTED {
+        for (number, interactions) in expected.iter().enumerate() {
+            let session = sessions.next().unwrap();
+            assert!(session["path"].as_str().unwrap().ends_with(file));
+            let source = &session["source"];
+            assert_eq!(source["container"], container);
+            assert_eq!(source["session"], number + 1);
+            assert_eq!(source["sessions"], expected.len());
+            assert_eq!(source["interactions"], serde_json::json!(interactions));
+            assert_eq!(session["summary"]["turns"], interactions.len());
+        }
+    }
+    // A hand-made cassette with a clock in the system prompt: the finding is placed at the
+    // second request's body, line 10, column 11 of the cassette.
+    let broken = recordings().join("hand-made/timestamp-in-system.yaml");
+    let output = Command::new(env!("CARGO_BIN_EXE_kvlint"))
+        .args(["check", "--format", "json"])
+        .arg(&broken)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let finding = &report["sessions"][0]["findings"][0];
+    assert_eq!(finding["rule"], "volatile-timestamp");
+    assert_eq!(finding["turn"], 1);
+    assert_eq!(
+        (&finding["span"]["line"], &finding["span"]["column"]),
+        (&serde_json::json!(10), &serde_json::json!(11))
+    );
+}

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use kvlint_core::cache::Engine;
-use kvlint_core::error::read_text;
+use kvlint_core::error::{InputError, read_text};
 use kvlint_core::render::Renderer;
 use kvlint_core::session::SessionFile;
 use miette::WrapErr;
@@ -180,13 +180,10 @@ pub fn check(args: &Args, configs: &mut Discovery) -> Report {
     }
     let analysed: Vec<Result<SessionReport, ErrorReport>> = with_setups
         .into_par_iter()
-        .filter_map(|file| {
-            let (file, setup) = match file {
-                Ok((file, Some(setup))) => (file, setup),
-                Ok((_, None)) => return None,
-                Err(error) => return Some(Err(error)),
-            };
-            Some(check_file(file, &setup))
+        .flat_map_iter(|file| match file {
+            Ok((file, Some(setup))) => check_file(file, &setup),
+            Ok((_, None)) => Vec::new(),
+            Err(error) => vec![Err(error)],
         })
         .collect();
     let mut report = Report::new();
@@ -199,12 +196,28 @@ pub fn check(args: &Args, configs: &mut Discovery) -> Report {
     report
 }
 
-fn check_file(file: Pending, setup: &Setup) -> Result<SessionReport, ErrorReport> {
+/// Checks a session file, or each session a recording holds.
+fn check_file(file: Pending, setup: &Setup) -> Vec<Result<SessionReport, ErrorReport>> {
     let display = file.candidate.path.display().to_string();
-    let mut session = SessionFile::parse(display, Arc::from(file.text))
-        .and_then(|session| SessionReport::new(&session, &setup.renderer, &setup.options))?;
-    if let Some(config) = &file.config {
-        session.apply_config(config);
-    }
-    Ok(session)
+    let sessions = match SessionFile::parse(display.clone(), Arc::from(file.text.as_str())) {
+        Err(InputError::Recording { .. }) => {
+            match SessionFile::from_recording(&display, file.text.as_bytes()) {
+                Some(Ok(sessions)) => sessions,
+                Some(Err(error)) => return vec![Err(error.into())],
+                None => return Vec::new(),
+            }
+        }
+        Ok(session) => vec![session],
+        Err(error) => return vec![Err(error.into())],
+    };
+    sessions
+        .iter()
+        .map(|session| {
+            let mut report = SessionReport::new(session, &setup.renderer, &setup.options)?;
+            if let Some(config) = &file.config {
+                report.apply_config(config);
+            }
+            Ok(report)
+        })
+        .collect()
 }

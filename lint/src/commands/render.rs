@@ -118,28 +118,54 @@ pub fn render_sessions(
         errors: Vec::new(),
     };
     for path in paths {
-        let session = match SessionFile::read(path) {
-            Ok(session) => session,
+        let sessions = match SessionFile::read(path) {
+            Ok(session) => vec![session],
+            // A recording: each session it holds.
+            Err(error @ InputError::Recording { .. }) => {
+                let display = path.display().to_string();
+                let found = std::fs::read(path)
+                    .ok()
+                    .and_then(|bytes| SessionFile::from_recording(&display, &bytes));
+                match found.unwrap_or(Err(error)) {
+                    Ok(sessions) => sessions,
+                    Err(error) => {
+                        report.errors.push(error.into());
+                        continue;
+                    }
+                }
+            }
             Err(error) => {
                 report.errors.push(error.into());
                 continue;
             }
         };
-        let last = session.len().saturating_sub(1);
-        if let Some(turn) = only.filter(|turn| *turn > last) {
-            let path = session.path.clone();
-            report.errors.push(ErrorReport::new(
-                path.clone(),
-                NoSuchTurn { path, turn, last },
-            ));
-            continue;
-        }
-        match render_session(&session, only, renderer) {
-            Ok(rendered) => report.sessions.push(rendered),
-            Err(error) => report.errors.push(error.into()),
+        for session in &sessions {
+            render_one(session, only, renderer, &mut report);
         }
     }
     report
+}
+
+/// Renders one session into the report (or says it has no turn `only`).
+fn render_one(
+    session: &SessionFile,
+    only: Option<usize>,
+    renderer: &Renderer,
+    report: &mut RenderReport,
+) {
+    let last = session.len().saturating_sub(1);
+    if let Some(turn) = only.filter(|turn| *turn > last) {
+        let path = session.path.clone();
+        report.errors.push(ErrorReport::new(
+            path.clone(),
+            NoSuchTurn { path, turn, last },
+        ));
+        return;
+    }
+    match render_session(session, only, renderer) {
+        Ok(rendered) => report.sessions.push(rendered),
+        Err(error) => report.errors.push(error.into()),
+    }
 }
 
 fn render_session(

@@ -373,8 +373,23 @@ fn session_line(session: &SessionReport) -> String {
     } else {
         ""
     };
+    let found_in = session
+        .recording
+        .as_ref()
+        .map(|found| {
+            let interactions: Vec<String> =
+                found.interactions.iter().map(ToString::to_string).collect();
+            format!(
+                " (session {} of {} in this {}, interactions {})",
+                found.session,
+                found.sessions,
+                found.container,
+                interactions.join(", ")
+            )
+        })
+        .unwrap_or_default();
     format!(
-        "{}: {} turns, {} prompt tokens, {} reused ({:.0}%){approximate}, {} errors, {} info",
+        "{}{found_in}: {} turns, {} prompt tokens, {} reused ({:.0}%){approximate}, {} errors, {} info",
         printable(&session.path),
         summary.turns,
         summary.prompt_tokens,
