@@ -1,7 +1,10 @@
 //! Reading session files: one file is one agent session, its turns in file order.
 //!
 //! Accepted containers: JSONL with one request body per line, a JSON array of bodies,
-//! OpenAI Batch lines (`{custom_id, method, url, body}`) and `{request, response}` pairs.
+//! OpenAI Batch lines (`{custom_id, method, url, body}`) and `{request, response}` pairs. A
+//! recording (a VCR cassette, a HAR file: [`crate::recording`]) holds sessions of its own:
+//! [`SessionFile::from_recording`] reads each, its turns placed at their bodies in the
+//! recording.
 //!
 //! Memory: a session file is read whole and every turn is parsed once, to report a bad one
 //! before any check. Parsed turns are kept up to [`KEPT_TURNS_BUDGET`]; a turn beyond it is
