@@ -4,8 +4,8 @@
 
 Reads VCR cassettes (vcrpy / pytest-recording `interactions`, with a body string, a
 `{string: …}` mapping, pydantic-ai's `parsed_body` or a `!!binary` body; go-vcr; Ruby's and
-R's vcr `http_interactions`, Ruby's `!binary` tag; LangGraph's `.msgpack.zlib`) and HAR files
-(`log.entries`).
+R's vcr `http_interactions`, Ruby's `!binary` tag; LangGraph's `.msgpack.zlib`), HAR files
+(`log.entries`) and Inspect AI eval logs (`samples[].events[].call.request`).
 
     python scripts/recording_bodies.py FILE...
 
@@ -64,6 +64,28 @@ def bodies(path):
 
         cassette = msgpack.unpackb(zlib.decompress(base64.b64decode(raw)), raw=False)
         return interactions_of(cassette)
+    if text.lstrip().startswith("{") and "eval" in (log := json.loads(text)) and "samples" in log:
+        # Inspect AI eval log: each model event's request, attachments resolved.
+        found = []
+        for sample in log["samples"]:
+            attachments = sample.get("attachments") or {}
+
+            def resolve(value):
+                if isinstance(value, str) and value.startswith("attachment://"):
+                    return attachments.get(value[len("attachment://"):], value)
+                if isinstance(value, list):
+                    return [resolve(item) for item in value]
+                if isinstance(value, dict):
+                    return {key: resolve(item) for key, item in value.items()}
+                return value
+
+            for event in sample.get("events") or []:
+                if event.get("event") == "model":
+                    request = (event.get("call") or {}).get("request")
+                    found.append(
+                        {"index": len(found), "url": event.get("model", ""), "body": resolve(request)}
+                    )
+        return found
     if text.lstrip().startswith("{"):
         entries = json.loads(text)["log"]["entries"]
         return [

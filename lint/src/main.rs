@@ -49,8 +49,8 @@ enum Command {
     /// Replay sessions against a live OpenAI-compatible engine and compare what it serves from
     /// cache with kvlint's prediction, turn by turn.
     Probe(commands::probe::Args),
-    /// Write the sessions a recording holds (a VCR cassette, a HAR file) as session files,
-    /// one request body per line.
+    /// Write the sessions a recording holds (a VCR cassette, a HAR file, an Inspect log) as
+    /// session files, one request body per line.
     Import(commands::import::Args),
     /// Write a starter kvlint.toml in the current folder.
     Init,

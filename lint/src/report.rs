@@ -30,7 +30,7 @@ pub struct Report {
 /// How a session was found in a recording (`"source"` in the JSON report).
 #[derive(Debug, Clone, Serialize)]
 pub struct RecordingSource {
-    /// `vcr-yaml`, `vcr-msgpack`, `go-vcr`, `ruby-vcr` or `har`.
+    /// `vcr-yaml`, `vcr-msgpack`, `go-vcr`, `ruby-vcr`, `har` or `inspect`.
     pub container: &'static str,
     /// Its number among the recording's sessions (from 1), and how many there are.
     pub session: usize,

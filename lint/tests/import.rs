@@ -21,7 +21,7 @@ fn recordings() -> PathBuf {
 
 /// Each recording and the sessions it holds, as the recording's interactions (0-based): read
 /// off the files by hand.
-const EXPECTED: [(&str, &str, &[&[usize]]); 7] = [
+const EXPECTED: [(&str, &str, &[&[usize]]); 8] = [
     (
         "pydantic-ai-anthropic-mixed-strict-tool-run.yaml",
         "vcr-yaml",
@@ -47,6 +47,8 @@ const EXPECTED: [(&str, &str, &[&[usize]]); 7] = [
     ("openllmetry-js-langchain-agent.har", "har", &[&[0, 1]]),
     // Two chats with the same prompt, in parallel, two turns each.
     ("ellmer-parallel-tool.yml", "ruby-vcr", &[&[0, 2], &[1, 3]]),
+    // One sample's five model calls, each request extending the last.
+    ("inspect-ai-browser.json", "inspect", &[&[0, 1, 2, 3, 4]]),
     // A supervisor and two agents on one shared conversation, each with its instructions and
     // tools; interaction 2 is a web search.
     (

@@ -7,9 +7,8 @@ use super::{Body, Container, Interaction, Place, Recording};
 use crate::locate::{LineColumn, value_range};
 use crate::path::PathSegment;
 
-/// The HAR `text` holds, or `None` when it is not one.
-pub(super) fn read(text: &str) -> Option<Recording> {
-    let root: Value = serde_json::from_str(text).ok()?;
+/// The HAR `text` holds (parsed as `root`), or `None` when it is not one.
+pub(super) fn read(root: &Value, text: &str) -> Option<Recording> {
     let entries = root.get("log")?.get("entries")?.as_array()?;
     let interactions = entries
         .iter()

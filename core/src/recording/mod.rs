@@ -8,7 +8,9 @@
 //!   vcr (`http_interactions[].request.body.string`, Ruby's `!binary` tag); vcrpy cassettes
 //!   as base64 of zlib of msgpack, the whole file (LangGraph's documentation);
 //! - **HAR 1.2** (browser devtools, mitmproxy, Charles, Polly.js): `log.entries[].request`,
-//!   the body in `postData.text`.
+//!   the body in `postData.text`;
+//! - **Inspect AI eval logs** in JSON: each `model` event's `call.request`, its
+//!   `attachment://` strings resolved.
 //!
 //! One recording often holds several conversations and calls that are not prompts
 //! (embeddings, token counts, tracing, other services). `Recording::sessions` keeps the
@@ -16,6 +18,7 @@
 
 mod group;
 mod har;
+mod inspect;
 mod vcr;
 pub mod yaml;
 
@@ -39,10 +42,12 @@ pub enum Container {
     RubyVcr,
     /// HTTP Archive 1.2.
     Har,
+    /// An Inspect AI eval log in JSON.
+    Inspect,
 }
 
 impl Container {
-    /// The name in reports: `vcr-yaml`, `vcr-msgpack`, `go-vcr`, `ruby-vcr`, `har`.
+    /// The name in reports: `vcr-yaml`, `vcr-msgpack`, `go-vcr`, `ruby-vcr`, `har`, `inspect`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::VcrPy => "vcr-yaml",
@@ -50,6 +55,7 @@ impl Container {
             Self::GoVcr => "go-vcr",
             Self::RubyVcr => "ruby-vcr",
             Self::Har => "har",
+            Self::Inspect => "inspect",
         }
     }
 }
@@ -115,7 +121,10 @@ impl Recording {
         let text = text.strip_prefix('\u{FEFF}').unwrap_or(text);
         let start = text.trim_start();
         if start.starts_with('{') {
-            return Ok(har::read(text));
+            let Ok(root) = serde_json::from_str::<Value>(text) else {
+                return Ok(None);
+            };
+            return Ok(har::read(&root, text).or_else(|| inspect::read(&root, text)));
         }
         if !vcr::looks_like_cassette(text) {
             return Ok(vcr::read_msgpack(text));

@@ -13,8 +13,8 @@ use crate::report::{ErrorReport, REPORT_VERSION};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Recordings: VCR cassettes (vcrpy, pytest-recording, go-vcr, Ruby or R vcr; YAML,
-    /// gzip-compressed or not) and HAR files.
+    /// Recordings: VCR cassettes (vcrpy, pytest-recording, LangGraph's msgpack, go-vcr, Ruby or
+    /// R vcr; gzip-compressed or not), HAR files and Inspect AI eval logs (JSON).
     #[arg(required = true)]
     pub recordings: Vec<PathBuf>,
     /// The folder the session files are written to (made if missing).
@@ -38,7 +38,7 @@ pub struct ImportReport {
 #[derive(Debug, Serialize)]
 pub struct ImportedRecording {
     pub path: String,
-    /// `vcr-yaml`, `vcr-msgpack`, `go-vcr`, `ruby-vcr` or `har`.
+    /// `vcr-yaml`, `vcr-msgpack`, `go-vcr`, `ruby-vcr`, `har` or `inspect`.
     pub container: &'static str,
     pub interactions: usize,
     pub sessions: Vec<ImportedSession>,
@@ -73,8 +73,8 @@ enum ImportError {
     #[diagnostic(
         code(kvlint::not_a_recording),
         help(
-            "expected a VCR cassette (YAML with `interactions` or `http_interactions`) or a HAR \
-             file (`log.entries`); a session file is checked as it is"
+            "expected a VCR cassette (YAML with `interactions` or `http_interactions`), a HAR \
+             file (`log.entries`) or an Inspect AI eval log; a session file is checked as it is"
         )
     )]
     NotARecording { path: String },
