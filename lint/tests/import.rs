@@ -227,6 +227,19 @@ fn check_reads_recordings_and_places_findings_in_them() {
             assert_eq!(session["summary"]["turns"], interactions.len());
         }
     }
+    // The same cassette gzip-compressed: the same session.
+    let compressed = recordings().join("hand-made/ruby-llm-anthropic-multi-turn-streaming.yml.gz");
+    let output = Command::new(env!("CARGO_BIN_EXE_kvlint"))
+        .args(["check", "--format", "json"])
+        .arg(&compressed)
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(
+        report["sessions"][0]["source"]["interactions"],
+        serde_json::json!([0, 1, 2, 3]),
+        "{report}"
+    );
     // A hand-made cassette with a clock in the system prompt: the finding is placed at the
     // second request's body, line 10, column 11 of the cassette.
     let broken = recordings().join("hand-made/timestamp-in-system.yaml");

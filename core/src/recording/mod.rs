@@ -142,6 +142,15 @@ impl Recording {
     }
 }
 
+/// The text of a gzip-compressed file (a compressed cassette), inflated; `None` when the bytes
+/// are not gzip or not text.
+pub fn gzip_text(bytes: &[u8]) -> Option<String> {
+    if !bytes.starts_with(&[0x1f, 0x8b]) {
+        return None;
+    }
+    String::from_utf8(inflate(bytes).ok()?).ok()
+}
+
 /// A gzip or zlib stream inflated, bounded.
 fn inflate(bytes: &[u8]) -> Result<Vec<u8>, String> {
     let mut out = Vec::new();

@@ -118,6 +118,19 @@ pub fn check(args: &Args, configs: &mut Discovery) -> Report {
     for candidate in session_files(&args.paths) {
         let text = match read_text(&candidate.path) {
             Ok(text) => text,
+            // A gzip-compressed recording is read inflated.
+            Err(error @ InputError::Encoding { .. }) => {
+                match std::fs::read(&candidate.path)
+                    .ok()
+                    .and_then(|bytes| kvlint_core::recording::gzip_text(&bytes))
+                {
+                    Some(text) => text,
+                    None => {
+                        found.push(Err(error.into()));
+                        continue;
+                    }
+                }
+            }
             Err(error) => {
                 found.push(Err(error.into()));
                 continue;
