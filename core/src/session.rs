@@ -3,8 +3,8 @@
 //! Accepted containers: JSONL with one request body per line, a JSON array of bodies,
 //! OpenAI Batch lines (`{custom_id, method, url, body}`) and `{request, response}` pairs. A
 //! recording (a VCR cassette, a HAR file: [`crate::recording`]) holds sessions of its own:
-//! [`SessionFile::from_recording`] reads each, its turns placed at their bodies in the
-//! recording.
+//! [`SessionFile::read_all`] and [`SessionFile::parse_all`] read each, its turns placed at
+//! their bodies in the recording; the one-session readers say a recording is not a session.
 //!
 //! Memory: a session file is read whole and every turn is parsed once, to report a bad one
 //! before any check. Parsed turns are kept up to [`KEPT_TURNS_BUDGET`]; a turn beyond it is
@@ -112,6 +112,18 @@ enum Document {
     Skipped(Skipped),
 }
 
+/// The text of an input file: a session file, or a recording, inflated when it is a
+/// gzip-compressed one.
+pub fn read_input(path: &Path) -> Result<String, InputError> {
+    match read_text(path) {
+        Err(error @ InputError::Encoding { .. }) => std::fs::read(path)
+            .ok()
+            .and_then(|bytes| crate::recording::gzip_text(&bytes))
+            .ok_or(error),
+        read => read,
+    }
+}
+
 /// The error for a recording given where a session file is expected, when `bytes` are one
 /// (or one that cannot be read).
 fn recording_error(path: &str, bytes: &[u8]) -> Option<InputError> {
@@ -140,14 +152,26 @@ impl SessionFile {
     /// Reads a session file. A recording (a VCR cassette, a HAR file) given instead is an
     /// error that says so, not a JSON error.
     pub fn read(path: &Path) -> Result<Self, InputError> {
-        let display = path.display().to_string();
-        match read_text(path) {
-            Ok(text) => Self::parse(display, Arc::from(text)),
-            // A gzip-compressed cassette is not text.
-            Err(error @ InputError::Encoding { .. }) => Err(std::fs::read(path)
-                .ok()
-                .and_then(|bytes| recording_error(&display, &bytes))
-                .unwrap_or(error)),
+        Self::parse(path.display().to_string(), Arc::from(read_input(path)?))
+    }
+
+    /// Reads a session file, or each session of a recording (a VCR cassette, gzip-compressed
+    /// or not; a HAR file; an Inspect log), reading the recording once.
+    pub fn read_all(path: &Path) -> Result<Vec<Self>, InputError> {
+        Self::parse_all(path.display().to_string(), Arc::from(read_input(path)?))
+    }
+
+    /// A session file's session, or each session of the recording `text` holds.
+    pub fn parse_all(path: String, text: Arc<str>) -> Result<Vec<Self>, InputError> {
+        match Self::parse_session(path.clone(), Arc::clone(&text), KEPT_TURNS_BUDGET) {
+            Ok(session) => Ok(vec![session]),
+            Err(error @ (InputError::Json { .. } | InputError::Body { .. })) => {
+                match crate::recording::Recording::read(text.as_bytes()) {
+                    Ok(Some(recording)) => Self::sessions_of(&path, &text, &recording),
+                    Ok(None) => Err(error),
+                    Err(bad) => Err(bad_recording(&path, bad)),
+                }
+            }
             Err(error) => Err(error),
         }
     }
@@ -523,52 +547,35 @@ impl SessionFile {
         )
     }
 
-    /// The sessions a recording holds, each placed in the recording; `None` when `bytes` are
-    /// not a recording. `path` names the recording.
-    pub fn from_recording(path: &str, bytes: &[u8]) -> Option<Result<Vec<Self>, InputError>> {
-        let recording = match crate::recording::Recording::read(bytes) {
-            Ok(recording) => recording?,
-            Err(error) => return Some(Err(bad_recording(path, error))),
-        };
-        let text: Arc<str> = Arc::from(String::from_utf8_lossy(bytes).as_ref());
+    /// Each session a recording holds, placed in the recording (`text`).
+    fn sessions_of(
+        path: &str,
+        text: &Arc<str>,
+        recording: &crate::recording::Recording,
+    ) -> Result<Vec<Self>, InputError> {
         let found = recording.sessions();
         let count = found.sessions.len();
-        let sessions = found
+        found
             .sessions
             .into_iter()
             .enumerate()
             .map(|(number, found)| {
-                let mut jsonl = String::new();
-                for (body, sent) in found.bodies.iter().zip(&found.sent) {
-                    match sent {
-                        Some(sent) if !sent.contains('\n') => jsonl.push_str(sent.trim()),
-                        _ => jsonl.push_str(&body.to_string()),
-                    }
-                    jsonl.push('\n');
-                }
-                let mut session = Self::parse(path.to_owned(), Arc::from(jsonl))?;
-                let body_offsets = found
-                    .interactions
-                    .iter()
-                    .map(|index| {
-                        recording
-                            .interactions
-                            .iter()
-                            .find(|interaction| interaction.index == *index)
-                            .map_or(0, |interaction| offset_of_place(&text, interaction.at))
-                    })
-                    .collect();
+                let mut session = Self::parse(path.to_owned(), Arc::from(found.jsonl()))?;
                 session.origin = Some(Origin {
                     container: recording.container.as_str(),
                     session: number + 1,
                     sessions: count,
-                    text: Arc::clone(&text),
+                    text: Arc::clone(text),
+                    body_offsets: found
+                        .at
+                        .iter()
+                        .map(|place| offset_of_place(text, *place))
+                        .collect(),
                     interactions: found.interactions,
-                    body_offsets,
                 });
                 Ok(session)
-            });
-        Some(sessions.collect())
+            })
+            .collect()
     }
 
     /// The text findings are placed in: the session file's, or the recording's.

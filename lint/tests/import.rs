@@ -59,17 +59,20 @@ const EXPECTED: [(&str, &str, &[&[usize]]); 8] = [
 ];
 
 fn kvlint(args: &[&str], out: &Path) -> (i32, String, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_kvlint"))
-        .args(args)
-        .arg("--out")
-        .arg(out)
-        .output()
-        .unwrap();
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
+    let mut args = args.to_vec();
+    args.extend(["--out", out.to_str().unwrap()]);
+    let run = kvlint_fixtures::run_kvlint(env!("CARGO_BIN_EXE_kvlint"), &args);
+    (run.code, run.stdout, run.stderr)
+}
+
+/// `kvlint COMMAND --format json FILES…`: its exit code and JSON report.
+fn json_of(command: &str, files: &[PathBuf]) -> (i32, Value) {
+    let mut args = vec![command, "--format", "json"];
+    args.extend(files.iter().map(|file| file.to_str().unwrap()));
+    let run = kvlint_fixtures::run_kvlint(env!("CARGO_BIN_EXE_kvlint"), &args);
+    let report = serde_json::from_str(&run.stdout)
+        .unwrap_or_else(|error| panic!("{error}: {}{}", run.stdout, run.stderr));
+    (run.code, report)
 }
 
 /// The bodies the reference reads from each recording, by file name; `None` without the venv.
@@ -157,16 +160,9 @@ fn recordings_become_sessions_with_the_bodies_sent() {
                 }
             }
             // Each session file is one kvlint checks.
-            let checked = Command::new(env!("CARGO_BIN_EXE_kvlint"))
-                .args(["check", "--format", "json"])
-                .arg(session["file"].as_str().unwrap())
-                .output()
-                .unwrap();
-            assert!(
-                matches!(checked.status.code(), Some(0 | 1)),
-                "{file}: {}",
-                String::from_utf8_lossy(&checked.stdout)
-            );
+            let (code, checked) =
+                json_of("check", &[PathBuf::from(session["file"].as_str().unwrap())]);
+            assert!(matches!(code, 0 | 1), "{file}: {checked}");
         }
     }
     if reference.is_some() {
@@ -202,12 +198,7 @@ fn check_reads_recordings_and_places_findings_in_them() {
         .iter()
         .map(|(file, ..)| recordings().join(file))
         .collect();
-    let output = Command::new(env!("CARGO_BIN_EXE_kvlint"))
-        .args(["check", "--format", "json"])
-        .args(&paths)
-        .output()
-        .unwrap();
-    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let (_, report) = json_of("check", &paths);
     assert_eq!(
         report["errors"],
         serde_json::json!([]),
@@ -227,29 +218,36 @@ fn check_reads_recordings_and_places_findings_in_them() {
             assert_eq!(session["summary"]["turns"], interactions.len());
         }
     }
-    // The same cassette gzip-compressed: the same session.
+    // `render` reads them too: each session's turns.
+    let (code, rendered) = json_of("render", &[recordings().join("ellmer-parallel-tool.yml")]);
+    assert_eq!(code, 0, "{rendered}");
+    let turns: Vec<usize> = rendered["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|session| session["turns"].as_array().unwrap().len())
+        .collect();
+    assert_eq!(turns, [2, 2]);
+    // The same cassette gzip-compressed: the same session, by `check` and `render`.
     let compressed = recordings().join("hand-made/ruby-llm-anthropic-multi-turn-streaming.yml.gz");
-    let output = Command::new(env!("CARGO_BIN_EXE_kvlint"))
-        .args(["check", "--format", "json"])
-        .arg(&compressed)
-        .output()
-        .unwrap();
-    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let (_, report) = json_of("check", std::slice::from_ref(&compressed));
     assert_eq!(
         report["sessions"][0]["source"]["interactions"],
         serde_json::json!([0, 1, 2, 3]),
         "{report}"
     );
+    let (_, rendered) = json_of("render", &[compressed]);
+    assert_eq!(
+        rendered["sessions"][0]["turns"].as_array().unwrap().len(),
+        4
+    );
     // A hand-made cassette with a clock in the system prompt: the finding is placed at the
     // second request's body, line 10, column 11 of the cassette.
-    let broken = recordings().join("hand-made/timestamp-in-system.yaml");
-    let output = Command::new(env!("CARGO_BIN_EXE_kvlint"))
-        .args(["check", "--format", "json"])
-        .arg(&broken)
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(1));
-    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let (code, report) = json_of(
+        "check",
+        &[recordings().join("hand-made/timestamp-in-system.yaml")],
+    );
+    assert_eq!(code, 1);
     let finding = &report["sessions"][0]["findings"][0];
     assert_eq!(finding["rule"], "volatile-timestamp");
     assert_eq!(finding["turn"], 1);

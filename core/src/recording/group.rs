@@ -13,7 +13,7 @@
 
 use serde_json::Value;
 
-use super::{Body, Interaction};
+use super::{Body, Interaction, Place};
 use crate::request::Request;
 
 /// Endpoints that take no prompt, by a part of their path.
@@ -40,6 +40,24 @@ pub struct Session {
     pub bodies: Vec<Value>,
     /// The bodies as sent (`None` where the recorder wrote the body out again).
     pub sent: Vec<Option<String>>,
+    /// Where each body is in the recording.
+    pub at: Vec<Place>,
+}
+
+impl Session {
+    /// The session as a session file: one body per line, as sent when it is one line already,
+    /// else written compactly (keys in the order sent).
+    pub fn jsonl(&self) -> String {
+        let mut text = String::new();
+        for (body, sent) in self.bodies.iter().zip(&self.sent) {
+            match sent {
+                Some(sent) if !sent.contains('\n') => text.push_str(sent.trim()),
+                _ => text.push_str(&body.to_string()),
+            }
+            text.push('\n');
+        }
+        text
+    }
 }
 
 pub(super) fn sessions(interactions: &[Interaction]) -> FoundSessions {
@@ -84,6 +102,7 @@ pub(super) fn sessions(interactions: &[Interaction]) -> FoundSessions {
                     interactions: Vec::new(),
                     bodies: Vec::new(),
                     sent: Vec::new(),
+                    at: Vec::new(),
                 });
                 open.len() - 1
             }
@@ -92,6 +111,7 @@ pub(super) fn sessions(interactions: &[Interaction]) -> FoundSessions {
         session.interactions.push(interaction.index);
         session.bodies.push(body);
         session.sent.push(sent);
+        session.at.push(interaction.at);
     }
     found
 }
@@ -248,7 +268,6 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::recording::Place;
 
     fn interaction(index: usize, url: &str, body: Value) -> Interaction {
         Interaction {

@@ -5,9 +5,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use kvlint_core::cache::Engine;
-use kvlint_core::error::{InputError, read_text};
 use kvlint_core::render::Renderer;
-use kvlint_core::session::SessionFile;
+use kvlint_core::session::{SessionFile, read_input};
 use miette::WrapErr;
 use rayon::prelude::*;
 
@@ -116,21 +115,8 @@ pub fn check(args: &Args, configs: &mut Discovery) -> Report {
     // analysis of every session in parallel.
     let mut found: Vec<Result<Pending, ErrorReport>> = Vec::new();
     for candidate in session_files(&args.paths) {
-        let text = match read_text(&candidate.path) {
+        let text = match read_input(&candidate.path) {
             Ok(text) => text,
-            // A gzip-compressed recording is read inflated.
-            Err(error @ InputError::Encoding { .. }) => {
-                match std::fs::read(&candidate.path)
-                    .ok()
-                    .and_then(|bytes| kvlint_core::recording::gzip_text(&bytes))
-                {
-                    Some(text) => text,
-                    None => {
-                        found.push(Err(error.into()));
-                        continue;
-                    }
-                }
-            }
             Err(error) => {
                 found.push(Err(error.into()));
                 continue;
@@ -212,15 +198,8 @@ pub fn check(args: &Args, configs: &mut Discovery) -> Report {
 /// Checks a session file, or each session a recording holds.
 fn check_file(file: Pending, setup: &Setup) -> Vec<Result<SessionReport, ErrorReport>> {
     let display = file.candidate.path.display().to_string();
-    let sessions = match SessionFile::parse(display.clone(), Arc::from(file.text.as_str())) {
-        Err(InputError::Recording { .. }) => {
-            match SessionFile::from_recording(&display, file.text.as_bytes()) {
-                Some(Ok(sessions)) => sessions,
-                Some(Err(error)) => return vec![Err(error.into())],
-                None => return Vec::new(),
-            }
-        }
-        Ok(session) => vec![session],
+    let sessions = match SessionFile::parse_all(display, Arc::from(file.text)) {
+        Ok(sessions) => sessions,
         Err(error) => return vec![Err(error.into())],
     };
     sessions

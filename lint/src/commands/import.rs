@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
+use kvlint_core::error::InputError;
 use kvlint_core::recording::{Recording, Session};
 use serde::Serialize;
 
@@ -78,17 +79,10 @@ enum ImportError {
         )
     )]
     NotARecording { path: String },
-    #[error("{path}:{line}:{column}: {message}")]
-    #[diagnostic(code(kvlint::invalid_recording))]
-    Invalid {
-        path: String,
-        line: usize,
-        column: usize,
-        message: String,
-    },
-    #[error("{path}: {message}")]
-    #[diagnostic(code(kvlint::io))]
-    Io { path: String, message: String },
+    /// The recording or a session file cannot be read or written.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Input(#[from] InputError),
     #[error("{path} exists")]
     #[diagnostic(
         code(kvlint::exists),
@@ -140,13 +134,9 @@ fn import(
     force: bool,
 ) -> Result<ImportedRecording, ImportError> {
     let display = path.display().to_string();
-    let io = |error: std::io::Error| ImportError::Io {
-        path: display.clone(),
-        message: error.to_string(),
-    };
-    let bytes = std::fs::read(path).map_err(io)?;
+    let bytes = std::fs::read(path).map_err(|source| io_error(path, source))?;
     let recording = Recording::read(&bytes)
-        .map_err(|error| ImportError::Invalid {
+        .map_err(|error| InputError::BadRecording {
             path: display.clone(),
             line: error.at.line,
             column: error.at.column,
@@ -156,25 +146,16 @@ fn import(
             path: display.clone(),
         })?;
     let found = recording.sessions();
-    std::fs::create_dir_all(out).map_err(|error| ImportError::Io {
-        path: out.display().to_string(),
-        message: error.to_string(),
-    })?;
+    std::fs::create_dir_all(out).map_err(|source| io_error(out, source))?;
     let mut sessions = Vec::new();
     for (number, session) in found.sessions.iter().enumerate() {
         let file = out.join(format!("{stem}.{}.jsonl", number + 1));
         write_session(&file, session, force)?;
-        let lines = session
-            .interactions
-            .iter()
-            .filter_map(|index| recording.interactions.iter().find(|i| i.index == *index))
-            .map(|interaction| interaction.at.line)
-            .collect();
         sessions.push(ImportedSession {
             file: file.display().to_string(),
             turns: session.bodies.len(),
             interactions: session.interactions.clone(),
-            lines,
+            lines: session.at.iter().map(|place| place.line).collect(),
             rewritten: session.sent.iter().filter(|sent| sent.is_none()).count(),
         });
     }
@@ -194,26 +175,23 @@ fn import(
     })
 }
 
-/// One body per line: as sent when it is one line already, else written compactly (keys in
-/// the order sent). Written to a temporary file first, then moved into place.
+/// A session file ([`Session::jsonl`]), written to a temporary file first, then moved into
+/// place.
 fn write_session(file: &Path, session: &Session, force: bool) -> Result<(), ImportError> {
-    let display = file.display().to_string();
     if file.exists() && !force {
-        return Err(ImportError::Exists { path: display });
+        return Err(ImportError::Exists {
+            path: file.display().to_string(),
+        });
     }
-    let mut text = String::new();
-    for (body, sent) in session.bodies.iter().zip(&session.sent) {
-        match sent {
-            Some(sent) if !sent.contains('\n') => text.push_str(sent.trim()),
-            _ => text.push_str(&body.to_string()),
-        }
-        text.push('\n');
-    }
-    let io = |error: std::io::Error| ImportError::Io {
-        path: display.clone(),
-        message: error.to_string(),
-    };
     let partial = file.with_extension("jsonl.partial");
-    std::fs::write(&partial, text).map_err(io)?;
-    std::fs::rename(&partial, file).map_err(io)
+    std::fs::write(&partial, session.jsonl()).map_err(|source| io_error(&partial, source))?;
+    std::fs::rename(&partial, file).map_err(|source| io_error(file, source))?;
+    Ok(())
+}
+
+fn io_error(path: &Path, source: std::io::Error) -> ImportError {
+    ImportError::Input(InputError::Io {
+        path: path.display().to_string(),
+        source,
+    })
 }

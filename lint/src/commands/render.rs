@@ -118,22 +118,8 @@ pub fn render_sessions(
         errors: Vec::new(),
     };
     for path in paths {
-        let sessions = match SessionFile::read(path) {
-            Ok(session) => vec![session],
-            // A recording: each session it holds.
-            Err(error @ InputError::Recording { .. }) => {
-                let display = path.display().to_string();
-                let found = std::fs::read(path)
-                    .ok()
-                    .and_then(|bytes| SessionFile::from_recording(&display, &bytes));
-                match found.unwrap_or(Err(error)) {
-                    Ok(sessions) => sessions,
-                    Err(error) => {
-                        report.errors.push(error.into());
-                        continue;
-                    }
-                }
-            }
+        let sessions = match SessionFile::read_all(path) {
+            Ok(sessions) => sessions,
             Err(error) => {
                 report.errors.push(error.into());
                 continue;
