@@ -76,10 +76,19 @@ impl Tokens {
     }
 
     /// The encoding of piece `index` of tokens built with [`Tokens::push_piece`].
-    pub fn piece(&self, index: usize) -> Option<Arc<Chunk>> {
-        self.chunks
-            .get(index)
-            .map(|placed| Arc::clone(&placed.chunk))
+    pub fn piece(&self, index: usize) -> Option<&Arc<Chunk>> {
+        self.chunks.get(index).map(|placed| &placed.chunk)
+    }
+
+    /// Starts building other tokens piece by piece in these tokens' place: a piece pushed
+    /// where these hold the same chunk already is kept as it is, so rebuilding the tokens of
+    /// a turn two turns later rewrites only what changed.
+    pub fn rebuild(mut self) -> TokensRebuild {
+        self.len = 0;
+        TokensRebuild {
+            tokens: self,
+            pieces: 0,
+        }
     }
 
     /// The position of the chunk holding token `index`, and the index inside it.
@@ -179,6 +188,52 @@ impl Tokens {
             first.chain(self.ids_after(position + 1)),
             ids.iter().copied(),
         )
+    }
+}
+
+/// Tokens being built piece by piece in the place of earlier ones ([`Tokens::rebuild`]).
+pub struct TokensRebuild {
+    tokens: Tokens,
+    /// Pieces pushed so far; the chunks after them are the earlier tokens'.
+    pieces: usize,
+}
+
+impl TokensRebuild {
+    /// Whether the next piece is there already: `chunk`, at byte `offset`, after the same
+    /// tokens.
+    pub fn holds_next(&self, chunk: &Arc<Chunk>, offset: usize) -> bool {
+        self.tokens.chunks.get(self.pieces).is_some_and(|placed| {
+            Arc::ptr_eq(&placed.chunk, chunk)
+                && placed.offset == offset
+                && placed.first == self.tokens.len
+        })
+    }
+
+    /// Appends the encoding of one piece, even an empty one: chunk `k` of the tokens built
+    /// is the encoding of piece `k`.
+    pub fn push_piece(&mut self, chunk: &Arc<Chunk>, offset: usize) {
+        let first = self.tokens.len;
+        match self.tokens.chunks.get_mut(self.pieces) {
+            Some(placed) => {
+                if !Arc::ptr_eq(&placed.chunk, chunk) {
+                    placed.chunk = Arc::clone(chunk);
+                }
+                placed.offset = offset;
+                placed.first = first;
+            }
+            None => self.tokens.chunks.push(PlacedChunk {
+                chunk: Arc::clone(chunk),
+                offset,
+                first,
+            }),
+        }
+        self.tokens.len += chunk.ids.len();
+        self.pieces += 1;
+    }
+
+    pub fn finish(mut self) -> Tokens {
+        self.tokens.chunks.truncate(self.pieces);
+        self.tokens
     }
 }
 

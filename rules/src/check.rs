@@ -47,8 +47,9 @@ impl SessionCheck {
 /// every break, and with `engine` predicts its cache use and audits its breakpoints.
 ///
 /// The turns are split into one contiguous range per thread, checked in parallel; inside a
-/// range each turn is rendered knowing the one before (parts sent again reuse its tokens) and
-/// only two renderings are held at a time. Results are joined in turn order.
+/// range each turn is rendered knowing the one before (parts sent again reuse its tokens) in
+/// the place of the one before that, so at most three renderings are held at a time. Results
+/// are joined in turn order.
 pub fn check_session(
     session: &SessionFile,
     renderer: &Renderer,
@@ -141,9 +142,12 @@ fn check_range(
     renderer: &Renderer,
     with_cache_view: bool,
 ) -> Result<RangeCheck, InputError> {
-    let render = |index: usize, turn: &Turn, previous: Option<(&Request, &Rendered)>| {
+    let render = |index: usize,
+                  turn: &Turn,
+                  previous: Option<(&Request, &Rendered)>,
+                  spare: Option<Rendered>| {
         renderer
-            .render_after(&turn.request, previous)
+            .render_reusing(&turn.request, previous, spare)
             .map_err(|source| InputError::Turn {
                 path: session.path.clone(),
                 line: session.turn_line(index),
@@ -159,17 +163,18 @@ fn check_range(
     let mut previous = match range.start.checked_sub(1) {
         Some(before) => {
             let turn = session.turn(before)?;
-            let rendered = render(before, &turn, None)?;
+            let rendered = render(before, &turn, None, None)?;
             Some((turn, rendered))
         }
         None => None,
     };
+    let mut spare = None;
     for index in range {
         let turn = session.turn(index)?;
         let hint = previous
             .as_ref()
             .map(|(turn, rendered)| (&turn.request, rendered));
-        let rendered = render(index, &turn, hint)?;
+        let rendered = render(index, &turn, hint, spare.take())?;
         if let Some(view) = &mut checked.cache_view {
             view.push(&turn.request, &rendered, turn.response.as_ref(), renderer);
         }
@@ -182,7 +187,9 @@ fn check_range(
             check_pair(previous_side, current, index, renderer.tokenizer(), session);
         checked.findings.extend(finding);
         checked.turns.push(diff);
-        previous = Some((turn, rendered));
+        spare = previous
+            .replace((turn, rendered))
+            .map(|(_, rendered)| rendered);
     }
     Ok(checked)
 }

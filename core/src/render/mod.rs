@@ -151,6 +151,18 @@ impl Renderer {
         request: &Request,
         previous: Option<(&Request, &Rendered)>,
     ) -> Result<Rendered, InputError> {
+        self.render_reusing(request, previous, None)
+    }
+
+    /// [`Renderer::render_after`], in the allocations of `spare`, a rendering by this renderer
+    /// no longer needed: in a session, the turn before `previous`. In provider mode what it
+    /// holds of this request at the same places is kept rather than written again.
+    pub fn render_reusing(
+        &self,
+        request: &Request,
+        previous: Option<(&Request, &Rendered)>,
+        spare: Option<Rendered>,
+    ) -> Result<Rendered, InputError> {
         match self {
             Self::Provider { tokenizer } => {
                 if let Some(tool) = request
@@ -163,7 +175,7 @@ impl Renderer {
                         reason: format!("a function tool must have a `name` (at `{}`)", tool.path),
                     });
                 }
-                Ok(render_parts(request, tokenizer, previous))
+                Ok(render_parts(request, tokenizer, previous, spare))
             }
             Self::Engine {
                 template,
@@ -171,6 +183,8 @@ impl Renderer {
                 add_generation_prompt,
                 request: engine_request,
             } => {
+                // Nothing of it is reused: freed before this rendering is made.
+                drop(spare);
                 if let Some(prompt) = engine_request.own_prompt(request) {
                     let prompt = prompt?;
                     let declared = RenderedTools::Declared(&prompt.tool_declarations);

@@ -1,72 +1,130 @@
 //! Provider mode: the request's parts back to back, each tokenized on its own.
 
-use super::{Rendered, Segment};
-use crate::request::{Part, PartKind, Request};
-use crate::tokenize::{Tokenizer, Tokens};
+use std::sync::Arc;
 
-/// Bytes of scaffolding text per message header or end, for the text's first allocation.
-const SCAFFOLDING_LENGTH: usize = 20;
+use super::{Rendered, Segment};
+use crate::request::{Part, PartKind, Request, Role};
+use crate::tokenize::Tokenizer;
+
+const HEADER_START: &str = "<|im_start|>";
+const END: &str = "<|im_end|>\n";
 
 /// Appends the text provider mode renders for a part: content as sent; around each message,
 /// ChatML-like stand-ins for the scaffolding a provider adds (a role header, an end marker).
 pub fn push_part_text(text: &mut String, request: &Request, part: &Part) {
     match part.kind {
         PartKind::Header => {
-            let role = part
-                .message
-                .and_then(|message| request.messages.get(message))
-                .map_or("", |message| message.role.as_str());
-            text.push_str("<|im_start|>");
-            text.push_str(role);
+            text.push_str(HEADER_START);
+            text.push_str(role(request, part).map_or("", Role::as_str));
             text.push('\n');
         }
-        PartKind::End => text.push_str("<|im_end|>\n"),
+        PartKind::End => text.push_str(END),
         _ => text.push_str(&part.text),
     }
 }
 
+/// The length of the text [`push_part_text`] appends.
+fn part_text_len(request: &Request, part: &Part) -> usize {
+    match part.kind {
+        PartKind::Header => {
+            HEADER_START.len() + role(request, part).map_or(0, |role| role.as_str().len()) + 1
+        }
+        PartKind::End => END.len(),
+        _ => part.text.len(),
+    }
+}
+
+/// The role of the message a part belongs to.
+fn role<'a>(request: &'a Request, part: &Part) -> Option<&'a Role> {
+    let message = request.messages.get(part.message?)?;
+    Some(&message.role)
+}
+
 /// Provider mode: the parts back to back, each tokenized on its own.
+///
+/// Parts sent again unchanged at the same place as in `previous` take its tokens. `spare`, a
+/// rendering no longer needed (in a session, the turn before `previous`), lends its
+/// allocations, and its leading pieces that this request sends at the same places again are
+/// kept where they are: text, segments and chunks alike, so a turn that extends the one two
+/// turns before writes only what it adds.
 pub(super) fn render_parts(
     request: &Request,
     tokenizer: &Tokenizer,
     previous: Option<(&Request, &Rendered)>,
+    spare: Option<Rendered>,
 ) -> Rendered {
-    let length = request
-        .parts
-        .iter()
-        .map(|part| part.text.len() + SCAFFOLDING_LENGTH)
-        .sum();
-    let mut text = String::with_capacity(length);
-    let mut segments = Vec::with_capacity(request.parts.len());
-    let mut tokens = Tokens::default();
+    let Rendered {
+        mut text,
+        mut segments,
+        tokens,
+    } = spare.unwrap_or_default();
+    let mut tokens = tokens.rebuild();
+    // While true, the spare's text and segments up to `kept` are this request's.
+    let mut in_place = true;
+    let mut kept = 0;
     for (index, part) in request.parts.iter().enumerate() {
-        let start = text.len();
-        push_part_text(&mut text, request, part);
-        let piece = &text[start..];
-        // The same part at the same place as in the previous turn: take its tokens.
         let unchanged = previous.and_then(|(previous_request, previous_rendered)| {
             let previous_part = previous_request.parts.get(index)?;
             let same = previous_part.kind == part.kind
-                && if part.kind.is_structural() {
-                    let range = previous_rendered.segments.get(index)?.range.clone();
-                    previous_rendered.text.get(range) == Some(piece)
-                } else {
-                    previous_part.text == part.text
+                && match part.kind {
+                    // Its text is the role's: the same role, the same text.
+                    PartKind::Header => {
+                        role(previous_request, previous_part) == role(request, part)
+                    }
+                    PartKind::End => true,
+                    // Equal texts of a session are shared: most compare by address.
+                    _ => {
+                        Arc::ptr_eq(&previous_part.text, &part.text)
+                            || previous_part.text == part.text
+                    }
                 };
             same.then(|| previous_rendered.tokens.piece(index))
                 .flatten()
         });
-        let chunk = unchanged.unwrap_or_else(|| tokenizer.encode_piece(piece));
+        if in_place {
+            // The same chunk (the encoding of the same text) at the same place, as long: the
+            // same text.
+            let spared = segments.get(index).filter(|segment| {
+                segment.range.start == kept
+                    && segment.range.len() == part_text_len(request, part)
+                    && unchanged.is_some_and(|chunk| tokens.holds_next(chunk, kept))
+            });
+            if let (Some(segment), Some(chunk)) = (spared, unchanged) {
+                kept = segment.range.end;
+                tokens.push_piece(chunk, segment.range.start);
+                continue;
+            }
+            in_place = false;
+            text.truncate(kept);
+            segments.truncate(index);
+            let rest = &request.parts[index..];
+            text.reserve(rest.iter().map(|part| part_text_len(request, part)).sum());
+            segments.reserve(rest.len());
+        }
+        let start = text.len();
+        push_part_text(&mut text, request, part);
+        let encoded;
+        let chunk = match unchanged {
+            Some(chunk) => chunk,
+            None => {
+                encoded = tokenizer.encode_piece(&text[start..]);
+                &encoded
+            }
+        };
         tokens.push_piece(chunk, start);
         segments.push(Segment {
             range: start..text.len(),
             part: index,
         });
     }
+    if in_place {
+        text.truncate(kept);
+        segments.truncate(request.parts.len());
+    }
     Rendered {
         text,
         segments,
-        tokens,
+        tokens: tokens.finish(),
     }
 }
 
@@ -74,8 +132,9 @@ pub(super) fn render_parts(
 mod tests {
     use serde_json::json;
 
-    use crate::render::Renderer;
+    use crate::render::{Rendered, Renderer};
     use crate::request::Request;
+    use crate::session::SessionFile;
 
     #[test]
     fn provider_segments_cover_the_text() {
@@ -92,5 +151,67 @@ mod tests {
             rendered.segments.last().map(|s| s.range.end),
             Some(rendered.text.len())
         );
+    }
+
+    /// What a rendering is, to compare two: text, segments, and tokens with their places.
+    fn contents(rendered: &Rendered) -> String {
+        let tokens: Vec<(u32, usize)> = rendered.tokens.iter().collect();
+        format!("{:?} {:?} {tokens:?}", rendered.text, rendered.segments)
+    }
+
+    #[test]
+    fn a_rendering_in_a_spare_ones_place_is_the_rendering() {
+        let system = json!({"role": "system", "content": "You are terse."});
+        let user = |text: &str| json!({"role": "user", "content": text});
+        let assistant = |text: &str| json!({"role": "assistant", "content": text});
+        let bodies = [
+            vec![system.clone(), user("hi")],
+            vec![system.clone(), user("hi"), assistant("hello")],
+            vec![system.clone(), user("hi"), assistant("hello"), user("more")],
+            // Edited in the middle, then a role changed with the same text.
+            vec![
+                system.clone(),
+                user("hey"),
+                assistant("hello"),
+                user("more"),
+            ],
+            vec![system.clone(), user("hey"), user("hello"), user("more")],
+            // Shorter (compacted), then longer again, then back to an earlier turn.
+            vec![system.clone(), user("hey")],
+            vec![system.clone(), user("hey"), assistant("a longer answer")],
+            vec![
+                system.clone(),
+                user("hey"),
+                assistant("a longer answer"),
+                user("ok"),
+            ],
+            vec![system.clone(), user("hi"), assistant("hello")],
+            vec![
+                json!({"role": "system", "content": "You are terse!"}),
+                user("hi"),
+                assistant("hello"),
+            ],
+        ];
+        let jsonl: Vec<String> = bodies
+            .iter()
+            .map(|messages| json!({"model": "gpt-4o", "messages": messages}).to_string())
+            .collect();
+        let session = SessionFile::parse("s.jsonl".into(), jsonl.join("\n").into()).unwrap();
+        let renderer = Renderer::provider();
+        let (mut previous, mut spare) = (None::<(Request, Rendered)>, None);
+        for turn in session.turns() {
+            let request = turn.unwrap().into_owned().request;
+            let hint = previous
+                .as_ref()
+                .map(|(request, rendered)| (request, rendered));
+            let reusing = renderer
+                .render_reusing(&request, hint, spare.take())
+                .unwrap();
+            let fresh = renderer.render(&request).unwrap();
+            assert_eq!(contents(&reusing), contents(&fresh));
+            spare = previous
+                .replace((request, reusing))
+                .map(|(_, rendered)| rendered);
+        }
     }
 }
