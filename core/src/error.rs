@@ -50,7 +50,7 @@ pub enum InputError {
         container: &'static str,
     },
 
-    #[error("{path}:{line}:{column}: a recording that cannot be read: {message}")]
+    #[error("{}: a recording that cannot be read: {message}", file_place(path, *line, *column))]
     #[diagnostic(code(kvlint::invalid_recording))]
     BadRecording {
         path: String,
@@ -210,5 +210,14 @@ impl InputError {
             // About a request, not a file: the `Turn` error around them names the file.
             Self::Refused { .. } | Self::NotModelled { .. } => "",
         }
+    }
+}
+
+/// `path:line:column`, or `path` alone for an error about the whole file (line 0).
+fn file_place(path: &str, line: usize, column: usize) -> String {
+    if line == 0 {
+        path.to_owned()
+    } else {
+        format!("{path}:{line}:{column}")
     }
 }

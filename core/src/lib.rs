@@ -9,7 +9,7 @@
 //! | stage | module | main types |
 //! |---|---|---|
 //! | read a session file | [`session`] | [`SessionFile`], [`Turn`] |
-//! | read a recording (VCR cassette, HAR, Inspect log) and its sessions | [`recording`] | `Recording`, `FoundSessions` |
+//! | read a recording (VCR cassette, HAR, Inspect log, OTLP trace) and its sessions | [`recording`] | `Recording`, `FoundSessions` |
 //! | the request model | [`request`] | [`Request`], [`BodyFormat`] |
 //! | render and tokenize | [`render`], [`template`], [`tokenize`] | [`Renderer`], [`Rendered`], [`ChatTemplate`], [`Tokenizer`] |
 //! | diff two turns | [`diff`] | [`TurnDiff`], [`Divergence`] |

@@ -84,6 +84,9 @@ pub struct Origin {
     pub interactions: Vec<usize>,
     /// The byte offset of each turn's body in the recording's text.
     pub body_offsets: Vec<usize>,
+    /// Whether a body was rebuilt from what the recorder kept (a trace's span attributes):
+    /// its JSON serialization is kvlint's, so nothing is claimed of the one sent.
+    pub reconstructed: bool,
 }
 
 /// A key given twice in one object of a session file, both places in the file.
@@ -112,14 +115,20 @@ enum Document {
     Skipped(Skipped),
 }
 
-/// The text of an input file: a session file, or a recording, inflated when it is a
-/// gzip-compressed one.
+/// The text of an input file: a session file, or a recording; a gzip-compressed one
+/// inflated, an Inspect `.eval` log as the JSON log it holds.
 pub fn read_input(path: &Path) -> Result<String, InputError> {
     match read_text(path) {
-        Err(error @ InputError::Encoding { .. }) => std::fs::read(path)
-            .ok()
-            .and_then(|bytes| crate::recording::gzip_text(&bytes))
-            .ok_or(error),
+        Err(error @ InputError::Encoding { .. }) => {
+            let Ok(bytes) = std::fs::read(path) else {
+                return Err(error);
+            };
+            match crate::recording::unpack(&bytes) {
+                Ok(Some(text)) => Ok(text),
+                Ok(None) => Err(error),
+                Err(bad) => Err(bad_recording(&path.display().to_string(), bad)),
+            }
+        }
         read => read,
     }
 }
@@ -572,6 +581,7 @@ impl SessionFile {
                         .map(|place| offset_of_place(text, *place))
                         .collect(),
                     interactions: found.interactions,
+                    reconstructed: found.reconstructed,
                 });
                 Ok(session)
             })

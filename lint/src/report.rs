@@ -30,13 +30,16 @@ pub struct Report {
 /// How a session was found in a recording (`"source"` in the JSON report).
 #[derive(Debug, Clone, Serialize)]
 pub struct RecordingSource {
-    /// `vcr-yaml`, `vcr-msgpack`, `go-vcr`, `ruby-vcr`, `har` or `inspect`.
+    /// `vcr-yaml`, `vcr-msgpack`, `go-vcr`, `ruby-vcr`, `har`, `inspect` or `otlp`.
     pub container: &'static str,
     /// Its number among the recording's sessions (from 1), and how many there are.
     pub session: usize,
     pub sessions: usize,
     /// The recording's interactions (0-based) its turns came from.
     pub interactions: Vec<usize>,
+    /// Bodies rebuilt from a trace's span attributes: findings that depend on the bytes
+    /// sent (`json-reserialized`) are not claimed.
+    pub reconstructed: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -363,6 +366,7 @@ impl SessionReport {
                 session: origin.session,
                 sessions: origin.sessions,
                 interactions: origin.interactions.clone(),
+                reconstructed: origin.reconstructed,
             }),
             source: Arc::clone(session.source_text()),
         })

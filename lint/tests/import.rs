@@ -256,3 +256,59 @@ fn check_reads_recordings_and_places_findings_in_them() {
         (&serde_json::json!(10), &serde_json::json!(11))
     );
 }
+
+/// A real Inspect run against the tests' llama-server (`scripts/inspect_eval_log.py`), as the
+/// `.eval` zip Inspect writes and as JSON: each model call's request, its messages taken back
+/// from the sample's pool, is the one inspect_ai's own reader gives back
+/// (`agent.expected.jsonl`), and the two samples are two sessions.
+#[test]
+fn inspect_logs_give_the_requests_inspect_reads_back() {
+    let folder = recordings().join("inspect");
+    let expected: Vec<Value> = std::fs::read_to_string(folder.join("agent.expected.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    for log in ["agent.eval", "agent.json"] {
+        let out = std::env::temp_dir().join(format!("kvlint-import-{log}-{}", std::process::id()));
+        let path = folder.join(log);
+        let (code, stdout, stderr) = kvlint(
+            &[
+                "import",
+                "--format",
+                "json",
+                "--force",
+                path.to_str().unwrap(),
+            ],
+            &out,
+        );
+        assert_eq!(code, 0, "{stdout}{stderr}");
+        let report: Value = serde_json::from_str(&stdout).unwrap();
+        let sessions = report["recordings"][0]["sessions"].as_array().unwrap();
+        let grouped: Vec<Value> = sessions
+            .iter()
+            .map(|session| session["interactions"].clone())
+            .collect();
+        assert_eq!(
+            grouped,
+            [serde_json::json!([0, 1, 2]), serde_json::json!([3, 4, 5])],
+            "{log}"
+        );
+        let bodies: Vec<Value> = sessions
+            .iter()
+            .flat_map(|session| {
+                let written = std::fs::read_to_string(session["file"].as_str().unwrap()).unwrap();
+                written
+                    .lines()
+                    .map(|line| serde_json::from_str(line).unwrap())
+                    .collect::<Vec<Value>>()
+            })
+            .collect();
+        assert_eq!(bodies, expected, "{log}");
+        // Checked raw: each sample's calls extend the one before.
+        let (code, checked) = json_of("check", &[path]);
+        assert!(matches!(code, 0 | 1), "{checked}");
+        assert_eq!(checked["sessions"].as_array().unwrap().len(), 2, "{log}");
+        let _ = std::fs::remove_dir_all(&out);
+    }
+}

@@ -17,6 +17,7 @@ use kvlint_core::session::{SessionFile, Turn};
 use kvlint_core::tokenize::Tokenizer;
 use rayon::prelude::*;
 
+use crate::rules::JsonReserialized;
 use crate::{RuleInput, TurnPair, diagnose};
 
 /// The fewest turns worth a thread of their own: each range renders one turn more (the one
@@ -99,6 +100,14 @@ pub fn check_session(
         findings.sort_by_key(|finding| finding.turn);
         view.predict(engine)
     });
+    if session
+        .origin
+        .as_ref()
+        .is_some_and(|origin| origin.reconstructed)
+    {
+        // Rebuilt bodies are serialized by kvlint: their bytes say nothing of the ones sent.
+        findings.retain(|finding| finding.rule != JsonReserialized::META.name);
+    }
     Ok(SessionCheck {
         turns,
         findings,

@@ -42,6 +42,9 @@ pub struct Session {
     pub sent: Vec<Option<String>>,
     /// Where each body is in the recording.
     pub at: Vec<Place>,
+    /// Whether a body was rebuilt from what the recorder kept of it ([`Body::Reconstructed`]):
+    /// its serialization is kvlint's, not the one sent.
+    pub reconstructed: bool,
 }
 
 impl Session {
@@ -103,6 +106,7 @@ pub(super) fn sessions(interactions: &[Interaction]) -> FoundSessions {
                     bodies: Vec::new(),
                     sent: Vec::new(),
                     at: Vec::new(),
+                    reconstructed: false,
                 });
                 open.len() - 1
             }
@@ -112,6 +116,7 @@ pub(super) fn sessions(interactions: &[Interaction]) -> FoundSessions {
         session.bodies.push(body);
         session.sent.push(sent);
         session.at.push(interaction.at);
+        session.reconstructed |= matches!(interaction.body, Body::Reconstructed(_));
     }
     found
 }
@@ -127,7 +132,7 @@ fn prompt(interaction: &Interaction) -> Result<(Value, Option<String>), String> 
             Ok(body) => (body, Some(text.clone())),
             Err(_) => return Err("a body that is not JSON".into()),
         },
-        Body::Rewritten(body) => (body.clone(), None),
+        Body::Rewritten(body) | Body::Reconstructed(body) => (body.clone(), None),
         Body::None(reason) => return Err(reason.clone()),
     };
     match Request::from_body(&body) {

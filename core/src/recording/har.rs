@@ -3,8 +3,7 @@
 
 use serde_json::Value;
 
-use super::{Body, Container, Interaction, Place, Recording};
-use crate::locate::{LineColumn, value_range};
+use super::{Body, Container, Interaction, Recording, place_of};
 use crate::path::PathSegment;
 
 /// The HAR `text` holds (parsed as `root`), or `None` when it is not one.
@@ -30,13 +29,7 @@ pub(super) fn read(root: &Value, text: &str) -> Option<Recording> {
             if post_data.is_some() {
                 path.extend([PathSegment::Key("postData"), PathSegment::Key("text")]);
             }
-            let at = value_range(text, &path)
-                .map(|range| LineColumn::of_offset(text, range.start))
-                .map(|place| Place {
-                    line: place.line,
-                    column: place.column,
-                })
-                .unwrap_or_default();
+            let at = place_of(text, &path);
             Some(Interaction {
                 index,
                 method: field("method").to_ascii_uppercase(),

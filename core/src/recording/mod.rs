@@ -10,7 +10,10 @@
 //! - **HAR 1.2** (browser devtools, mitmproxy, Charles, Polly.js): `log.entries[].request`,
 //!   the body in `postData.text`;
 //! - **Inspect AI eval logs** in JSON: each `model` event's `call.request`, its
-//!   `attachment://` strings resolved.
+//!   `attachment://` strings resolved;
+//! - **OpenTelemetry traces** in OTLP JSON: each model call's prompt, rebuilt from its
+//!   span's attributes (OpenInference, GenAI semantic conventions) as a chat body, marked
+//!   reconstructed.
 //!
 //! One recording often holds several conversations and calls that are not prompts
 //! (embeddings, token counts, tracing, other services). `Recording::sessions` keeps the
@@ -19,12 +22,16 @@
 mod group;
 mod har;
 mod inspect;
+mod otel;
 mod vcr;
 pub mod yaml;
 
 use std::io::Read;
 
 use serde_json::Value;
+
+use crate::locate::{LineColumn, value_range};
+use crate::path::PathSegment;
 
 pub use group::{FoundSessions, Session};
 pub use yaml::Place;
@@ -44,10 +51,13 @@ pub enum Container {
     Har,
     /// An Inspect AI eval log in JSON.
     Inspect,
+    /// OpenTelemetry spans in OTLP JSON.
+    Otlp,
 }
 
 impl Container {
-    /// The name in reports: `vcr-yaml`, `vcr-msgpack`, `go-vcr`, `ruby-vcr`, `har`, `inspect`.
+    /// The name in reports: `vcr-yaml`, `vcr-msgpack`, `go-vcr`, `ruby-vcr`, `har`, `inspect`,
+    /// `otlp`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::VcrPy => "vcr-yaml",
@@ -56,6 +66,7 @@ impl Container {
             Self::RubyVcr => "ruby-vcr",
             Self::Har => "har",
             Self::Inspect => "inspect",
+            Self::Otlp => "otlp",
         }
     }
 }
@@ -80,6 +91,10 @@ pub enum Body {
     /// A structure the recorder wrote out again (pydantic-ai's `parsed_body`): key order is
     /// kept, spacing and escapes are not the ones sent.
     Rewritten(Value),
+    /// A body rebuilt from what the recorder kept of it (a trace's span attributes): the
+    /// prompt's texts are the ones sent, its JSON serialization (key order, spacing) is not
+    /// known.
+    Reconstructed(Value),
     /// No body, or one that is not text (an upload, a compressed body that does not inflate).
     None(String),
 }
@@ -105,22 +120,17 @@ impl Recording {
     /// The recording `bytes` hold, `Ok(None)` when they are not one (a session file, most
     /// likely), or why a file that is one cannot be read. A gzip-compressed file is inflated.
     pub fn read(bytes: &[u8]) -> Result<Option<Self>, RecordingError> {
-        let inflated;
-        let bytes = if bytes.starts_with(&[0x1f, 0x8b]) {
-            inflated = inflate(bytes).map_err(|message| RecordingError {
-                at: Place::default(),
-                message,
-            })?;
-            &inflated[..]
-        } else {
-            bytes
-        };
+        let unpacked = unpack(bytes)?;
+        let bytes = unpacked.as_deref().map_or(bytes, str::as_bytes);
         let Ok(text) = std::str::from_utf8(bytes) else {
             return Ok(None);
         };
         let text = text.strip_prefix('\u{FEFF}').unwrap_or(text);
         let start = text.trim_start();
         if start.starts_with('{') {
+            if let Some(trace) = otel::read(text) {
+                return Ok(Some(trace));
+            }
             let Ok(root) = serde_json::from_str::<Value>(text) else {
                 return Ok(None);
             };
@@ -142,13 +152,34 @@ impl Recording {
     }
 }
 
-/// The text of a gzip-compressed file (a compressed cassette), inflated; `None` when the bytes
-/// are not gzip or not text.
-pub fn gzip_text(bytes: &[u8]) -> Option<String> {
-    if !bytes.starts_with(&[0x1f, 0x8b]) {
-        return None;
+/// Where the value at `path` starts in the JSON `text` (the file's start when not found).
+fn place_of(text: &str, path: &[PathSegment]) -> Place {
+    value_range(text, path)
+        .map(|range| LineColumn::of_offset(text, range.start))
+        .map_or_else(Place::default, |place| Place {
+            line: place.line,
+            column: place.column,
+        })
+}
+
+/// The text a packed file stands for: a gzip-compressed file (a compressed cassette)
+/// inflated, an Inspect `.eval` log (a zip) as the JSON log it holds. `Ok(None)` when the
+/// bytes are neither.
+pub fn unpack(bytes: &[u8]) -> Result<Option<String>, RecordingError> {
+    let error = |message: String| RecordingError {
+        at: Place::default(),
+        message,
+    };
+    if bytes.starts_with(&[0x1f, 0x8b]) {
+        let inflated = inflate(bytes).map_err(error)?;
+        return String::from_utf8(inflated)
+            .map(Some)
+            .map_err(|_| error("the inflated file is not UTF-8 text".into()));
     }
-    String::from_utf8(inflate(bytes).ok()?).ok()
+    if bytes.starts_with(b"PK\x03\x04") {
+        return inspect::eval_log_text(bytes).map(Some).map_err(error);
+    }
+    Ok(None)
 }
 
 /// A gzip or zlib stream inflated, bounded.

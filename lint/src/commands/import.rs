@@ -59,6 +59,9 @@ pub struct ImportedSession {
     /// Bodies the recorder wrote out again (pydantic-ai's `parsed_body`): their key order is
     /// the one sent, their spacing and escapes are not.
     pub rewritten: usize,
+    /// Whether bodies were rebuilt from what the recorder kept (a trace's span attributes):
+    /// their serialization is kvlint's.
+    pub reconstructed: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -157,6 +160,7 @@ fn import(
             interactions: session.interactions.clone(),
             lines: session.at.iter().map(|place| place.line).collect(),
             rewritten: session.sent.iter().filter(|sent| sent.is_none()).count(),
+            reconstructed: session.reconstructed,
         });
     }
     Ok(ImportedRecording {

@@ -262,6 +262,7 @@ pub fn render_import(report: &ImportReport, terminal: Terminal) -> String {
         for session in &recording.sessions {
             let rewritten = match session.rewritten {
                 0 => String::new(),
+                _ if session.reconstructed => " (bodies rebuilt from span attributes)".into(),
                 count => format!(" ({count} bodies written out again by the recorder)"),
             };
             let _ = writeln!(
@@ -379,8 +380,13 @@ fn session_line(session: &SessionReport) -> String {
         .map(|found| {
             let interactions: Vec<String> =
                 found.interactions.iter().map(ToString::to_string).collect();
+            let rebuilt = if found.reconstructed {
+                "; bodies rebuilt from span attributes, their serialization unknown"
+            } else {
+                ""
+            };
             format!(
-                " (session {} of {} in this {}, interactions {})",
+                " (session {} of {} in this {}, interactions {}{rebuilt})",
                 found.session,
                 found.sessions,
                 found.container,

@@ -1,0 +1,601 @@
+//! OpenTelemetry traces in OTLP JSON (`resourceSpans[].scopeSpans[].spans[]`; one document,
+//! or one per line as the Collector's file exporter writes them). A model call's span does not
+//! hold the request body: it holds the prompt in attributes, from which a body is rebuilt in
+//! OpenAI's chat format. Read, in this order:
+//! - **OpenInference**: `input.value` when it is the request as JSON, else
+//!   `llm.input_messages.N.message.*` and `llm.tools.N.tool.json_schema`;
+//! - **GenAI semantic conventions**: `gen_ai.system_instructions`, `gen_ai.input.messages`
+//!   and `gen_ai.tool.definitions` (JSON, messages of typed parts), or the older
+//!   `gen_ai.prompt.N.*` with `llm.request.functions.N.*`.
+//!
+//! A span with model-call attributes but no prompt (content capture turned off) is passed
+//! over and said; other spans (HTTP, database, the agent's own) are not model calls.
+
+use serde_json::{Map, Value, json};
+
+use super::{Body, Container, Interaction, Place, Recording, place_of};
+use crate::path::PathSegment;
+
+/// The trace `text` holds, one OTLP document or one per line; `None` when it is not one.
+pub(super) fn read(text: &str) -> Option<Recording> {
+    let mut spans = Vec::new();
+    let documents = match serde_json::from_str::<Value>(text) {
+        Ok(root) => vec![(root, 0)],
+        Err(_) => lines(text)?,
+    };
+    if !documents
+        .iter()
+        .all(|(root, _)| root.get("resourceSpans").is_some_and(Value::is_array))
+    {
+        return None;
+    }
+    for (root, offset) in &documents {
+        let lines_before = text[..*offset].matches('\n').count();
+        collect_spans(root, &text[*offset..], lines_before, &mut spans);
+    }
+    // In the order the calls were made; spans are exported as they end.
+    spans.sort_by_key(|span| span.start);
+    let interactions = spans
+        .into_iter()
+        .enumerate()
+        .map(|(index, span)| Interaction {
+            index,
+            method: "POST".into(),
+            url: span.url,
+            body: span.body,
+            at: span.at,
+        })
+        .collect();
+    Some(Recording {
+        container: Container::Otlp,
+        interactions,
+    })
+}
+
+/// Each line of a JSON-lines file parsed, with its byte offset; `None` unless all are JSON.
+fn lines(text: &str) -> Option<Vec<(Value, usize)>> {
+    let mut documents = Vec::new();
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        if !line.trim().is_empty() {
+            documents.push((serde_json::from_str(line).ok()?, offset));
+        }
+        offset += line.len();
+    }
+    (!documents.is_empty()).then_some(documents)
+}
+
+/// A model call's span.
+struct Span {
+    start: u64,
+    url: String,
+    body: Body,
+    at: Place,
+}
+
+/// The model calls of one OTLP document, `text` from its start, `lines_before` it in the file.
+fn collect_spans(root: &Value, text: &str, lines_before: usize, spans: &mut Vec<Span>) {
+    let resources = root.get("resourceSpans").and_then(Value::as_array);
+    for (resource_index, resource) in resources.into_iter().flatten().enumerate() {
+        let scopes = resource.get("scopeSpans").and_then(Value::as_array);
+        for (scope_index, scope) in scopes.into_iter().flatten().enumerate() {
+            let members = scope.get("spans").and_then(Value::as_array);
+            for (span_index, span) in members.into_iter().flatten().enumerate() {
+                let attributes = attributes(span);
+                let Some(body) = request(&attributes) else {
+                    continue;
+                };
+                let path = [
+                    PathSegment::Key("resourceSpans"),
+                    PathSegment::Index(resource_index),
+                    PathSegment::Key("scopeSpans"),
+                    PathSegment::Index(scope_index),
+                    PathSegment::Key("spans"),
+                    PathSegment::Index(span_index),
+                ];
+                let mut at = place_of(text, &path);
+                at.line += lines_before;
+                spans.push(Span {
+                    start: integer(span.get("startTimeUnixNano")).unwrap_or(0),
+                    url: endpoint(&attributes),
+                    body,
+                    at,
+                });
+            }
+        }
+    }
+}
+
+/// An OTLP integer: a JSON number or, as `int64` and `fixed64` are written, a string.
+fn integer(value: Option<&Value>) -> Option<u64> {
+    match value? {
+        Value::Number(number) => number.as_u64(),
+        Value::String(text) => text.parse().ok(),
+        _ => None,
+    }
+}
+
+/// A span's attributes as a map from key to plain JSON value.
+fn attributes(span: &Value) -> Map<String, Value> {
+    key_values(span.get("attributes"))
+}
+
+fn key_values(list: Option<&Value>) -> Map<String, Value> {
+    list.and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|pair| {
+            let key = pair.get("key")?.as_str()?;
+            Some((key.to_owned(), any_value(pair.get("value")?)))
+        })
+        .collect()
+}
+
+/// An OTLP `AnyValue` as plain JSON.
+fn any_value(value: &Value) -> Value {
+    let Some((kind, inner)) = value.as_object().and_then(|object| object.iter().next()) else {
+        return Value::Null;
+    };
+    match kind.as_str() {
+        "intValue" => integer(Some(inner)).map_or(Value::Null, Value::from),
+        "arrayValue" => Value::Array(
+            inner
+                .get("values")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .map(any_value)
+                .collect(),
+        ),
+        "kvlistValue" => Value::Object(key_values(inner.get("values"))),
+        _ => inner.clone(),
+    }
+}
+
+/// Where the call went, for grouping: the provider and the operation.
+fn endpoint(attributes: &Map<String, Value>) -> String {
+    let text = |key: &str| attributes.get(key).and_then(Value::as_str);
+    let provider = text("gen_ai.provider.name")
+        .or_else(|| text("gen_ai.system"))
+        .or_else(|| text("llm.provider"))
+        .or_else(|| text("llm.system"))
+        .unwrap_or("unknown");
+    let operation = text("gen_ai.operation.name").unwrap_or("chat");
+    format!("otel://{provider}/{operation}")
+}
+
+/// The request a span's attributes hold, rebuilt; `None` when the span is not a model call.
+fn request(attributes: &Map<String, Value>) -> Option<Body> {
+    let rebuilt = open_inference(attributes)
+        .or_else(|| gen_ai(attributes))
+        .or_else(|| gen_ai_prompt(attributes));
+    if let Some(body) = rebuilt {
+        return Some(Body::Reconstructed(body));
+    }
+    let operation = attributes
+        .get("gen_ai.operation.name")
+        .and_then(Value::as_str);
+    let model_call = matches!(
+        operation,
+        Some("chat" | "text_completion" | "generate_content")
+    ) || attributes
+        .get("openinference.span.kind")
+        .and_then(Value::as_str)
+        == Some("LLM");
+    if operation == Some("embeddings") {
+        return Some(Body::None("not a prompt (`embeddings` operation)".into()));
+    }
+    model_call.then(|| Body::None("a model call without its prompt (content not captured)".into()))
+}
+
+/// A JSON value an attribute holds as text, or as structure already.
+fn json_attribute(attributes: &Map<String, Value>, key: &str) -> Option<Value> {
+    match attributes.get(key)? {
+        Value::String(text) => serde_json::from_str(text).ok(),
+        other => Some(other.clone()),
+    }
+}
+
+/// `model`, `messages` and `tools` as a chat body.
+fn chat_body(attributes: &Map<String, Value>, messages: Vec<Value>, tools: Vec<Value>) -> Value {
+    let model = ["gen_ai.request.model", "llm.model_name"]
+        .iter()
+        .find_map(|key| attributes.get(*key).and_then(Value::as_str))
+        .unwrap_or_default();
+    let mut body = json!({"model": model, "messages": messages});
+    if !tools.is_empty() {
+        body["tools"] = Value::Array(tools);
+    }
+    body
+}
+
+/// Attributes `prefix.N.…` grouped by `N`, in order, each with the rest of its keys.
+fn indexed(attributes: &Map<String, Value>, prefix: &str) -> Vec<Map<String, Value>> {
+    let mut groups: std::collections::BTreeMap<usize, Map<String, Value>> = Default::default();
+    for (key, value) in attributes {
+        let Some((index, rest)) = key
+            .strip_prefix(prefix)
+            .and_then(|rest| rest.split_once('.'))
+        else {
+            continue;
+        };
+        if let Ok(index) = index.parse::<usize>() {
+            groups
+                .entry(index)
+                .or_default()
+                .insert(rest.to_owned(), value.clone());
+        }
+    }
+    groups.into_values().collect()
+}
+
+// ---- OpenInference ----
+
+fn open_inference(attributes: &Map<String, Value>) -> Option<Value> {
+    // The request as the instrumented client was given it.
+    let input = (attributes.get("input.mime_type").and_then(Value::as_str)
+        == Some("application/json"))
+    .then(|| json_attribute(attributes, "input.value"))
+    .flatten()
+    .filter(|input| input.get("messages").is_some_and(Value::is_array));
+    if input.is_some() {
+        return input;
+    }
+    let messages = indexed(attributes, "llm.input_messages.");
+    if messages.is_empty() {
+        return None;
+    }
+    let messages = messages.iter().map(open_inference_message).collect();
+    let tools = indexed(attributes, "llm.tools.")
+        .iter()
+        .filter_map(|tool| json_attribute(tool, "tool.json_schema"))
+        .collect();
+    Some(chat_body(attributes, messages, tools))
+}
+
+fn open_inference_message(fields: &Map<String, Value>) -> Value {
+    let text = |key: &str| fields.get(key).and_then(Value::as_str);
+    let mut message = Map::new();
+    message.insert("role".into(), json!(text("message.role").unwrap_or("user")));
+    let contents = indexed(fields, "message.contents.");
+    if let Some(content) = text("message.content") {
+        message.insert("content".into(), json!(content));
+    } else if !contents.is_empty() {
+        let parts = contents
+            .iter()
+            .map(|part| {
+                let text = |key: &str| part.get(key).and_then(Value::as_str);
+                match text("message_content.type") {
+                    Some("image") => json!({"type": "image_url", "image_url": {"url": text("message_content.image.image.url").unwrap_or_default()}}),
+                    _ => json!({"type": "text", "text": text("message_content.text").unwrap_or_default()}),
+                }
+            })
+            .collect();
+        message.insert("content".into(), Value::Array(parts));
+    }
+    if let Some(name) = text("message.name") {
+        message.insert("name".into(), json!(name));
+    }
+    let calls: Vec<Value> = indexed(fields, "message.tool_calls.")
+        .iter()
+        .map(|call| {
+            let text = |key: &str| call.get(key).and_then(Value::as_str).unwrap_or_default();
+            json!({"id": text("tool_call.id"), "type": "function", "function": {
+                "name": text("tool_call.function.name"),
+                "arguments": text("tool_call.function.arguments"),
+            }})
+        })
+        .collect();
+    if !calls.is_empty() {
+        message.insert("tool_calls".into(), Value::Array(calls));
+    }
+    if let Some(id) = text("message.tool_call_id") {
+        message.insert("tool_call_id".into(), json!(id));
+    }
+    Value::Object(message)
+}
+
+// ---- GenAI semantic conventions ----
+
+/// `gen_ai.input.messages`: messages of typed parts (`text`, `tool_call`,
+/// `tool_call_response`), with `gen_ai.system_instructions` before them.
+fn gen_ai(attributes: &Map<String, Value>) -> Option<Value> {
+    let input = json_attribute(attributes, "gen_ai.input.messages")?;
+    let input = input.as_array()?;
+    let mut messages = Vec::new();
+    if let Some(instructions) = json_attribute(attributes, "gen_ai.system_instructions") {
+        let parts = match instructions {
+            Value::Array(parts) => parts,
+            other => vec![other],
+        };
+        messages.push(json!({"role": "system", "content": joined_text(&parts)}));
+    }
+    for message in input {
+        messages.extend(gen_ai_message(message));
+    }
+    let tools = match json_attribute(attributes, "gen_ai.tool.definitions") {
+        Some(Value::Array(tools)) => tools.iter().map(chat_tool).collect(),
+        _ => Vec::new(),
+    };
+    Some(chat_body(attributes, messages, tools))
+}
+
+/// The text of `text` parts (or plain strings), joined as a client joins them.
+fn joined_text(parts: &[Value]) -> String {
+    parts
+        .iter()
+        .filter_map(|part| match part {
+            Value::String(text) => Some(text.as_str()),
+            _ => part.get("content").and_then(Value::as_str),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// One GenAI message as chat messages: a tool message per tool result it carries.
+fn gen_ai_message(message: &Value) -> Vec<Value> {
+    let role = message
+        .get("role")
+        .and_then(Value::as_str)
+        .unwrap_or("user");
+    let parts = message
+        .get("parts")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let kind = |part: &Value| {
+        part.get("type")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let responses: Vec<Value> = parts
+        .iter()
+        .filter(|part| kind(part) == "tool_call_response")
+        .map(|part| {
+            let content = match part.get("response") {
+                Some(Value::String(text)) => text.clone(),
+                Some(other) => other.to_string(),
+                None => String::new(),
+            };
+            json!({"role": "tool", "tool_call_id": part.get("id").cloned().unwrap_or_default(), "content": content})
+        })
+        .collect();
+    if !responses.is_empty() {
+        return responses;
+    }
+    let texts: Vec<Value> = parts
+        .iter()
+        .filter(|part| kind(part) == "text")
+        .cloned()
+        .collect();
+    let calls: Vec<Value> = parts
+        .iter()
+        .filter(|part| kind(part) == "tool_call")
+        .map(|part| {
+            let arguments = match part.get("arguments") {
+                Some(Value::String(text)) => text.clone(),
+                Some(other) => other.to_string(),
+                None => "{}".into(),
+            };
+            json!({"id": part.get("id").cloned().unwrap_or_default(), "type": "function", "function": {
+                "name": part.get("name").cloned().unwrap_or_default(), "arguments": arguments}})
+        })
+        .collect();
+    let mut chat = Map::new();
+    chat.insert("role".into(), json!(role));
+    if !texts.is_empty() || calls.is_empty() {
+        chat.insert("content".into(), json!(joined_text(&texts)));
+    }
+    if let Some(name) = message.get("name") {
+        chat.insert("name".into(), name.clone());
+    }
+    if !calls.is_empty() {
+        chat.insert("tool_calls".into(), Value::Array(calls));
+    }
+    vec![Value::Object(chat)]
+}
+
+/// A tool definition in chat's shape: `{type: function, function: {…}}`.
+fn chat_tool(tool: &Value) -> Value {
+    if tool.get("function").is_some() || tool.get("name").is_none() {
+        return tool.clone();
+    }
+    let mut function = tool.as_object().cloned().unwrap_or_default();
+    function.remove("type");
+    json!({"type": "function", "function": function})
+}
+
+/// The older attributes: `gen_ai.prompt.N.{role,content,tool_call_id}`,
+/// `gen_ai.prompt.N.tool_calls.M.{id,name,arguments}`, tools in
+/// `llm.request.functions.N.{name,description,parameters}`.
+fn gen_ai_prompt(attributes: &Map<String, Value>) -> Option<Value> {
+    let prompt = indexed(attributes, "gen_ai.prompt.");
+    if prompt.is_empty() {
+        return None;
+    }
+    let messages = prompt
+        .iter()
+        .map(|fields| {
+            let text = |key: &str| fields.get(key).and_then(Value::as_str);
+            let mut message = Map::new();
+            message.insert("role".into(), json!(text("role").unwrap_or("user")));
+            if let Some(content) = text("content") {
+                message.insert("content".into(), json!(content));
+            }
+            let calls: Vec<Value> = indexed(fields, "tool_calls.")
+                .iter()
+                .map(|call| {
+                    let text = |key: &str| call.get(key).and_then(Value::as_str).unwrap_or_default();
+                    json!({"id": text("id"), "type": "function", "function": {"name": text("name"), "arguments": text("arguments")}})
+                })
+                .collect();
+            if !calls.is_empty() {
+                message.insert("tool_calls".into(), Value::Array(calls));
+            }
+            if let Some(id) = text("tool_call_id") {
+                message.insert("tool_call_id".into(), json!(id));
+            }
+            Value::Object(message)
+        })
+        .collect();
+    let tools = indexed(attributes, "llm.request.functions.")
+        .iter()
+        .map(|function| {
+            let mut definition = Map::new();
+            for key in ["name", "description"] {
+                if let Some(value) = function.get(key) {
+                    definition.insert(key.into(), value.clone());
+                }
+            }
+            if let Some(parameters) = json_attribute(function, "parameters") {
+                definition.insert("parameters".into(), parameters);
+            }
+            json!({"type": "function", "function": definition})
+        })
+        .collect();
+    Some(chat_body(attributes, messages, tools))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::read;
+    use crate::recording::Body;
+
+    /// An OTLP document of spans with these attributes, started in this order.
+    fn trace(spans: &[(u64, Value)]) -> String {
+        let spans: Vec<Value> = spans
+            .iter()
+            .map(|(start, attributes)| {
+                let attributes: Vec<Value> = attributes
+                    .as_object()
+                    .unwrap()
+                    .iter()
+                    .map(|(key, value)| {
+                        let value = match value {
+                            Value::String(text) => json!({"stringValue": text}),
+                            Value::Number(number) => json!({"intValue": number.to_string()}),
+                            other => json!({"stringValue": other.to_string()}),
+                        };
+                        json!({"key": key, "value": value})
+                    })
+                    .collect();
+                json!({"traceId": "0af7651916cd43dd8448eb211c80319c", "spanId": "b7ad6b7169203331",
+                    "name": "chat", "kind": 3, "startTimeUnixNano": start.to_string(), "attributes": attributes})
+            })
+            .collect();
+        serde_json::to_string_pretty(&json!({"resourceSpans": [{"resource": {"attributes": []},
+            "scopeSpans": [{"scope": {"name": "test"}, "spans": spans}]}]}))
+        .unwrap()
+    }
+
+    fn bodies(text: &str) -> Vec<Body> {
+        let recording = read(text).expect("an OTLP trace");
+        recording
+            .interactions
+            .into_iter()
+            .map(|interaction| interaction.body)
+            .collect()
+    }
+
+    #[test]
+    fn gen_ai_messages_become_a_chat_body_in_call_order() {
+        let later = json!({
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": "m",
+            "gen_ai.system_instructions": r#"[{"type": "text", "content": "Be brief."}]"#,
+            "gen_ai.input.messages": json!([
+                {"role": "user", "parts": [{"type": "text", "content": "weather?"}]},
+                {"role": "assistant", "parts": [{"type": "tool_call", "id": "c1", "name": "get", "arguments": {"city": "Rome"}}]},
+                {"role": "tool", "parts": [{"type": "tool_call_response", "id": "c1", "response": "sunny"}]},
+            ]).to_string(),
+            "gen_ai.tool.definitions": r#"[{"type": "function", "name": "get", "parameters": {"type": "object"}}]"#,
+        });
+        let earlier = json!({"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"});
+        let bodies = bodies(&trace(&[(20, later), (10, earlier)]));
+        assert!(matches!(&bodies[0], Body::None(reason) if reason.contains("not captured")));
+        let Body::Reconstructed(body) = &bodies[1] else {
+            panic!("{:?}", bodies[1])
+        };
+        assert_eq!(
+            body,
+            &json!({"model": "m", "messages": [
+                {"role": "system", "content": "Be brief."},
+                {"role": "user", "content": "weather?"},
+                {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "get", "arguments": "{\"city\":\"Rome\"}"}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+            ], "tools": [{"type": "function", "function": {"name": "get", "parameters": {"type": "object"}}}]})
+        );
+    }
+
+    #[test]
+    fn indexed_attributes_of_both_older_conventions_are_read_in_index_order() {
+        let open_inference = json!({
+            "openinference.span.kind": "LLM",
+            "llm.model_name": "m",
+            "llm.input_messages.10.message.role": "user",
+            "llm.input_messages.10.message.content": "eleventh",
+            "llm.input_messages.2.message.role": "assistant",
+            "llm.input_messages.2.message.tool_calls.0.tool_call.id": "c1",
+            "llm.input_messages.2.message.tool_calls.0.tool_call.function.name": "get",
+            "llm.input_messages.2.message.tool_calls.0.tool_call.function.arguments": "{\"a\": 1}",
+            "llm.tools.0.tool.json_schema": r#"{"type": "function", "function": {"name": "get"}}"#,
+        });
+        let gen_ai_prompt = json!({
+            "gen_ai.request.model": "m",
+            "gen_ai.prompt.0.role": "system",
+            "gen_ai.prompt.0.content": "Be brief.",
+            "gen_ai.prompt.1.role": "tool",
+            "gen_ai.prompt.1.tool_call_id": "c1",
+            "gen_ai.prompt.1.content": "sunny",
+            "llm.request.functions.0.name": "get",
+            "llm.request.functions.0.parameters": "{\"type\": \"object\"}",
+        });
+        let bodies = bodies(&trace(&[(1, open_inference), (2, gen_ai_prompt)]));
+        let [Body::Reconstructed(first), Body::Reconstructed(second)] = &bodies[..] else {
+            panic!("{bodies:?}")
+        };
+        assert_eq!(
+            first,
+            &json!({"model": "m", "messages": [
+                {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "get", "arguments": "{\"a\": 1}"}}]},
+                {"role": "user", "content": "eleventh"},
+            ], "tools": [{"type": "function", "function": {"name": "get"}}]})
+        );
+        assert_eq!(
+            second,
+            &json!({"model": "m", "messages": [
+                {"role": "system", "content": "Be brief."},
+                {"role": "tool", "content": "sunny", "tool_call_id": "c1"},
+            ], "tools": [{"type": "function", "function": {"name": "get", "parameters": {"type": "object"}}}]})
+        );
+    }
+
+    #[test]
+    fn a_collector_file_has_one_document_per_line_and_spans_are_placed_on_theirs() {
+        let call = json!({"openinference.span.kind": "LLM", "input.mime_type": "application/json",
+            "input.value": r#"{"model": "m", "messages": [{"role": "user", "content": "hi"}]}"#});
+        let line = |start| {
+            serde_json::to_string(
+                &serde_json::from_str::<Value>(&trace(&[(start, call.clone())])).unwrap(),
+            )
+            .unwrap()
+        };
+        let text = format!("{}\n{}\n", line(1), line(2));
+        let recording = read(&text).unwrap();
+        let lines: Vec<usize> = recording
+            .interactions
+            .iter()
+            .map(|interaction| interaction.at.line)
+            .collect();
+        assert_eq!(lines, [1, 2]);
+        assert!(
+            matches!(&recording.interactions[1].body, Body::Reconstructed(body) if body["messages"][0]["content"] == "hi")
+        );
+        // Not traces: a session file, and JSON without spans.
+        assert!(read(r#"{"model": "m", "messages": []}"#).is_none());
+        assert!(read("{\"resourceSpans\": []}\n{\"messages\": []}\n").is_none());
+    }
+}
