@@ -21,7 +21,7 @@ fn recordings() -> PathBuf {
 
 /// Each recording and the sessions it holds, as the recording's interactions (0-based): read
 /// off the files by hand.
-const EXPECTED: [(&str, &str, &[&[usize]]); 8] = [
+const EXPECTED: [(&str, &str, &[&[usize]]); 11] = [
     (
         "pydantic-ai-anthropic-mixed-strict-tool-run.yaml",
         "vcr-yaml",
@@ -55,6 +55,24 @@ const EXPECTED: [(&str, &str, &[&[usize]]); 8] = [
         "langgraph-agent-supervisor.msgpack.zlib",
         "vcr-msgpack",
         &[&[0, 4, 8], &[1, 3], &[5, 6, 7]],
+    ),
+    // Gemini generateContent, each request extending the last.
+    (
+        "pydantic-ai-google-instructions-only-with-tool-calls.yaml",
+        "vcr-yaml",
+        &[&[0, 1, 2, 3, 4]],
+    ),
+    // Bedrock Converse, reasoning sent back.
+    (
+        "pydantic-ai-bedrock-thinking-part-anthropic.yaml",
+        "vcr-yaml",
+        &[&[0, 1]],
+    ),
+    // A conversation on OpenAI Responses, then handed to Gemini: one session per API.
+    (
+        "pydantic-ai-google-thinking-with-tool-calls-from-other-model.yaml",
+        "vcr-yaml",
+        &[&[0, 1], &[2]],
     ),
 ];
 

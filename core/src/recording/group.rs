@@ -17,9 +17,15 @@ use super::{Body, Interaction, Place};
 use crate::request::Request;
 
 /// Endpoints that take no prompt, by a part of their path.
-const NOT_PROMPTS: [&str; 5] = [
+const NOT_PROMPTS: [&str; 9] = [
     "embeddings",
     "count_tokens",
+    // Gemini's.
+    ":countTokens",
+    ":embedContent",
+    ":batchEmbedContents",
+    // Bedrock's `/model/<id>/count-tokens`.
+    "count-tokens",
     "/compact",
     "/moderations",
     "/batches",
@@ -141,10 +147,14 @@ fn prompt(interaction: &Interaction) -> Result<(Value, Option<String>), String> 
     }
 }
 
-/// The conversation a body sends: its `messages`, or its Responses `input`, without the
+/// The conversation a body sends: its `messages`, its Responses `input` or its Gemini
+/// `contents`, without the
 /// cache markers a client moves to the newest message each turn.
 fn conversation(body: &Value) -> Vec<Value> {
-    match body.get("messages").or_else(|| body.get("input")) {
+    let conversation = ["messages", "input", "contents"]
+        .iter()
+        .find_map(|key| body.get(*key));
+    match conversation {
         Some(Value::Array(messages)) => messages.iter().map(without_cache_markers).collect(),
         Some(input @ Value::String(_)) => vec![input.clone()],
         _ => Vec::new(),
@@ -168,8 +178,8 @@ fn without_cache_markers(value: &Value) -> Value {
     }
 }
 
-/// The text of a body's leading instructions: Anthropic's `system`, Responses'
-/// `instructions`, or a first system or developer message.
+/// The text of a body's leading instructions: Anthropic's and Bedrock's `system`, Responses'
+/// `instructions`, Gemini's `systemInstruction`, or a first system or developer message.
 fn instructions(body: &Value) -> String {
     let first = body
         .get("messages")
@@ -183,7 +193,12 @@ fn instructions(body: &Value) -> String {
         })
         .and_then(|first| first.get("content"));
     let mut text = String::new();
-    for value in [body.get("system"), body.get("instructions"), first]
+    // Gemini's system instruction is a content: its parts' texts.
+    let gemini = ["systemInstruction", "system_instruction"]
+        .iter()
+        .find_map(|key| body.get(*key))
+        .map(|instruction| instruction.get("parts").unwrap_or(instruction));
+    for value in [body.get("system"), body.get("instructions"), gemini, first]
         .into_iter()
         .flatten()
     {

@@ -55,6 +55,8 @@ pub fn chat_view(request: &Request) -> (Vec<Cow<'_, Value>>, Option<Vec<Cow<'_, 
         ),
         BodyFormat::AnthropicMessages => owned(anthropic_chat_view(body)),
         BodyFormat::OpenAiResponses => owned(responses_chat_view(body)),
+        // No engine takes them: refused before a template is rendered (`unserved`).
+        BodyFormat::GeminiGenerateContent | BodyFormat::BedrockConverse => (Vec::new(), None),
     };
     (messages, tools.filter(|tools| !tools.is_empty()))
 }

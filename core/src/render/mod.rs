@@ -128,7 +128,10 @@ impl Renderer {
     /// Whether token counts for a request of `format` are only an approximation.
     pub fn is_approximate(&self, format: BodyFormat) -> bool {
         match self {
-            Self::Provider { .. } => format == BodyFormat::AnthropicMessages,
+            // o200k_base is OpenAI's encoding, not Anthropic's, Gemini's or Bedrock models'.
+            Self::Provider { .. } => {
+                !matches!(format, BodyFormat::OpenAiChat | BodyFormat::OpenAiResponses)
+            }
             Self::Engine { .. } => false,
         }
     }
@@ -185,6 +188,12 @@ impl Renderer {
             } => {
                 // Nothing of it is reused: freed before this rendering is made.
                 drop(spare);
+                if !request.format.is_served_by_engines() {
+                    return Err(InputError::Refused {
+                        engine: engine_request.display_name(),
+                        reason: unserved(request.format),
+                    });
+                }
                 if let Some(prompt) = engine_request.own_prompt(request) {
                     let prompt = prompt?;
                     let declared = RenderedTools::Declared(&prompt.tool_declarations);
@@ -241,6 +250,14 @@ impl Renderer {
 
 fn file_name(path: &str) -> &str {
     path.rsplit(['/', '\\']).next().unwrap_or(path)
+}
+
+/// Why an engine refuses a body of a provider's own format.
+pub(crate) fn unserved(format: BodyFormat) -> String {
+    format!(
+        "no endpoint takes a {} body: check it in provider mode (`--engine gemini`, or `--engine anthropic` for Claude on Bedrock)",
+        format.name()
+    )
 }
 
 #[cfg(test)]

@@ -68,20 +68,19 @@ impl<'s> PartsBuilder<'s> {
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_owned();
-            let definition = without_cache_control(tool);
-            self.push(
-                path.clone(),
-                PartKind::Tool,
-                compact_json(&definition),
-                None,
-            );
-            self.tools.push(Tool {
-                name,
-                path,
-                definition,
-            });
+            self.tool_part(path, &name, &without_cache_control(tool));
         }
         Ok(())
+    }
+
+    /// A tool definition: a part, and a tool by its name.
+    pub(super) fn tool_part(&mut self, path: PartPath, name: &str, definition: &Value) {
+        self.push(path.clone(), PartKind::Tool, compact_json(definition), None);
+        self.tools.push(Tool {
+            name: name.to_owned(),
+            path,
+            definition: definition.clone(),
+        });
     }
 
     /// Settings that change what the provider caches: tool choice and output schemas are

@@ -244,7 +244,8 @@ mod tests {
                 "unknown role `bot`",
             ),
             (
-                json!({"messages": [{"role": "user", "content": [{"text": "hi"}]}]}),
+                // Neither typed (OpenAI, Anthropic) nor keyed by kind (Bedrock Converse).
+                json!({"messages": [{"role": "user", "content": [{"txt": "hi"}]}]}),
                 "messages[0].content[0]",
                 "must have a `type`",
             ),

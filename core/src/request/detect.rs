@@ -10,6 +10,12 @@ impl BodyFormat {
         if body.contains_key("input") || body.contains_key("instructions") {
             return Some(Self::OpenAiResponses);
         }
+        if body.get("contents").is_some_and(Value::is_array) {
+            return Some(Self::GeminiGenerateContent);
+        }
+        if super::bedrock::is_converse(body) {
+            return Some(Self::BedrockConverse);
+        }
         let messages = body.get("messages")?.as_array()?;
         let model_is_claude = body
             .get("model")

@@ -10,10 +10,12 @@
 //! `builder` holds the parts list they fill. [`Role`] is in `role`.
 
 mod anthropic;
+mod bedrock;
 mod blocks;
 mod builder;
 mod chat;
 mod detect;
+mod gemini;
 mod responses;
 mod role;
 
@@ -39,6 +41,10 @@ pub enum BodyFormat {
     OpenAiResponses,
     #[serde(rename = "anthropic-messages")]
     AnthropicMessages,
+    #[serde(rename = "gemini-generate-content")]
+    GeminiGenerateContent,
+    #[serde(rename = "bedrock-converse")]
+    BedrockConverse,
 }
 
 impl BodyFormat {
@@ -47,7 +53,15 @@ impl BodyFormat {
             Self::OpenAiChat => "openai-chat",
             Self::OpenAiResponses => "openai-responses",
             Self::AnthropicMessages => "anthropic-messages",
+            Self::GeminiGenerateContent => "gemini-generate-content",
+            Self::BedrockConverse => "bedrock-converse",
         }
+    }
+
+    /// Whether inference engines take bodies of this format (OpenAI's and Anthropic's APIs);
+    /// Gemini's and Bedrock's are their providers' own.
+    pub fn is_served_by_engines(self) -> bool {
+        !matches!(self, Self::GeminiGenerateContent | Self::BedrockConverse)
     }
 }
 
@@ -185,8 +199,9 @@ impl BodyError {
 }
 
 const SUPPORTED_FORMATS: &str = "expected an OpenAI Chat Completions body (`messages`), an OpenAI \
-    Responses body (`input` and/or `instructions`) or an Anthropic Messages body (`messages`, \
-    `system`, `tools[].input_schema`)";
+    Responses body (`input` and/or `instructions`), an Anthropic Messages body (`messages`, \
+    `system`, `tools[].input_schema`), a Gemini generateContent body (`contents`) or a Bedrock \
+    Converse body (`messages` of `content` blocks keyed by kind, `toolConfig`)";
 
 impl Request {
     /// The JSON value of message `index`, as sent.
@@ -228,8 +243,10 @@ impl Request {
             .expected(SUPPORTED_FORMATS)
         })?;
         let mut builder = PartsBuilder::new(shared);
-        builder.tools(object)?;
-        builder.settings(object);
+        if format.is_served_by_engines() {
+            builder.tools(object)?;
+            builder.settings(object);
+        }
         match format {
             BodyFormat::OpenAiChat => builder.chat_messages(object)?,
             BodyFormat::AnthropicMessages => {
@@ -237,6 +254,8 @@ impl Request {
                 builder.chat_messages(object)?;
             }
             BodyFormat::OpenAiResponses => builder.responses_input(object)?,
+            BodyFormat::GeminiGenerateContent => builder.gemini_body(object)?,
+            BodyFormat::BedrockConverse => builder.converse_body(object)?,
         }
         let model = object
             .get("model")
@@ -270,7 +289,8 @@ impl Request {
         );
         let depth = match key {
             "messages" | "input" if content_block => 4,
-            "messages" | "input" | "tools" => 2,
+            "messages" | "input" | "tools" | "contents" => 2,
+            "toolConfig" => 3,
             "system" if matches!(segments.get(1), Some(PathSegment::Index(_))) => 2,
             _ => 1,
         };
@@ -308,6 +328,21 @@ fn breakpoints(body: &Map<String, Value>) -> Vec<PartPath> {
     };
     scan(PartPath::root().key("tools"), body.get("tools"));
     scan(PartPath::root().key("system"), body.get("system"));
+    // Bedrock's `cachePoint` blocks mark the block before them.
+    let tools = body
+        .get("toolConfig")
+        .and_then(|config| config.get("tools"));
+    let mut cache_points = Vec::new();
+    bedrock::cache_points(
+        &PartPath::root().key("toolConfig").key("tools"),
+        tools,
+        &mut cache_points,
+    );
+    bedrock::cache_points(
+        &PartPath::root().key("system"),
+        body.get("system"),
+        &mut cache_points,
+    );
     for key in ["messages", "input"] {
         for (index, message) in body
             .get(key)
@@ -318,8 +353,14 @@ fn breakpoints(body: &Map<String, Value>) -> Vec<PartPath> {
         {
             let message_path = PartPath::root().key(key).index(index);
             scan(message_path.key("content"), message.get("content"));
+            bedrock::cache_points(
+                &message_path.key("content"),
+                message.get("content"),
+                &mut cache_points,
+            );
         }
     }
+    found.extend(cache_points);
     found
 }
 

@@ -134,6 +134,9 @@ impl SglangServer {
                     "a Responses request to gpt-oss (SGLang renders it through Harmony)".into(),
                 ));
             }
+            (format @ (BodyFormat::GeminiGenerateContent | BodyFormat::BedrockConverse), _) => {
+                return Err(refused(crate::render::unserved(*format)));
+            }
             (BodyFormat::OpenAiResponses, body) => {
                 converted_body = responses::to_chat_body(body, self.renders_inline_system)
                     .map_err(refused)?

@@ -158,6 +158,9 @@ impl VllmServer {
             BodyFormat::OpenAiResponses => {
                 harmony::responses_prompt(&request.body, &harmony.start_date)
             }
+            format @ (BodyFormat::GeminiGenerateContent | BodyFormat::BedrockConverse) => {
+                Err(Failure::Refused(crate::render::unserved(format)))
+            }
         };
         Some(prompt.map_err(InputError::from).map(|prompt| {
             let (text, tokens) =
@@ -207,6 +210,9 @@ impl VllmServer {
             }
             BodyFormat::OpenAiResponses => {
                 self.responses_input(request, template, add_generation_prompt)
+            }
+            format @ (BodyFormat::GeminiGenerateContent | BodyFormat::BedrockConverse) => {
+                Err(Failure::Refused(crate::render::unserved(format)).into())
             }
         }
     }
