@@ -48,6 +48,12 @@ pub struct TurnDiff {
     pub prompt_tokens: usize,
     pub reused_tokens: usize,
     pub first_divergence: Option<Divergence>,
+    /// The turn continues a response the provider keeps (`previous_response_id`,
+    /// `conversation`): its history is on the server, not in the body. What it sends again
+    /// (instructions, tools, settings) is compared with the turn before; its input extends
+    /// the server's prompt, whose tokens kvlint does not see, so the counts are the body's.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub server_prefix: bool,
 }
 
 /// A request and its rendering: one side of a turn diff.
@@ -72,15 +78,42 @@ pub fn diff_turns(
             .tokens
             .common_prefix_len(&current.rendered.tokens)
     });
+    let server_prefix = previous.is_some() && current.request.continues_on_server();
+    // The whole earlier prompt must be sent again; with the conversation on the server, only
+    // the head before it (instructions, tools, settings), in both turns.
+    let must_match = |previous: RenderedRequest<'_>| {
+        if server_prefix {
+            head_tokens(previous).max(head_tokens(current))
+        } else {
+            previous.rendered.tokens.len()
+        }
+    };
     let first_divergence = previous
-        .filter(|previous| reused_tokens < previous.rendered.tokens.len())
+        .filter(|previous| reused_tokens < must_match(*previous))
         .map(|previous| divergence(previous, current, index, reused_tokens, tokenizer, locator));
     TurnDiff {
         index,
         prompt_tokens: current.rendered.tokens.len(),
         reused_tokens,
         first_divergence,
+        server_prefix,
     }
+}
+
+/// The tokens before the first message or input item: tools, settings, instructions.
+fn head_tokens(side: RenderedRequest<'_>) -> usize {
+    let parts = &side.request.parts;
+    let start = side
+        .rendered
+        .segments
+        .iter()
+        .find(|segment| {
+            parts
+                .get(segment.part)
+                .is_some_and(|part| part.message.is_some())
+        })
+        .map_or(side.rendered.text.len(), |segment| segment.range.start);
+    side.rendered.tokens.count_before(start)
 }
 
 fn divergence(

@@ -94,7 +94,7 @@ fn breakers_are_found_through_a_real_chat_template() {
         "fixtures/rules/history-rewrite/fail/truncate-tool-output.json",
         "fixtures/rules/history-rewrite/fail/whitespace-strip-batch.jsonl",
     ]);
-    assert_eq!(sessions.len(), 25);
+    assert_eq!(sessions.len(), 26);
     for (path, actual) in sessions {
         let expected = Expected::beside(&kvlint_fixtures::repository().join(&path));
         assert!(

@@ -119,9 +119,12 @@ impl<'a> TurnPair<'a> {
     /// and must be recomputed. When it is not, the earlier turn's tail was volatile and is
     /// simply dropped: the recommended placement for per-turn content.
     pub fn recomputes_kept_content(&self) -> bool {
-        if self
-            .change()
-            .is_some_and(|change| has_content(change.kept_suffix))
+        // A change to what a server-kept conversation follows (its instructions, tools)
+        // recomputes that whole conversation.
+        if self.current.continues_on_server()
+            || self
+                .change()
+                .is_some_and(|change| has_content(change.kept_suffix))
         {
             return true;
         }

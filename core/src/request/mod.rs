@@ -297,6 +297,16 @@ impl Request {
         path.truncated(depth)
     }
 
+    /// Whether the request continues a conversation the provider keeps: OpenAI Responses'
+    /// `previous_response_id` or `conversation`. Its body sends only the new input; the prefix
+    /// lives on the server.
+    pub fn continues_on_server(&self) -> bool {
+        self.format == BodyFormat::OpenAiResponses
+            && ["previous_response_id", "conversation"]
+                .iter()
+                .any(|key| self.body.get(*key).is_some_and(|value| !value.is_null()))
+    }
+
     /// The tool names in request order.
     pub fn tool_names(&self) -> Vec<&str> {
         self.tools.iter().map(|tool| tool.name.as_str()).collect()

@@ -394,8 +394,19 @@ fn session_line(session: &SessionReport) -> String {
             )
         })
         .unwrap_or_default();
+    let on_server = session
+        .turns
+        .iter()
+        .filter(|turn| turn.diff.server_prefix)
+        .count();
+    let on_server = match on_server {
+        0 => String::new(),
+        count => format!(
+            " ({count} turns continue a response kept on the server: their history is not in the bodies, their instructions, tools and settings are checked)"
+        ),
+    };
     format!(
-        "{}{found_in}: {} turns, {} prompt tokens, {} reused ({:.0}%){approximate}, {} errors, {} info",
+        "{}{found_in}: {} turns, {} prompt tokens, {} reused ({:.0}%){approximate}{on_server}, {} errors, {} info",
         printable(&session.path),
         summary.turns,
         summary.prompt_tokens,
