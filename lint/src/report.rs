@@ -84,6 +84,11 @@ pub struct TurnReport {
     /// Tokens the engine generated for the turn before that this turn does not reproduce.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub generated_not_reproduced: Option<usize>,
+    /// What the recorded response reports: the prompt and the tokens read from the cache.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reported_prompt_tokens: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reported_cached_tokens: Option<usize>,
 }
 
 #[derive(Debug, Serialize)]
@@ -347,6 +352,11 @@ impl SessionReport {
                         .filter(|written| *written > 0),
                     generated_not_reproduced: prediction
                         .and_then(|turn| turn.generated_not_reproduced),
+                    reported_prompt_tokens: prediction
+                        .and_then(|turn| turn.reported?.prompt_tokens),
+                    reported_cached_tokens: prediction
+                        .and_then(|turn| turn.reported)
+                        .map(|usage| usage.cached_tokens),
                 }
             })
             .collect();

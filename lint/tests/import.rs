@@ -158,11 +158,8 @@ fn recordings_become_sessions_with_the_bodies_sent() {
         let expected: Vec<Vec<usize>> = sessions.iter().map(|session| session.to_vec()).collect();
         assert_eq!(grouped, expected, "{file}");
         for session in found["sessions"].as_array().unwrap() {
-            let written = std::fs::read_to_string(session["file"].as_str().unwrap()).unwrap();
-            let bodies: Vec<Value> = written
-                .lines()
-                .map(|line| serde_json::from_str(line).unwrap())
-                .collect();
+            let bodies =
+                kvlint_fixtures::written_requests(Path::new(session["file"].as_str().unwrap()));
             assert_eq!(bodies.len(), session["turns"].as_u64().unwrap() as usize);
             if let Some(reference) = &reference {
                 for (body, interaction) in bodies
@@ -315,11 +312,7 @@ fn inspect_logs_give_the_requests_inspect_reads_back() {
         let bodies: Vec<Value> = sessions
             .iter()
             .flat_map(|session| {
-                let written = std::fs::read_to_string(session["file"].as_str().unwrap()).unwrap();
-                written
-                    .lines()
-                    .map(|line| serde_json::from_str(line).unwrap())
-                    .collect::<Vec<Value>>()
+                kvlint_fixtures::written_requests(Path::new(session["file"].as_str().unwrap()))
             })
             .collect();
         assert_eq!(bodies, expected, "{log}");

@@ -94,14 +94,14 @@ fn compare(trace: &Path, sent: &Path, work: &Path) {
     assert_eq!(grouped, SESSIONS.map(<[usize]>::to_vec), "{name}");
     for session in sessions {
         assert_eq!(session["reconstructed"], true, "{name}");
-        let written = std::fs::read_to_string(session["file"].as_str().unwrap()).unwrap();
-        for (line, interaction) in written
-            .lines()
+        let written =
+            kvlint_fixtures::written_requests(Path::new(session["file"].as_str().unwrap()));
+        for (body, interaction) in written
+            .iter()
             .zip(session["interactions"].as_array().unwrap())
         {
-            let body: Value = serde_json::from_str(line).unwrap();
             let wire = &sent[interaction.as_u64().unwrap() as usize];
-            assert_eq!(messages(&body), messages(wire), "{name} {interaction}");
+            assert_eq!(messages(body), messages(wire), "{name} {interaction}");
             assert_eq!(body["model"], wire["model"], "{name} {interaction}");
             if let Some(tools) = body.get("tools") {
                 assert_eq!(tools, &wire["tools"], "{name} {interaction}");

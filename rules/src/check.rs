@@ -6,11 +6,12 @@
 
 use std::ops::Range;
 
-use kvlint_core::cache::{Engine, SessionCacheView, TurnCachePrediction};
+use kvlint_core::cache::{Engine, SessionCacheView, TurnCachePrediction, audit_reported};
 use kvlint_core::diagnostic::Diagnostic;
 use kvlint_core::diff::{RenderedRequest, TurnDiff, diff_turns};
 use kvlint_core::error::InputError;
 use kvlint_core::locate::Locator;
+use kvlint_core::path::PartPath;
 use kvlint_core::render::{Rendered, Renderer};
 use kvlint_core::request::Request;
 use kvlint_core::session::{SessionFile, Turn};
@@ -97,8 +98,18 @@ pub fn check_session(
                 span,
             }));
         }
+        let predictions = view.predict(engine);
+        for issue in audit_reported(&predictions) {
+            let span = session
+                .locate(issue.turn, &PartPath::root(), 0)
+                .map(|start| session.span(start, start + 1));
+            findings.extend(diagnose(&RuleInput::Reported {
+                issue: &issue,
+                span,
+            }));
+        }
         findings.sort_by_key(|finding| finding.turn);
-        view.predict(engine)
+        predictions
     });
     if session
         .origin

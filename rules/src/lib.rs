@@ -33,7 +33,7 @@
 //! assert_eq!((span.line, span.column), (2, 55));
 //! ```
 
-use kvlint_core::cache::BreakpointIssue;
+use kvlint_core::cache::{BreakpointIssue, UsageIssue};
 use kvlint_core::diagnostic::{Diagnostic, Severity, Span};
 use kvlint_core::locate::LineColumn;
 use kvlint_core::path::PartPath;
@@ -89,6 +89,11 @@ pub enum RuleInput<'a> {
     /// An audited Anthropic cache breakpoint, with its place in the session file.
     Breakpoint {
         issue: &'a BreakpointIssue,
+        span: Option<Span>,
+    },
+    /// A turn whose recorded usage disagrees with the prediction, with the place of its body.
+    Reported {
+        issue: &'a UsageIssue,
         span: Option<Span>,
     },
 }
@@ -244,6 +249,13 @@ fn diagnostic(meta: &RuleMeta, finding: Finding, input: &RuleInput<'_>) -> Diagn
         RuleInput::Breakpoint { issue, span } => (
             issue.turn,
             issue.block.clone(),
+            span,
+            String::new(),
+            String::new(),
+        ),
+        RuleInput::Reported { issue, span } => (
+            issue.turn,
+            PartPath::root(),
             span,
             String::new(),
             String::new(),

@@ -16,6 +16,7 @@ mod engine;
 mod hits;
 mod models;
 mod prediction;
+mod reported;
 mod turn;
 
 pub use breakpoints::{
@@ -29,4 +30,5 @@ pub use hits::{
 };
 pub use models::{MODELS, ModelFigures, ModelTable};
 pub use prediction::{SessionCacheView, TurnCachePrediction};
+pub use reported::{ReportedUsage, UsageIssue, UsageIssueKind, audit_reported, reported_usage};
 pub use turn::{CacheTurn, Earlier, Prediction, generated_text};

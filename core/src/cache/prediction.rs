@@ -4,8 +4,8 @@
 use serde_json::Value;
 
 use super::{
-    BreakpointIssue, CacheTurn, Earlier, Engine, ModelFigures, Prediction, audit_breakpoints,
-    generated_text, llamacpp_reuse,
+    BreakpointIssue, CacheTurn, Earlier, Engine, ModelFigures, Prediction, ReportedUsage,
+    audit_breakpoints, generated_text, llamacpp_reuse, reported_usage,
 };
 use crate::render::{Rendered, Renderer};
 use crate::request::Request;
@@ -18,6 +18,8 @@ pub struct SessionCacheView {
     tokens: Vec<Tokens>,
     cache_turns: Vec<CacheTurn>,
     generated: Vec<Vec<u32>>,
+    /// The usage each recorded response reports.
+    reported: Vec<Option<ReportedUsage>>,
     /// Whether prompts end with the generation prompt, so that the next turn's rendering of
     /// the answer can continue right where the generated tokens did (engine mode).
     continues_into_answer: bool,
@@ -47,6 +49,7 @@ impl SessionCacheView {
             .push(CacheTurn::new(request, rendered, generated.len()));
         self.tokens.push(rendered.tokens.clone());
         self.generated.push(generated);
+        self.reported.push(response.and_then(reported_usage));
     }
 
     /// Adds the turns of `later`, a view of the turns that follow this view's.
@@ -54,6 +57,7 @@ impl SessionCacheView {
         self.tokens.extend(later.tokens);
         self.cache_turns.extend(later.cache_turns);
         self.generated.extend(later.generated);
+        self.reported.extend(later.reported);
     }
 
     /// What `engine` serves from cache for each turn, as recorded and as it would be if every
@@ -129,6 +133,7 @@ impl SessionCacheView {
                 generated_not_reproduced: generated_lost,
                 figures: engine.figures(turn),
                 model: engine.model(turn).map(str::to_owned),
+                reported: self.reported.get(index).copied().flatten(),
             });
         }
         predictions
@@ -166,4 +171,6 @@ pub struct TurnCachePrediction {
     pub figures: Option<&'static ModelFigures>,
     /// The model the turn uses, for hosted APIs (the figures may be its provider's default).
     pub model: Option<String>,
+    /// What the recorded response says was served from cache, when it says.
+    pub reported: Option<ReportedUsage>,
 }

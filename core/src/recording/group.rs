@@ -48,6 +48,8 @@ pub struct Session {
     pub sent: Vec<Option<String>>,
     /// Where each body is in the recording.
     pub at: Vec<Place>,
+    /// The response recorded with each request, when there is one.
+    pub responses: Vec<Option<Value>>,
     /// Whether a body was rebuilt from what the recorder kept of it ([`Body::Reconstructed`]):
     /// its serialization is kvlint's, not the one sent.
     pub reconstructed: bool,
@@ -55,13 +57,22 @@ pub struct Session {
 
 impl Session {
     /// The session as a session file: one body per line, as sent when it is one line already,
-    /// else written compactly (keys in the order sent).
+    /// else written compactly (keys in the order sent); with its recorded response, a
+    /// `{"request": …, "response": …}` pair.
     pub fn jsonl(&self) -> String {
         let mut text = String::new();
-        for (body, sent) in self.bodies.iter().zip(&self.sent) {
-            match sent {
-                Some(sent) if !sent.contains('\n') => text.push_str(sent.trim()),
-                _ => text.push_str(&body.to_string()),
+        for ((body, sent), response) in self.bodies.iter().zip(&self.sent).zip(&self.responses) {
+            let request = match sent {
+                Some(sent) if !sent.contains('\n') => sent.trim().to_owned(),
+                _ => body.to_string(),
+            };
+            match response {
+                Some(response) => {
+                    text.push_str(&format!(
+                        "{{\"request\": {request}, \"response\": {response}}}"
+                    ));
+                }
+                None => text.push_str(&request),
             }
             text.push('\n');
         }
@@ -112,6 +123,7 @@ pub(super) fn sessions(interactions: &[Interaction]) -> FoundSessions {
                     bodies: Vec::new(),
                     sent: Vec::new(),
                     at: Vec::new(),
+                    responses: Vec::new(),
                     reconstructed: false,
                 });
                 open.len() - 1
@@ -122,6 +134,7 @@ pub(super) fn sessions(interactions: &[Interaction]) -> FoundSessions {
         session.bodies.push(body);
         session.sent.push(sent);
         session.at.push(interaction.at);
+        session.responses.push(interaction.response.clone());
         session.reconstructed |= matches!(interaction.body, Body::Reconstructed(_));
     }
     found
@@ -296,6 +309,7 @@ mod tests {
             url: url.into(),
             body: Body::Sent(body.to_string()),
             at: Place::default(),
+            response: None,
         }
     }
 

@@ -3,7 +3,9 @@
 
 use serde_json::Value;
 
-use super::{Body, Container, Interaction, Recording, place_of};
+use base64::Engine;
+
+use super::{Body, Container, Interaction, Recording, body_text, place_of, response_of};
 use crate::path::PathSegment;
 
 /// The HAR `text` holds (parsed as `root`), or `None` when it is not one.
@@ -36,6 +38,9 @@ pub(super) fn read(root: &Value, text: &str) -> Option<Recording> {
                 url: field("url").to_owned(),
                 body,
                 at,
+                response: entry
+                    .pointer("/response/content")
+                    .and_then(response_content),
             })
         })
         .collect();
@@ -43,4 +48,18 @@ pub(super) fn read(root: &Value, text: &str) -> Option<Recording> {
         container: Container::Har,
         interactions,
     })
+}
+
+/// A HAR response's `content`: its `text`, base64 when `encoding` says so.
+fn response_content(content: &Value) -> Option<Value> {
+    let text = content.get("text")?.as_str()?;
+    let body = if content.get("encoding").and_then(Value::as_str) == Some("base64") {
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .ok()?;
+        body_text(bytes)
+    } else {
+        Body::Sent(text.to_owned())
+    };
+    response_of(body)
 }

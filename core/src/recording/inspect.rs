@@ -51,7 +51,12 @@ pub(super) fn read(root: &Value, text: &str) -> Option<Recording> {
                 .get("model")
                 .and_then(Value::as_str)
                 .unwrap_or_default();
+            let response = event
+                .pointer("/call/response")
+                .filter(|response| response.is_object())
+                .map(|response| resolved(response, attachments));
             interactions.push(Interaction {
+                response,
                 index: interactions.len(),
                 method: "POST".into(),
                 // The model API is not in the log: the model names the endpoint.

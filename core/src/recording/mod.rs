@@ -23,6 +23,7 @@ mod group;
 mod har;
 mod inspect;
 mod otel;
+mod response;
 mod vcr;
 pub mod yaml;
 
@@ -81,6 +82,9 @@ pub struct Interaction {
     pub body: Body,
     /// Where the request's body is in the recording file (the request's, without a body).
     pub at: Place,
+    /// The response recorded with it, as JSON (a stream reassembled): what was generated,
+    /// and the usage the provider or engine reported.
+    pub response: Option<Value>,
 }
 
 /// A request's body as recorded.
@@ -196,6 +200,15 @@ fn inflate(bytes: &[u8]) -> Result<Vec<u8>, String> {
     };
     result.map_err(|error| format!("a compressed body does not inflate: {error}"))?;
     Ok(out)
+}
+
+/// A recorded response body as JSON: inflated when compressed, a stream reassembled.
+fn response_of(body: Body) -> Option<Value> {
+    match body {
+        Body::Sent(text) => response::parse(&text),
+        Body::Rewritten(value) | Body::Reconstructed(value) => Some(value),
+        Body::None(_) => None,
+    }
 }
 
 /// A body's bytes as the text sent: inflated when compressed.

@@ -44,6 +44,7 @@ pub(super) fn read(text: &str) -> Option<Recording> {
             url: span.url,
             body: span.body,
             at: span.at,
+            response: span.response,
         })
         .collect();
     Some(Recording {
@@ -71,6 +72,7 @@ struct Span {
     url: String,
     body: Body,
     at: Place,
+    response: Option<Value>,
 }
 
 /// The model calls of one OTLP document, `text` from its start, `lines_before` it in the file.
@@ -100,6 +102,7 @@ fn collect_spans(root: &Value, text: &str, lines_before: usize, spans: &mut Vec<
                     url: endpoint(&attributes),
                     body,
                     at,
+                    response: response(&attributes),
                 });
             }
         }
@@ -186,6 +189,55 @@ fn request(attributes: &Map<String, Value>) -> Option<Body> {
         return Some(Body::None("not a prompt (`embeddings` operation)".into()));
     }
     model_call.then(|| Body::None("a model call without its prompt (content not captured)".into()))
+}
+
+/// The response a span's attributes hold: OpenInference's `output.value` when it is the
+/// response as JSON, else the generated text and usage rebuilt as a chat completion
+/// (`gen_ai.output.messages`, `gen_ai.usage.*`, `llm.output_messages.N.*`,
+/// `llm.token_count.*`).
+fn response(attributes: &Map<String, Value>) -> Option<Value> {
+    let output = (attributes.get("output.mime_type").and_then(Value::as_str)
+        == Some("application/json"))
+    .then(|| json_attribute(attributes, "output.value"))
+    .flatten()
+    .filter(Value::is_object);
+    if output.is_some() {
+        return output;
+    }
+    let count = |keys: &[&str]| keys.iter().find_map(|key| integer(attributes.get(*key)));
+    let prompt = count(&["gen_ai.usage.input_tokens", "llm.token_count.prompt"]);
+    let cached = count(&[
+        "gen_ai.usage.cache_read.input_tokens",
+        "gen_ai.usage.cache_read_input_tokens",
+        "llm.token_count.prompt_details.cache_read",
+    ]);
+    let text = match json_attribute(attributes, "gen_ai.output.messages") {
+        Some(Value::Array(messages)) => messages
+            .iter()
+            .filter_map(|message| message.get("parts").and_then(Value::as_array))
+            .map(|parts| joined_text(parts))
+            .collect::<String>(),
+        _ => indexed(attributes, "llm.output_messages.")
+            .iter()
+            .filter_map(|message| message.get("message.content").and_then(Value::as_str))
+            .collect(),
+    };
+    if prompt.is_none() && text.is_empty() {
+        return None;
+    }
+    let mut usage = Map::new();
+    if let Some(prompt) = prompt {
+        usage.insert("prompt_tokens".into(), prompt.into());
+    }
+    if let Some(cached) = cached {
+        usage.insert(
+            "prompt_tokens_details".into(),
+            json!({"cached_tokens": cached}),
+        );
+    }
+    Some(
+        json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": text}}], "usage": usage}),
+    )
 }
 
 /// A JSON value an attribute holds as text, or as structure already.

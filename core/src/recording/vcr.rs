@@ -5,7 +5,7 @@
 use base64::Engine;
 
 use super::yaml::Node;
-use super::{Body, Container, Interaction, Recording, body_text};
+use super::{Body, Container, Interaction, Recording, body_text, response_of};
 
 /// Whether a YAML file names a cassette's interactions at its top level.
 pub(super) fn looks_like_cassette(text: &str) -> bool {
@@ -118,12 +118,21 @@ fn interaction(index: usize, item: &Node) -> Option<Interaction> {
         (None, Some(body)) => (recorded_body(body), body.place()),
         (None, None) => (Body::None("no body".into()), request.place()),
     };
+    let response = item.get("response").and_then(|response| {
+        let body = match (response.get("parsed_body"), response.get("body")) {
+            (Some(parsed), _) => Body::Rewritten(parsed.to_json()),
+            (None, Some(body)) => recorded_body(body),
+            (None, None) => return None,
+        };
+        response_of(body)
+    });
     Some(Interaction {
         index,
         method: text("method").to_ascii_uppercase(),
         url: url.to_owned(),
         body,
         at,
+        response,
     })
 }
 

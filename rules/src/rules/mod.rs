@@ -28,6 +28,7 @@ register_rules! {
     history_rewrite::HistoryRewrite,
     prefix_edit::PrefixEdit,
     cache_breakpoint::CacheBreakpoint,
+    reported_usage::ReportedUsage,
     generation_prompt::GenerationPrompt,
     tools_in_system::ToolsInSystem,
 }
