@@ -41,8 +41,8 @@ pub enum InputError {
     #[diagnostic(
         code(kvlint::recording),
         help(
-            "`kvlint check` and `kvlint render` read recordings; `kvlint import {path} --out DIR` \
-             writes the sessions it holds as session files"
+            "`kvlint check`, `kvlint render` and `kvlint probe` read recordings; `kvlint import \
+             {path} --out DIR` writes the sessions it holds as session files"
         )
     )]
     Recording {

@@ -289,3 +289,34 @@ fn compare_with_llama_server(template: &std::path::Path) -> (usize, usize) {
     }
     (rendered, refused)
 }
+
+/// A recording is replayed session by session: the real Inspect run's two samples and the
+/// traced conversation's two sessions (the conversation and its title call), each turn served
+/// as kvlint predicts.
+#[test]
+fn recordings_are_replayed_session_by_session() {
+    let server = Server::start();
+    let (code, report) = server.probe(
+        &[],
+        &[
+            "fixtures/recordings/inspect/agent.eval",
+            "fixtures/recordings/otel/openinference.json",
+        ],
+    );
+    let turn_counts: Vec<usize> = report["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|session| session["turns"].as_array().unwrap().len())
+        .collect();
+    assert_eq!(turn_counts, [3, 3, 4, 1], "{report}");
+    for session in 0..4 {
+        for turn in turns(&report, session) {
+            assert_eq!(
+                turn["predicted_cached_tokens"], turn["observed_cached_tokens"],
+                "{turn}"
+            );
+        }
+    }
+    assert_eq!(code, 0, "{report}");
+}

@@ -97,14 +97,15 @@ pub fn run(args: Args, terminal: Terminal) -> miette::Result<Outcome> {
             .flatten()
     });
     let mut seen = Vec::new();
+    // A recording is replayed session by session, each as recorded.
+    let mut sessions = Vec::new();
     for path in &args.sessions {
-        let session = match SessionFile::read(path) {
-            Ok(session) => session,
-            Err(error) => {
-                report.errors.push(error.into());
-                continue;
-            }
-        };
+        match SessionFile::read_all(path) {
+            Ok(found) => sessions.extend(found),
+            Err(error) => report.errors.push(error.into()),
+        }
+    }
+    for session in sessions {
         let probed = match fleet.as_mut() {
             Some(fleet) => probe::probe_fleet(fleet, &session, model.as_deref()),
             None if matches!(kind, EngineKind::Openai | EngineKind::Anthropic) => {
