@@ -101,6 +101,9 @@ def bodies(path):
 
 def interactions_of(cassette):
     interactions = cassette.get("http_interactions") or cassette.get("interactions") or []
+    # vcrpy's own form (langchain's partner packages): two lists side by side.
+    if not interactions and "requests" in cassette:
+        interactions = [{"request": request} for request in cassette["requests"]]
     found = []
     for index, interaction in enumerate(interactions):
         request = interaction["request"]

@@ -21,7 +21,7 @@ fn recordings() -> PathBuf {
 
 /// Each recording and the sessions it holds, as the recording's interactions (0-based): read
 /// off the files by hand.
-const EXPECTED: [(&str, &str, &[&[usize]]); 11] = [
+const EXPECTED: [(&str, &str, &[&[usize]]); 12] = [
     (
         "pydantic-ai-anthropic-mixed-strict-tool-run.yaml",
         "vcr-yaml",
@@ -73,6 +73,12 @@ const EXPECTED: [(&str, &str, &[&[usize]]); 11] = [
         "pydantic-ai-google-thinking-with-tool-calls-from-other-model.yaml",
         "vcr-yaml",
         &[&[0, 1], &[2]],
+    ),
+    // langchain's `requests:`/`responses:` lists, gzip-compressed, streamed responses.
+    (
+        "langchain-anthropic-agent-loop-streaming.yaml.gz",
+        "vcr-yaml",
+        &[&[0, 1]],
     ),
 ];
 

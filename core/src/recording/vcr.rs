@@ -9,8 +9,11 @@ use super::{Body, Container, Interaction, Recording, body_text, response_of};
 
 /// Whether a YAML file names a cassette's interactions at its top level.
 pub(super) fn looks_like_cassette(text: &str) -> bool {
-    text.lines()
-        .any(|line| line.starts_with("interactions:") || line.starts_with("http_interactions:"))
+    text.lines().any(|line| {
+        ["interactions:", "http_interactions:", "requests:"]
+            .iter()
+            .any(|key| line.starts_with(key))
+    })
 }
 
 /// A cassette serialized as msgpack, zlib-compressed and base64-encoded, the whole file (as
@@ -75,6 +78,9 @@ fn node_of(value: &rmpv::ValueRef<'_>, depth: usize) -> Option<Node> {
 }
 
 pub(super) fn read(root: &Node) -> Option<Recording> {
+    if let (Some(requests), None) = (root.get("requests"), root.get("interactions")) {
+        return Some(requests_and_responses(requests, root.get("responses")));
+    }
     let (container, list) = match (root.get("http_interactions"), root.get("interactions")) {
         (Some(list), _) => (Container::RubyVcr, list),
         (None, Some(list)) => {
@@ -104,6 +110,28 @@ pub(super) fn read(root: &Node) -> Option<Recording> {
         container,
         interactions,
     })
+}
+
+/// vcrpy's own form, as langchain's partner packages persist it: `requests` and `responses`,
+/// two lists side by side (`langchain_tests.conftest.CustomPersister`).
+fn requests_and_responses(requests: &Node, responses: Option<&Node>) -> Recording {
+    let responses = responses.map(Node::items).unwrap_or_default();
+    let interactions = requests
+        .items()
+        .iter()
+        .enumerate()
+        .filter_map(|(index, request)| {
+            let mut entries = vec![("request".to_owned(), request.clone())];
+            if let Some(response) = responses.get(index) {
+                entries.push(("response".to_owned(), response.clone()));
+            }
+            interaction(index, &Node::Mapping(entries, request.place()))
+        })
+        .collect();
+    Recording {
+        container: Container::VcrPy,
+        interactions,
+    }
 }
 
 fn interaction(index: usize, item: &Node) -> Option<Interaction> {
