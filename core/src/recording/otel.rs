@@ -297,7 +297,10 @@ fn open_inference(attributes: &Map<String, Value>) -> Option<Value> {
     if messages.is_empty() {
         return None;
     }
-    let messages = messages.iter().map(open_inference_message).collect();
+    let messages = messages
+        .iter()
+        .map(|fields| flat_message(fields, &OPEN_INFERENCE))
+        .collect();
     let tools = indexed(attributes, "llm.tools.")
         .iter()
         .filter_map(|tool| json_attribute(tool, "tool.json_schema"))
@@ -305,12 +308,38 @@ fn open_inference(attributes: &Map<String, Value>) -> Option<Value> {
     Some(chat_body(attributes, messages, tools))
 }
 
-fn open_inference_message(fields: &Map<String, Value>) -> Value {
-    let text = |key: &str| fields.get(key).and_then(Value::as_str);
+/// A message kept in flat attributes (`llm.input_messages.N.*`, `gen_ai.prompt.N.*`): the two
+/// conventions name the same fields under other prefixes — the message's (`message.`), a tool
+/// call's (`tool_call.`) and its function's (`function.`).
+struct FlatNames {
+    message: &'static str,
+    call: &'static str,
+    function: &'static str,
+}
+
+const OPEN_INFERENCE: FlatNames = FlatNames {
+    message: "message.",
+    call: "tool_call.",
+    function: "function.",
+};
+
+const GEN_AI_PROMPT: FlatNames = FlatNames {
+    message: "",
+    call: "",
+    function: "",
+};
+
+fn flat_message(fields: &Map<String, Value>, names: &FlatNames) -> Value {
+    let FlatNames {
+        message: at,
+        call: call_at,
+        function: function_at,
+    } = names;
+    let text = |key: &str| fields.get(&format!("{at}{key}")).and_then(Value::as_str);
     let mut message = Map::new();
-    message.insert("role".into(), json!(text("message.role").unwrap_or("user")));
-    let contents = indexed(fields, "message.contents.");
-    if let Some(content) = text("message.content") {
+    message.insert("role".into(), json!(text("role").unwrap_or("user")));
+    let contents = indexed(fields, &format!("{at}contents."));
+    if let Some(content) = text("content") {
         message.insert("content".into(), json!(content));
     } else if !contents.is_empty() {
         let parts = contents
@@ -325,23 +354,23 @@ fn open_inference_message(fields: &Map<String, Value>) -> Value {
             .collect();
         message.insert("content".into(), Value::Array(parts));
     }
-    if let Some(name) = text("message.name") {
+    if let Some(name) = text("name") {
         message.insert("name".into(), json!(name));
     }
-    let calls: Vec<Value> = indexed(fields, "message.tool_calls.")
+    let calls: Vec<Value> = indexed(fields, &format!("{at}tool_calls."))
         .iter()
         .map(|call| {
-            let text = |key: &str| call.get(key).and_then(Value::as_str).unwrap_or_default();
-            json!({"id": text("tool_call.id"), "type": "function", "function": {
-                "name": text("tool_call.function.name"),
-                "arguments": text("tool_call.function.arguments"),
+            let text = |key: String| call.get(&key).and_then(Value::as_str).unwrap_or_default();
+            json!({"id": text(format!("{call_at}id")), "type": "function", "function": {
+                "name": text(format!("{call_at}{function_at}name")),
+                "arguments": text(format!("{call_at}{function_at}arguments")),
             }})
         })
         .collect();
     if !calls.is_empty() {
         message.insert("tool_calls".into(), Value::Array(calls));
     }
-    if let Some(id) = text("message.tool_call_id") {
+    if let Some(id) = text("tool_call_id") {
         message.insert("tool_call_id".into(), json!(id));
     }
     Value::Object(message)
@@ -468,28 +497,7 @@ fn gen_ai_prompt(attributes: &Map<String, Value>) -> Option<Value> {
     }
     let messages = prompt
         .iter()
-        .map(|fields| {
-            let text = |key: &str| fields.get(key).and_then(Value::as_str);
-            let mut message = Map::new();
-            message.insert("role".into(), json!(text("role").unwrap_or("user")));
-            if let Some(content) = text("content") {
-                message.insert("content".into(), json!(content));
-            }
-            let calls: Vec<Value> = indexed(fields, "tool_calls.")
-                .iter()
-                .map(|call| {
-                    let text = |key: &str| call.get(key).and_then(Value::as_str).unwrap_or_default();
-                    json!({"id": text("id"), "type": "function", "function": {"name": text("name"), "arguments": text("arguments")}})
-                })
-                .collect();
-            if !calls.is_empty() {
-                message.insert("tool_calls".into(), Value::Array(calls));
-            }
-            if let Some(id) = text("tool_call_id") {
-                message.insert("tool_call_id".into(), json!(id));
-            }
-            Value::Object(message)
-        })
+        .map(|fields| flat_message(fields, &GEN_AI_PROMPT))
         .collect();
     let tools = indexed(attributes, "llm.request.functions.")
         .iter()

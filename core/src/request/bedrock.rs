@@ -117,15 +117,7 @@ impl PartsBuilder<'_> {
                 ));
             }
         }
-        let path = PartPath::root().key("messages");
-        let messages = body
-            .get("messages")
-            .and_then(Value::as_array)
-            .ok_or_else(|| BodyError::new(path.clone(), "`messages` must be an array"))?;
-        for (index, message) in messages.iter().enumerate() {
-            self.converse_message(path.index(index), message)?;
-        }
-        Ok(())
+        self.each_item(body, "messages", Self::converse_message)
     }
 
     fn converse_message(&mut self, path: PartPath, message: &Value) -> Result<(), BodyError> {

@@ -73,6 +73,25 @@ impl<'s> PartsBuilder<'s> {
         Ok(())
     }
 
+    /// Each item of the array a body holds under `key` (its messages, contents), read by
+    /// `read` with its path; an error naming the key when it is not an array.
+    pub(super) fn each_item(
+        &mut self,
+        body: &Map<String, Value>,
+        key: &'static str,
+        mut read: impl FnMut(&mut Self, PartPath, &Value) -> Result<(), BodyError>,
+    ) -> Result<(), BodyError> {
+        let path = PartPath::root().key(key);
+        let items = body
+            .get(key)
+            .and_then(Value::as_array)
+            .ok_or_else(|| BodyError::new(path.clone(), format!("`{key}` must be an array")))?;
+        for (index, item) in items.iter().enumerate() {
+            read(self, path.index(index), item)?;
+        }
+        Ok(())
+    }
+
     /// A tool definition: a part, and a tool by its name.
     pub(super) fn tool_part(&mut self, path: PartPath, name: &str, definition: &Value) {
         self.push(path.clone(), PartKind::Tool, compact_json(definition), None);

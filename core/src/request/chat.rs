@@ -11,15 +11,7 @@ use crate::path::PartPath;
 impl PartsBuilder<'_> {
     /// The `messages` array of a Chat Completions or Anthropic Messages body.
     pub(super) fn chat_messages(&mut self, body: &Map<String, Value>) -> Result<(), BodyError> {
-        let path = PartPath::root().key("messages");
-        let messages = body
-            .get("messages")
-            .and_then(Value::as_array)
-            .ok_or_else(|| BodyError::new(path.clone(), "`messages` must be an array"))?;
-        for (index, message) in messages.iter().enumerate() {
-            self.message(path.index(index), message)?;
-        }
-        Ok(())
+        self.each_item(body, "messages", Self::message)
     }
 
     /// One message with a `role`: its name or call id, reasoning, content and tool calls.

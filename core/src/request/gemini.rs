@@ -107,15 +107,7 @@ impl PartsBuilder<'_> {
                 }
             }
         }
-        let path = PartPath::root().key("contents");
-        let contents = body
-            .get("contents")
-            .and_then(Value::as_array)
-            .ok_or_else(|| BodyError::new(path.clone(), "`contents` must be an array"))?;
-        for (index, content) in contents.iter().enumerate() {
-            self.gemini_content(path.index(index), content)?;
-        }
-        Ok(())
+        self.each_item(body, "contents", Self::gemini_content)
     }
 
     fn gemini_content(&mut self, path: PartPath, content: &Value) -> Result<(), BodyError> {
