@@ -71,11 +71,25 @@ pub fn reported_usage(response: &Value) -> Option<ReportedUsage> {
     })
     .or_else(|| plain("/usage/prompt_tokens", "/usage/prompt_cache_hit_tokens"))
     .or_else(|| {
-        // Gemini leaves the cached count out when nothing was read.
-        count("/usageMetadata/promptTokenCount").map(|prompt| ReportedUsage {
-            prompt_tokens: Some(prompt),
-            cached_tokens: count("/usageMetadata/cachedContentTokenCount").unwrap_or(0),
-            cache_write_tokens: None,
+        // Gemini leaves the cached count out when nothing was read; its SDKs spell the
+        // fields in snake case.
+        [
+            (
+                "/usageMetadata/promptTokenCount",
+                "/usageMetadata/cachedContentTokenCount",
+            ),
+            (
+                "/usage_metadata/prompt_token_count",
+                "/usage_metadata/cached_content_token_count",
+            ),
+        ]
+        .into_iter()
+        .find_map(|(prompt, cached)| {
+            count(prompt).map(|prompt| ReportedUsage {
+                prompt_tokens: Some(prompt),
+                cached_tokens: count(cached).unwrap_or(0),
+                cache_write_tokens: None,
+            })
         })
     })
     .or_else(|| {

@@ -8,6 +8,9 @@
 //!   and `gen_ai.tool.definitions` (JSON, messages of typed parts), or the older
 //!   `gen_ai.prompt.N.*` with `llm.request.functions.N.*`.
 //!
+//! - **Google's ADK**: `gcp.vertex.agent.llm_request`, the Gemini SDK's request, read as a
+//!   Gemini body.
+//!
 //! A span with model-call attributes but no prompt (content capture turned off) is passed
 //! over and said; other spans (HTTP, database, the agent's own) are not model calls.
 
@@ -169,7 +172,8 @@ fn endpoint(attributes: &Map<String, Value>) -> String {
 
 /// The request a span's attributes hold, rebuilt; `None` when the span is not a model call.
 fn request(attributes: &Map<String, Value>) -> Option<Body> {
-    let rebuilt = open_inference(attributes)
+    let rebuilt = google_adk(attributes)
+        .or_else(|| open_inference(attributes))
         .or_else(|| gen_ai(attributes))
         .or_else(|| gen_ai_prompt(attributes));
     if let Some(body) = rebuilt {
@@ -196,6 +200,11 @@ fn request(attributes: &Map<String, Value>) -> Option<Body> {
 /// (`gen_ai.output.messages`, `gen_ai.usage.*`, `llm.output_messages.N.*`,
 /// `llm.token_count.*`).
 fn response(attributes: &Map<String, Value>) -> Option<Value> {
+    if let Some(adk) = json_attribute(attributes, "gcp.vertex.agent.llm_response")
+        .filter(|response| response.get("usage_metadata").is_some())
+    {
+        return Some(adk);
+    }
     let output = (attributes.get("output.mime_type").and_then(Value::as_str)
         == Some("application/json"))
     .then(|| json_attribute(attributes, "output.value"))
@@ -279,6 +288,16 @@ fn indexed(attributes: &Map<String, Value>, prefix: &str) -> Vec<Map<String, Val
         }
     }
     groups.into_values().collect()
+}
+
+// ---- Google's Agent Development Kit ----
+
+/// ADK's `call_llm` span: the request as the Gemini SDK was given it
+/// (`gcp.vertex.agent.llm_request`: `model`, `config.system_instruction`, `config.tools`,
+/// `contents`), read as a Gemini body.
+fn google_adk(attributes: &Map<String, Value>) -> Option<Value> {
+    json_attribute(attributes, "gcp.vertex.agent.llm_request")
+        .filter(|request| request.get("contents").is_some_and(Value::is_array))
 }
 
 // ---- OpenInference ----
@@ -631,6 +650,27 @@ mod tests {
                 {"role": "tool", "content": "sunny", "tool_call_id": "c1"},
             ], "tools": [{"type": "function", "function": {"name": "get", "parameters": {"type": "object"}}}]})
         );
+    }
+
+    #[test]
+    fn adk_spans_hold_the_gemini_request_as_the_sdk_was_given_it() {
+        let request = json!({"model": "gemini-2.5-flash",
+            "config": {"system_instruction": "Answer briefly.", "tools": [{"function_declarations": [{"name": "get_weather"}]}]},
+            "contents": [{"parts": [{"text": "Hi."}], "role": "user"}]});
+        let call = json!({"gen_ai.system": "gcp.vertex.agent", "gcp.vertex.agent.llm_request": request.to_string(),
+            "gcp.vertex.agent.llm_response": r#"{"content": {"parts": [{"text": "Hello."}], "role": "model"}, "usage_metadata": {"prompt_token_count": 10}}"#});
+        // The instrumented SDK's own span of the same call carries no content.
+        let sdk = json!({"gen_ai.operation.name": "generate_content", "gen_ai.system": "gemini"});
+        let recording = read(&trace(&[(1, call), (2, sdk)])).unwrap();
+        let Body::Reconstructed(body) = &recording.interactions[0].body else {
+            panic!()
+        };
+        assert_eq!(body, &request);
+        assert_eq!(
+            recording.interactions[0].response.as_ref().unwrap()["usage_metadata"]["prompt_token_count"],
+            10
+        );
+        assert!(matches!(&recording.interactions[1].body, Body::None(_)));
     }
 
     #[test]

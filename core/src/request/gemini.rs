@@ -16,7 +16,7 @@ use crate::json::{compact_json, kind_of};
 use crate::path::PartPath;
 
 /// The value of `key` in `object` under either of its spellings, with the spelling found.
-pub(super) fn either<'a>(
+fn either<'a>(
     object: &'a Map<String, Value>,
     keys: [&'static str; 2],
 ) -> Option<(&'static str, &'a Value)> {
