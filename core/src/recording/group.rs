@@ -2,8 +2,9 @@
 //!
 //! A request is a prompt when its body is JSON in a request format kvlint reads and it is not
 //! sent to an endpoint that takes no prompt (embeddings, token counts, compaction). Prompts are
-//! grouped by continuation: a conversation is known by its endpoint, its model, its cache key
-//! (`prompt_cache_key`, `metadata.user_id`) and its opening message (the first user
+//! grouped by continuation: a conversation is known by its endpoint, its model, the client's
+//! key for it (a routing header, a trace's conversation id, `prompt_cache_key`,
+//! `metadata.user_id`) and its opening message (the first user
 //! message); a request joins the session of that conversation, with instructions alike (the
 //! same agent), whose last request it extends — whole, else the furthest; it has as many
 //! messages at least, and is not the same request again — and starts a session of its own
@@ -274,13 +275,17 @@ impl Key {
             .next()
             .unwrap_or_default()
             .to_owned();
-        let cache_key = body
-            .get("prompt_cache_key")
+        // The client's own word first: its routing key, then the body's cache key.
+        let cache_key = interaction
+            .conversation
+            .clone()
+            .map(Value::String)
+            .or_else(|| body.get("prompt_cache_key").cloned())
             .or_else(|| {
                 body.get("metadata")
                     .and_then(|metadata| metadata.get("user_id"))
-            })
-            .cloned();
+                    .cloned()
+            });
         let opening = messages
             .iter()
             .find(|message| {
@@ -310,7 +315,33 @@ mod tests {
             body: Body::Sent(body.to_string()),
             at: Place::default(),
             response: None,
+            conversation: None,
         }
+    }
+
+    #[test]
+    fn the_clients_conversation_key_keeps_alike_conversations_apart() {
+        // Two runs of the same agent on the same question, told apart by the SDK's routing
+        // header only: what the first asks next extends either.
+        let chat = "https://api.openai.com/v1/chat/completions";
+        let user = |text: &str| json!({"role": "user", "content": text});
+        let said = |text: &str| json!({"role": "assistant", "content": text});
+        let keyed = |index, key: &str, messages: Vec<Value>| Interaction {
+            conversation: Some(key.into()),
+            ..interaction(index, chat, json!({"model": "m", "messages": messages}))
+        };
+        let interactions = [
+            keyed(0, "run-a", vec![user("q")]),
+            keyed(1, "run-b", vec![user("q")]),
+            keyed(2, "run-b", vec![user("q"), said("b"), user("next")]),
+            keyed(3, "run-a", vec![user("q"), said("b"), user("next")]),
+        ];
+        let grouped: Vec<Vec<usize>> = sessions(&interactions)
+            .sessions
+            .into_iter()
+            .map(|session| session.interactions)
+            .collect();
+        assert_eq!(grouped, [vec![0, 3], vec![1, 2]]);
     }
 
     #[test]

@@ -1,11 +1,12 @@
 //! HTTP Archive 1.2 (`log.entries[].request`, the body in `postData.text`), as browsers'
 //! devtools, mitmproxy, Charles and Polly.js write it.
 
+use base64::Engine;
 use serde_json::Value;
 
-use base64::Engine;
-
-use super::{Body, Container, Interaction, Recording, body_text, place_of, response_of};
+use super::{
+    Body, Container, Interaction, Recording, body_text, is_routing_header, place_of, response_of,
+};
 use crate::path::PathSegment;
 
 /// The HAR `text` holds (parsed as `root`), or `None` when it is not one.
@@ -41,6 +42,7 @@ pub(super) fn read(root: &Value, text: &str) -> Option<Recording> {
                 response: entry
                     .pointer("/response/content")
                     .and_then(response_content),
+                conversation: routing_key(request),
             })
         })
         .collect();
@@ -62,4 +64,16 @@ fn response_content(content: &Value) -> Option<Value> {
         Body::Sent(text.to_owned())
     };
     response_of(body)
+}
+
+/// The routing key a request's headers (`[{name, value}]`) carry.
+fn routing_key(request: &Value) -> Option<String> {
+    let headers = request.get("headers")?.as_array()?;
+    let header = headers.iter().find(|header| {
+        header
+            .get("name")
+            .and_then(Value::as_str)
+            .is_some_and(is_routing_header)
+    })?;
+    Some(header.get("value")?.as_str()?.to_owned())
 }

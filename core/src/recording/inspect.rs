@@ -57,6 +57,7 @@ pub(super) fn read(root: &Value, text: &str) -> Option<Recording> {
                 .map(|response| resolved(response, attachments));
             interactions.push(Interaction {
                 response,
+                conversation: None,
                 index: interactions.len(),
                 method: "POST".into(),
                 // The model API is not in the log: the model names the endpoint.

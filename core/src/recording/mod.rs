@@ -85,6 +85,19 @@ pub struct Interaction {
     /// The response recorded with it, as JSON (a stream reassembled): what was generated,
     /// and the usage the provider or engine reported.
     pub response: Option<Value>,
+    /// The conversation the client says the request belongs to: a routing-key header
+    /// (`x-kvlint-routing-key`, `X-SMG-Routing-Key`) or a trace's `gen_ai.conversation.id`.
+    pub conversation: Option<String>,
+}
+
+/// Whether a request header names the conversation (the SDK's routing headers).
+fn is_routing_header(name: &str) -> bool {
+    [
+        crate::routing::ROUTING_KEY_HEADER,
+        crate::routing::SGLANG_ROUTING_KEY_HEADER,
+    ]
+    .iter()
+    .any(|header| header.eq_ignore_ascii_case(name))
 }
 
 /// A request's body as recorded.

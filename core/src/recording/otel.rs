@@ -48,6 +48,7 @@ pub(super) fn read(text: &str) -> Option<Recording> {
             body: span.body,
             at: span.at,
             response: span.response,
+            conversation: span.conversation,
         })
         .collect();
     Some(Recording {
@@ -76,6 +77,7 @@ struct Span {
     body: Body,
     at: Place,
     response: Option<Value>,
+    conversation: Option<String>,
 }
 
 /// The model calls of one OTLP document, `text` from its start, `lines_before` it in the file.
@@ -106,6 +108,10 @@ fn collect_spans(root: &Value, text: &str, lines_before: usize, spans: &mut Vec<
                     body,
                     at,
                     response: response(&attributes),
+                    conversation: ["gen_ai.conversation.id", "gcp.vertex.agent.session_id"]
+                        .iter()
+                        .find_map(|key| attributes.get(*key)?.as_str())
+                        .map(str::to_owned),
                 });
             }
         }

@@ -5,7 +5,7 @@
 use base64::Engine;
 
 use super::yaml::Node;
-use super::{Body, Container, Interaction, Recording, body_text, response_of};
+use super::{Body, Container, Interaction, Recording, body_text, is_routing_header, response_of};
 
 /// Whether a YAML file names a cassette's interactions at its top level.
 pub(super) fn looks_like_cassette(text: &str) -> bool {
@@ -154,6 +154,16 @@ fn interaction(index: usize, item: &Node) -> Option<Interaction> {
         };
         response_of(body)
     });
+    // `headers: {Name: [value]}` in every VCR flavour.
+    let conversation = match request.get("headers") {
+        Some(Node::Mapping(headers, _)) => headers
+            .iter()
+            .find(|(name, _)| is_routing_header(name))
+            .and_then(|(_, values)| values.items().first().or(Some(values)))
+            .and_then(Node::as_str)
+            .map(str::to_owned),
+        _ => None,
+    };
     Some(Interaction {
         index,
         method: text("method").to_ascii_uppercase(),
@@ -161,6 +171,7 @@ fn interaction(index: usize, item: &Node) -> Option<Interaction> {
         body,
         at,
         response,
+        conversation,
     })
 }
 
