@@ -49,7 +49,8 @@ impl PartsBuilder<'_> {
                 self.string_field(&path, object, key, PartKind::ToolCallId, index)?;
             }
         }
-        for key in ["reasoning_content", "reasoning", "thinking"] {
+        // Cohere v2 sends the assistant's `tool_plan` back with its tool calls.
+        for key in ["reasoning_content", "reasoning", "thinking", "tool_plan"] {
             if object.get(key).is_some_and(Value::is_string) {
                 self.string_field(&path, object, key, PartKind::Reasoning, index)?;
             }
@@ -224,6 +225,33 @@ mod tests {
         assert_eq!(
             error.message,
             "not a request body in a known format: a JSON object with keys `prompt`"
+        );
+    }
+
+    #[test]
+    fn cohere_v2_chat_bodies_are_read_as_chat() {
+        let body = json!({
+            "model": "command-a-03-2025",
+            "messages": [
+                {"role": "system", "content": "Be brief."},
+                {"role": "user", "content": "weather?"},
+                {"role": "assistant", "tool_plan": "I will look it up.", "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "get", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": [
+                    {"type": "document", "document": {"data": "{\"sky\": \"clear\"}"}}]},
+            ],
+            "tools": [{"type": "function", "function": {"name": "get", "parameters": {}}}],
+        });
+        let request = Request::from_body(&body).unwrap();
+        assert_eq!(request.format, BodyFormat::OpenAiChat);
+        let paths = content_paths(&request);
+        assert!(
+            paths.contains(&"messages[2].tool_plan".to_owned()),
+            "{paths:?}"
+        );
+        assert!(
+            paths.contains(&"messages[3].content[0]".to_owned()),
+            "{paths:?}"
         );
     }
 
