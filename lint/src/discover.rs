@@ -14,10 +14,24 @@ pub struct Candidate {
     pub explicit: bool,
 }
 
-/// Session files: `*.jsonl` and `*.json`, except `*.expect.json`.
+/// Session files and recordings: `*.jsonl` and `*.json` (except `*.expect.json`), cassettes
+/// (`*.yaml`, `*.yml`, compressed or not, LangGraph's `*.msgpack.zlib`), HAR files and Inspect
+/// `.eval` logs.
 pub fn session_files(paths: &[PathBuf]) -> Vec<Candidate> {
     walk(paths, |name| {
-        (name.ends_with(".jsonl") || name.ends_with(".json")) && !name.ends_with(".expect.json")
+        let name = name.strip_suffix(".gz").unwrap_or(name);
+        [
+            ".jsonl",
+            ".json",
+            ".yaml",
+            ".yml",
+            ".har",
+            ".eval",
+            ".msgpack.zlib",
+        ]
+        .iter()
+        .any(|extension| name.ends_with(extension))
+            && !name.ends_with(".expect.json")
     })
 }
 
@@ -74,13 +88,20 @@ fn walk(paths: &[PathBuf], wanted: impl Fn(&str) -> bool) -> Vec<Candidate> {
     candidates
 }
 
-/// Whether a discovered file holds recorded requests: its first request (the first line of
+/// Whether a discovered file holds recorded requests: a recording, or its first request (the first line of
 /// JSONL, the first element of an array, inside a batch line or a `{request, response}` pair)
 /// has the keys of a request body. A file whose first document is not even JSON is taken as
 /// a broken session, so that its error is reported; an empty file is passed over.
 pub fn looks_like_session(text: &str) -> bool {
     if text.trim().is_empty() {
         return false;
+    }
+    // A recording, or one that cannot be read (its error is reported); other YAML and JSON
+    // (configuration, fixtures of other tools) is passed over.
+    match kvlint_core::recording::Recording::read(text.as_bytes()) {
+        Ok(Some(_)) | Err(_) => return true,
+        Ok(None) if !text.trim_start().starts_with(['{', '[']) => return false,
+        Ok(None) => {}
     }
     let first = match serde_json::Deserializer::from_str(text)
         .into_iter::<Value>()
@@ -97,7 +118,7 @@ pub fn looks_like_session(text: &str) -> bool {
         .get("body")
         .or_else(|| first.get("request"))
         .unwrap_or(first);
-    ["messages", "input", "instructions"]
+    ["messages", "input", "instructions", "contents"]
         .iter()
         .any(|key| body.get(key).is_some())
 }
@@ -127,5 +148,9 @@ mod tests {
         assert!(!looks_like_session(
             "{\"name\": \"pkg\", \"version\": \"1.0.0\"}"
         ));
+        assert!(looks_like_session(
+            "interactions:\n- request:\n    body: '{}'\n    uri: https://x\n"
+        ));
+        assert!(!looks_like_session("version: 2\nservices: {}\n"));
     }
 }

@@ -19,7 +19,8 @@ use crate::report::{CacheOptions, ErrorReport, Report, SessionReport};
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Session files (JSONL, JSON arrays, OpenAI Batch, {request, response} pairs) or
-    /// directories to search for `*.jsonl` and `*.json`.
+    /// directories to search for session files and recordings (`*.jsonl`, `*.json`, cassettes,
+    /// HAR files, Inspect logs).
     #[arg(default_value = ".")]
     pub paths: Vec<PathBuf>,
     #[command(flatten)]
