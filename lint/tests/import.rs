@@ -329,3 +329,31 @@ fn inspect_logs_give_the_requests_inspect_reads_back() {
         let _ = std::fs::remove_dir_all(&out);
     }
 }
+
+/// A folder of cassettes is checked as it is: every recording under it is found.
+#[test]
+fn check_finds_the_recordings_of_a_folder() {
+    let (code, report) = json_of("check", &[recordings()]);
+    assert!(matches!(code, 0 | 1), "{report}");
+    assert_eq!(report["errors"], serde_json::json!([]), "{report}");
+    let paths: Vec<&str> = report["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|session| session["path"].as_str().unwrap())
+        .collect();
+    for (file, _, sessions) in EXPECTED {
+        let found = paths.iter().filter(|path| path.ends_with(file)).count();
+        assert_eq!(found, sessions.len(), "{file}");
+    }
+    for made_here in [
+        "inspect/agent.eval",
+        "otel/genai.json",
+        "hand-made/timestamp-in-system.yaml",
+    ] {
+        assert!(
+            paths.iter().any(|path| path.ends_with(made_here)),
+            "{made_here}"
+        );
+    }
+}
