@@ -147,7 +147,11 @@ fn prompt(interaction: &Interaction) -> Result<(Value, Option<String>), String> 
     if let Some(endpoint) = NOT_PROMPTS.iter().find(|endpoint| path.contains(*endpoint)) {
         return Err(format!("not a prompt (`{endpoint}` endpoint)"));
     }
+    if interaction.method == "GET" {
+        return Err("a GET request: no prompt".into());
+    }
     let (body, sent) = match &interaction.body {
+        Body::Sent(text) if text.trim().is_empty() => return Err("no body".into()),
         Body::Sent(text) => match serde_json::from_str::<Value>(text) {
             Ok(body) => (body, Some(text.clone())),
             Err(_) => return Err("a body that is not JSON".into()),
@@ -317,6 +321,28 @@ mod tests {
             response: None,
             conversation: None,
         }
+    }
+
+    #[test]
+    fn downloads_and_empty_bodies_are_no_prompts() {
+        let fetch = Interaction {
+            method: "GET".into(),
+            body: Body::Sent(String::new()),
+            ..interaction(0, "https://example.com/image.png", json!({}))
+        };
+        let empty = Interaction {
+            body: Body::Sent("  ".into()),
+            ..interaction(1, "https://api.openai.com/v1/chat/completions", json!({}))
+        };
+        let found = sessions(&[fetch, empty]);
+        assert!(found.sessions.is_empty());
+        assert_eq!(
+            found.skipped,
+            [
+                (0, "a GET request: no prompt".into()),
+                (1, "no body".into())
+            ]
+        );
     }
 
     #[test]

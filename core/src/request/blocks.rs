@@ -98,13 +98,30 @@ impl PartsBuilder<'_> {
                         _ => {}
                     }
                 }
-                "thinking" => self.string_field(
-                    &block_path,
-                    object,
-                    "thinking",
-                    PartKind::Reasoning,
-                    message,
-                )?,
+                // Mistral's thinking is a list of text chunks; Anthropic's a string.
+                "thinking" => match object.get("thinking") {
+                    Some(Value::Array(chunks)) => {
+                        for (index, chunk) in chunks.iter().enumerate() {
+                            let text = chunk
+                                .get("text")
+                                .and_then(Value::as_str)
+                                .unwrap_or_default();
+                            self.push(
+                                block_path.key("thinking").index(index).key("text"),
+                                PartKind::Reasoning,
+                                text.to_owned(),
+                                Some(message),
+                            );
+                        }
+                    }
+                    _ => self.string_field(
+                        &block_path,
+                        object,
+                        "thinking",
+                        PartKind::Reasoning,
+                        message,
+                    )?,
+                },
                 "redacted_thinking" => {
                     let data = object
                         .get("data")

@@ -256,6 +256,25 @@ mod tests {
     }
 
     #[test]
+    fn mistral_thinking_chunks_are_reasoning() {
+        let body = json!({"model": "magistral-medium", "messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": [
+                {"type": "thinking", "thinking": [{"type": "text", "text": "They greet."}]},
+                {"type": "text", "text": "Hello."}]},
+            {"role": "user", "content": "again"},
+        ]});
+        let request = Request::from_body(&body).unwrap();
+        let thought = request
+            .parts
+            .iter()
+            .find(|part| part.path.to_string() == "messages[1].content[0].thinking[0].text")
+            .unwrap();
+        assert_eq!(thought.kind, crate::request::PartKind::Reasoning);
+        assert_eq!(&*thought.text, "They greet.");
+    }
+
+    #[test]
     fn bodies_every_api_refuses_are_errors_at_their_place() {
         let refused = [
             (
