@@ -32,6 +32,8 @@ pub struct Report {
 pub struct RecordingSource {
     /// `vcr-yaml`, `vcr-msgpack`, `go-vcr`, `ruby-vcr`, `har`, `inspect` or `otlp`.
     pub container: &'static str,
+    /// The recording.
+    pub file: String,
     /// Its number among the recording's sessions (from 1), and how many there are.
     pub session: usize,
     pub sessions: usize,
@@ -373,6 +375,7 @@ impl SessionReport {
             repeated_keys: session.repeated_keys.clone(),
             recording: session.origin.as_ref().map(|origin| RecordingSource {
                 container: origin.container,
+                file: session.path.clone(),
                 session: origin.session,
                 sessions: origin.sessions,
                 interactions: origin.interactions.clone(),

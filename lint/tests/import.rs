@@ -233,6 +233,7 @@ fn check_reads_recordings_and_places_findings_in_them() {
             assert!(session["path"].as_str().unwrap().ends_with(file));
             let source = &session["source"];
             assert_eq!(source["container"], container);
+            assert!(source["file"].as_str().unwrap().ends_with(file));
             assert_eq!(source["session"], number + 1);
             assert_eq!(source["sessions"], expected.len());
             assert_eq!(source["interactions"], serde_json::json!(interactions));
