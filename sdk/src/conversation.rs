@@ -3,12 +3,15 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use serde::{Deserialize, Serialize};
+
 use crate::canonical::nfc;
 use crate::fingerprint::PrefixFingerprint;
 use crate::tool::{Tool, ToolCall};
 
 /// Who a history message is from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Role {
     User,
     Assistant,
@@ -28,7 +31,7 @@ impl Role {
 
 /// A history message, frozen when it was appended: there is no way to change it, only to
 /// drop it with [`Conversation::compact`].
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Message {
     role: Role,
     text: String,
@@ -83,7 +86,8 @@ impl Message {
 
 /// A change to the static or session tier asked for after the prefix was sent. It waits for
 /// the next [`Conversation::compact`], which applies it and reports it in the [`CacheBreak`].
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum PrefixChange {
     /// A tool added, or redefined, mid-session.
     Tool(Tool),
@@ -104,7 +108,7 @@ impl std::fmt::Display for PrefixChange {
 }
 
 /// What an explicit compaction cost: the only way history loses messages.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct CacheBreak {
     /// Messages dropped from the start of history.
     pub dropped_messages: usize,
@@ -129,7 +133,7 @@ impl CacheBreak {
 /// A history window with hysteresis: nothing is dropped until history holds more than
 /// `max_messages`, then it is cut down to `keep_messages` in one step. The cache breaks once
 /// per `max_messages − keep_messages` messages, not every turn as a sliding window does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HistoryWindow {
     pub max_messages: usize,
     pub keep_messages: usize,
@@ -156,7 +160,11 @@ impl HistoryWindow {
 /// The first body built (any `to_*` adapter or [`Conversation::render`]) commits the prefix:
 /// from then on, new tools and static blocks wait for [`Conversation::compact`], and a changed
 /// session value travels in history instead of editing the prefix.
-#[derive(Debug, Default)]
+///
+/// A conversation saves and restores with serde (`serde_json::to_string`, `from_str`), all of
+/// it: tiers, history, changes waiting for compaction and whether the prefix is committed, so
+/// a loop can checkpoint between turns and resume without changing one token.
+#[derive(Debug, Default, Serialize, Deserialize)]
 pub struct Conversation {
     pub(crate) tools: BTreeMap<String, Tool>,
     pub(crate) static_blocks: Vec<String>,

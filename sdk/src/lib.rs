@@ -142,6 +142,28 @@
 //! assert_eq!(compactions, 2); // 20 messages, cut from 10 to 2 twice: not once per turn
 //! ```
 //!
+//! ## Checkpoint and resume
+//!
+//! A [`Conversation`] saves and restores with serde, all of it (tiers, history, changes waiting
+//! for compaction, whether the prefix is committed): a loop that stops between turns and
+//! resumes from the saved JSON sends the same bytes as one that never stopped. A restored
+//! [`Tool`] is canonical again; a [`ToolCall`] keeps its arguments' bytes.
+//!
+//! ```
+//! use kvlint_sdk::Conversation;
+//!
+//! let mut conversation = Conversation::new();
+//! conversation.add_static("Be terse.").push_user("hi");
+//! let sent = conversation.to_openai_chat("gpt-4.1");
+//! let saved = serde_json::to_string(&conversation).unwrap();
+//! let mut resumed: Conversation = serde_json::from_str(&saved).unwrap();
+//! assert!(resumed.is_committed());
+//! conversation.push_user("again");
+//! resumed.push_user("again");
+//! assert_eq!(resumed.to_openai_chat("gpt-4.1"), conversation.to_openai_chat("gpt-4.1"));
+//! # let _ = sent;
+//! ```
+//!
 //! ## Output adapters
 //!
 //! The three body adapters return a `serde_json::Value` to send as is. Anthropic bodies carry
@@ -253,8 +275,8 @@
 //! ## Feature flags
 //!
 //! None. The crate depends on `kvlint-core` and `kvlint-rules` (the analysis and the rule
-//! catalog), `serde_json`, `blake3` and `unicode-normalization`; it does no I/O and makes no
-//! network calls.
+//! catalog), `serde`, `serde_json`, `blake3` and `unicode-normalization`; it does no I/O and
+//! makes no network calls.
 //!
 //! ## Not covered
 //!

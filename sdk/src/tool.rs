@@ -1,5 +1,6 @@
 //! Tools the model may call, and the calls it made.
 
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use thiserror::Error;
 
@@ -20,11 +21,26 @@ use crate::canonical::{canonical_json, canonical_schema, nfc};
 /// assert_eq!(a, b);
 /// assert_eq!(a.canonical_text(), b.canonical_text());
 /// ```
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(from = "ToolFields")]
 pub struct Tool {
     name: String,
     description: String,
     parameters: Value,
+}
+
+/// A tool as saved: read back through [`Tool::new`], so a restored tool is canonical too.
+#[derive(Deserialize)]
+struct ToolFields {
+    name: String,
+    description: String,
+    parameters: Value,
+}
+
+impl From<ToolFields> for Tool {
+    fn from(fields: ToolFields) -> Self {
+        Self::new(fields.name, fields.description, fields.parameters)
+    }
 }
 
 /// A tool definition that is not in any format [`Tool::from_definition`] reads.
@@ -136,14 +152,30 @@ impl Tool {
 /// let call = ToolCall::verbatim("call_2", "read_file", r#"{"path": "a.rs"}"#);
 /// assert_eq!(call.arguments(), r#"{"path": "a.rs"}"#);
 /// ```
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(from = "ToolCallFields")]
 pub struct ToolCall {
     id: String,
     name: String,
     arguments: String,
     /// The arguments as an object, parsed once, for APIs that send them as JSON (Anthropic's
     /// `input`).
+    #[serde(skip_serializing)]
     input: Value,
+}
+
+/// A tool call as saved: its arguments' one serialization, read back as it was sent.
+#[derive(Deserialize)]
+struct ToolCallFields {
+    id: String,
+    name: String,
+    arguments: String,
+}
+
+impl From<ToolCallFields> for ToolCall {
+    fn from(fields: ToolCallFields) -> Self {
+        Self::verbatim(fields.id, fields.name, fields.arguments)
+    }
 }
 
 impl ToolCall {
