@@ -157,7 +157,8 @@ impl HistoryWindow {
 /// the append-only **history**, and the **turn** tier (volatile context) last, inside the
 /// newest message.
 ///
-/// The first body built (any `to_*` adapter or [`Conversation::render`]) commits the prefix:
+/// The first body built (any `to_*` adapter or [`Conversation::render`]; build from
+/// [`Conversation::preview`] for a body that is not sent) commits the prefix:
 /// from then on, new tools and static blocks wait for [`Conversation::compact`], and a changed
 /// session value travels in history instead of editing the prefix.
 ///
@@ -386,6 +387,26 @@ impl Conversation {
             .chain(self.turn_context.iter().cloned())
             .collect();
         (!items.is_empty()).then(|| items.join("\n"))
+    }
+
+    /// A copy to build bodies from without sending them (to log, count or show a prompt before
+    /// the first turn): the copy commits its prefix when a body is built, this conversation
+    /// does not.
+    ///
+    /// ```
+    /// use kvlint_sdk::Conversation;
+    ///
+    /// let mut conversation = Conversation::new();
+    /// conversation.add_static("Be terse.").push_user("hi");
+    /// let shown = conversation.preview().to_openai_chat("gpt-4.1");
+    /// assert!(!conversation.is_committed());
+    /// // Still before the first turn: a static block joins the prefix instead of waiting.
+    /// conversation.add_static("Answer in French.");
+    /// assert!(conversation.pending_changes().is_empty());
+    /// assert_ne!(conversation.to_openai_chat("gpt-4.1"), shown);
+    /// ```
+    pub fn preview(&self) -> Self {
+        self.clone()
     }
 
     /// This conversation without its turn tier: the prompt the next turn starts with.
