@@ -175,6 +175,11 @@ pub fn read_text(path: &std::path::Path) -> Result<String, InputError> {
         path: display.clone(),
         source,
     })?;
+    utf8_text(display, bytes)
+}
+
+/// The bytes of file `display` as text, or where they stop being UTF-8.
+pub fn utf8_text(display: String, bytes: Vec<u8>) -> Result<String, InputError> {
     String::from_utf8(bytes).map_err(|error| {
         let valid = error.utf8_error().valid_up_to();
         let bytes = error.as_bytes();

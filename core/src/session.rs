@@ -19,7 +19,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::duplicate_keys::duplicate_keys;
-use crate::error::{InputError, read_text};
+use crate::error::InputError;
 use crate::excerpt::Excerpt;
 use crate::json::{compact_json, heap_size, kind_of};
 use crate::locate::{LineColumn, Locator, raw_offset_in_string, value_range};
@@ -118,18 +118,15 @@ enum Document {
 /// The text of an input file: a session file, or a recording; a gzip-compressed one
 /// inflated, an Inspect `.eval` log as the JSON log it holds.
 pub fn read_input(path: &Path) -> Result<String, InputError> {
-    match read_text(path) {
-        Err(error @ InputError::Encoding { .. }) => {
-            let Ok(bytes) = std::fs::read(path) else {
-                return Err(error);
-            };
-            match crate::recording::unpack(&bytes) {
-                Ok(Some(text)) => Ok(text),
-                Ok(None) => Err(error),
-                Err(bad) => Err(bad_recording(&path.display().to_string(), bad)),
-            }
-        }
-        read => read,
+    let display = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|source| InputError::Io {
+        path: display.clone(),
+        source,
+    })?;
+    match crate::recording::unpack(&bytes) {
+        Ok(Some(text)) => Ok(text),
+        Ok(None) => crate::error::utf8_text(display, bytes),
+        Err(bad) => Err(bad_recording(&display, bad)),
     }
 }
 

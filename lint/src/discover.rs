@@ -97,17 +97,23 @@ pub fn looks_like_session(text: &str) -> bool {
         return false;
     }
     // A recording, or one that cannot be read (its error is reported); other YAML and JSON
-    // (configuration, fixtures of other tools) is passed over.
-    match kvlint_core::recording::Recording::read(text.as_bytes()) {
-        Ok(Some(_)) | Err(_) => return true,
-        Ok(None) if !text.trim_start().starts_with(['{', '[']) => return false,
-        Ok(None) => {}
+    // (configuration, fixtures of other tools) is passed over. Asked only of what is not a
+    // session: a session file is not parsed whole for it.
+    let is_recording = || {
+        !matches!(
+            kvlint_core::recording::Recording::read(text.as_bytes()),
+            Ok(None)
+        )
+    };
+    if !text.trim_start().starts_with(['{', '[']) {
+        return is_recording();
     }
     let first = match serde_json::Deserializer::from_str(text)
         .into_iter::<Value>()
         .next()
     {
         Some(Ok(first)) => first,
+        // Not JSON, or not one document per line: a broken session, or a recording.
         _ => return true,
     };
     let first = match &first {
@@ -121,6 +127,7 @@ pub fn looks_like_session(text: &str) -> bool {
     ["messages", "input", "instructions", "contents"]
         .iter()
         .any(|key| body.get(key).is_some())
+        || is_recording()
 }
 
 #[cfg(test)]

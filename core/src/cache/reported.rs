@@ -111,7 +111,7 @@ pub struct UsageIssue {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum UsageIssueKind {
-    /// kvlint predicts a hit (the prompt extends an earlier one) and nothing was read: the
+    /// kvlint predicts a hit (the prompt starts like an earlier one) and nothing was read: the
     /// prompt is under the model's minimum when `minimum` is set, else the entry expired or
     /// another replica served the turn.
     PredictedButUnread {

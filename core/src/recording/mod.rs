@@ -145,13 +145,14 @@ impl Recording {
         let text = text.strip_prefix('\u{FEFF}').unwrap_or(text);
         let start = text.trim_start();
         if start.starts_with('{') {
-            if let Some(trace) = otel::read(text) {
-                return Ok(Some(trace));
-            }
-            let Ok(root) = serde_json::from_str::<Value>(text) else {
-                return Ok(None);
-            };
-            return Ok(har::read(&root, text).or_else(|| inspect::read(&root, text)));
+            // One JSON document (a trace, a HAR file, an Inspect log), or JSON lines (a
+            // Collector's trace file).
+            return Ok(match serde_json::from_str::<Value>(text) {
+                Ok(root) => otel::read_document(&root, text)
+                    .or_else(|| har::read(&root, text))
+                    .or_else(|| inspect::read(&root, text)),
+                Err(_) => otel::read_lines(text),
+            });
         }
         if !vcr::looks_like_cassette(text) {
             return Ok(vcr::read_msgpack(text));

@@ -19,24 +19,47 @@ use serde_json::{Map, Value, json};
 use super::{Body, Container, Interaction, Place, Recording, place_of};
 use crate::path::PathSegment;
 
-/// The trace `text` holds, one OTLP document or one per line; `None` when it is not one.
-pub(super) fn read(text: &str) -> Option<Recording> {
+/// The trace one OTLP document holds (`root`, parsed from `text`); `None` when it is not one.
+pub(super) fn read_document(root: &Value, text: &str) -> Option<Recording> {
+    is_trace(root).then(|| recording(vec![(root, text, 0)]))
+}
+
+/// The trace a file of one OTLP document per line holds (the Collector's file exporter);
+/// `None` unless its first line is one: the other lines are parsed only then.
+pub(super) fn read_lines(text: &str) -> Option<Recording> {
+    let mut documents = Vec::new();
+    let mut offset = 0;
+    for (line_index, line) in text.split_inclusive('\n').enumerate() {
+        if !line.trim().is_empty() {
+            let root: Value = serde_json::from_str(line).ok()?;
+            if !is_trace(&root) {
+                return None;
+            }
+            documents.push((root, offset, line_index));
+        }
+        offset += line.len();
+    }
+    (!documents.is_empty()).then(|| {
+        recording(
+            documents
+                .iter()
+                .map(|(root, offset, lines_before)| (root, &text[*offset..], *lines_before))
+                .collect(),
+        )
+    })
+}
+
+fn is_trace(root: &Value) -> bool {
+    root.get("resourceSpans").is_some_and(Value::is_array)
+}
+
+/// The model calls of OTLP documents (each parsed, its text from its start, the file's lines
+/// before it), in the order they were made: spans are exported as they end.
+fn recording(documents: Vec<(&Value, &str, usize)>) -> Recording {
     let mut spans = Vec::new();
-    let documents = match serde_json::from_str::<Value>(text) {
-        Ok(root) => vec![(root, 0)],
-        Err(_) => lines(text)?,
-    };
-    if !documents
-        .iter()
-        .all(|(root, _)| root.get("resourceSpans").is_some_and(Value::is_array))
-    {
-        return None;
+    for (root, text, lines_before) in documents {
+        collect_spans(root, text, lines_before, &mut spans);
     }
-    for (root, offset) in &documents {
-        let lines_before = text[..*offset].matches('\n').count();
-        collect_spans(root, &text[*offset..], lines_before, &mut spans);
-    }
-    // In the order the calls were made; spans are exported as they end.
     spans.sort_by_key(|span| span.start);
     let interactions = spans
         .into_iter()
@@ -51,23 +74,10 @@ pub(super) fn read(text: &str) -> Option<Recording> {
             conversation: span.conversation,
         })
         .collect();
-    Some(Recording {
+    Recording {
         container: Container::Otlp,
         interactions,
-    })
-}
-
-/// Each line of a JSON-lines file parsed, with its byte offset; `None` unless all are JSON.
-fn lines(text: &str) -> Option<Vec<(Value, usize)>> {
-    let mut documents = Vec::new();
-    let mut offset = 0;
-    for line in text.split_inclusive('\n') {
-        if !line.trim().is_empty() {
-            documents.push((serde_json::from_str(line).ok()?, offset));
-        }
-        offset += line.len();
     }
-    (!documents.is_empty()).then_some(documents)
 }
 
 /// A model call's span.
@@ -546,8 +556,8 @@ fn gen_ai_prompt(attributes: &Map<String, Value>) -> Option<Value> {
 mod tests {
     use serde_json::{Value, json};
 
-    use super::read;
     use crate::recording::Body;
+    use crate::recording::{Container, Recording};
 
     /// An OTLP document of spans with these attributes, started in this order.
     fn trace(spans: &[(u64, Value)]) -> String {
@@ -574,6 +584,13 @@ mod tests {
         serde_json::to_string_pretty(&json!({"resourceSpans": [{"resource": {"attributes": []},
             "scopeSpans": [{"scope": {"name": "test"}, "spans": spans}]}]}))
         .unwrap()
+    }
+
+    /// A file read as every recording is: its trace, if it is one.
+    fn read(text: &str) -> Option<Recording> {
+        Recording::read(text.as_bytes())
+            .unwrap()
+            .filter(|recording| recording.container == Container::Otlp)
     }
 
     fn bodies(text: &str) -> Vec<Body> {

@@ -104,7 +104,7 @@ pub(super) fn read(root: &Node) -> Option<Recording> {
         .items()
         .iter()
         .enumerate()
-        .filter_map(|(index, item)| interaction(index, item))
+        .filter_map(|(index, item)| interaction(index, item.get("request")?, item.get("response")))
         .collect();
     Some(Recording {
         container,
@@ -120,13 +120,7 @@ fn requests_and_responses(requests: &Node, responses: Option<&Node>) -> Recordin
         .items()
         .iter()
         .enumerate()
-        .filter_map(|(index, request)| {
-            let mut entries = vec![("request".to_owned(), request.clone())];
-            if let Some(response) = responses.get(index) {
-                entries.push(("response".to_owned(), response.clone()));
-            }
-            interaction(index, &Node::Mapping(entries, request.place()))
-        })
+        .filter_map(|(index, request)| interaction(index, request, responses.get(index)))
         .collect();
     Recording {
         container: Container::VcrPy,
@@ -134,8 +128,8 @@ fn requests_and_responses(requests: &Node, responses: Option<&Node>) -> Recordin
     }
 }
 
-fn interaction(index: usize, item: &Node) -> Option<Interaction> {
-    let request = item.get("request")?;
+/// One recorded request, with the response recorded for it.
+fn interaction(index: usize, request: &Node, response: Option<&Node>) -> Option<Interaction> {
     let text = |key: &str| request.get(key).and_then(Node::as_str).unwrap_or_default();
     let url = match text("uri") {
         "" => text("url"),
@@ -146,7 +140,7 @@ fn interaction(index: usize, item: &Node) -> Option<Interaction> {
         (None, Some(body)) => (recorded_body(body), body.place()),
         (None, None) => (Body::None("no body".into()), request.place()),
     };
-    let response = item.get("response").and_then(|response| {
+    let response = response.and_then(|response| {
         let body = match (response.get("parsed_body"), response.get("body")) {
             (Some(parsed), _) => Body::Rewritten(parsed.to_json()),
             (None, Some(body)) => recorded_body(body),

@@ -97,15 +97,21 @@ pub fn run(args: Args, terminal: Terminal) -> miette::Result<Outcome> {
             .flatten()
     });
     let mut seen = Vec::new();
-    // A recording is replayed session by session, each as recorded.
-    let mut sessions = Vec::new();
-    for path in &args.sessions {
-        match SessionFile::read_all(path) {
-            Ok(found) => sessions.extend(found),
-            Err(error) => report.errors.push(error.into()),
-        }
-    }
+    // A recording is replayed session by session, each as recorded; one file at a time.
+    let sessions = args.sessions.iter().flat_map(|path| {
+        SessionFile::read_all(path).map_or_else(
+            |error| vec![Err(error)],
+            |found| found.into_iter().map(Ok).collect(),
+        )
+    });
     for session in sessions {
+        let session = match session {
+            Ok(session) => session,
+            Err(error) => {
+                report.errors.push(error.into());
+                continue;
+            }
+        };
         let probed = match fleet.as_mut() {
             Some(fleet) => probe::probe_fleet(fleet, &session, model.as_deref()),
             None if matches!(kind, EngineKind::Openai | EngineKind::Anthropic) => {

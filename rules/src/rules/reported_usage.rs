@@ -45,14 +45,14 @@ impl ReportedUsage {
             } => Finding::new(
                 Severity::Info,
                 format!(
-                    "the prompt extends an earlier one ({predicted} tokens predicted from cache) but nothing was read: it is under the model's minimum of {minimum} tokens"
+                    "{predicted} tokens of the prompt are an earlier prompt's, predicted from cache, but nothing was read: the prompt is under the model's minimum of {minimum} tokens"
                 ),
                 "nothing to fix in the prompt: a prompt this short is not cached",
             ),
             UsageIssueKind::PredictedButUnread { predicted, .. } => Finding::new(
                 Severity::Warning,
                 format!(
-                    "the prompt extends an earlier one ({predicted} tokens predicted from cache) but the response reports nothing read: the entry expired, or another replica served the turn"
+                    "{predicted} tokens of the prompt are an earlier prompt's, predicted from cache, but the response reports nothing read: the entry expired, or another replica served the turn"
                 ),
                 "route a session's turns to the replica that holds its prefix, and keep turns within the cache's lifetime",
             )
