@@ -395,11 +395,12 @@ fn flat_message(fields: &Map<String, Value>, names: &FlatNames) -> Value {
     let calls: Vec<Value> = indexed(fields, &format!("{at}tool_calls."))
         .iter()
         .map(|call| {
-            let text = |key: String| call.get(&key).and_then(Value::as_str).unwrap_or_default();
-            json!({"id": text(format!("{call_at}id")), "type": "function", "function": {
-                "name": text(format!("{call_at}{function_at}name")),
-                "arguments": text(format!("{call_at}{function_at}arguments")),
-            }})
+            let field = |key: String| call.get(&key).cloned();
+            chat_tool_call(
+                field(format!("{call_at}id")),
+                field(format!("{call_at}{function_at}name")),
+                field(format!("{call_at}{function_at}arguments")).as_ref(),
+            )
         })
         .collect();
     if !calls.is_empty() {
@@ -469,11 +470,7 @@ fn gen_ai_message(message: &Value) -> Vec<Value> {
         .iter()
         .filter(|part| kind(part) == "tool_call_response")
         .map(|part| {
-            let content = match part.get("response") {
-                Some(Value::String(text)) => text.clone(),
-                Some(other) => other.to_string(),
-                None => String::new(),
-            };
+            let content = part.get("response").map(json_text).unwrap_or_default();
             json!({"role": "tool", "tool_call_id": part.get("id").cloned().unwrap_or_default(), "content": content})
         })
         .collect();
@@ -489,13 +486,11 @@ fn gen_ai_message(message: &Value) -> Vec<Value> {
         .iter()
         .filter(|part| kind(part) == "tool_call")
         .map(|part| {
-            let arguments = match part.get("arguments") {
-                Some(Value::String(text)) => text.clone(),
-                Some(other) => other.to_string(),
-                None => "{}".into(),
-            };
-            json!({"id": part.get("id").cloned().unwrap_or_default(), "type": "function", "function": {
-                "name": part.get("name").cloned().unwrap_or_default(), "arguments": arguments}})
+            chat_tool_call(
+                part.get("id").cloned(),
+                part.get("name").cloned(),
+                part.get("arguments"),
+            )
         })
         .collect();
     let mut chat = Map::new();
@@ -510,6 +505,23 @@ fn gen_ai_message(message: &Value) -> Vec<Value> {
         chat.insert("tool_calls".into(), Value::Array(calls));
     }
     vec![Value::Object(chat)]
+}
+
+/// A tool call in chat's shape; arguments kept as text, or serialized when a convention
+/// parsed them.
+fn chat_tool_call(id: Option<Value>, name: Option<Value>, arguments: Option<&Value>) -> Value {
+    json!({"id": id.unwrap_or_default(), "type": "function", "function": {
+        "name": name.unwrap_or_default(),
+        "arguments": arguments.map_or_else(|| "{}".to_owned(), json_text),
+    }})
+}
+
+/// A string as it is, any other value as compact JSON.
+fn json_text(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    }
 }
 
 /// A tool definition in chat's shape: `{type: function, function: {…}}`.
