@@ -44,5 +44,20 @@ KVLINT_BENCH_TOKENIZER="$assets/tokenizers/qwen3/tokenizer.json" \
 cargo bench -p kvlint-rules --bench session_memory --locked
 cargo bench -p kvlint --bench templates --locked
 
-# One closing line for the whole suite.
-awk '/^test result:/ { passed += $4; failed += $6 } END { printf "tests: %d passed, %d failed\n", passed, failed }' "$log"
+# The Python package: the wheel (the native module and the `kvlint` command) built with
+# maturin, installed from the file into the pinned SDK venv, and its tests: the real openai,
+# anthropic, LangGraph and Agents SDK clients against llama-server, the pytest plugin, and the
+# wheel in a fresh venv and through pre-commit with no Rust on PATH.
+scripts/setup-python-sdk.sh
+sdk_bin="$(dirname "$(scripts/setup-python-sdk.sh --print-python)")"
+wheels="$(mktemp -d)"
+trap 'rm -f "$log" "$log.python"; rm -rf "$wheels"' EXIT
+(cd python && VIRTUAL_ENV="$(dirname "$sdk_bin")" "$sdk_bin/maturin" build --release --locked --quiet -o "$wheels")
+wheel="$(ls "$wheels"/kvlint_cache-*.whl)"
+"$sdk_bin/python" -m pip install --quiet --force-reinstall --no-deps "$wheel"
+KVLINT_WHEEL="$wheel" "$sdk_bin/pytest" -q -p no:cacheprovider python/tests 2>&1 | tee "$log.python"
+
+# One closing line for the whole suite: Rust's test results, then pytest's summary line.
+awk '/^test result:/ { passed += $4; failed += $6 }
+  /^[0-9]+ (passed|failed)/ { for (i = 1; i < NF; i++) { if ($(i+1) ~ /^passed/) passed += $i; if ($(i+1) ~ /^failed/) failed += $i } }
+  END { printf "tests: %d passed, %d failed\n", passed, failed }' "$log" "$log.python"

@@ -87,11 +87,32 @@ impl VolatileClass {
 
     /// Whether the text holds a value of this class.
     pub fn occurs_in(self, text: &str) -> bool {
-        self.pattern().is_some_and(|pattern| {
-            pattern
-                .find_iter(text)
-                .any(|found| self.accepts(found.as_str()))
-        })
+        self.first_in(text).is_some()
+    }
+
+    /// The first value of this class in the text.
+    pub fn first_in(self, text: &str) -> Option<&str> {
+        self.pattern()?
+            .find_iter(text)
+            .map(|found| found.as_str())
+            .find(|value| self.accepts(value))
+    }
+
+    /// The rule that reports a break by a value of this class.
+    pub fn rule(self) -> &'static crate::RuleMeta {
+        match self {
+            Self::Timestamp => &crate::rules::VolatileTimestamp::META,
+            Self::Id => &crate::rules::VolatileId::META,
+            Self::Counter => &crate::rules::VolatileCounter::META,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Timestamp => "timestamp",
+            Self::Id => "id",
+            Self::Counter => "counter",
+        }
     }
 
     /// The text with every value of this class replaced by a placeholder.

@@ -11,7 +11,9 @@
 
 use std::process::ExitCode;
 
-use kvlint_sdk::{Conversation, Guard, GuardMode, HistoryWindow, Tool, ToolCall};
+use kvlint_sdk::{
+    Conversation, ConversationError, Guard, GuardMode, HistoryWindow, Tool, ToolCall,
+};
 use kvlint_sdk::{Renderer, Severity};
 use serde_json::{Value, json};
 
@@ -97,10 +99,10 @@ fn tools() -> Vec<Tool> {
     ]
 }
 
-fn main() -> ExitCode {
+fn main() -> Result<ExitCode, ConversationError> {
     let mut conversation = Conversation::new();
     for tool in tools() {
-        conversation.add_tool(tool);
+        conversation.add_tool(tool).into_result()?;
     }
     conversation
         .add_session("memory", "The user prefers small commits.")
@@ -108,7 +110,8 @@ fn main() -> ExitCode {
             "You are a coding agent in the repository `acme-api`. Read before you edit, and \
              run the tests after each change.",
         )
-        .add_session("profile", "Name: Ada. Language: Rust.");
+        .add_session("profile", "Name: Ada. Language: Rust.")
+        .into_result()?;
     let window = HistoryWindow::new(64, 16);
 
     let adapters: [(&str, Adapter); 3] = [
@@ -127,7 +130,9 @@ fn main() -> ExitCode {
         .map(|_| Guard::new(Renderer::provider(), GuardMode::Error))
         .collect();
 
-    conversation.push_user("The test `parses_dates` fails. Please fix it.");
+    conversation
+        .push_user("The test `parses_dates` fails. Please fix it.")
+        .into_result()?;
     println!(
         "routing key {} (prompt_cache_key, {:?})",
         conversation.routing_key(),
@@ -145,10 +150,12 @@ fn main() -> ExitCode {
             .add_turn_context(format!("Budget: {} tokens left", 90_000 - turn * 1_700));
         if turn == 2 {
             // The agent learned something: memory changes mid-session, the prefix does not.
-            conversation.add_session(
-                "memory",
-                "The user prefers small commits. Dates are ISO 8601.",
-            );
+            conversation
+                .add_session(
+                    "memory",
+                    "The user prefers small commits. Dates are ISO 8601.",
+                )
+                .into_result()?;
         }
         for ((name, adapter), guard) in adapters.iter().zip(&mut guards) {
             let body = adapter(&conversation);
@@ -183,12 +190,16 @@ fn main() -> ExitCode {
         );
 
         let (text, calls) = model_answer(turn);
-        conversation.push_assistant(text, calls.clone());
+        conversation
+            .push_assistant(text, calls.clone())
+            .into_result()?;
         if calls.is_empty() {
             break;
         }
         for call in &calls {
-            conversation.push_tool_result(call.id(), run_tool(call));
+            conversation
+                .push_tool_result(call.id(), run_tool(call))
+                .into_result()?;
         }
         if let Some(cache_break) = conversation.enforce_window(&window) {
             println!("compacted: {cache_break:?}");
@@ -210,9 +221,9 @@ fn main() -> ExitCode {
         failed |= counters.recomputed_tokens > 0;
     }
     if failed {
-        ExitCode::FAILURE
+        Ok(ExitCode::FAILURE)
     } else {
         println!("every turn extends the previous one");
-        ExitCode::SUCCESS
+        Ok(ExitCode::SUCCESS)
     }
 }

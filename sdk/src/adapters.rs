@@ -7,13 +7,10 @@
 //! message of its own at the end. Bodies are a pure function of the conversation's frozen
 //! content: building the same turn twice gives the same bytes.
 
-use kvlint_core::cache::ANTHROPIC_LOOKBACK_BLOCKS;
-use kvlint_core::error::InputError;
-use kvlint_core::render::{Rendered, Renderer};
-use kvlint_core::request::Request;
+use kvlint_prefix::ANTHROPIC_LOOKBACK_BLOCKS;
 use serde_json::{Map, Value, json};
-use thiserror::Error;
 
+use crate::content::{Api, Part};
 use crate::conversation::{Conversation, Message, Role};
 
 /// `max_tokens` of an Anthropic body (the API requires one); set `body["max_tokens"]` to change it.
@@ -21,19 +18,6 @@ pub const ANTHROPIC_DEFAULT_MAX_TOKENS: u64 = 4096;
 
 /// Between the static (or session) blocks joined into one system message.
 const BLOCK_SEPARATOR: &str = "\n\n";
-
-/// The conversation could not be rendered through a [`Renderer`].
-#[derive(Debug, Error, miette::Diagnostic)]
-pub enum RenderError {
-    /// The assembled body is not one kvlint reads (a bug in this crate if it happens).
-    #[error("the assembled request is not a valid body at `{path}`: {message}")]
-    #[diagnostic(code(kvlint_sdk::body))]
-    Body { path: String, message: String },
-    /// The chat template failed to render the conversation.
-    #[error(transparent)]
-    #[diagnostic(transparent)]
-    Template(#[from] InputError),
-}
 
 impl Conversation {
     /// An OpenAI Chat Completions body: `model`, `messages` (static blocks as one system
@@ -140,35 +124,8 @@ impl Conversation {
         with_model(model, body)
     }
 
-    /// The prompt as a self-hosted engine sees it: the Chat Completions form of this turn
-    /// rendered by `renderer`, the same renderer `kvlint check` uses. With
-    /// [`Renderer::Engine`] that is the model's chat template and tokenizer; with
-    /// [`Renderer::provider`] the provider's cache order with `o200k_base`.
-    ///
-    /// ```
-    /// use kvlint_sdk::Renderer;
-    /// use kvlint_sdk::Conversation;
-    ///
-    /// let mut conversation = Conversation::new();
-    /// conversation.add_static("Be terse.").push_user("hi");
-    /// let first = conversation.render(&Renderer::provider()).unwrap();
-    /// conversation.push_assistant("hello", []).push_user("bye");
-    /// let second = conversation.render(&Renderer::provider()).unwrap();
-    /// assert!(second.text.starts_with(&first.text));
-    /// assert_eq!(first.tokens.common_prefix_len(&second.tokens), first.tokens.len());
-    /// ```
-    pub fn render(&self, renderer: &Renderer) -> Result<Rendered, RenderError> {
-        self.commit();
-        let body = Value::Object(self.chat_body());
-        let request = Request::from_body(&body).map_err(|error| RenderError::Body {
-            path: error.path.to_string(),
-            message: error.message,
-        })?;
-        Ok(renderer.render(&request)?)
-    }
-
     /// `messages` and `tools` in Chat Completions form.
-    fn chat_body(&self) -> Map<String, Value> {
+    pub(crate) fn chat_body(&self) -> Map<String, Value> {
         let mut messages = Vec::new();
         if let Some(instructions) = joined(self.static_blocks.iter()) {
             messages.push(json!({"role": "system", "content": instructions}));
@@ -202,34 +159,45 @@ fn joined<'a>(blocks: impl Iterator<Item = &'a String>) -> Option<String> {
     (!blocks.is_empty()).then(|| blocks.join(BLOCK_SEPARATOR))
 }
 
-/// A message's text with its notes: a plain string when there are none, else text blocks.
-fn text_content(message: &Message, block_type: &str) -> Value {
-    if message.notes().is_empty() {
-        return Value::String(message.text().to_owned());
+/// A message's content in `api`'s shape: its parts, then its notes as text blocks. A single
+/// text part with no notes is a plain string, as most clients send it.
+fn content(message: &Message, api: Api) -> Value {
+    let assistant = message.role() == Role::Assistant;
+    let mut sent = message
+        .parts()
+        .iter()
+        .filter(|part| part.block(api, assistant).is_some());
+    if let (Some(Part::Text { text }), None, []) = (sent.next(), sent.next(), message.notes()) {
+        return Value::String(text.clone());
     }
-    let texts = std::iter::once(message.text()).chain(message.notes().iter().map(String::as_str));
+    let notes = message.notes().iter().map(Part::text);
+    let blocks = message.parts().iter().cloned().chain(notes);
     Value::Array(
-        texts
-            .map(|text| json!({"type": block_type, "text": text}))
+        blocks
+            .filter_map(|part| part.block(api, assistant))
             .collect(),
     )
 }
 
 fn chat_message(message: &Message) -> Value {
     match message.role() {
-        Role::User => json!({"role": "user", "content": text_content(message, "text")}),
+        Role::User => json!({"role": "user", "content": content(message, Api::OpenAiChat)}),
         Role::Tool => json!({
             "role": "tool",
             "tool_call_id": message.tool_call_id().unwrap_or_default(),
-            "content": text_content(message, "text"),
+            "content": content(message, Api::OpenAiChat),
         }),
         Role::Assistant => {
             let calls = message.tool_calls();
-            let content = if message.text().is_empty() && !calls.is_empty() {
-                Value::Null
-            } else {
-                Value::String(message.text().to_owned())
-            };
+            let mut content = content(message, Api::OpenAiChat);
+            if content.as_array().is_some_and(Vec::is_empty) {
+                // Only reasoning, which Chat Completions does not take back.
+                content = if calls.is_empty() {
+                    Value::String(String::new())
+                } else {
+                    Value::Null
+                };
+            }
             let mut fields = Map::new();
             fields.insert("role".into(), Value::String("assistant".into()));
             fields.insert("content".into(), content);
@@ -249,19 +217,46 @@ fn chat_message(message: &Message) -> Value {
 }
 
 fn responses_items(message: &Message, items: &mut Vec<Value>) {
+    if let Some(returned) = message.returned_by(Api::OpenAiResponses) {
+        items.extend(returned.iter().cloned());
+        return;
+    }
     match message.role() {
         Role::User => {
-            items.push(json!({"role": "user", "content": text_content(message, "input_text")}))
+            items.push(json!({"role": "user", "content": content(message, Api::OpenAiResponses)}))
         }
         Role::Tool => items.push(json!({
             "type": "function_call_output",
             "call_id": message.tool_call_id().unwrap_or_default(),
-            "output": text_content(message, "input_text"),
+            "output": content(message, Api::OpenAiResponses),
         })),
         Role::Assistant => {
-            if !message.text().is_empty() || message.tool_calls().is_empty() {
-                items.push(json!({"role": "assistant", "content": message.text()}));
+            // Items in the order the model returned them: reasoning, then each run of text as
+            // one assistant message, then the calls.
+            let mut texts: Vec<&str> = Vec::new();
+            let flush = |texts: &mut Vec<&str>, items: &mut Vec<Value>| {
+                let content = match std::mem::take(texts).as_slice() {
+                    [] => return,
+                    [text] => json!(text),
+                    many => Value::Array(
+                        many.iter()
+                            .filter_map(|text| Part::text(text).block(Api::OpenAiResponses, true))
+                            .collect(),
+                    ),
+                };
+                items.push(json!({"role": "assistant", "content": content}));
+            };
+            for part in message.parts() {
+                match part {
+                    Part::Text { text } => texts.push(text),
+                    Part::ResponsesItem { item } => {
+                        flush(&mut texts, items);
+                        items.push(item.clone());
+                    }
+                    _ => {}
+                }
             }
+            flush(&mut texts, items);
             items.extend(message.tool_calls().iter().map(|call| {
                 json!({
                     "type": "function_call",
@@ -300,14 +295,14 @@ fn append_tier(messages: &mut Vec<Value>, tier: String, block_type: &str) {
 fn anthropic_messages(history: &[Message]) -> Vec<Value> {
     let mut messages = Vec::new();
     let mut results: Vec<Value> = Vec::new();
-    let mut texts: Vec<Value> = Vec::new();
+    let mut blocks: Vec<Value> = Vec::new();
     let close_user_group =
-        |messages: &mut Vec<Value>, results: &mut Vec<Value>, texts: &mut Vec<Value>| {
-            if results.is_empty() && texts.is_empty() {
+        |messages: &mut Vec<Value>, results: &mut Vec<Value>, blocks: &mut Vec<Value>| {
+            if results.is_empty() && blocks.is_empty() {
                 return;
             }
             let mut content = std::mem::take(results);
-            content.append(texts);
+            content.append(blocks);
             messages.push(json!({"role": "user", "content": content}));
         };
     for message in history {
@@ -317,33 +312,47 @@ fn anthropic_messages(history: &[Message]) -> Vec<Value> {
             .map(|note| json!({"type": "text", "text": note}));
         match message.role() {
             Role::User => {
-                if !message.text().is_empty() || message.notes().is_empty() {
-                    texts.push(json!({"type": "text", "text": message.text()}));
-                }
-                texts.extend(notes);
+                let parts = message.parts().iter();
+                blocks.extend(parts.filter_map(|part| part.block(Api::Anthropic, false)));
+                blocks.extend(notes);
             }
             Role::Tool => {
+                let output = match message.parts() {
+                    [Part::Text { text }] => Value::String(text.clone()),
+                    parts => Value::Array(
+                        parts
+                            .iter()
+                            .filter_map(|part| part.block(Api::Anthropic, false))
+                            .collect(),
+                    ),
+                };
                 results.push(json!({
                     "type": "tool_result",
                     "tool_use_id": message.tool_call_id().unwrap_or_default(),
-                    "content": message.text(),
+                    "content": output,
                 }));
-                texts.extend(notes);
+                blocks.extend(notes);
             }
             Role::Assistant => {
-                close_user_group(&mut messages, &mut results, &mut texts);
-                let mut content = Vec::new();
-                if !message.text().is_empty() || message.tool_calls().is_empty() {
-                    content.push(json!({"type": "text", "text": message.text()}));
-                }
-                content.extend(message.tool_calls().iter().map(|call| {
-                    json!({"type": "tool_use", "id": call.id(), "name": call.name(), "input": call.input()})
-                }));
+                close_user_group(&mut messages, &mut results, &mut blocks);
+                let content: Vec<Value> = match message.returned_by(Api::Anthropic) {
+                    Some(returned) => returned.to_vec(),
+                    None => {
+                        let parts = message.parts().iter();
+                        let calls = message.tool_calls().iter().map(|call| {
+                            json!({"type": "tool_use", "id": call.id(), "name": call.name(), "input": call.input()})
+                        });
+                        parts
+                            .filter_map(|part| part.block(Api::Anthropic, true))
+                            .chain(calls)
+                            .collect()
+                    }
+                };
                 messages.push(json!({"role": "assistant", "content": content}));
             }
         }
     }
-    close_user_group(&mut messages, &mut results, &mut texts);
+    close_user_group(&mut messages, &mut results, &mut blocks);
     messages
 }
 
@@ -379,11 +388,18 @@ fn content_blocks(message: &Value) -> usize {
         .map_or(1, Vec::len)
 }
 
+/// Marks the message's last block that can carry a breakpoint (thinking blocks cannot).
 fn mark_last_block(message: &mut Value) {
+    let thinking = |block: &Value| {
+        matches!(
+            block.get("type").and_then(Value::as_str),
+            Some("thinking" | "redacted_thinking")
+        )
+    };
     if let Some(block) = message
         .get_mut("content")
         .and_then(Value::as_array_mut)
-        .and_then(|blocks| blocks.last_mut())
+        .and_then(|blocks| blocks.iter_mut().rev().find(|block| !thinking(block)))
     {
         mark_breakpoint(block);
     }

@@ -4,8 +4,12 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::canonical::nfc;
+use crate::change::{Change, ChangeReport, Effect, volatile_values};
+use crate::content::{Api, Part};
+use crate::error::ConversationError;
 use crate::fingerprint::PrefixFingerprint;
 use crate::tool::{Tool, ToolCall};
 
@@ -34,11 +38,23 @@ impl Role {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Message {
     role: Role,
-    text: String,
+    /// Text, images, documents and reasoning, in order.
+    parts: Vec<Part>,
     tool_calls: Vec<ToolCall>,
     tool_call_id: Option<String>,
     /// Session-context updates delivered with this message (see [`Conversation::add_session`]).
     notes: Vec<String>,
+    /// A response pushed into history as its API returned it: sent back to that API exactly
+    /// so (Anthropic content blocks, Responses output items with their ids).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) returned: Option<Returned>,
+}
+
+/// An assistant message's content as an API returned it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Returned {
+    pub(crate) api: Api,
+    pub(crate) items: Vec<Value>,
 }
 
 impl Message {
@@ -46,8 +62,14 @@ impl Message {
         self.role
     }
 
-    pub fn text(&self) -> &str {
-        &self.text
+    /// The message's text parts, joined.
+    pub fn text(&self) -> String {
+        self.parts.iter().filter_map(Part::as_text).collect()
+    }
+
+    /// Everything the message holds but its tool calls, in order.
+    pub fn parts(&self) -> &[Part] {
+        &self.parts
     }
 
     pub fn tool_calls(&self) -> &[ToolCall] {
@@ -75,8 +97,8 @@ impl Message {
             .collect();
         serde_json::json!({
             "notes": self.notes,
+            "parts": self.parts,
             "role": self.role.as_str(),
-            "text": self.text,
             "tool_call_id": self.tool_call_id,
             "tool_calls": calls,
         })
@@ -180,6 +202,9 @@ pub struct Conversation {
     pub(crate) history: Vec<Message>,
     pub(crate) turn_context: Vec<String>,
     committed: AtomicBool,
+    /// Strict mode: see [`Conversation::strict`].
+    #[serde(default)]
+    strict: bool,
     /// Whether the turn context was built into a body: it then belongs to a sent request,
     /// and the next change to the conversation starts the next turn's context.
     turn_context_sent: AtomicBool,
@@ -198,6 +223,7 @@ impl Clone for Conversation {
             history: self.history.clone(),
             turn_context: self.turn_context.clone(),
             committed: AtomicBool::new(self.is_committed()),
+            strict: self.strict,
             turn_context_sent: AtomicBool::new(self.turn_context_sent.load(Ordering::Relaxed)),
         }
     }
@@ -208,54 +234,128 @@ impl Conversation {
         Self::default()
     }
 
+    /// A conversation in strict mode: a change to a tier after the first request, or a
+    /// volatile value (a timestamp, an id) given to the static or session tier, is refused
+    /// with an error instead of deferred or reported.
+    pub fn strict() -> Self {
+        Self {
+            strict: true,
+            ..Self::default()
+        }
+    }
+
+    pub fn is_strict(&self) -> bool {
+        self.strict
+    }
+
     /// Adds a static block: instructions that hold across sessions. Blocks render in the
-    /// order added; adding the same text twice is a no-op.
-    pub fn add_static(&mut self, text: impl AsRef<str>) -> &mut Self {
+    /// order added; adding the same text twice changes nothing.
+    ///
+    /// After the prefix is committed, a new block waits for [`Conversation::compact`]
+    /// ([`Effect::Deferred`], with its cost; refused in strict mode). A timestamp or an id in
+    /// the text is reported ([`Change::volatile`]; refused in strict mode).
+    pub fn add_static(&mut self, text: impl AsRef<str>) -> Change<'_> {
         let text = nfc(text.as_ref());
-        let known = self.static_blocks.contains(&text) || self.pending_static.contains(&text);
-        if known {
-            return self;
+        if self.static_blocks.contains(&text) || self.pending_static.contains(&text) {
+            return Change::new(self, Ok(ChangeReport::of(Effect::Unchanged)));
         }
-        if self.is_committed() {
-            self.pending_static.push(text);
-        } else {
-            self.static_blocks.push(text);
-        }
-        self
+        let place = self.tools.len() + self.static_blocks.len();
+        let volatile = volatile_values("static", &text);
+        self.change_tier(place, PrefixChange::Static(text), volatile)
     }
 
     /// Sets the session block `key` (user profile, repository facts, memory). Blocks render
-    /// ordered by key. Setting the value it already has is a no-op.
+    /// ordered by key. Setting the value it already has changes nothing.
     ///
     /// After the prefix is committed, a new value does not edit the prefix: it is shown in the
     /// turn tier until the next message is appended, then frozen into that message as a note
     /// (`Session context update (key): …`); [`Conversation::compact`] folds it into the tier.
-    pub fn add_session(&mut self, key: impl AsRef<str>, text: impl AsRef<str>) -> &mut Self {
+    /// The outcome says so ([`Effect::Deferred`]; refused in strict mode), and reports a
+    /// timestamp or an id in the value.
+    pub fn add_session(&mut self, key: impl AsRef<str>, text: impl AsRef<str>) -> Change<'_> {
         let (key, text) = (nfc(key.as_ref()), nfc(text.as_ref()));
         if self.session_latest.get(&key) == Some(&text) {
-            return self;
+            return Change::new(self, Ok(ChangeReport::of(Effect::Unchanged)));
         }
-        self.session_latest.insert(key.clone(), text.clone());
-        if self.is_committed() {
-            self.pending_session.insert(key, text);
-        } else {
-            self.session_blocks.insert(key, text);
-        }
-        self
+        let place = self.tools.len()
+            + self.static_blocks.len()
+            + self.session_blocks.range(..key.clone()).count();
+        let volatile = volatile_values("session", &text);
+        self.change_tier(place, PrefixChange::Session { key, text }, volatile)
     }
 
     /// Adds a tool. Tools render ordered by name, whatever order they are added in; adding an
-    /// equal tool again is a no-op, a tool of the same name replaces it (before commit).
-    pub fn add_tool(&mut self, tool: Tool) -> &mut Self {
-        if self.tools.get(tool.name()) == Some(&tool) {
-            return self;
+    /// equal tool again changes nothing, a tool of the same name replaces it (before commit;
+    /// after, at the next compaction: [`Effect::Deferred`], refused in strict mode).
+    pub fn add_tool(&mut self, tool: Tool) -> Change<'_> {
+        if self.tools.get(tool.name()) == Some(&tool)
+            || self.pending_tools.get(tool.name()) == Some(&tool)
+        {
+            return Change::new(self, Ok(ChangeReport::of(Effect::Unchanged)));
         }
-        if self.is_committed() {
-            self.pending_tools.insert(tool.name().to_owned(), tool);
+        let place = self.tools.range(..tool.name().to_owned()).count();
+        self.change_tier(place, PrefixChange::Tool(tool), Vec::new())
+    }
+
+    /// Applies a tier change before commit; after, defers it to compaction (or refuses it in
+    /// strict mode). `place` is the change's block index in the fingerprint.
+    fn change_tier(
+        &mut self,
+        place: usize,
+        change: PrefixChange,
+        volatile: Vec<crate::change::VolatileValue>,
+    ) -> Change<'_> {
+        if self.strict
+            && let Some(found) = volatile.first()
+        {
+            let error = ConversationError::Volatile {
+                tier: found.tier,
+                class: found.class,
+                value: found.value.clone(),
+                rule: found.rule,
+            };
+            return Change::new(self, Err(error));
+        }
+        let committed = self.is_committed();
+        let prefix_blocks = self.tools.len()
+            + self.static_blocks.len()
+            + self.session_blocks.len()
+            + self.history.len();
+        let lost_blocks = prefix_blocks.saturating_sub(place);
+        if committed && self.strict {
+            let error = ConversationError::CommittedTier {
+                change,
+                lost_blocks,
+            };
+            return Change::new(self, Err(error));
+        }
+        let effect = if committed {
+            Effect::Deferred {
+                change: change.clone(),
+                lost_blocks,
+            }
         } else {
-            self.tools.insert(tool.name().to_owned(), tool);
+            Effect::Applied
+        };
+        match change {
+            PrefixChange::Tool(tool) if committed => {
+                self.pending_tools.insert(tool.name().to_owned(), tool);
+            }
+            PrefixChange::Tool(tool) => {
+                self.tools.insert(tool.name().to_owned(), tool);
+            }
+            PrefixChange::Static(text) if committed => self.pending_static.push(text),
+            PrefixChange::Static(text) => self.static_blocks.push(text),
+            PrefixChange::Session { key, text } => {
+                self.session_latest.insert(key.clone(), text.clone());
+                if committed {
+                    self.pending_session.insert(key, text);
+                } else {
+                    self.session_blocks.insert(key, text);
+                }
+            }
         }
-        self
+        Change::new(self, Ok(ChangeReport { effect, volatile }))
     }
 
     /// Adds volatile context for this turn only (time, working directory, git status, budgets,
@@ -285,57 +385,157 @@ impl Conversation {
         self
     }
 
-    /// Appends a user message.
-    pub fn push_user(&mut self, text: impl AsRef<str>) -> &mut Self {
-        self.drop_sent_turn_context();
-        let message = self.user_side(Role::User, text.as_ref(), None);
-        self.history.push(message);
-        self
+    /// Appends a user message. An empty text is refused ([`ConversationError::Empty`]).
+    pub fn push_user(&mut self, text: impl AsRef<str>) -> Change<'_> {
+        self.push_user_parts([Part::text(text)])
+    }
+
+    /// Appends a user message of several parts: text, images, documents.
+    ///
+    /// ```
+    /// use kvlint_sdk::{Conversation, Part, Source};
+    ///
+    /// let mut conversation = Conversation::new();
+    /// let screenshot = Source::Base64 { media_type: "image/png".into(), data: "iVBORw0KGgo=".into() };
+    /// conversation.push_user_parts([Part::text("What does this show?"), Part::image(screenshot)])
+    ///     .into_result()
+    ///     .unwrap();
+    /// let body = conversation.to_anthropic("claude-sonnet-4-5");
+    /// assert_eq!(body["messages"][0]["content"][1]["source"]["data"], "iVBORw0KGgo=");
+    /// ```
+    pub fn push_user_parts(&mut self, parts: impl IntoIterator<Item = Part>) -> Change<'_> {
+        let outcome = self.user_side(Role::User, parts.into_iter().collect(), None);
+        Change::new(self, outcome)
     }
 
     /// Appends the model's answer: its text and the tools it called. The turn's volatile
     /// context is cleared: the turn is over.
+    ///
+    /// Refused: an answer with neither text nor calls, a call whose arguments are not a JSON
+    /// object, an answer first in history ([`ConversationError`]).
     pub fn push_assistant(
         &mut self,
         text: impl AsRef<str>,
         tool_calls: impl IntoIterator<Item = ToolCall>,
-    ) -> &mut Self {
-        self.history.push(Message {
-            role: Role::Assistant,
-            text: nfc(text.as_ref()),
-            tool_calls: tool_calls.into_iter().collect(),
-            tool_call_id: None,
-            notes: Vec::new(),
-        });
-        self.clear_turn_context();
-        self
+    ) -> Change<'_> {
+        let parts = (!text.as_ref().is_empty()).then(|| Part::text(text));
+        self.push_assistant_parts(parts, tool_calls)
     }
 
-    /// Appends the result of the tool call `call_id`.
+    /// Appends the model's answer of several parts: text, thinking blocks, server tool blocks,
+    /// Responses reasoning items, and the tools it called. Thinking blocks go first, as
+    /// Anthropic requires; the rest keep their order, the calls last.
+    pub fn push_assistant_parts(
+        &mut self,
+        parts: impl IntoIterator<Item = Part>,
+        tool_calls: impl IntoIterator<Item = ToolCall>,
+    ) -> Change<'_> {
+        let (mut parts, rest): (Vec<Part>, Vec<Part>) = parts
+            .into_iter()
+            .filter(|part| part.as_text() != Some(""))
+            .partition(Part::is_thinking);
+        parts.extend(rest);
+        let outcome = self.push_answer(parts, tool_calls.into_iter().collect(), None);
+        Change::new(self, outcome)
+    }
+
+    pub(crate) fn push_answer(
+        &mut self,
+        parts: Vec<Part>,
+        tool_calls: Vec<ToolCall>,
+        returned: Option<Returned>,
+    ) -> Result<ChangeReport, ConversationError> {
+        self.check_assistant(&parts, &tool_calls)?;
+        self.history.push(Message {
+            role: Role::Assistant,
+            parts,
+            tool_calls,
+            tool_call_id: None,
+            notes: Vec::new(),
+            returned,
+        });
+        self.clear_turn_context();
+        Ok(ChangeReport::applied())
+    }
+
+    fn check_assistant(
+        &self,
+        parts: &[Part],
+        tool_calls: &[ToolCall],
+    ) -> Result<(), ConversationError> {
+        if self.history.is_empty() {
+            return Err(ConversationError::AssistantFirst);
+        }
+        if parts.is_empty() && tool_calls.is_empty() {
+            return Err(ConversationError::Empty { role: "assistant" });
+        }
+        for call in tool_calls {
+            if let Some(reason) = call.arguments_error() {
+                return Err(ConversationError::ToolArguments {
+                    call_id: call.id().to_owned(),
+                    reason,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Appends the result of the tool call `call_id`. Refused when no assistant message in
+    /// history made that call ([`ConversationError::UnknownToolCall`]).
     pub fn push_tool_result(
         &mut self,
         call_id: impl Into<String>,
         text: impl AsRef<str>,
-    ) -> &mut Self {
-        self.drop_sent_turn_context();
-        let message = self.user_side(Role::Tool, text.as_ref(), Some(call_id.into()));
-        self.history.push(message);
-        self
+    ) -> Change<'_> {
+        self.push_tool_result_parts(call_id, [Part::text(text)])
     }
 
-    /// A user or tool message, carrying the session updates not yet delivered.
-    fn user_side(&mut self, role: Role, text: &str, tool_call_id: Option<String>) -> Message {
+    /// Appends the result of the tool call `call_id` as several parts (text and images).
+    pub fn push_tool_result_parts(
+        &mut self,
+        call_id: impl Into<String>,
+        parts: impl IntoIterator<Item = Part>,
+    ) -> Change<'_> {
+        let call_id = call_id.into();
+        let known = self
+            .history
+            .iter()
+            .flat_map(Message::tool_calls)
+            .any(|call| call.id() == call_id);
+        let outcome = if known {
+            // A tool's output may be empty: every API takes an empty result.
+            self.user_side(Role::Tool, parts.into_iter().collect(), Some(call_id))
+        } else {
+            Err(ConversationError::UnknownToolCall { call_id })
+        };
+        Change::new(self, outcome)
+    }
+
+    /// Appends a user or tool message, carrying the session updates not yet delivered.
+    fn user_side(
+        &mut self,
+        role: Role,
+        parts: Vec<Part>,
+        tool_call_id: Option<String>,
+    ) -> Result<ChangeReport, ConversationError> {
+        let empty = |part: &Part| part.as_text() == Some("");
+        if role == Role::User && (parts.is_empty() || parts.iter().any(empty)) {
+            return Err(ConversationError::Empty { role: "user" });
+        }
+        self.drop_sent_turn_context();
         let notes = std::mem::take(&mut self.pending_session)
             .iter()
             .map(|(key, text)| session_update_note(key, text))
             .collect();
-        Message {
+        self.history.push(Message {
             role,
-            text: nfc(text),
+            parts,
             tool_calls: Vec::new(),
             tool_call_id,
             notes,
-        }
+            returned: None,
+        });
+        Ok(ChangeReport::applied())
     }
 
     /// The history, oldest first.
@@ -421,20 +621,23 @@ impl Conversation {
     /// Drops all but the last `keep_last` messages and applies the pending tier changes: the
     /// one way to edit what a cache holds. Returns what the break costs.
     ///
-    /// The cut is moved forward to the next user message (else to the next message that is not
-    /// a tool result), so that no tool result loses its call. When messages are dropped, the
-    /// session tier takes its latest values (the notes that carried updates may be gone).
+    /// The cut is moved forward to the next user message, or back to the one before when none
+    /// follows: history starts with a user message (Anthropic and Bedrock reject one that
+    /// starts with the assistant) and no tool result loses its call. When messages are
+    /// dropped, the session tier takes its latest values (the notes that carried updates may
+    /// be gone).
     pub fn compact(&mut self, keep_last: usize) -> CacheBreak {
         let before = self.fingerprint();
         let naive_cut = self.history.len().saturating_sub(keep_last);
+        let is_user = |message: &Message| message.role == Role::User;
         let cut = if naive_cut == 0 {
             0
         } else {
-            let tail = &self.history[naive_cut..];
-            let starts_at = |wanted: &dyn Fn(&Message) -> bool| tail.iter().position(wanted);
-            starts_at(&|message| message.role == Role::User)
-                .or_else(|| starts_at(&|message| message.role != Role::Tool))
-                .map_or(self.history.len(), |offset| naive_cut + offset)
+            let next_user = self.history[naive_cut..].iter().position(is_user);
+            next_user
+                .map(|offset| naive_cut + offset)
+                .or_else(|| self.history[..naive_cut].iter().rposition(is_user))
+                .unwrap_or(0)
         };
         self.history.drain(..cut);
         let mut applied_changes = self.pending_changes();
@@ -477,4 +680,14 @@ impl Conversation {
 
 fn session_update_note(key: &str, text: &str) -> String {
     format!("Session context update ({key}):\n{text}")
+}
+
+impl Message {
+    /// The content as `api` returned it, when this message is a response of that API.
+    pub(crate) fn returned_by(&self, api: Api) -> Option<&[Value]> {
+        self.returned
+            .as_ref()
+            .filter(|returned| returned.api == api)
+            .map(|returned| returned.items.as_slice())
+    }
 }

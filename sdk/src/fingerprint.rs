@@ -1,9 +1,9 @@
 //! Prefix identity: a hash chain over the prompt's blocks, and the routing key derived from it.
-//! The chain, the key and the headers are kvlint-core's ([`kvlint_core::routing`]), which
-//! `kvlint probe` derives the same way.
+//! The chain, the key and the headers are [`kvlint_prefix`]'s, which `kvlint probe` derives
+//! the same way.
 
-use kvlint_core::routing::{PrefixChain, PrefixTier};
-pub use kvlint_core::routing::{ROUTING_KEY_HEADER, SGLANG_ROUTING_KEY_HEADER};
+use kvlint_prefix::{PrefixChain, PrefixTier};
+pub use kvlint_prefix::{ROUTING_KEY_HEADER, SGLANG_ROUTING_KEY_HEADER};
 
 use crate::conversation::Conversation;
 
@@ -15,9 +15,10 @@ use crate::conversation::Conversation;
 /// `k` blocks exactly when their first `k` hashes are equal, so a router can match partial
 /// prefixes by comparing hashes from the start.
 ///
-/// `key` is the chain hash after the session tier, shortened: equal for every turn of a
-/// session (it changes only with an explicit compaction), different between sessions whose
-/// session blocks differ.
+/// `key` is the chain hash after the tools and the static tier, shortened: the part of the
+/// prompt every session shares and every compaction keeps, so that a session stays on the
+/// replica that holds it, also across compactions (it changes only when a compaction applies
+/// a new tool or static block).
 ///
 /// ```
 /// use kvlint_sdk::Conversation;
@@ -49,10 +50,10 @@ impl PrefixFingerprint {
         for text in &conversation.static_blocks {
             chain.push(PrefixTier::Static, text);
         }
+        let key = chain.routing_key();
         for (key, text) in &conversation.session_blocks {
             chain.push(PrefixTier::Session, &format!("{key}\0{text}"));
         }
-        let key = chain.routing_key();
         for message in &conversation.history {
             chain.push(PrefixTier::Message, &message.canonical_text());
         }
@@ -64,7 +65,11 @@ impl PrefixFingerprint {
 
     /// How many leading blocks two fingerprints share.
     pub fn common_blocks(&self, other: &Self) -> usize {
-        kvlint_core::common_prefix_len(&self.blocks, &other.blocks)
+        self.blocks
+            .iter()
+            .zip(&other.blocks)
+            .take_while(|(a, b)| a == b)
+            .count()
     }
 }
 

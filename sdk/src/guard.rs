@@ -76,6 +76,87 @@ pub enum GuardError {
     },
 }
 
+/// What [`Guard::observe`] found in one request: the findings `kvlint check` reports for the
+/// pair of turns, read as a slice of [`Diagnostic`] (`len`, `iter`, `[0]`).
+///
+/// A clean turn of a well-assembled loop has no error and no warning, but usually one info
+/// finding: the previous turn's volatile tail (the turn tier), which this turn drops by
+/// design. That is its cost, in tokens: [`Observation::costs`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct Observation {
+    diagnostics: Vec<Diagnostic>,
+}
+
+impl Observation {
+    /// No error and no warning: the turn keeps what the cache held (infos are costs by design).
+    pub fn is_clean(&self) -> bool {
+        self.diagnostics
+            .iter()
+            .all(|diagnostic| diagnostic.severity == Severity::Info)
+    }
+
+    /// The breaks: content the cache held, sent again and recomputed.
+    pub fn errors(&self) -> impl Iterator<Item = &Diagnostic> {
+        self.of_severity(Severity::Error)
+    }
+
+    pub fn warnings(&self) -> impl Iterator<Item = &Diagnostic> {
+        self.of_severity(Severity::Warning)
+    }
+
+    /// What the recommended placement costs: the previous turn's per-turn tail, dropped by
+    /// this turn (info findings, each with its `tokens_lost`).
+    pub fn costs(&self) -> impl Iterator<Item = &Diagnostic> {
+        self.of_severity(Severity::Info)
+    }
+
+    /// Tokens the previous turn had cached that this turn does not reuse, errors and costs
+    /// together.
+    pub fn tokens_lost(&self) -> usize {
+        self.diagnostics
+            .iter()
+            .map(|diagnostic| diagnostic.tokens_lost)
+            .sum()
+    }
+
+    pub fn into_vec(self) -> Vec<Diagnostic> {
+        self.diagnostics
+    }
+
+    fn of_severity(&self, severity: Severity) -> impl Iterator<Item = &Diagnostic> {
+        self.diagnostics
+            .iter()
+            .filter(move |diagnostic| diagnostic.severity == severity)
+    }
+}
+
+impl std::ops::Deref for Observation {
+    type Target = [Diagnostic];
+
+    fn deref(&self) -> &[Diagnostic] {
+        &self.diagnostics
+    }
+}
+
+impl IntoIterator for Observation {
+    type Item = Diagnostic;
+    type IntoIter = std::vec::IntoIter<Diagnostic>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.diagnostics.into_iter()
+    }
+}
+
+impl<'a> IntoIterator for &'a Observation {
+    type Item = &'a Diagnostic;
+    type IntoIter = std::slice::Iter<'a, Diagnostic>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.diagnostics.iter()
+    }
+}
+
 /// The previous accepted turn: its request and its rendering.
 struct ObservedTurn {
     request: Request,
@@ -98,8 +179,9 @@ struct ObservedTurn {
 ///                                 {"role": "user", "content": "hi"}]});
 /// let second = json!({"messages": [{"role": "system", "content": "Now: 10:00:07. Be terse."},
 ///                                  {"role": "user", "content": "hi"}]});
-/// assert!(guard.observe(&first).unwrap().is_empty());
+/// assert!(guard.observe(&first).unwrap().is_clean());
 /// let findings = guard.observe(&second).unwrap();
+/// assert!(!findings.is_clean());
 /// assert_eq!(findings[0].rule, "volatile-timestamp");
 /// assert_eq!(guard.counters().breaks_by_rule["volatile-timestamp"], 1);
 /// ```
@@ -125,8 +207,8 @@ impl Guard {
     }
 
     /// Checks the next request body of the session against the previous one and returns the
-    /// findings (none when it extends the previous turn).
-    pub fn observe(&mut self, body: &Value) -> Result<Vec<Diagnostic>, GuardError> {
+    /// findings ([`Observation::is_clean`] when it keeps what the cache held).
+    pub fn observe(&mut self, body: &Value) -> Result<Observation, GuardError> {
         let index = self.next_turn;
         let request = Request::from_body(body).map_err(|error| GuardError::Body {
             turn: index,
@@ -169,7 +251,7 @@ impl Guard {
         self.break_expected = false;
         self.previous = Some(ObservedTurn { request, rendered });
         self.next_turn += 1;
-        Ok(diagnostics)
+        Ok(Observation { diagnostics })
     }
 
     /// Announces that the next request breaks the prefix on purpose (after

@@ -8,6 +8,13 @@
 //! analysis `kvlint check` runs ([`kvlint_core`] and [`kvlint_rules`], not a copy).
 //!
 //! - [`Conversation`]: content in stability tiers, an append-only history, explicit compaction.
+//!   Every call that changes it returns a [`Change`]: refused, applied, or deferred with its
+//!   cost.
+//! - [`Part`], [`Source`]: images, documents, thinking blocks, reasoning items, server tools.
+//! - Answers into history as the provider returned them
+//!   ([`Conversation::push_openai_response`], [`Conversation::push_responses_output`],
+//!   [`Conversation::push_anthropic_response`]), and conversations other code built
+//!   ([`Conversation::from_body`]).
 //! - [`Tool`], [`ToolCall`], [`canonical`]: one serialization for equal content.
 //! - Output adapters: [`Conversation::to_openai_chat`], [`Conversation::to_openai_responses`],
 //!   [`Conversation::to_anthropic`] (with `cache_control` breakpoints) and
@@ -15,7 +22,31 @@
 //! - [`PrefixFingerprint`]: a hash chain over the prefix and a routing key, sent as OpenAI's
 //!   `prompt_cache_key` and in the [`ROUTING_KEY_HEADER`] and [`SGLANG_ROUTING_KEY_HEADER`]
 //!   headers.
-//! - [`Guard`]: `kvlint check` on each pair of turns as they are sent, with counters to export.
+//! - [`Guard`]: `kvlint check` on each pair of turns as they are sent, with counters to export
+//!   (the `guard` feature, on by default).
+//!
+//! ## Stable prompts in five rules
+//!
+//! Each rule is what this crate does for you, and the kvlint rule that catches its violation
+//! in a recorded session (`kvlint rule NAME` explains each).
+//!
+//! 1. **Volatile content goes last, in the newest message.** Times, request ids, counters and
+//!    budgets change every turn; anywhere before the end they invalidate everything after
+//!    them. Use [`Conversation::add_turn_context`]. Caught by `volatile-timestamp` (KV101),
+//!    `volatile-id` (KV102), `volatile-counter` (KV103).
+//! 2. **Tools are fixed and ordered.** Send the same tools, sorted by name, for the whole
+//!    session; a tool change is a compaction. [`Conversation::add_tool`] sorts, and holds a
+//!    mid-session change for [`Conversation::compact`]. Caught by `tool-order` (KV201) and
+//!    `tool-set-change` (KV202).
+//! 3. **JSON is serialized once.** Schemas canonical, tool-call arguments frozen when the
+//!    call is appended, never re-serialized with other spacing or key order. [`Tool`],
+//!    [`ToolCall`], [`canonical`]. Caught by `json-reserialized` (KV203).
+//! 4. **History is append-only.** Never edit, drop or truncate a sent message; compact
+//!    explicitly, rarely, in large steps. [`Conversation::compact`], [`HistoryWindow`].
+//!    Caught by `history-rewrite` (KV301).
+//! 5. **The prefix is frozen for the session.** Instructions and session facts do not change
+//!    mid-session; an update is appended, not edited in. [`Conversation::add_session`] after
+//!    commit. Caught by `prefix-edit` (KV401).
 //!
 //! ## Concepts
 //!
@@ -39,11 +70,34 @@
 //! body was built with it, by the next context added or message appended.
 //!
 //! **Commit.** The first body you build (any `to_*` adapter, or [`Conversation::render`])
-//! commits the prefix. After that, a new tool or static block waits for the next compaction
+//! commits the prefix; build from [`Conversation::preview`] for a body you do not send. After
+//! that, a new tool or static block waits for the next compaction
 //! ([`Conversation::pending_changes`]), and a new session value does not edit the session tier:
 //! it is shown in the turn tier, then frozen into the next message you append as a note
-//! (`Session context update (memory): …`). Adding what is already there is a no-op, so an
-//! application may re-add its tools and memory every turn.
+//! (`Session context update (memory): …`). The call says so: its [`Change`] is
+//! [`Effect::Deferred`] with the blocks the compaction will recompute, and in strict mode
+//! ([`Conversation::strict`]) it is refused instead. Adding what is already there changes
+//! nothing ([`Effect::Unchanged`]), so an application may re-add its tools and memory every
+//! turn.
+//!
+//! **Mistakes are loud.** [`Change`] is `#[must_use]`: a call that changes the conversation
+//! either did what it says or tells why not, at the call. Refused, with a
+//! [`ConversationError`] that gives the reason: what the provider would reject (an empty
+//! message, tool-call arguments that are not a JSON object, a tool result for a call no
+//! assistant message made, an assistant message first in history), and in strict mode a change
+//! to a committed tier or a volatile value in a cached tier. Reported
+//! ([`Change::volatile`]): a timestamp or an id given to `add_static` or `add_session`, found by
+//! the same detectors `kvlint check` names breaks with. `.into_result()?` turns a refusal into
+//! your error; calls still chain through a `Change`.
+//!
+//! ```
+//! use kvlint_sdk::{Conversation, ConversationError};
+//!
+//! let mut conversation = Conversation::new();
+//! let change = conversation.add_static("You are an agent. Today is 2025-03-04.");
+//! assert_eq!(change.volatile()[0].rule, "volatile-timestamp");
+//! assert_eq!(conversation.push_user("").into_result(), Err(ConversationError::Empty { role: "user" }));
+//! ```
 //!
 //! **History is append-only.** A message is frozen when appended: its text is normalized
 //! (NFC) once, tool-call arguments are serialized once ([`ToolCall`]), and bodies are a pure
@@ -51,32 +105,49 @@
 //! [`Conversation::compact`], which returns a [`CacheBreak`] saying what is lost; a
 //! [`HistoryWindow`] compacts in large steps, not one message per turn.
 //!
-//! ## A turn, end to end
+//! ## A loop, end to end
 //!
 //! ```
-//! use kvlint_sdk::{Conversation, Guard, GuardMode, Renderer, Tool, ToolCall};
-//! use serde_json::json;
+//! use kvlint_sdk::{Conversation, ConversationError, Guard, GuardMode, HistoryWindow, Renderer, Tool};
+//! use serde_json::{Value, json};
 //!
+//! # fn model(_body: &Value, turn: usize) -> Value {
+//! #     if turn == 0 {
+//! #         json!({"choices": [{"message": {"role": "assistant", "content": null, "tool_calls": [
+//! #             {"id": "call_1", "type": "function", "function": {"name": "run_tests", "arguments": "{}"}}]}}]})
+//! #     } else {
+//! #         json!({"choices": [{"message": {"role": "assistant", "content": "Fixed."}}]})
+//! #     }
+//! # }
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let mut conversation = Conversation::new();
-//! // Any order: the builder renders static, then session, then history, then the turn tier.
-//! conversation.add_session("memory", "The user prefers small commits.");
-//! conversation.add_tool(Tool::new("run_tests", "Run the tests.", json!({"type": "object"})));
-//! conversation.add_static("You are a coding agent.");
-//! conversation.push_user("Fix the failing test.");
-//! conversation.add_turn_context("Current time: 2025-03-04T10:22:31Z");
+//! // Any order: bodies render tools and static, then session, then history, then the turn tier.
+//! conversation.add_session("memory", "The user prefers small commits.").into_result()?;
+//! let tool = Tool::new("run_tests", "Run the tests.", json!({"type": "object"}));
+//! conversation.add_tool(tool).into_result()?;
+//! conversation.add_static("You are a coding agent.").into_result()?;
+//! conversation.push_user("Fix the failing test.").into_result()?;
 //!
 //! let mut guard = Guard::new(Renderer::provider(), GuardMode::Error);
-//! let body = conversation.to_openai_chat("gpt-4.1");
-//! assert!(guard.observe(&body).unwrap().is_empty());
-//! // … send `body`; the model calls a tool …
-//! conversation.push_assistant("", [ToolCall::new("call_1", "run_tests", &json!({}))]);
-//! conversation.push_tool_result("call_1", "1 failed");
-//! conversation.add_turn_context("Current time: 2025-03-04T10:22:40Z");
-//!
-//! let findings = guard.observe(&conversation.to_openai_chat("gpt-4.1")).unwrap();
-//! // One info finding: the previous turn's clock, dropped by design. No error.
-//! assert_eq!(findings.len(), 1);
-//! assert_eq!(findings[0].severity, kvlint_sdk::Severity::Info);
+//! let window = HistoryWindow::new(64, 16);
+//! for turn in 0..2 {
+//!     conversation.add_turn_context(format!("Current time: 2025-03-04T10:22:{:02}Z", 31 + turn));
+//!     let body = conversation.to_openai_chat("gpt-4.1");
+//!     let observed = guard.observe(&body)?; // refuses a request that breaks the cache
+//!     assert!(observed.is_clean()); // the previous turn's clock is a cost, not a break
+//!     let answer = model(&body, turn); // … send `body` …
+//!     conversation.push_openai_response(&answer).into_result()?;
+//!     if let Some(call) = conversation.history().last().and_then(|m| m.tool_calls().first()) {
+//!         let id = call.id().to_owned();
+//!         conversation.push_tool_result(id, "1 failed").into_result()?;
+//!     }
+//!     if conversation.enforce_window(&window).is_some() {
+//!         guard.expect_break();
+//!     }
+//! }
+//! assert_eq!(guard.counters().recomputed_tokens, 0);
+//! # Ok(())
+//! # }
 //! ```
 //!
 //! ## Conversation
@@ -164,6 +235,40 @@
 //! # let _ = sent;
 //! ```
 //!
+//! ## Content: images, documents, reasoning
+//!
+//! A message is a list of [`Part`]s. Text, images and documents ([`Source`]: a URL, base64
+//! bytes, or a file id) render in each API's shape (`image_url` and `file` parts for Chat
+//! Completions, `input_image` and `input_file` for Responses, `image` and `document` blocks
+//! for Anthropic). The provider's own content is kept as returned and sent back only to that
+//! provider: Anthropic `thinking` and `redacted_thinking` blocks with their signatures (first in
+//! their message, as the API requires, and never carrying a breakpoint), Anthropic server tool
+//! blocks, Responses reasoning items with their encrypted content.
+//!
+//! ## Answers into history, conversations in
+//!
+//! Push the provider's answer as it came back: [`Conversation::push_openai_response`] (tool
+//! call arguments kept byte for byte), [`Conversation::push_responses_output`] and
+//! [`Conversation::push_anthropic_response`] (the output items, or content blocks, sent back
+//! to that API exactly as returned, ids and signatures included; the other APIs get the text
+//! and calls). [`Conversation::from_body`] reads a body another framework built, in any of the
+//! three formats, and continues from it.
+//!
+//! ```
+//! use kvlint_sdk::Conversation;
+//! use serde_json::json;
+//!
+//! let mut conversation = Conversation::new();
+//! conversation.push_user("Read main.rs").into_result().unwrap();
+//! let answer = json!({"content": [
+//!     {"type": "thinking", "thinking": "Read it.", "signature": "EqQBCgIYAh"},
+//!     {"type": "tool_use", "id": "toolu_1", "name": "read", "input": {"path": "main.rs"}}]});
+//! conversation.push_anthropic_response(&answer).into_result().unwrap();
+//! conversation.push_tool_result("toolu_1", "fn main() {}").into_result().unwrap();
+//! let body = conversation.to_anthropic("claude-sonnet-4-5");
+//! assert_eq!(body["messages"][1]["content"][0], answer["content"][0]);
+//! ```
+//!
 //! ## Output adapters
 //!
 //! The three body adapters return a `serde_json::Value` to send as is. Anthropic bodies carry
@@ -205,7 +310,9 @@
 //! [`Conversation::fingerprint`] chains a blake3 hash over each block of the prefix (tools,
 //! static, session, history; not the turn tier), so a router can match partial prefixes by
 //! comparing hashes from the start. Its `key` ([`Conversation::routing_key`]) is the chain
-//! after the session tier: the same for every turn of a session. It is sent:
+//! after the tools and the static tier: what every compaction keeps, so the session stays on
+//! the replica that holds it across compactions (sessions of one application share it and
+//! meet on one replica, where their common prefix is cached). It is sent:
 //!
 //! - as `prompt_cache_key` in both OpenAI bodies;
 //! - in the header `x-kvlint-routing-key` ([`ROUTING_KEY_HEADER`]): configure a gateway's
@@ -230,8 +337,11 @@
 //! body with [`kvlint_core::request::Request`], renders it with the [`Renderer`] you give, and
 //! runs [`kvlint_rules::check_pair`], the same step `kvlint check` runs on every pair. [`GuardMode::Warn`] returns the findings;
 //! [`GuardMode::Error`] refuses a request that recomputes cached content
-//! ([`GuardError::Breaks`]). [`Guard::counters`] sums tokens reused, recomputed and dropped,
-//! and breaks by rule, for your metrics.
+//! ([`GuardError::Breaks`]). Each turn's [`Observation`] reads as the list of findings and says
+//! [`Observation::is_clean`] (no error, no warning), [`Observation::errors`] and
+//! [`Observation::costs`]: the previous turn's per-turn tail, dropped by design, with its
+//! tokens. [`Guard::counters`] sums tokens reused, recomputed and dropped, and breaks by rule,
+//! for your metrics.
 //!
 //! ```
 //! use kvlint_sdk::{Guard, GuardError, GuardMode, Renderer};
@@ -249,56 +359,53 @@
 //! assert_eq!(guard.counters().refused_turns, 1);
 //! ```
 //!
-//! ## Stable prompts in five rules
-//!
-//! Each rule is what this crate does for you, and the kvlint rule that catches its violation
-//! in a recorded session (`kvlint rule NAME` explains each).
-//!
-//! 1. **Volatile content goes last, in the newest message.** Times, request ids, counters and
-//!    budgets change every turn; anywhere before the end they invalidate everything after
-//!    them. Use [`Conversation::add_turn_context`]. Caught by `volatile-timestamp` (KV101),
-//!    `volatile-id` (KV102), `volatile-counter` (KV103).
-//! 2. **Tools are fixed and ordered.** Send the same tools, sorted by name, for the whole
-//!    session; a tool change is a compaction. [`Conversation::add_tool`] sorts, and holds a
-//!    mid-session change for [`Conversation::compact`]. Caught by `tool-order` (KV201) and
-//!    `tool-set-change` (KV202).
-//! 3. **JSON is serialized once.** Schemas canonical, tool-call arguments frozen when the
-//!    call is appended, never re-serialized with other spacing or key order. [`Tool`],
-//!    [`ToolCall`], [`canonical`]. Caught by `json-reserialized` (KV203).
-//! 4. **History is append-only.** Never edit, drop or truncate a sent message; compact
-//!    explicitly, rarely, in large steps. [`Conversation::compact`], [`HistoryWindow`].
-//!    Caught by `history-rewrite` (KV301).
-//! 5. **The prefix is frozen for the session.** Instructions and session facts do not change
-//!    mid-session; an update is appended, not edited in. [`Conversation::add_session`] after
-//!    commit. Caught by `prefix-edit` (KV401).
-//!
 //! ## Feature flags
 //!
-//! None. The crate depends on `kvlint-core` and `kvlint-rules` (the analysis and the rule
-//! catalog), `serde`, `serde_json`, `blake3` and `unicode-normalization`; it does no I/O and
-//! makes no network calls.
+//! - `guard` (default): [`Guard`], [`Conversation::render`] and the volatile-value scan of the
+//!   static and session tiers: the analysis `kvlint check` runs (`kvlint-core`, `kvlint-rules`:
+//!   tokenizers, minijinja, regex, rayon): 124 crates in the build, this one and proc macros
+//!   included (`cargo tree -p kvlint-sdk -e normal`).
+//! - without it (`default-features = false`): prompt assembly, the three adapters, imports,
+//!   responses, fingerprints and routing keys, with `serde`, `serde_json`, `blake3`,
+//!   `unicode-normalization`, `thiserror`, `miette` and `kvlint-prefix`: 30 crates. Tiers are
+//!   not scanned for volatile values ([`Change::volatile`] is empty).
+//!
+//! The crate does no I/O and makes no network calls.
 //!
 //! ## Not covered
 //!
-//! Reasoning (thinking) blocks, images and other media in history, and per-API options
-//! (`tool_choice`, `response_format`, temperature) are not modelled: add them to the returned
-//! body; keep them the same every turn.
+//! Per-API options (`tool_choice`, `response_format`, temperature) are not modelled: add them
+//! to the returned body, and keep them the same every turn. Audio parts are refused.
 
 mod adapters;
 pub mod canonical;
+mod change;
+mod content;
 mod conversation;
+mod error;
 mod fingerprint;
+#[cfg(feature = "guard")]
 mod guard;
+mod import;
+#[cfg(feature = "guard")]
+mod render;
 mod tool;
 
-pub use adapters::{ANTHROPIC_DEFAULT_MAX_TOKENS, RenderError};
+pub use adapters::ANTHROPIC_DEFAULT_MAX_TOKENS;
+pub use change::{Change, ChangeReport, Effect, VolatileValue};
+pub use content::{Part, Source};
 pub use conversation::{CacheBreak, Conversation, HistoryWindow, Message, PrefixChange, Role};
+pub use error::ConversationError;
 pub use fingerprint::{PrefixFingerprint, ROUTING_KEY_HEADER, SGLANG_ROUTING_KEY_HEADER};
-pub use guard::{Guard, GuardCounters, GuardError, GuardMode};
+#[cfg(feature = "guard")]
+pub use guard::{Guard, GuardCounters, GuardError, GuardMode, Observation};
+#[cfg(feature = "guard")]
+pub use render::RenderError;
 pub use tool::{Tool, ToolCall, ToolDefinitionError};
 
 // What users of the SDK need from the analysis, so that depending on `kvlint-sdk` alone is
 // enough: the renderer and what it is built from, and the findings.
+#[cfg(feature = "guard")]
 pub use kvlint_core::{
     ChatTemplate, Diagnostic, EngineRequest, InputError, PartPath, Renderer, Severity, Span,
     Tokenizer, VllmServer,

@@ -191,7 +191,9 @@ impl ToolCall {
         )
     }
 
-    /// A call whose arguments are kept exactly as the model generated them.
+    /// A call whose arguments are kept exactly as the model generated them. Arguments that
+    /// are not a JSON object are refused when the call is appended
+    /// ([`crate::ConversationError::ToolArguments`]).
     pub fn verbatim(
         id: impl Into<String>,
         name: impl Into<String>,
@@ -203,10 +205,10 @@ impl ToolCall {
     }
 
     fn frozen(id: String, name: String, arguments: String, parsed: Value) -> Self {
-        // Anthropic's `input` must be an object; arguments that are not one travel as text.
+        // Arguments that are not an object never reach a body: the conversation refuses them.
         let input = match parsed {
             object @ Value::Object(_) => object,
-            _ => json!({"arguments": arguments}),
+            _ => Value::Object(Map::new()),
         };
         Self {
             id,
@@ -231,5 +233,14 @@ impl ToolCall {
 
     pub(crate) fn input(&self) -> &Value {
         &self.input
+    }
+
+    /// Why the arguments are not a JSON object, when they are not.
+    pub(crate) fn arguments_error(&self) -> Option<String> {
+        match serde_json::from_str::<Value>(&self.arguments) {
+            Ok(Value::Object(_)) => None,
+            Ok(_) => Some("JSON, but not an object".to_owned()),
+            Err(error) => Some(format!("invalid JSON: {error}")),
+        }
     }
 }

@@ -43,7 +43,9 @@ fn a_restored_conversation_sends_what_the_uninterrupted_one_sends() {
             let call = ToolCall::verbatim("call_1", "read_file", r#"{"path": "src/lib.rs"}"#);
             conversation
                 .push_assistant("Reading the file.", [call])
-                .push_tool_result("call_1", "fn main() {}");
+                .push_tool_result("call_1", "fn main() {}")
+                .into_result()
+                .unwrap();
         },
         |conversation| {
             // After the commit: waits for the next compaction, in the saved state too.
@@ -62,18 +64,25 @@ fn a_restored_conversation_sends_what_the_uninterrupted_one_sends() {
                         &json!({"path": "Cargo.toml"}),
                     )],
                 )
-                .push_tool_result("call_2", "[package]");
+                .push_tool_result("call_2", "[package]")
+                .into_result()
+                .unwrap();
         },
         |conversation| {
             conversation
                 .push_assistant("Done: the test passes.", [])
-                .push_user("Thanks. Summarize.");
+                .push_user("Thanks. Summarize.")
+                .into_result()
+                .unwrap();
         },
         |conversation| {
             conversation.compact(2);
         },
         |conversation| {
-            conversation.push_user("And the changelog?");
+            conversation
+                .push_user("And the changelog?")
+                .into_result()
+                .unwrap();
         },
     ];
     let mut uninterrupted = Conversation::new();

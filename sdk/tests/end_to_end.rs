@@ -54,13 +54,18 @@ fn turn_context(conversation: &mut Conversation, turn: u64) {
 /// Returns the conversation at each request, cloned.
 fn six_turns(seed: u64) -> Vec<Conversation> {
     let mut conversation = Conversation::new();
-    conversation.add_session("memory", "The user prefers small commits.");
+    conversation
+        .add_session("memory", "The user prefers small commits.")
+        .into_result()
+        .unwrap();
     for tool in shuffled(agent_tools(), seed) {
-        conversation.add_tool(tool);
+        conversation.add_tool(tool).into_result().unwrap();
     }
     conversation
         .add_static(INSTRUCTIONS)
-        .add_session("profile", "Name: Ada. Language: Rust.");
+        .add_session("profile", "Name: Ada. Language: Rust.")
+        .into_result()
+        .unwrap();
     let mut turns = Vec::new();
     let mut request = |conversation: &mut Conversation, turn: u64| {
         turn_context(conversation, turn);
@@ -69,38 +74,56 @@ fn six_turns(seed: u64) -> Vec<Conversation> {
         turns.push(conversation.clone());
     };
 
-    conversation.push_user("The test `parses_dates` fails. Fix it.");
+    conversation
+        .push_user("The test `parses_dates` fails. Fix it.")
+        .into_result()
+        .unwrap();
     request(&mut conversation, 0);
-    conversation.push_assistant(
-        "",
-        [ToolCall::new(
+    conversation
+        .push_assistant(
+            "",
+            [ToolCall::new(
+                "call_a1",
+                "run_tests",
+                &json!({"filter": "parses_dates"}),
+            )],
+        )
+        .into_result()
+        .unwrap();
+    conversation
+        .push_tool_result(
             "call_a1",
-            "run_tests",
-            &json!({"filter": "parses_dates"}),
-        )],
-    );
-    conversation.push_tool_result(
-        "call_a1",
-        "FAILED parses_dates: expected 2025-03-04, got 2025-04-03",
-    );
+            "FAILED parses_dates: expected 2025-03-04, got 2025-04-03",
+        )
+        .into_result()
+        .unwrap();
     request(&mut conversation, 1);
-    conversation.push_assistant(
-        "The day and month are swapped.",
-        [ToolCall::verbatim(
+    conversation
+        .push_assistant(
+            "The day and month are swapped.",
+            [ToolCall::verbatim(
+                "call_b2",
+                "read_file",
+                r#"{"path": "src/date.rs"}"#,
+            )],
+        )
+        .into_result()
+        .unwrap();
+    conversation
+        .push_tool_result(
             "call_b2",
-            "read_file",
-            r#"{"path": "src/date.rs"}"#,
-        )],
-    );
-    conversation.push_tool_result(
-        "call_b2",
-        "fn parse(s: &str) -> Date { let [y, d, m] = split(s); … }",
-    );
+            "fn parse(s: &str) -> Date { let [y, d, m] = split(s); … }",
+        )
+        .into_result()
+        .unwrap();
     // The agent learns something worth remembering: the memory changes mid-session.
-    conversation.add_session(
-        "memory",
-        "The user prefers small commits. Dates are ISO 8601.",
-    );
+    conversation
+        .add_session(
+            "memory",
+            "The user prefers small commits. Dates are ISO 8601.",
+        )
+        .into_result()
+        .unwrap();
     request(&mut conversation, 2);
     conversation.push_assistant(
         "",
@@ -109,22 +132,36 @@ fn six_turns(seed: u64) -> Vec<Conversation> {
             "write_file",
             &json!({"path": "src/date.rs", "content": "let [y, m, d] = split(s);", "mode": "overwrite"}),
         )],
-    );
-    conversation.push_tool_result("call_c3", "ok");
+    ).into_result().unwrap();
+    conversation
+        .push_tool_result("call_c3", "ok")
+        .into_result()
+        .unwrap();
     request(&mut conversation, 3);
-    conversation.push_assistant(
-        "",
-        [
-            ToolCall::new("call_d4", "run_tests", &json!({"filter": null})),
-            ToolCall::new("call_d5", "search", &json!({"query": "split(s)"})),
-        ],
-    );
+    conversation
+        .push_assistant(
+            "",
+            [
+                ToolCall::new("call_d4", "run_tests", &json!({"filter": null})),
+                ToolCall::new("call_d5", "search", &json!({"query": "split(s)"})),
+            ],
+        )
+        .into_result()
+        .unwrap();
     conversation
         .push_tool_result("call_d4", "42 passed")
-        .push_tool_result("call_d5", "src/date.rs:12");
+        .push_tool_result("call_d5", "src/date.rs:12")
+        .into_result()
+        .unwrap();
     request(&mut conversation, 4);
-    conversation.push_assistant("Fixed: the parser read the month as the day.", []);
-    conversation.push_user("Thanks. Also add a changelog entry.");
+    conversation
+        .push_assistant("Fixed: the parser read the month as the day.", [])
+        .into_result()
+        .unwrap();
+    conversation
+        .push_user("Thanks. Also add a changelog entry.")
+        .into_result()
+        .unwrap();
     request(&mut conversation, 5);
     turns
 }
@@ -250,11 +287,11 @@ fn anthropic_bodies_carry_valid_breakpoints() {
 }
 
 #[test]
-fn a_new_session_shares_the_static_prefix_and_routes_apart() {
+fn a_new_session_shares_the_static_prefix_and_its_replica() {
     let first = six_turns(1).pop().unwrap();
     let mut second = Conversation::new();
     for tool in shuffled(agent_tools(), 99) {
-        second.add_tool(tool);
+        second.add_tool(tool).into_result().unwrap();
     }
     second
         .add_session(
@@ -263,11 +300,20 @@ fn a_new_session_shares_the_static_prefix_and_routes_apart() {
         )
         .add_session("profile", "Name: Ada. Language: Rust.")
         .add_static(INSTRUCTIONS)
-        .push_user("Next task: add a `--json` flag.");
+        .push_user("Next task: add a `--json` flag.")
+        .into_result()
+        .unwrap();
     let (first_print, second_print) = (first.fingerprint(), second.fingerprint());
     // Four tools and the static block: the memory block (sorted first) differs.
     assert_eq!(first_print.common_blocks(&second_print), 5);
-    assert_ne!(first_print.key, second_print.key);
+    // The key covers what both sessions share and every compaction keeps: same replica.
+    assert_eq!(first_print.key, second_print.key);
+    let mut other_instructions = Conversation::new();
+    other_instructions
+        .add_static("You are a reviewer.")
+        .into_result()
+        .unwrap();
+    assert_ne!(other_instructions.routing_key(), second_print.key);
     let chat = |conversation: &Conversation| conversation.to_openai_chat("gpt-4.1");
     assert_eq!(chat(&first)["tools"], chat(&second)["tools"]);
     assert_eq!(chat(&first)["messages"][0], chat(&second)["messages"][0]);

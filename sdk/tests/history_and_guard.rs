@@ -15,23 +15,37 @@ use common::{agent_tools, assert_breakpoints_only_below_minimum};
 fn started() -> Conversation {
     let mut conversation = Conversation::new();
     for tool in agent_tools() {
-        conversation.add_tool(tool);
+        conversation.add_tool(tool).into_result().unwrap();
     }
     conversation
         .add_static("You are a coding agent.")
-        .add_session("memory", "Prefers small commits.");
+        .add_session("memory", "Prefers small commits.")
+        .into_result()
+        .unwrap();
     conversation
 }
 
 /// `turns` user/assistant exchanges with one tool call each.
 fn exchanges(conversation: &mut Conversation, turns: usize) {
     for turn in 0..turns {
-        conversation.push_user(format!("step {turn}"));
+        conversation
+            .push_user(format!("step {turn}"))
+            .into_result()
+            .unwrap();
         conversation.to_openai_chat("gpt-4.1");
         let id = format!("call_{turn}");
-        conversation.push_assistant("", [ToolCall::new(&id, "search", &json!({"query": turn}))]);
-        conversation.push_tool_result(&id, format!("{turn} hits"));
-        conversation.push_assistant(format!("done {turn}"), []);
+        conversation
+            .push_assistant("", [ToolCall::new(&id, "search", &json!({"query": turn}))])
+            .into_result()
+            .unwrap();
+        conversation
+            .push_tool_result(&id, format!("{turn} hits"))
+            .into_result()
+            .unwrap();
+        conversation
+            .push_assistant(format!("done {turn}"), [])
+            .into_result()
+            .unwrap();
     }
 }
 
@@ -78,7 +92,7 @@ fn the_window_drops_in_large_steps() {
 #[test]
 fn tier_changes_after_commit_keep_the_prefix() {
     let mut conversation = started();
-    conversation.push_user("hi");
+    conversation.push_user("hi").into_result().unwrap();
     let first = conversation.to_anthropic("claude-sonnet-4-5");
     assert!(conversation.is_committed());
     let tools_before = first["tools"].clone();
@@ -86,13 +100,20 @@ fn tier_changes_after_commit_keep_the_prefix() {
     // A new tool and static block wait for compaction.
     conversation
         .add_tool(Tool::new("deploy", "Deploy.", json!({"type": "object"})))
-        .add_static("Never deploy on Fridays.");
+        .add_static("Never deploy on Fridays.")
+        .into_result()
+        .unwrap();
     // A memory update shows in the turn tier, then travels with the next message.
-    conversation.add_session("memory", "Prefers small commits. Uses jj.");
+    conversation
+        .add_session("memory", "Prefers small commits. Uses jj.")
+        .into_result()
+        .unwrap();
     assert!(conversation.turn_tier().unwrap().contains("Uses jj."));
     conversation
         .push_assistant("hello", [])
-        .push_user("deploy it");
+        .push_user("deploy it")
+        .into_result()
+        .unwrap();
     let second = conversation.to_anthropic("claude-sonnet-4-5");
     assert_eq!(second["tools"], tools_before);
     assert_eq!(second["system"], first["system"]);
@@ -128,14 +149,16 @@ fn tier_changes_after_commit_keep_the_prefix() {
 #[test]
 fn adding_what_is_already_there_changes_nothing() {
     let mut conversation = started();
-    conversation.push_user("hi");
+    conversation.push_user("hi").into_result().unwrap();
     let body = conversation.to_openai_responses("gpt-4.1");
     for tool in agent_tools().into_iter().rev() {
-        conversation.add_tool(tool);
+        conversation.add_tool(tool).into_result().unwrap();
     }
     conversation
         .add_static("You are a coding agent.")
-        .add_session("memory", "Prefers small commits.");
+        .add_session("memory", "Prefers small commits.")
+        .into_result()
+        .unwrap();
     assert!(conversation.pending_changes().is_empty());
     assert_eq!(conversation.to_openai_responses("gpt-4.1"), body);
 }
@@ -145,16 +168,20 @@ fn turn_context_lasts_one_request_even_without_an_answer_between() {
     let mut conversation = started();
     conversation
         .add_turn_context("Time: 10:00:01")
-        .push_user("one");
+        .push_user("one")
+        .into_result()
+        .unwrap();
     conversation.to_openai_chat("gpt-4.1");
     conversation.to_anthropic("claude-sonnet-4-5"); // the same request, for another API
     assert_eq!(conversation.turn_tier().as_deref(), Some("Time: 10:00:01"));
     conversation
         .add_turn_context("Time: 10:00:09")
-        .push_user("two");
+        .push_user("two")
+        .into_result()
+        .unwrap();
     assert_eq!(conversation.turn_tier().as_deref(), Some("Time: 10:00:09"));
     conversation.to_openai_chat("gpt-4.1");
-    conversation.push_user("three");
+    conversation.push_user("three").into_result().unwrap();
     assert_eq!(conversation.turn_tier(), None);
 }
 
@@ -169,16 +196,25 @@ fn long_turn(conversation: &mut Conversation) {
             )
         })
         .collect();
-    conversation.push_assistant("Reading everything.", calls);
+    conversation
+        .push_assistant("Reading everything.", calls)
+        .into_result()
+        .unwrap();
     for index in 0..12 {
-        conversation.push_tool_result(format!("call_{index}"), format!("file {index}"));
+        conversation
+            .push_tool_result(format!("call_{index}"), format!("file {index}"))
+            .into_result()
+            .unwrap();
     }
 }
 
 #[test]
 fn a_long_turn_gets_a_breakpoint_where_the_previous_turn_had_its_own() {
     let mut conversation = started();
-    conversation.push_user("Read the whole crate.");
+    conversation
+        .push_user("Read the whole crate.")
+        .into_result()
+        .unwrap();
     let first = conversation.to_anthropic("claude-sonnet-4-5");
     long_turn(&mut conversation);
     conversation.add_turn_context("Time: 10:00:07");
@@ -241,7 +277,11 @@ fn the_guard_refuses_breaks_in_error_mode_unless_announced() {
     assert_eq!(guard.counters().refused_turns, 1);
 
     // The refused body was not recorded: the SDK's next turn is checked against turn 0.
-    conversation.push_assistant("ok", []).push_user("and then?");
+    conversation
+        .push_assistant("ok", [])
+        .push_user("and then?")
+        .into_result()
+        .unwrap();
     let findings = guard
         .observe(&conversation.to_openai_chat("gpt-4.1"))
         .unwrap();

@@ -123,17 +123,20 @@ fn play(scenario: &Scenario) -> Vec<Conversation> {
     let mut setup: Vec<Box<SetupCall>> = Vec::new();
     for tool in shuffled(tools.clone(), scenario.tool_order) {
         setup.push(Box::new(move |conversation| {
-            conversation.add_tool(tool.clone());
+            conversation.add_tool(tool.clone()).into_result().unwrap();
         }));
     }
     for text in scenario.static_blocks.clone() {
         setup.push(Box::new(move |conversation| {
-            conversation.add_static(&text);
+            conversation.add_static(&text).into_result().unwrap();
         }));
     }
     for (key, text) in scenario.session_blocks.clone() {
         setup.push(Box::new(move |conversation| {
-            conversation.add_session(SESSION_KEYS[key], &text);
+            conversation
+                .add_session(SESSION_KEYS[key], &text)
+                .into_result()
+                .unwrap();
         }));
     }
     // Tools and tiers are added in any order relative to each other; static blocks keep
@@ -154,33 +157,47 @@ fn play(scenario: &Scenario) -> Vec<Conversation> {
             add_context(&mut conversation);
         }
         if let Some((key, text)) = &plan.session_update {
-            conversation.add_session(SESSION_KEYS[*key], text);
+            conversation
+                .add_session(SESSION_KEYS[*key], text)
+                .into_result()
+                .unwrap();
         }
         for call in open_calls.drain(..) {
-            conversation.push_tool_result(&call, format!("result of {call}"));
+            conversation
+                .push_tool_result(&call, format!("result of {call}"))
+                .into_result()
+                .unwrap();
         }
         match &plan.user {
             Some(text) => {
-                conversation.push_user(text);
+                // An empty message is refused (Anthropic rejects empty text blocks).
+                let pushed = conversation.push_user(text).into_result();
+                assert_eq!(pushed.is_err(), text.is_empty(), "{pushed:?}");
+                if text.is_empty() {
+                    conversation.push_user("go on").into_result().unwrap();
+                }
             }
             None if conversation.history().is_empty()
                 || conversation.history().last().map(|message| message.role())
                     == Some(kvlint_sdk::Role::Assistant) =>
             {
-                conversation.push_user("go on");
+                conversation.push_user("go on").into_result().unwrap();
             }
             None => {}
         }
         if let Some(index) = plan.late_tool {
             let tool = &tools[index];
-            conversation.add_tool(Tool::new(
-                tool.name(),
-                "redefined",
-                tool.parameters().clone(),
-            ));
+            conversation
+                .add_tool(Tool::new(
+                    tool.name(),
+                    "redefined",
+                    tool.parameters().clone(),
+                ))
+                .into_result()
+                .unwrap();
         }
         if let Some(text) = &plan.late_static {
-            conversation.add_static(text);
+            conversation.add_static(text).into_result().unwrap();
         }
         if !plan.context_first {
             add_context(&mut conversation);
@@ -199,7 +216,18 @@ fn play(scenario: &Scenario) -> Vec<Conversation> {
                 }
             })
             .collect();
-        conversation.push_assistant(&plan.answer, calls);
+        let answered = conversation
+            .push_assistant(&plan.answer, calls)
+            .into_result();
+        // An answer with neither text nor calls is refused; the loop asks the model again.
+        let empty = plan.answer.is_empty() && plan.calls == 0;
+        assert_eq!(answered.is_err(), empty, "{answered:?}");
+        if empty {
+            conversation
+                .push_assistant("(asked again)", [])
+                .into_result()
+                .unwrap();
+        }
     }
     requests
 }
@@ -449,9 +477,13 @@ fn tools_added_in_any_order_give_the_same_bodies() {
                     .collect();
                 let mut conversation = Conversation::new();
                 for tool in shuffled(tools, order) {
-                    conversation.add_tool(tool);
+                    conversation.add_tool(tool).into_result().unwrap();
                 }
-                conversation.add_static("Be terse.").push_user("hi");
+                conversation
+                    .add_static("Be terse.")
+                    .push_user("hi")
+                    .into_result()
+                    .unwrap();
                 conversation
             };
             let (first, second) = (build(first_order, false), build(second_order, true));

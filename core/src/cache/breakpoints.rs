@@ -4,10 +4,7 @@
 use super::turn::CacheTurn;
 use crate::path::PartPath;
 
-/// Anthropic: a breakpoint looks for an entry at most this many blocks back.
-pub const ANTHROPIC_LOOKBACK_BLOCKS: usize = 20;
-/// Anthropic: at most this many breakpoints in a request.
-pub const ANTHROPIC_MAX_BREAKPOINTS: usize = 4;
+pub use kvlint_prefix::{ANTHROPIC_LOOKBACK_BLOCKS, ANTHROPIC_MAX_BREAKPOINTS};
 
 /// The positions of a request's breakpoints: the marked blocks, and the last block for the
 /// automatic form. The request counts every marked block, even past the fourth.

@@ -11,21 +11,36 @@ use serde_json::{Value, json};
 /// to `folder/sdk-session.jsonl`; returns the file and the session's routing key.
 pub fn sdk_session(folder: &Path) -> (PathBuf, String) {
     let mut conversation = Conversation::new();
-    conversation.add_tool(Tool::new(
-        "run_tests",
-        "Run the tests.",
-        json!({"type": "object", "properties": {"filter": {"type": "string"}}}),
-    ));
-    conversation.add_tool(Tool::new(
-        "read_file",
-        "Read a file.",
-        json!({"properties": {"path": {"type": "string"}}, "type": "object"}),
-    ));
-    conversation.add_static(
-        "You are a coding agent. Read before you edit; run the tests after each change.",
-    );
-    conversation.add_session("memory", "The user prefers small commits.");
-    conversation.push_user("The test parses_dates fails. Fix it.");
+    conversation
+        .add_tool(Tool::new(
+            "run_tests",
+            "Run the tests.",
+            json!({"type": "object", "properties": {"filter": {"type": "string"}}}),
+        ))
+        .into_result()
+        .unwrap();
+    conversation
+        .add_tool(Tool::new(
+            "read_file",
+            "Read a file.",
+            json!({"properties": {"path": {"type": "string"}}, "type": "object"}),
+        ))
+        .into_result()
+        .unwrap();
+    conversation
+        .add_static(
+            "You are a coding agent. Read before you edit; run the tests after each change.",
+        )
+        .into_result()
+        .unwrap();
+    conversation
+        .add_session("memory", "The user prefers small commits.")
+        .into_result()
+        .unwrap();
+    conversation
+        .push_user("The test parses_dates fails. Fix it.")
+        .into_result()
+        .unwrap();
     let mut bodies = Vec::new();
     for turn in 0..4 {
         conversation.add_turn_context(format!(
@@ -38,8 +53,14 @@ pub fn sdk_session(folder: &Path) -> (PathBuf, String) {
             "read_file",
             &json!({"path": format!("src/{turn}.rs")}),
         );
-        conversation.push_assistant("Reading.", vec![call.clone()]);
-        conversation.push_tool_result(call.id(), format!("contents of file {turn}"));
+        conversation
+            .push_assistant("Reading.", vec![call.clone()])
+            .into_result()
+            .unwrap();
+        conversation
+            .push_tool_result(call.id(), format!("contents of file {turn}"))
+            .into_result()
+            .unwrap();
     }
     std::fs::create_dir_all(folder).expect("a scratch folder");
     let path = folder.join("sdk-session.jsonl");

@@ -1,0 +1,335 @@
+"""What the HTTP integrations share: which requests carry a prompt, which session a body
+belongs to, one Guard per session, and raising or warning where the caller sees it.
+
+Works with both ``httpx`` and ``httpx2`` requests (``openai`` >= 3 and ``anthropic`` >= 2 are
+built on ``httpx2``; ``openai`` also still accepts an ``httpx`` client, ``anthropic`` does not:
+``anthropic._base_client._reject_httpx_object``). Only duck-typed attributes of the request are
+used: ``method``, ``url.path``, ``headers``, ``content``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Tuple, Union
+
+from kvlint_cache._kvlint import CacheWarning, Guard, Outcome
+
+#: The header `Conversation.routing_headers()` sends; gateways route on it, and the guards
+#: here group requests into sessions by it.
+ROUTING_KEY_HEADER = "x-kvlint-routing-key"
+
+#: Paths whose POST bodies are prompts. Matched on the end of the path, so a base URL with a
+#: prefix (``/v1``, a proxy's ``/openai/v1``) works; ``/responses/input_tokens``,
+#: ``/messages/count_tokens`` and ``/messages/batches`` do not match.
+OPENAI_PATHS: Tuple[str, ...] = ("/chat/completions", "/responses")
+ANTHROPIC_PATHS: Tuple[str, ...] = ("/messages",)
+ALL_PATHS: Tuple[str, ...] = OPENAI_PATHS + ANTHROPIC_PATHS
+
+# Both SDKs number their attempts in this header (openai/_base_client.py,
+# BaseClient._build_headers; anthropic/_base_client.py, BaseClient._build_headers). A retry
+# resends a body already observed (or refused), so it is not observed again.
+_RETRY_HEADER = "x-stainless-retry-count"
+
+GuardLike = Union[Guard, Callable[[], Guard]]
+
+
+def request_body(request: Any, paths: Iterable[str] = ALL_PATHS) -> Optional[Dict[str, Any]]:
+    """The JSON body of a prompt request (a POST to one of ``paths``), else None.
+
+    Retries of the SDKs (``x-stainless-retry-count`` > 0) and bodies that are not a JSON
+    object (multipart uploads, streams not yet read) give None.
+    """
+    if str(request.method).upper() != "POST":
+        return None
+    path = request.url.path.rstrip("/")
+    if not any(path.endswith(suffix) for suffix in paths):
+        return None
+    if request.headers.get(_RETRY_HEADER, "0") not in ("", "0"):
+        return None
+    try:
+        # Both SDKs send bytes content (openai/_base_client.py, BaseClient._build_request:
+        # `kwargs["content"] = openapi_dumps(json_data)`), which a Request holds read.
+        raw = request.content
+    except Exception:  # httpx(2).RequestNotRead: a streaming body, not a JSON prompt
+        return None
+    if not raw:
+        return None
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def session_key(body: Mapping[str, Any], headers: Optional[Mapping[str, str]] = None) -> str:
+    """Which session a body belongs to: a per-user or per-session id the body carries
+    (Anthropic's ``metadata.user_id``, OpenAI's ``user`` or ``safety_identifier``), else the
+    prefix key (``prompt_cache_key``, or the ``x-kvlint-routing-key`` header); ``""`` when none
+    is set.
+
+    The prefix key a :class:`Conversation` sends covers its tools and instructions, which every
+    session of an application shares: requests that carry only that key are one session to
+    the guard. Give each session its own id, or its own guard, when one client runs several.
+    """
+    metadata = body.get("metadata")
+    candidates = [
+        metadata.get("user_id") if isinstance(metadata, Mapping) else None,
+        body.get("user"),
+        body.get("safety_identifier"),
+        body.get("prompt_cache_key"),
+        headers.get(ROUTING_KEY_HEADER) if headers is not None else None,
+    ]
+    return next((str(key) for key in candidates if isinstance(key, str) and key), "")
+
+
+def starts_session(body: Mapping[str, Any]) -> bool:
+    """Whether a body is the first turn of a conversation: one user message and no answer
+    yet. A new conversation that shares its key with an earlier one (the prefix key covers
+    only tools and instructions) starts a new session instead of reading as a rewrite."""
+    items = body.get("messages", body.get("input"))
+    if isinstance(items, str):
+        return True
+    if not isinstance(items, list):
+        return False
+    roles = [item.get("role") or item.get("type") for item in items if isinstance(item, Mapping)]
+    answers = [role for role in roles if role not in ("system", "developer", "user")]
+    return roles.count("user") == 1 and not answers
+
+
+class GuardSessions:
+    """One :class:`Guard` per session key.
+
+    ``guard`` is either one Guard, used for every request (an application that runs one
+    session per client), or a factory such as ``lambda: Guard(mode="error")``, called once per
+    session key (:func:`session_key`). ``None`` is ``Guard`` (warn mode) as a factory.
+    """
+
+    def __init__(self, guard: Optional[GuardLike] = None) -> None:
+        self._single: Optional[Guard] = guard if isinstance(guard, Guard) else None
+        self._factory: Callable[[], Guard] = Guard
+        if guard is not None and self._single is None:
+            self._factory = guard  # type: ignore[assignment]
+        self.guards: Dict[str, Guard] = {}
+        #: (session key, body, outcome) of every observed request, in order.
+        self.observed: list = []
+
+    def guard_for(self, key: str) -> Guard:
+        if self._single is not None:
+            return self._single
+        guard = self.guards.get(key)
+        if guard is None:
+            guard = self.guards[key] = self._factory()
+        return guard
+
+    def observe(
+        self,
+        body: Mapping[str, Any],
+        headers: Optional[Mapping[str, str]] = None,
+        *,
+        key: Optional[str] = None,
+    ) -> Outcome:
+        """Observe one body with its session's guard (``key``, else :func:`session_key`); warn
+        (:class:`CacheWarning`) at the caller for an unannounced break in warn mode; error mode
+        raises :class:`GuardError`."""
+        if key is None:
+            key = session_key(body, headers)
+        guard = self.guard_for(key)
+        if starts_session(body):
+            guard.reset()
+        expected_before = _expected_breaks(guard)
+        outcome = guard.observe(dict(body))
+        self.observed.append((key, body, outcome))
+        errors = outcome.errors()
+        if errors and _expected_breaks(guard) == expected_before:
+            warn_at_caller(format_findings(errors), CacheWarning)
+        return outcome
+
+
+def _expected_breaks(guard: Guard) -> int:
+    try:
+        return int(guard.counters.get("expected_breaks", 0))
+    except Exception:
+        return 0
+
+
+def format_findings(findings: Iterable[Any]) -> str:
+    """``rule (turn N, part): message`` per finding, one a line."""
+    lines = []
+    for finding in findings:
+        where = f"turn {finding.turn}"
+        if getattr(finding, "part", None):
+            where += f", {finding.part}"
+        lines.append(f"{finding.rule} ({where}): {finding.message}")
+    return "\n".join(lines)
+
+
+# Frames of these packages are skipped, so that a warning points at the application's call
+# (``client.chat.completions.create(...)``, ``agent.invoke(...)``), not into an SDK.
+_LIBRARY_PREFIXES = (
+    "kvlint_cache",
+    "httpx",
+    "httpx2",
+    "httpcore",
+    "httpcore2",
+    "openai",
+    "anthropic",
+    "agents",
+    "langchain",
+    "langchain_core",
+    "langchain_openai",
+    "langgraph",
+    "langsmith",
+    "pydantic",
+    "anyio",
+    "asyncio",
+    "concurrent",
+    "contextlib",
+    "contextvars",
+    "functools",
+    "threading",
+    "typing_extensions",
+    "_pytest",
+    "pluggy",
+)
+
+
+def _is_library(module: str) -> bool:
+    top = module.split(".", 1)[0]
+    return top in _LIBRARY_PREFIXES
+
+
+def warn_at_caller(message: str, category: type = CacheWarning) -> None:
+    """``warnings.warn`` with the stack level of the first frame outside the SDKs."""
+    frame = sys._getframe(1)
+    level = 1
+    while frame is not None and _is_library(frame.f_globals.get("__name__", "")):
+        frame = frame.f_back
+        level += 1
+    warnings.warn(message, category, stacklevel=level + 1 if frame is not None else 2)
+
+
+_PASSTHROUGH_CLASSES: Dict[Tuple[type, type], type] = {}
+
+
+def raise_past(error: BaseException, passthrough: Optional[type]) -> None:
+    """Raise ``error`` so that an SDK that wraps other exceptions lets it through.
+
+    ``anthropic`` >= 2 wraps any exception from ``http_client.send`` that is not an
+    ``AnthropicError`` into ``APIConnectionError`` and retries it
+    (anthropic/_base_client.py: ``SyncAPIClient._attempt_request`` and
+    ``SyncAPIClient._should_retry_exception``). Raising an instance of a subclass of both
+    ``type(error)`` and ``passthrough`` (``anthropic.AnthropicError``) gets it to the caller
+    unchanged and unretried; ``except GuardError`` still catches it, and ``findings`` is kept.
+    When such a class cannot be made (an incompatible native layout), ``error`` itself is
+    raised: the SDK then raises ``APIConnectionError`` with it as ``__cause__``
+    (see :func:`unwrap_guard_error`).
+    """
+    if passthrough is None or isinstance(error, passthrough):
+        raise error
+    base = type(error)
+    try:
+        cls = _PASSTHROUGH_CLASSES.get((base, passthrough))
+        if cls is None:
+            cls = type(base.__name__, (base, passthrough), {"__module__": base.__module__})
+            _PASSTHROUGH_CLASSES[(base, passthrough)] = cls
+        wrapped = cls.__new__(cls, *error.args)
+        wrapped.args = error.args
+        state = getattr(error, "__dict__", None)
+        if state:
+            wrapped.__dict__.update(state)
+        if "findings" not in getattr(wrapped, "__dict__", {}) and hasattr(error, "findings"):
+            wrapped.findings = error.findings
+    except Exception:
+        raise error from None
+    raise wrapped.with_traceback(error.__traceback__) from None
+
+
+def unwrap_guard_error(error: BaseException) -> BaseException:
+    """The :class:`~kvlint_cache.GuardError` (or other kvlint error) behind an SDK's
+    ``APIConnectionError``, following ``__cause__``; ``error`` itself when there is none."""
+    from kvlint_cache._kvlint import ConversationError, GuardError
+
+    seen = set()
+    current: Optional[BaseException] = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, (GuardError, ConversationError)):
+            return current
+        seen.add(id(current))
+        current = current.__cause__
+    return error
+
+
+def default_client_class(asynchronous: bool) -> type:
+    """``httpx2.Client``/``AsyncClient`` when ``httpx2`` is installed (what ``openai`` >= 3 and
+    ``anthropic`` >= 2 use), else ``httpx``'s."""
+    try:
+        import httpx2 as module  # type: ignore[import-not-found]
+    except ImportError:
+        import httpx as module  # type: ignore[no-redef]
+    return module.AsyncClient if asynchronous else module.Client
+
+
+def install_guard(
+    client: Any,
+    guard: Optional[Union[GuardLike, GuardSessions]] = None,
+    *,
+    paths: Iterable[str] = ALL_PATHS,
+    passthrough: Optional[type] = None,
+) -> GuardSessions:
+    """Add a request event hook to an ``httpx``/``httpx2`` client (sync or async) that passes
+    the body of every prompt request to its session's guard before it is sent.
+
+    Request hooks run in ``Client._send_handling_redirects`` right before
+    ``_send_single_request``, once per attempt and redirect (httpx2/_client.py and
+    httpx/_client.py); an async client awaits them, so the hook added to an ``AsyncClient`` is
+    a coroutine function. The sessions (:class:`GuardSessions`) are returned and also set as
+    ``client.kvlint_guard``.
+    """
+    sessions = guard if isinstance(guard, GuardSessions) else GuardSessions(guard)
+    paths = tuple(paths)
+
+    def observe(request: Any) -> None:
+        body = request_body(request, paths)
+        if body is None:
+            return
+        try:
+            sessions.observe(body, request.headers)
+        except Exception as error:
+            from kvlint_cache._kvlint import ConversationError, GuardError
+
+            if isinstance(error, (GuardError, ConversationError)):
+                raise_past(error, passthrough)
+            raise
+
+    hooks = dict(client.event_hooks)
+    if _is_async_client(client):
+
+        async def async_observe(request: Any) -> None:
+            observe(request)
+
+        hooks["request"] = [*hooks.get("request", []), async_observe]
+    else:
+        hooks["request"] = [*hooks.get("request", []), observe]
+    client.event_hooks = hooks
+    client.kvlint_guard = sessions
+    return sessions
+
+
+def _is_async_client(client: Any) -> bool:
+    return any(cls.__name__ == "AsyncClient" for cls in type(client).__mro__)
+
+
+def build_client(
+    guard: Optional[Union[GuardLike, GuardSessions]],
+    client_class: Optional[type],
+    asynchronous: bool,
+    paths: Iterable[str],
+    passthrough: Optional[type],
+    client_kwargs: Dict[str, Any],
+) -> Any:
+    cls = client_class or default_client_class(asynchronous)
+    client = cls(**client_kwargs)
+    install_guard(client, guard, paths=paths, passthrough=passthrough)
+    return client

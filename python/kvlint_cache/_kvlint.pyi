@@ -1,0 +1,215 @@
+"""Type stubs of the native module ``kvlint_cache._kvlint`` (Rust, PyO3).
+
+Every ``dict`` here is a plain JSON-like Python object (``dict``/``list``/``str``/``int``/
+``float``/``bool``/``None``): request bodies in the OpenAI Chat Completions, OpenAI Responses
+or Anthropic Messages format, tool definitions in any of the three APIs' shapes, message
+parts in OpenAI chat or Anthropic shape.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, Literal, Mapping, Sequence, overload
+
+
+Severity = Literal["error", "warning", "info"]
+
+class Finding:
+    """One diagnostic, as ``kvlint check`` reports it for the same pair of turns.
+
+    A finding from a body that came from no file has no span: ``part`` names the place in
+    the body (``"messages[0].content"``, ``"tools[1]"``).
+    """
+
+    rule: str
+    """The rule's name: ``volatile-timestamp``, ``history-rewrite``, ``tool-order``, …"""
+    code: str
+    """The rule's stable code (as in the JSON report)."""
+    severity: Severity
+    """``"error"``: cached tokens are recomputed; ``"warning"``: a likely mistake that breaks
+    nothing yet; ``"info"``: a cost by design (the previous turn's turn tier dropped)."""
+    message: str
+    turn: int
+    """The turn (0-based request index in its session) where the break shows."""
+    tokens_lost: int
+    """Tokens the previous turn had cached that this turn recomputes (or drops, for info)."""
+    part: str | None
+    """Where in the body: a JSON path such as ``messages[1].content[0]``, or ``None``."""
+    help: str
+    """How to fix it."""
+    def to_dict(self) -> dict: ...
+
+class Outcome:
+    """Findings: of one :meth:`Guard.observe`, or of a session (:class:`Report`). Reads as a
+    sequence of :class:`Finding`."""
+
+    findings: list[Finding]
+    def is_clean(self) -> bool:
+        """No error and no warning (infos are costs by design)."""
+    def errors(self) -> list[Finding]:
+        """The breaks: cached content sent again and recomputed."""
+    def warnings(self) -> list[Finding]: ...
+    def costs(self) -> list[Finding]:
+        """The previous turn's per-turn tail, dropped by design (info findings, with
+        ``tokens_lost``)."""
+    @property
+    def tokens_lost(self) -> int:
+        """Tokens lost over all findings, errors and costs."""
+    def __len__(self) -> int: ...
+    def __iter__(self) -> Iterator[Finding]: ...
+    def __getitem__(self, index: int) -> Finding: ...
+
+class Report(Outcome):
+    """The result of :func:`check` over one session's bodies."""
+
+    prompt_tokens: int
+    reused_tokens: int
+    """Leading tokens each turn shares with the turn before it: what a cache serves."""
+    def to_dict(self) -> dict:
+        """``findings`` (as dicts), ``prompt_tokens``, ``reused_tokens``."""
+
+def check(bodies: Sequence[Mapping]) -> Report:
+    """Check a session: the request bodies an agent sent, turn by turn, in order, in provider
+    mode (the order hosted APIs cache in, tokenized with ``o200k_base``), as ``kvlint check``
+    does. Raises :class:`ConversationError` for a body of no format kvlint reads.
+    """
+
+class CacheWarning(UserWarning):
+    """A mistake that does not stop the call (a non-strict :class:`Conversation`): issued
+    with :func:`warnings.warn` at the call that made it."""
+
+class ConversationError(ValueError):
+    """An input the provider would reject (a tool result without its call, an empty
+    message, …), or a change that a strict :class:`Conversation` refuses."""
+
+class GuardError(Exception):
+    """:class:`Guard` in ``mode="error"`` refusing a request that recomputes cached content.
+    The refused request is not recorded: the next one is compared with the last accepted turn."""
+
+    findings: list[Finding]
+    """Every finding of the refused turn, errors and infos."""
+
+class TierChange:
+    """What an ``add_*`` call did to the prefix. True when applied."""
+
+    applied: bool
+    """In the prompt from the next body on (or already there)."""
+    deferred: bool
+    """Waiting for the next compaction (:attr:`Conversation.pending_changes`): the prefix is
+    committed (a :class:`CacheWarning` was issued at the call)."""
+    cost_blocks: int
+    """Blocks of the current prefix the deferred change recomputes when it is applied."""
+    volatile: list[dict]
+    """Timestamps and ids found in a cached tier: ``{"tier", "class", "value", "rule",
+    "code"}`` (each also a :class:`CacheWarning` at the call)."""
+    def __bool__(self) -> bool: ...
+
+class Conversation:
+    """One agent session in stability tiers (static, session, history, turn) with an
+    append-only history; every body adapter renders the tiers in that order.
+
+    Non-strict (default): a mistake that keeps the call valid is a :class:`CacheWarning` at
+    the call; ``strict=True``: it is a :class:`ConversationError`.
+    """
+
+    def __init__(self, *, strict: bool = False) -> None: ...
+    @property
+    def is_strict(self) -> bool: ...
+    def add_static(self, text: str) -> TierChange:
+        """Instructions stable for every session (rendered in the order added)."""
+    def add_session(self, key: str, text: str) -> TierChange:
+        """A block stable for one session (user profile, memory), sorted by key. After the
+        prefix is committed, a new value is shown in the turn tier and then frozen into the
+        next appended message as a note."""
+    def add_tool(self, definition: Mapping) -> TierChange:
+        """A tool in any of the three APIs' shapes; canonicalized, rendered sorted by name."""
+    def add_turn_context(self, text: str) -> None:
+        """Per-request context (time, cwd, budgets): appended to the newest message, dropped
+        from the next turn; cleared when the model's answer is appended."""
+    def clear_turn_context(self) -> None: ...
+    def push_user(self, content: str | Sequence[Mapping]) -> None:
+        """A user message: text, or parts in OpenAI chat or Anthropic shape (``text``,
+        ``image_url``/``image``, ``document``/``file``)."""
+    def push_assistant(
+        self,
+        text: str = "",
+        tool_calls: Sequence[Mapping] = (),
+        *,
+        thinking: Sequence[Mapping] = (),
+    ) -> None:
+        """The model's answer. ``tool_calls``: ``{"id", "name", "arguments"}`` with arguments
+        as a JSON string (its bytes are kept) or a dict (serialized once). ``thinking``:
+        Anthropic ``thinking``/``redacted_thinking`` blocks, verbatim (signatures kept)."""
+    def push_tool_result(self, call_id: str, content: str | Sequence[Mapping]) -> None: ...
+    def push_openai_response(self, response: Mapping) -> None:
+        """Append the assistant message of a Chat Completions response (``choices[0]``)."""
+    def push_responses_output(self, response: Mapping) -> None:
+        """Append the output items of a Responses API response."""
+    def push_anthropic_response(self, response: Mapping) -> None:
+        """Append the content blocks of an Anthropic Messages response."""
+    @staticmethod
+    def from_body(body: Mapping) -> Conversation:
+        """Rebuild a conversation from a request body of any of the three formats."""
+    def to_openai_chat(self, model: str) -> dict:
+        """A Chat Completions body (with ``prompt_cache_key``). Commits the prefix."""
+    def to_openai_responses(self, model: str) -> dict:
+        """A Responses API body (with ``prompt_cache_key``). Commits the prefix."""
+    def to_anthropic(self, model: str, *, max_tokens: int = 4096) -> dict:
+        """An Anthropic Messages body with ``cache_control`` breakpoints. Commits the prefix."""
+    def preview(self) -> Conversation:
+        """A copy to build bodies from without committing this conversation's prefix."""
+    def compact(self, keep_last: int) -> dict:
+        """Drop all but the last ``keep_last`` messages (the cut moves to a user message),
+        apply the pending tier changes; returns the CacheBreak (what is lost) as a dict.
+        Tell the guard with :meth:`Guard.expect_break`."""
+    def enforce_window(self, max_messages: int, keep_messages: int) -> dict | None:
+        """Compact to ``keep_messages`` only when history outgrows ``max_messages``; the
+        CacheBreak as a dict, or None when nothing was dropped."""
+    @property
+    def routing_key(self) -> str:
+        """The prefix fingerprint after the tools and static tier: what every compaction keeps,
+        so a session stays on its replica (sent as ``prompt_cache_key`` and in the headers)."""
+    def routing_headers(self) -> dict[str, str]:
+        """``x-kvlint-routing-key`` and ``X-SMG-Routing-Key``, both carrying :attr:`routing_key`."""
+    @property
+    def is_committed(self) -> bool: ...
+    @property
+    def history(self) -> list[dict]: ...
+    @property
+    def pending_changes(self) -> list[dict]: ...
+    def to_json(self) -> str:
+        """Everything (tiers, history, pending changes, committed state) as JSON text."""
+    @staticmethod
+    def from_json(text: str) -> Conversation:
+        """Restore :meth:`to_json`: the restored conversation sends the same bytes."""
+
+class Guard:
+    """``kvlint check`` on each pair of turns of ONE session, as they are sent.
+
+    ``mode="warn"`` returns the findings; ``mode="error"`` raises :class:`GuardError` for a
+    turn that recomputes cached content (and does not record it).
+    """
+
+    def __init__(self, *, mode: Literal["warn", "error"] = "warn") -> None: ...
+    @property
+    def mode(self) -> Literal["warn", "error"]: ...
+    @property
+    def findings(self) -> list[Finding]:
+        """Every finding so far, in order (refused turns included)."""
+    def observe(self, body: Mapping) -> Outcome:
+        """Check the next request body of the session against the last accepted one."""
+    def expect_break(self) -> None:
+        """The next request breaks the prefix on purpose (after a compaction): its findings
+        are counted as expected and ``mode="error"`` does not refuse it."""
+    def reset(self) -> None:
+        """Forget the previous turn: the next request starts a new session."""
+    @property
+    def counters(self) -> dict:
+        """``turns``, ``refused_turns``, ``prompt_tokens``, ``reused_tokens``,
+        ``recomputed_tokens``, ``dropped_tokens``, ``breaks_by_rule`` (dict), ``expected_breaks``."""
+
+__version__: str
+ROUTING_KEY_HEADER: str
+"""``x-kvlint-routing-key``: the header gateways route a session on."""
+
+def run_cli(argv: Sequence[str]) -> int:
+    """Run the ``kvlint`` command line (``argv[0]`` is the program name); the exit code."""

@@ -1,0 +1,681 @@
+//! `kvlint_cache._kvlint`: the Python module of the `kvlint-cache` package.
+//!
+//! A thin binding: each class and function wraps the Rust one it names ([`kvlint_sdk`]'s
+//! `Conversation` and `Guard`, [`kvlint_rules::check_session`], [`kvlint::run`]); request
+//! bodies, responses and tool definitions cross as plain Python objects (dicts, lists,
+//! strings) through `pythonize`, in their key order. The Python API is documented in
+//! `kvlint_cache/_kvlint.pyi`.
+//!
+//! Mistakes are reported at the call that makes them: an input the provider would reject,
+//! or (strict mode) a change to a committed tier, raises `ConversationError`; in the default
+//! mode a deferred change or a volatile value in a cached tier is a `CacheWarning` issued at
+//! the caller's line.
+
+use std::ffi::CString;
+use std::sync::Arc;
+
+use kvlint_core::diagnostic::{Diagnostic, Severity};
+use kvlint_core::render::Renderer;
+use kvlint_core::session::SessionFile;
+use kvlint_sdk::{Change, ChangeReport, Effect, GuardMode, Part, Tool, ToolCall};
+use pyo3::create_exception;
+use pyo3::exceptions::{PyException, PyIndexError, PyUserWarning, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyString};
+use pythonize::{depythonize, pythonize};
+use serde::Serialize;
+use serde_json::Value;
+
+create_exception!(
+    kvlint_cache._kvlint,
+    ConversationError,
+    PyValueError,
+    "An input the provider would reject, or a change a strict Conversation refuses."
+);
+create_exception!(
+    kvlint_cache._kvlint,
+    GuardError,
+    PyException,
+    "Guard(mode=\"error\") refusing a request that recomputes cached content; `findings` holds the turn's findings."
+);
+create_exception!(
+    kvlint_cache._kvlint,
+    CacheWarning,
+    PyUserWarning,
+    "A mistake that does not stop the call: issued at the call that made it."
+);
+
+fn conversation_error(error: impl std::fmt::Display) -> PyErr {
+    ConversationError::new_err(error.to_string())
+}
+
+fn to_value(object: &Bound<'_, PyAny>) -> PyResult<Value> {
+    depythonize(object).map_err(|error| PyValueError::new_err(format!("not JSON data: {error}")))
+}
+
+fn to_python<'py>(py: Python<'py>, value: &impl Serialize) -> PyResult<Bound<'py, PyAny>> {
+    pythonize(py, value).map_err(|error| PyValueError::new_err(error.to_string()))
+}
+
+fn warn(py: Python<'_>, message: &str) -> PyResult<()> {
+    let message = CString::new(message.replace('\0', " "))?;
+    // Level 1: the Python line that called into this module.
+    PyErr::warn(py, &py.get_type::<CacheWarning>(), &message, 1)
+}
+
+/// One diagnostic, as `kvlint check` reports it.
+#[pyclass(frozen, get_all, module = "kvlint_cache._kvlint")]
+#[derive(Clone)]
+struct Finding {
+    rule: String,
+    code: String,
+    severity: String,
+    message: String,
+    help: String,
+    turn: usize,
+    tokens_lost: usize,
+    part: Option<String>,
+}
+
+#[pymethods]
+impl Finding {
+    fn __repr__(&self) -> String {
+        format!(
+            "Finding({} {} turn {}: {})",
+            self.code, self.severity, self.turn, self.message
+        )
+    }
+
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        to_python(
+            py,
+            &serde_json::json!({
+                "rule": self.rule, "code": self.code, "severity": self.severity,
+                "message": self.message, "help": self.help, "turn": self.turn,
+                "tokens_lost": self.tokens_lost, "part": self.part,
+            }),
+        )
+    }
+}
+
+impl From<&Diagnostic> for Finding {
+    fn from(diagnostic: &Diagnostic) -> Self {
+        let part = diagnostic.part.to_string();
+        Self {
+            rule: diagnostic.rule.to_owned(),
+            code: diagnostic.code.to_owned(),
+            severity: diagnostic.severity.as_str().to_owned(),
+            message: diagnostic.message.clone(),
+            help: diagnostic.help.clone(),
+            turn: diagnostic.turn,
+            tokens_lost: diagnostic.tokens_lost,
+            part: (!part.is_empty()).then_some(part),
+        }
+    }
+}
+
+fn findings(diagnostics: &[Diagnostic]) -> Vec<Finding> {
+    diagnostics.iter().map(Finding::from).collect()
+}
+
+fn of_severity(findings: &[Finding], severity: Severity) -> Vec<Finding> {
+    findings
+        .iter()
+        .filter(|finding| finding.severity == severity.as_str())
+        .cloned()
+        .collect()
+}
+
+/// The findings of a session ([`check`]) or of one turn ([`Guard::observe`]).
+#[pyclass(frozen, subclass, sequence, module = "kvlint_cache._kvlint")]
+struct Outcome {
+    #[pyo3(get)]
+    findings: Vec<Finding>,
+}
+
+#[pymethods]
+impl Outcome {
+    /// No error and no warning (infos are costs by design).
+    fn is_clean(&self) -> bool {
+        self.findings
+            .iter()
+            .all(|finding| finding.severity == Severity::Info.as_str())
+    }
+
+    fn errors(&self) -> Vec<Finding> {
+        of_severity(&self.findings, Severity::Error)
+    }
+
+    fn warnings(&self) -> Vec<Finding> {
+        of_severity(&self.findings, Severity::Warning)
+    }
+
+    /// The previous turn's per-turn tail, dropped by design: info findings with their tokens.
+    fn costs(&self) -> Vec<Finding> {
+        of_severity(&self.findings, Severity::Info)
+    }
+
+    #[getter]
+    fn tokens_lost(&self) -> usize {
+        self.findings
+            .iter()
+            .map(|finding| finding.tokens_lost)
+            .sum()
+    }
+
+    fn __len__(&self) -> usize {
+        self.findings.len()
+    }
+
+    fn __getitem__(&self, index: isize) -> PyResult<Finding> {
+        let length = self.findings.len() as isize;
+        let index = if index < 0 { index + length } else { index };
+        usize::try_from(index)
+            .ok()
+            .and_then(|index| self.findings.get(index))
+            .cloned()
+            .ok_or_else(|| PyIndexError::new_err("finding index out of range"))
+    }
+
+    fn __iter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        Ok(PyList::new(py, self.findings.clone())?
+            .as_any()
+            .try_iter()?
+            .into_any())
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Outcome({} finding(s))", self.findings.len())
+    }
+}
+
+/// The result of [`check`]: the session's findings and token counts.
+#[pyclass(frozen, extends = Outcome, module = "kvlint_cache._kvlint")]
+struct Report {
+    #[pyo3(get)]
+    prompt_tokens: usize,
+    #[pyo3(get)]
+    reused_tokens: usize,
+}
+
+#[pymethods]
+impl Report {
+    fn to_dict<'py>(self_: PyRef<'py, Self>, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let outcome: &Outcome = self_.as_super();
+        let findings: Vec<Bound<'py, PyAny>> = outcome
+            .findings
+            .iter()
+            .map(|finding| finding.to_dict(py))
+            .collect::<PyResult<_>>()?;
+        let dict = PyDict::new(py);
+        dict.set_item("findings", findings)?;
+        dict.set_item("prompt_tokens", self_.prompt_tokens)?;
+        dict.set_item("reused_tokens", self_.reused_tokens)?;
+        Ok(dict.into_any())
+    }
+}
+
+/// Checks one session: the request bodies an agent sent, in order, in provider mode (the
+/// order hosted APIs cache in, tokenized with `o200k_base`).
+#[pyfunction]
+fn check(py: Python<'_>, bodies: &Bound<'_, PyAny>) -> PyResult<Py<Report>> {
+    let bodies: Vec<Value> = to_value(bodies).and_then(|value| match value {
+        Value::Array(bodies) => Ok(bodies),
+        _ => Err(PyValueError::new_err(
+            "bodies: expected a list of request bodies",
+        )),
+    })?;
+    if bodies.is_empty() {
+        let nothing = Outcome {
+            findings: Vec::new(),
+        };
+        return Py::new(
+            py,
+            (
+                Report {
+                    prompt_tokens: 0,
+                    reused_tokens: 0,
+                },
+                nothing,
+            ),
+        );
+    }
+    let lines: String = bodies.iter().map(|body| format!("{body}\n")).collect();
+    let session =
+        SessionFile::parse("bodies".into(), Arc::from(lines)).map_err(conversation_error)?;
+    let checked = kvlint_rules::check_session(&session, &Renderer::provider(), None)
+        .map_err(conversation_error)?;
+    let report = Report {
+        prompt_tokens: checked.prompt_tokens(),
+        reused_tokens: checked.reused_tokens(),
+    };
+    let outcome = Outcome {
+        findings: findings(&checked.findings),
+    };
+    Py::new(py, (report, outcome))
+}
+
+/// What an `add_*` call did.
+#[pyclass(frozen, get_all, module = "kvlint_cache._kvlint")]
+struct TierChange {
+    /// In the prompt from the next body on.
+    applied: bool,
+    /// Waiting for the next compaction: the prefix is committed.
+    deferred: bool,
+    /// Blocks of the current prefix the deferred change recomputes when applied.
+    cost_blocks: usize,
+    /// Volatile values found: dicts with `tier`, `class`, `value`, `rule`, `code`.
+    volatile: Py<PyAny>,
+}
+
+#[pymethods]
+impl TierChange {
+    fn __bool__(&self) -> bool {
+        self.applied
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "TierChange(applied={}, deferred={}, cost_blocks={})",
+            self.applied, self.deferred, self.cost_blocks
+        )
+    }
+}
+
+/// A change refused raises; a deferred one or a volatile value warns at the caller's line.
+fn accepted(py: Python<'_>, change: Change<'_>) -> PyResult<ChangeReport> {
+    let report = change.into_result().map_err(conversation_error)?;
+    if let Effect::Deferred {
+        change,
+        lost_blocks,
+    } = &report.effect
+    {
+        warn(
+            py,
+            &format!(
+                "{change} after the first request: it waits for compaction, which recomputes {lost_blocks} cached block(s) (strict=True refuses it)"
+            ),
+        )?;
+    }
+    for found in &report.volatile {
+        warn(
+            py,
+            &format!(
+                "{} tier: {} `{}` changes from request to request and breaks the cache after it ({}); put it in add_turn_context",
+                found.tier, found.class, found.value, found.rule
+            ),
+        )?;
+    }
+    Ok(report)
+}
+
+fn tier_change(py: Python<'_>, change: Change<'_>) -> PyResult<TierChange> {
+    let report = accepted(py, change)?;
+    let (deferred, cost_blocks) = match report.effect {
+        Effect::Deferred { lost_blocks, .. } => (true, lost_blocks),
+        Effect::Applied | Effect::Unchanged => (false, 0),
+    };
+    Ok(TierChange {
+        applied: !deferred,
+        deferred,
+        cost_blocks,
+        volatile: to_python(py, &report.volatile)?.unbind(),
+    })
+}
+
+/// Parts from a string, or from blocks in any API's shape.
+fn parts(content: &Bound<'_, PyAny>) -> PyResult<Vec<Part>> {
+    if content.is_instance_of::<PyString>() {
+        return Ok(vec![Part::text(content.extract::<String>()?)]);
+    }
+    match to_value(content)? {
+        Value::Array(blocks) => blocks
+            .iter()
+            .map(|block| Part::from_block(block).map_err(conversation_error))
+            .collect(),
+        _ => Err(conversation_error(
+            "content: expected a string or a list of content blocks",
+        )),
+    }
+}
+
+/// A tool call from `{"id", "name", "arguments"}` (arguments as a JSON string, kept byte for
+/// byte, or as an object) or the Chat Completions shape (`{"id", "function": {…}}`).
+fn tool_call(call: &Value) -> PyResult<ToolCall> {
+    let function = call.get("function").unwrap_or(call);
+    let text = |value: &Value, key: &str| {
+        value
+            .get(key)
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .ok_or_else(|| conversation_error(format!("tool call: no `{key}` string")))
+    };
+    let (id, name) = (text(call, "id")?, text(function, "name")?);
+    Ok(match function.get("arguments") {
+        Some(Value::String(arguments)) => ToolCall::verbatim(id, name, arguments.clone()),
+        Some(arguments) => ToolCall::new(id, name, arguments),
+        None => ToolCall::new(id, name, &serde_json::json!({})),
+    })
+}
+
+/// One agent session in stability tiers, with an append-only history.
+#[pyclass(module = "kvlint_cache._kvlint")]
+#[derive(Clone)]
+struct Conversation {
+    inner: kvlint_sdk::Conversation,
+}
+
+#[pymethods]
+impl Conversation {
+    #[new]
+    #[pyo3(signature = (*, strict = false))]
+    fn new(strict: bool) -> Self {
+        let inner = if strict {
+            kvlint_sdk::Conversation::strict()
+        } else {
+            kvlint_sdk::Conversation::new()
+        };
+        Self { inner }
+    }
+
+    #[getter]
+    fn is_strict(&self) -> bool {
+        self.inner.is_strict()
+    }
+
+    fn add_static(&mut self, py: Python<'_>, text: &str) -> PyResult<TierChange> {
+        tier_change(py, self.inner.add_static(text))
+    }
+
+    fn add_session(&mut self, py: Python<'_>, key: &str, text: &str) -> PyResult<TierChange> {
+        tier_change(py, self.inner.add_session(key, text))
+    }
+
+    fn add_tool(&mut self, py: Python<'_>, definition: &Bound<'_, PyAny>) -> PyResult<TierChange> {
+        let tool = Tool::from_definition(&to_value(definition)?).map_err(conversation_error)?;
+        tier_change(py, self.inner.add_tool(tool))
+    }
+
+    fn add_turn_context(&mut self, text: &str) {
+        self.inner.add_turn_context(text);
+    }
+
+    fn clear_turn_context(&mut self) {
+        self.inner.clear_turn_context();
+    }
+
+    fn push_user(&mut self, py: Python<'_>, content: &Bound<'_, PyAny>) -> PyResult<()> {
+        let parts = parts(content)?;
+        accepted(py, self.inner.push_user_parts(parts)).map(drop)
+    }
+
+    #[pyo3(signature = (text = "", tool_calls = None, *, thinking = None))]
+    fn push_assistant(
+        &mut self,
+        py: Python<'_>,
+        text: &str,
+        tool_calls: Option<&Bound<'_, PyAny>>,
+        thinking: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let calls = match tool_calls {
+            Some(calls) => match to_value(calls)? {
+                Value::Array(calls) => calls.iter().map(tool_call).collect::<PyResult<_>>()?,
+                _ => return Err(conversation_error("tool_calls: expected a list")),
+            },
+            None => Vec::new(),
+        };
+        let mut answer = match thinking {
+            Some(blocks) => parts(blocks)?,
+            None => Vec::new(),
+        };
+        if !text.is_empty() {
+            answer.push(Part::text(text));
+        }
+        accepted(py, self.inner.push_assistant_parts(answer, calls)).map(drop)
+    }
+
+    fn push_tool_result(
+        &mut self,
+        py: Python<'_>,
+        call_id: &str,
+        content: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let parts = parts(content)?;
+        accepted(py, self.inner.push_tool_result_parts(call_id, parts)).map(drop)
+    }
+
+    fn push_openai_response(
+        &mut self,
+        py: Python<'_>,
+        response: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let response = to_value(response)?;
+        accepted(py, self.inner.push_openai_response(&response)).map(drop)
+    }
+
+    fn push_responses_output(
+        &mut self,
+        py: Python<'_>,
+        response: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let response = to_value(response)?;
+        accepted(py, self.inner.push_responses_output(&response)).map(drop)
+    }
+
+    fn push_anthropic_response(
+        &mut self,
+        py: Python<'_>,
+        response: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let response = to_value(response)?;
+        accepted(py, self.inner.push_anthropic_response(&response)).map(drop)
+    }
+
+    #[staticmethod]
+    fn from_body(body: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let inner =
+            kvlint_sdk::Conversation::from_body(&to_value(body)?).map_err(conversation_error)?;
+        Ok(Self { inner })
+    }
+
+    fn to_openai_chat<'py>(&self, py: Python<'py>, model: &str) -> PyResult<Bound<'py, PyAny>> {
+        to_python(py, &self.inner.to_openai_chat(model))
+    }
+
+    fn to_openai_responses<'py>(
+        &self,
+        py: Python<'py>,
+        model: &str,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        to_python(py, &self.inner.to_openai_responses(model))
+    }
+
+    #[pyo3(signature = (model, *, max_tokens = kvlint_sdk::ANTHROPIC_DEFAULT_MAX_TOKENS))]
+    fn to_anthropic<'py>(
+        &self,
+        py: Python<'py>,
+        model: &str,
+        max_tokens: u64,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let mut body = self.inner.to_anthropic(model);
+        body["max_tokens"] = Value::from(max_tokens);
+        to_python(py, &body)
+    }
+
+    fn preview(&self) -> Self {
+        Self {
+            inner: self.inner.preview(),
+        }
+    }
+
+    fn compact<'py>(&mut self, py: Python<'py>, keep_last: usize) -> PyResult<Bound<'py, PyAny>> {
+        to_python(py, &self.inner.compact(keep_last))
+    }
+
+    fn enforce_window<'py>(
+        &mut self,
+        py: Python<'py>,
+        max_messages: usize,
+        keep_messages: usize,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let window = kvlint_sdk::HistoryWindow::new(max_messages, keep_messages);
+        self.inner
+            .enforce_window(&window)
+            .map(|cache_break| to_python(py, &cache_break))
+            .transpose()
+    }
+
+    #[getter]
+    fn routing_key(&self) -> String {
+        self.inner.routing_key()
+    }
+
+    fn routing_headers<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let headers = PyDict::new(py);
+        for (name, value) in self.inner.routing_headers() {
+            headers.set_item(name, value)?;
+        }
+        Ok(headers)
+    }
+
+    #[getter]
+    fn is_committed(&self) -> bool {
+        self.inner.is_committed()
+    }
+
+    #[getter]
+    fn history<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        to_python(py, &self.inner.history())
+    }
+
+    #[getter]
+    fn pending_changes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        to_python(py, &self.inner.pending_changes())
+    }
+
+    fn to_json(&self) -> PyResult<String> {
+        serde_json::to_string(&self.inner).map_err(|error| PyValueError::new_err(error.to_string()))
+    }
+
+    #[staticmethod]
+    fn from_json(text: &str) -> PyResult<Self> {
+        let inner = serde_json::from_str(text)
+            .map_err(|error| conversation_error(format!("not a saved conversation: {error}")))?;
+        Ok(Self { inner })
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Conversation({} message(s), committed={}, strict={})",
+            self.inner.history().len(),
+            self.inner.is_committed(),
+            self.inner.is_strict()
+        )
+    }
+}
+
+/// `kvlint check` on each pair of turns of one session, as the requests are sent.
+#[pyclass(module = "kvlint_cache._kvlint")]
+struct Guard {
+    inner: kvlint_sdk::Guard,
+    /// Every finding of the accepted and refused turns, in order.
+    seen: Vec<Finding>,
+}
+
+#[pymethods]
+impl Guard {
+    #[new]
+    #[pyo3(signature = (*, mode = "warn"))]
+    fn new(mode: &str) -> PyResult<Self> {
+        let mode = match mode {
+            "warn" => GuardMode::Warn,
+            "error" => GuardMode::Error,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "mode: expected \"warn\" or \"error\", got {other:?}"
+                )));
+            }
+        };
+        Ok(Self {
+            inner: kvlint_sdk::Guard::new(Renderer::provider(), mode),
+            seen: Vec::new(),
+        })
+    }
+
+    #[getter]
+    fn mode(&self) -> &'static str {
+        match self.inner.mode() {
+            GuardMode::Warn => "warn",
+            GuardMode::Error => "error",
+        }
+    }
+
+    /// Every finding so far, in order (refused turns included).
+    #[getter]
+    fn findings(&self) -> Vec<Finding> {
+        self.seen.clone()
+    }
+
+    fn observe(&mut self, py: Python<'_>, body: &Bound<'_, PyAny>) -> PyResult<Outcome> {
+        let body = to_value(body)?;
+        match self.inner.observe(&body) {
+            Ok(observed) => {
+                let findings = findings(&observed);
+                self.seen.extend(findings.iter().cloned());
+                Ok(Outcome { findings })
+            }
+            Err(kvlint_sdk::GuardError::Breaks { diagnostics, turn }) => {
+                let refused = findings(&diagnostics);
+                self.seen.extend(refused.iter().cloned());
+                let first = refused
+                    .first()
+                    .map_or("", |finding| finding.message.as_str());
+                let error = GuardError::new_err(format!(
+                    "turn {turn}: {} cache break(s) recompute cached tokens; first: {first}",
+                    refused.len()
+                ));
+                error.value(py).setattr("findings", refused)?;
+                Err(error)
+            }
+            Err(error) => Err(conversation_error(format!("{error}"))),
+        }
+    }
+
+    fn expect_break(&mut self) {
+        self.inner.expect_break();
+    }
+
+    fn reset(&mut self) {
+        self.inner.reset();
+    }
+
+    #[getter]
+    fn counters<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        to_python(py, self.inner.counters())
+    }
+}
+
+/// Runs the `kvlint` command line (`argv[0]` is the program's name); returns the exit code.
+#[pyfunction]
+fn run_cli(py: Python<'_>, argv: Vec<String>) -> u8 {
+    py.detach(|| kvlint::run(argv))
+}
+
+#[pymodule]
+fn _kvlint(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = module.py();
+    module.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    module.add("ROUTING_KEY_HEADER", kvlint_sdk::ROUTING_KEY_HEADER)?;
+    module.add("ConversationError", py.get_type::<ConversationError>())?;
+    module.add("GuardError", py.get_type::<GuardError>())?;
+    module.add("CacheWarning", py.get_type::<CacheWarning>())?;
+    module.add_class::<Finding>()?;
+    module.add_class::<Outcome>()?;
+    module.add_class::<Report>()?;
+    module.add_class::<TierChange>()?;
+    module.add_class::<Conversation>()?;
+    module.add_class::<Guard>()?;
+    module.add_function(wrap_pyfunction!(check, module)?)?;
+    module.add_function(wrap_pyfunction!(run_cli, module)?)?;
+    Ok(())
+}
