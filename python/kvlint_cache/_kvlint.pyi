@@ -159,8 +159,12 @@ class Conversation:
         """A copy to build bodies from without committing this conversation's prefix."""
     def compact(self, keep_last: int) -> dict:
         """Drop all but the last ``keep_last`` messages (the cut moves to a user message),
-        apply the pending tier changes; returns the CacheBreak (what is lost) as a dict.
-        Tell the guard with :meth:`Guard.expect_break`."""
+        apply the pending tier changes; returns the CacheBreak (what is lost) as a dict:
+        ``dropped_messages``, ``kept_messages``, ``kept_beyond_asked``, ``reused_blocks``,
+        ``lost_blocks``, ``applied_changes``. When no user message follows the cut, it moves
+        back to the last one (an assistant message first is rejected): a
+        :class:`CacheWarning` says how many more were kept. Tell the guard with
+        :meth:`Guard.expect_break`."""
     def enforce_window(self, max_messages: int, keep_messages: int) -> dict | None:
         """Compact to ``keep_messages`` only when history outgrows ``max_messages``; the
         CacheBreak as a dict, or None when nothing was dropped."""

@@ -323,6 +323,19 @@ fn tier_change(py: Python<'_>, change: Change<'_>) -> PyResult<TierChange> {
     })
 }
 
+/// A compaction that kept more than asked says so at the call.
+fn warn_kept_beyond_asked(py: Python<'_>, cache_break: &kvlint_sdk::CacheBreak) -> PyResult<()> {
+    match cache_break.kept_beyond_asked {
+        0 => Ok(()),
+        extra => warn(
+            py,
+            &format!(
+                "compaction kept {extra} message(s) more than asked: no user message follows the cut, and a history that starts with the assistant is rejected (Anthropic, Bedrock)"
+            ),
+        ),
+    }
+}
+
 /// Parts from a string, or from blocks in any API's shape.
 fn parts(content: &Bound<'_, PyAny>) -> PyResult<Vec<Part>> {
     if content.is_instance_of::<PyString>() {
@@ -509,7 +522,9 @@ impl Conversation {
     }
 
     fn compact<'py>(&mut self, py: Python<'py>, keep_last: usize) -> PyResult<Bound<'py, PyAny>> {
-        to_python(py, &self.inner.compact(keep_last))
+        let cache_break = self.inner.compact(keep_last);
+        warn_kept_beyond_asked(py, &cache_break)?;
+        to_python(py, &cache_break)
     }
 
     fn enforce_window<'py>(
@@ -521,7 +536,10 @@ impl Conversation {
         let window = kvlint_sdk::HistoryWindow::new(max_messages, keep_messages);
         self.inner
             .enforce_window(&window)
-            .map(|cache_break| to_python(py, &cache_break))
+            .map(|cache_break| {
+                warn_kept_beyond_asked(py, &cache_break)?;
+                to_python(py, &cache_break)
+            })
             .transpose()
     }
 

@@ -143,3 +143,20 @@ def test_strict_mode_refuses_what_non_strict_mode_warns_about():
     conversation.to_anthropic(MODEL)
     with pytest.raises(ConversationError):
         conversation.add_static("One more rule.")
+
+
+def test_a_compaction_that_must_keep_more_says_so_at_the_call():
+    conversation = Conversation()
+    conversation.push_user("List the files, then read each.")
+    for turn in range(4):
+        call = {"id": f"call_{turn}", "name": "list_files", "arguments": {"path": "."}}
+        conversation.push_assistant("", [call])
+        conversation.push_tool_result(f"call_{turn}", "README.md")
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        cache_break = conversation.compact(2)
+    (warning,) = caught_here(record)
+    assert "more than asked" in str(warning.message)
+    # The user's task stays first: Anthropic and Bedrock reject an assistant message first.
+    assert cache_break["kept_beyond_asked"] == 7
+    assert conversation.history[0]["role"] == "user"

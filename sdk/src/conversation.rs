@@ -136,6 +136,11 @@ pub struct CacheBreak {
     pub dropped_messages: usize,
     /// Messages kept.
     pub kept_messages: usize,
+    /// Messages kept beyond the `keep_last` asked for: the cut moved back to the last user
+    /// message, because no user message followed it and a history that starts with the
+    /// assistant is rejected (Anthropic, Bedrock).
+    #[serde(default)]
+    pub kept_beyond_asked: usize,
     /// Blocks of the previous [`PrefixFingerprint`] that are still the start of the prompt:
     /// the part of the prefix a cache still holds.
     pub reused_blocks: usize,
@@ -623,7 +628,8 @@ impl Conversation {
     ///
     /// The cut is moved forward to the next user message, or back to the one before when none
     /// follows: history starts with a user message (Anthropic and Bedrock reject one that
-    /// starts with the assistant) and no tool result loses its call. When messages are
+    /// starts with the assistant; [`CacheBreak::kept_beyond_asked`] counts what that kept
+    /// more) and no tool result loses its call. When messages are
     /// dropped, the session tier takes its latest values (the notes that carried updates may
     /// be gone).
     pub fn compact(&mut self, keep_last: usize) -> CacheBreak {
@@ -656,6 +662,7 @@ impl Conversation {
         CacheBreak {
             dropped_messages: cut,
             kept_messages: self.history.len(),
+            kept_beyond_asked: naive_cut.saturating_sub(cut),
             reused_blocks,
             lost_blocks: before.blocks.len() - reused_blocks,
             applied_changes,

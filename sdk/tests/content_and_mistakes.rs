@@ -350,6 +350,7 @@ fn a_compaction_never_leaves_history_starting_with_the_assistant() {
     // The last three messages hold no user message: the cut goes back to the last one.
     let cache_break = conversation.compact(3);
     assert_eq!(cache_break.dropped_messages, 0);
+    assert_eq!(cache_break.kept_beyond_asked, 11);
     assert_eq!(conversation.history()[0].role(), kvlint_sdk::Role::User);
 }
 
