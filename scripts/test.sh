@@ -18,6 +18,8 @@ command -v nginx >/dev/null || [[ -x /usr/sbin/nginx ]] || { apt-get update -qq 
 # real tokenizer and chat template, and that vocabulary as a tokenizer.json for kvlint.
 scripts/build-llama-server.sh
 "$(scripts/build-llama-server.sh --python)" scripts/make-tiny-model.py
+# Its random vision projector: the Python tests' llama-server takes images with it.
+"$(scripts/build-llama-server.sh --python)" scripts/make-tiny-mmproj.py >/dev/null
 scripts/setup-vllm.sh
 # SGLang's request handling (its serving code, on the vLLM venv's torch and transformers).
 scripts/setup-sglang.sh

@@ -1,7 +1,8 @@
 """A real llama-server for the integration tests: the binary `scripts/build-llama-server.sh`
 builds and the tiny random-weight Qwen2 model `scripts/make-tiny-model.py` makes (real Qwen2
-tokenizer and Qwen2.5 chat template), started with the flags the Rust live tests use
-(fixtures/src/lib.rs, `start_llama_server_with`). It serves OpenAI Chat Completions and
+tokenizer and Qwen2.5 chat template) with the random vision projector
+`scripts/make-tiny-mmproj.py` makes (so images are accepted), started with the flags the Rust
+live tests use (fixtures/src/lib.rs, `start_llama_server_with`) and `--mmproj`. It serves OpenAI Chat Completions and
 Responses under /v1 and Anthropic Messages at /v1/messages. The model's answers are random
 text; the tests script the tool calls themselves.
 """
@@ -34,9 +35,10 @@ def _binary_and_model():
         found = sorted(_cache().glob("*/llama-server"))
         binary = str(found[0]) if found else None
     model = os.environ.get("KVLINT_TINY_MODEL") or str(_cache() / "tiny-qwen2.gguf")
-    if binary is None or not Path(binary).is_file() or not Path(model).is_file():
+    mmproj = os.environ.get("KVLINT_TINY_MMPROJ") or str(_cache() / "tiny-qwen2-mmproj.gguf")
+    if binary is None or not all(Path(path).is_file() for path in (binary, model, mmproj)):
         return None
-    return binary, model
+    return binary, model, mmproj
 
 
 def _free_port() -> int:
@@ -64,13 +66,16 @@ def llama_server():
     found = _binary_and_model()
     if found is None:
         pytest.fail(
-            "llama-server or the tiny model missing: run scripts/build-llama-server.sh and "
-            "scripts/make-tiny-model.py (or set KVLINT_LLAMA_SERVER / KVLINT_TINY_MODEL)"
+            "llama-server, the tiny model or its projector missing: run scripts/build-llama-server.sh, "
+            "scripts/make-tiny-model.py and scripts/make-tiny-mmproj.py (or set KVLINT_LLAMA_SERVER, "
+            "KVLINT_TINY_MODEL, KVLINT_TINY_MMPROJ)"
         )
-    binary, model = found
+    binary, model, mmproj = found
     port = _free_port()
+    # The projector makes the server take images (without one it answers 500 "image input is
+    # not supported").
     process = subprocess.Popen(
-        [binary, "-m", model, "--host", "127.0.0.1", "--port", str(port),
+        [binary, "-m", model, "--mmproj", mmproj, "--host", "127.0.0.1", "--port", str(port),
          "--jinja", "--metrics", "-np", "1", "-c", "8192"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

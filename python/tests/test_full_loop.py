@@ -1,8 +1,7 @@
 """A full agent loop in the Anthropic format: thinking blocks, an image, a checkpoint/restore
 between turns, a compaction, and planted mistakes, each of which must raise or warn at the
-call that made it. The text-only turns are also sent to llama-server's /v1/messages; the
-turns with the image are checked by the guard only (llama-server without a multimodal
-projector answers 500 "image input is not supported").
+call that made it. Every body the guard accepts is sent to llama-server's /v1/messages (its
+tiny vision projector takes the image), which must accept it.
 """
 
 from __future__ import annotations
@@ -61,8 +60,16 @@ def test_a_text_loop_with_thinking_and_a_restore_is_served_from_cache(llama_serv
     assert THINKING in body["messages"][1]["content"]
 
 
-def test_the_full_loop_with_an_image_a_compaction_and_planted_mistakes():
+def test_the_full_loop_with_an_image_a_compaction_and_planted_mistakes(llama_server):
     guard = Guard(mode="error")
+    client = anthropic.Anthropic(base_url=llama_server.url, api_key="none", max_retries=0)
+
+    def sent(body):
+        """Guarded, then sent: the server must accept it."""
+        outcome = guard.observe(body)
+        client.messages.create(**{**body, "max_tokens": 4})
+        return outcome
+
     conversation = Conversation()  # non-strict: mistakes that keep the call valid warn
 
     # Planted mistake 1: a timestamp in the static tier warns at add_static.
@@ -76,7 +83,7 @@ def test_the_full_loop_with_an_image_a_compaction_and_planted_mistakes():
     conversation.push_user([{"type": "text", "text": "What is in this picture?"}, IMAGE])
     body = conversation.to_anthropic(MODEL)
     assert IMAGE in without_breakpoints(body["messages"][0]["content"])
-    assert guard.observe(body).is_clean()
+    assert sent(body).is_clean()
 
     conversation.push_assistant("", [{"id": "toolu_1", "name": "list_files", "arguments": '{"path": "."}'}],
                                 thinking=[THINKING, REDACTED])
@@ -95,7 +102,7 @@ def test_the_full_loop_with_an_image_a_compaction_and_planted_mistakes():
     conversation.add_turn_context("Current time: 2025-03-04T10:22:40Z")
     body = conversation.to_anthropic(MODEL)
     assert [b["type"] for b in body["messages"][1]["content"]][:2] == ["thinking", "redacted_thinking"]
-    outcome = guard.observe(body)
+    outcome = sent(body)
     assert outcome.is_clean()
 
     # Planted mistake 4: a tool added after the first request waits for compaction, warned.
@@ -116,7 +123,7 @@ def test_the_full_loop_with_an_image_a_compaction_and_planted_mistakes():
 
     conversation.push_assistant("A README and a 1x1 image.")
     conversation.push_user("Thanks.")
-    assert guard.observe(conversation.to_anthropic(MODEL)).is_clean()
+    assert sent(conversation.to_anthropic(MODEL)).is_clean()
 
     # A compaction on purpose: announced, so the guard accepts the break and counts it.
     cache_break = conversation.compact(2)
@@ -125,7 +132,7 @@ def test_the_full_loop_with_an_image_a_compaction_and_planted_mistakes():
     assert cache_break["lost_blocks"] > 0
     guard.expect_break()
     after = conversation.to_anthropic(MODEL)
-    guard.observe(after)  # not refused
+    sent(after)  # not refused
     assert guard.counters["refused_turns"] == 1  # the hand-edited body only
     assert {t["name"] for t in after["tools"]} == {"list_files", "read_file"}
 
