@@ -50,7 +50,7 @@ pub struct GuardCounters {
 #[derive(Debug, Error, miette::Diagnostic)]
 pub enum GuardError {
     /// The body is not a request of a format kvlint reads.
-    #[error("turn {turn}: `{part}`: {message}")]
+    #[error("turn {turn}: {}{message}", place(.part))]
     #[diagnostic(code(kvlint_sdk::body))]
     Body {
         turn: usize,
@@ -154,6 +154,14 @@ impl<'a> IntoIterator for &'a Observation {
 
     fn into_iter(self) -> Self::IntoIter {
         self.diagnostics.iter()
+    }
+}
+
+/// Where in the body a problem is, before its message; nothing for the body as a whole.
+fn place(part: &PartPath) -> String {
+    match part.to_string() {
+        root if root.is_empty() => root,
+        path => format!("`{path}`: "),
     }
 }
 
