@@ -18,6 +18,7 @@ mod config;
 mod discover;
 mod emit;
 mod probe;
+mod proxy;
 mod report;
 
 use commands::{EXIT_INPUT, Outcome};
@@ -50,6 +51,9 @@ enum Command {
     /// Replay sessions against a live OpenAI-compatible engine and compare what it serves from
     /// cache with kvlint's prediction, turn by turn.
     Probe(commands::probe::Args),
+    /// Sit between an agent and its engine: pass requests and responses through unchanged,
+    /// record sessions, and count prompt tokens computed and served from cache, live.
+    Proxy(commands::proxy::Args),
     /// Write the sessions a recording holds (a VCR cassette, a HAR file, an Inspect log) as
     /// session files, one request body per line.
     Import(commands::import::Args),
@@ -128,6 +132,7 @@ fn run_command(cli: Cli) -> miette::Result<Outcome> {
         Command::Render(args) => commands::render::run(args, terminal()),
         Command::Template(args) => commands::template::run(args, terminal()),
         Command::Probe(args) => commands::probe::run(args, terminal()),
+        Command::Proxy(args) => commands::proxy::run(args),
         Command::Rule(args) => commands::rule::run(args),
         Command::Import(args) => commands::import::run(args, terminal()),
         Command::Init => {

@@ -37,6 +37,12 @@ use crate::path::PathSegment;
 pub use group::{FoundSessions, Session};
 pub use yaml::Place;
 
+/// A response as one JSON object: a JSON body as it is, a stream of server-sent events put
+/// back together as the API answers without streaming; `None` when it is neither.
+pub fn parse_response(text: &str) -> Option<Value> {
+    response::parse(text)
+}
+
 /// The kind of file a recording came in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Container {

@@ -5,6 +5,7 @@ pub mod check;
 pub mod diff;
 pub mod import;
 pub mod probe;
+pub mod proxy;
 pub mod render;
 pub mod rule;
 pub mod template;

@@ -1,0 +1,47 @@
+//! `kvlint proxy`: record sessions and count prompt tokens computed and served from cache,
+//! live, between an agent and its engine.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use super::Outcome;
+use crate::proxy::{self, Settings};
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Uses:
+  record for CI:      kvlint proxy --upstream http://127.0.0.1:8080 --record sessions/
+                      then point the agent's base URL at the proxy and `kvlint check sessions/`
+  watch an engine:    kvlint proxy --upstream http://vllm:8000 --metrics 127.0.0.1:9464
+  during development: kvlint proxy --upstream http://127.0.0.1:8080 --record /tmp/kvlint")]
+pub struct Args {
+    /// Where the proxy listens (loopback unless told otherwise).
+    #[arg(long, default_value = "127.0.0.1:8787")]
+    pub listen: SocketAddr,
+    /// The engine or gateway to forward to: an http:// base URL.
+    #[arg(long, value_name = "URL")]
+    pub upstream: String,
+    /// Write each session as `{request, response}` lines (what `kvlint check` reads) into
+    /// this folder. Headers, and so API keys, are never written.
+    #[arg(long, value_name = "DIR")]
+    pub record: Option<PathBuf>,
+    /// Serve the counters in the Prometheus text format at http://ADDR/metrics.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<SocketAddr>,
+    /// The largest request body forwarded, in MiB.
+    #[arg(long, default_value = "64", value_name = "MIB")]
+    pub max_body: usize,
+}
+
+pub fn run(args: Args) -> miette::Result<Outcome> {
+    proxy::serve(Settings {
+        listen: args.listen,
+        upstream: args.upstream,
+        record: args.record,
+        metrics: args.metrics,
+        max_body: args.max_body.saturating_mul(1 << 20),
+    })?;
+    Ok(Outcome {
+        output: String::new(),
+        exit_code: 0,
+    })
+}

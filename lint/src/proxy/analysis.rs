@@ -1,0 +1,241 @@
+//! The analysis beside the forwarding path: each exchange, once its response has ended, is
+//! put into its session, checked against the session's previous request with the pipeline
+//! `kvlint check` runs (`kvlint_rules::check_pair`), counted, and recorded.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::mpsc::Receiver;
+
+use kvlint_core::cache::reported_usage;
+use kvlint_core::diff::RenderedRequest;
+use kvlint_core::locate::Unplaced;
+use kvlint_core::recording::parse_response;
+use kvlint_core::render::{Rendered, Renderer};
+use kvlint_core::request::Request;
+use serde_json::{Value, json};
+
+use super::Exchange;
+use super::forward::header;
+use super::metrics::Metrics;
+
+/// Paths whose POST bodies are prompts: OpenAI chat and Responses, Anthropic Messages.
+const PROMPT_PATHS: [&str; 3] = ["/chat/completions", "/responses", "/messages"];
+
+/// One session seen through the proxy.
+struct Session {
+    /// The id the requests carry (a user or session id, or the prefix key), if any.
+    key: Option<String>,
+    previous: Option<(Request, Rendered)>,
+    turns: usize,
+    record: Option<BufWriter<File>>,
+}
+
+pub(super) struct Analysis {
+    renderer: Renderer,
+    sessions: Vec<Session>,
+    metrics: Arc<Metrics>,
+    record: Option<PathBuf>,
+    /// Per key, the sessions that carry it.
+    by_key: HashMap<String, Vec<usize>>,
+}
+
+impl Analysis {
+    pub(super) fn new(metrics: Arc<Metrics>, record: Option<PathBuf>) -> Self {
+        Self {
+            renderer: Renderer::provider(),
+            sessions: Vec::new(),
+            metrics,
+            record,
+            by_key: HashMap::new(),
+        }
+    }
+
+    /// Analyses exchanges until the forwarding side is gone.
+    pub(super) fn run(mut self, exchanges: Receiver<Exchange>) {
+        for exchange in exchanges {
+            self.observe(&exchange);
+        }
+        for session in &mut self.sessions {
+            if let Some(record) = session.record.as_mut() {
+                let _ = record.flush();
+            }
+        }
+    }
+
+    fn observe(&mut self, exchange: &Exchange) {
+        let is_prompt = exchange.method == "POST"
+            && PROMPT_PATHS
+                .iter()
+                .any(|suffix| exchange.path.trim_end_matches('/').ends_with(suffix));
+        let Some(body) = is_prompt
+            .then(|| serde_json::from_slice::<Value>(&exchange.request).ok())
+            .flatten()
+        else {
+            return;
+        };
+        let Ok(request) = Request::from_body(&body) else {
+            return;
+        };
+        let response_text = String::from_utf8_lossy(&exchange.response);
+        let response = parse_response(&response_text);
+        let usage = response.as_ref().and_then(reported_usage);
+        self.metrics.request(
+            usage.and_then(|usage| usage.prompt_tokens),
+            usage.map(|usage| usage.cached_tokens),
+        );
+        let Ok(rendered) = self.renderer.render(&request) else {
+            return;
+        };
+        let index = self.session_for(exchange, &body, &rendered);
+        let accepted = exchange.complete && (200..300).contains(&exchange.status);
+        if accepted {
+            self.check(index, request, rendered);
+        }
+        self.record(index, &body, response, &response_text, exchange);
+    }
+
+    /// The session a request belongs to: among the sessions with the same key (a user or
+    /// session id, else the prefix key), the one whose previous request it extends most; a
+    /// first turn (one user message, no answer yet) starts a new one.
+    fn session_for(&mut self, exchange: &Exchange, body: &Value, rendered: &Rendered) -> usize {
+        let key = session_key(body, exchange);
+        let candidates = key
+            .as_ref()
+            .and_then(|key| self.by_key.get(key))
+            .cloned()
+            .unwrap_or_else(|| {
+                (0..self.sessions.len())
+                    .filter(|index| self.sessions[*index].key.is_none())
+                    .collect()
+            });
+        let continued = (!starts_session(body))
+            .then(|| {
+                candidates
+                    .iter()
+                    .filter_map(|&index| {
+                        let (_, previous) = self.sessions[index].previous.as_ref()?;
+                        let shared = previous.tokens.common_prefix_len(&rendered.tokens);
+                        (shared > 0).then_some((shared, index))
+                    })
+                    .max()
+                    .map(|(_, index)| index)
+            })
+            .flatten();
+        continued.unwrap_or_else(|| {
+            let index = self.sessions.len();
+            self.sessions.push(Session {
+                key: key.clone(),
+                previous: None,
+                turns: 0,
+                record: None,
+            });
+            if let Some(key) = key {
+                self.by_key.entry(key).or_default().push(index);
+            }
+            index
+        })
+    }
+
+    fn check(&mut self, index: usize, request: Request, rendered: Rendered) {
+        let session = &mut self.sessions[index];
+        let previous = session
+            .previous
+            .as_ref()
+            .map(|(request, rendered)| RenderedRequest { request, rendered });
+        let current = RenderedRequest {
+            request: &request,
+            rendered: &rendered,
+        };
+        let (_, finding) = kvlint_rules::check_pair(
+            previous,
+            current,
+            session.turns,
+            self.renderer.tokenizer(),
+            &Unplaced,
+        );
+        if let Some(finding) = finding {
+            self.metrics.finding(finding.rule);
+        }
+        session.previous = Some((request, rendered));
+        session.turns += 1;
+    }
+
+    /// Appends the exchange to its session's file as `{request, response}`, what `kvlint
+    /// check` reads; the request's headers (keys included) are never written.
+    fn record(
+        &mut self,
+        index: usize,
+        body: &Value,
+        response: Option<Value>,
+        response_text: &str,
+        exchange: &Exchange,
+    ) {
+        let Some(folder) = self.record.as_ref() else {
+            return;
+        };
+        let session = &mut self.sessions[index];
+        if session.record.is_none() {
+            let path = folder.join(format!("session-{:04}.jsonl", index + 1));
+            match File::create(&path) {
+                Ok(file) => session.record = Some(BufWriter::new(file)),
+                Err(_) => return,
+            }
+        }
+        let response = response.unwrap_or_else(|| Value::String(response_text.to_owned()));
+        let mut line = json!({"request": body, "response": response});
+        if !exchange.complete {
+            line["complete"] = Value::Bool(false);
+        }
+        if let Some(record) = session.record.as_mut() {
+            let _ = writeln!(record, "{line}").and_then(|()| record.flush());
+        }
+    }
+}
+
+/// The id that groups a request with its session: a user or session id the body carries
+/// (Anthropic's `metadata.user_id`, OpenAI's `user` or `safety_identifier`), else the prefix key
+/// (`prompt_cache_key`, or the SDK's routing header).
+fn session_key(body: &Value, exchange: &Exchange) -> Option<String> {
+    let text = |pointer: &str| {
+        body.pointer(pointer)
+            .and_then(Value::as_str)
+            .filter(|text| !text.is_empty())
+    };
+    text("/metadata/user_id")
+        .or_else(|| text("/user"))
+        .or_else(|| text("/safety_identifier"))
+        .or_else(|| text("/prompt_cache_key"))
+        .or_else(|| {
+            header(
+                &exchange.request_headers,
+                kvlint_core::routing::ROUTING_KEY_HEADER,
+            )
+        })
+        .map(str::to_owned)
+}
+
+/// A first turn: one user message and no answer yet.
+fn starts_session(body: &Value) -> bool {
+    let items = body.get("messages").or_else(|| body.get("input"));
+    let Some(items) = items.and_then(Value::as_array) else {
+        return items.is_some_and(Value::is_string);
+    };
+    let roles: Vec<&str> = items
+        .iter()
+        .map(|item| {
+            item.get("role")
+                .or_else(|| item.get("type"))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+        })
+        .collect();
+    let users = roles.iter().filter(|role| **role == "user").count();
+    let answers = roles
+        .iter()
+        .filter(|role| !matches!(**role, "system" | "developer" | "user"))
+        .count();
+    users == 1 && answers == 0
+}

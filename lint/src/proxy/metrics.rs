@@ -1,0 +1,126 @@
+//! The proxy's counters, in the Prometheus text format at `/metrics` (prometheus-client).
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Upstream {
+    upstream: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Rule {
+    upstream: String,
+    rule: String,
+}
+
+/// Counters summed over every request the proxy analysed, per upstream.
+pub(super) struct Metrics {
+    registry: Registry,
+    upstream: String,
+    requests: Family<Upstream, Counter>,
+    prompt_tokens: Family<Upstream, Counter>,
+    cached_tokens: Family<Upstream, Counter>,
+    findings: Family<Rule, Counter>,
+    not_analysed: Counter,
+    upstream_errors: Counter,
+}
+
+impl Metrics {
+    pub(super) fn new(upstream: String) -> Self {
+        let mut registry = Registry::default();
+        let requests = Family::<Upstream, Counter>::default();
+        registry.register(
+            "kvlint_requests",
+            "Prompt requests analysed (chat completions, responses, messages)",
+            requests.clone(),
+        );
+        let prompt_tokens = Family::<Upstream, Counter>::default();
+        registry.register(
+            "kvlint_prompt_tokens",
+            "Prompt tokens, as the upstream reported them",
+            prompt_tokens.clone(),
+        );
+        let cached_tokens = Family::<Upstream, Counter>::default();
+        registry.register(
+            "kvlint_prompt_tokens_cached",
+            "Prompt tokens the upstream reported as served from its cache",
+            cached_tokens.clone(),
+        );
+        let findings = Family::<Rule, Counter>::default();
+        registry.register(
+            "kvlint_findings",
+            "Findings of kvlint's analysis on consecutive requests of a session, by rule",
+            findings.clone(),
+        );
+        let not_analysed = Counter::default();
+        registry.register(
+            "kvlint_proxy_not_analysed",
+            "Exchanges forwarded but not analysed: the analysis queue was full",
+            not_analysed.clone(),
+        );
+        let upstream_errors = Counter::default();
+        registry.register(
+            "kvlint_proxy_upstream_errors",
+            "Requests the upstream could not be reached for (answered 502)",
+            upstream_errors.clone(),
+        );
+        Self {
+            registry,
+            upstream,
+            requests,
+            prompt_tokens,
+            cached_tokens,
+            findings,
+            not_analysed,
+            upstream_errors,
+        }
+    }
+
+    fn labels(&self) -> Upstream {
+        Upstream {
+            upstream: self.upstream.clone(),
+        }
+    }
+
+    pub(super) fn not_analysed(&self) {
+        self.not_analysed.inc();
+    }
+
+    pub(super) fn upstream_error(&self) {
+        self.upstream_errors.inc();
+    }
+
+    pub(super) fn request(&self, prompt_tokens: Option<usize>, cached_tokens: Option<usize>) {
+        let labels = self.labels();
+        self.requests.get_or_create(&labels).inc();
+        if let Some(prompt_tokens) = prompt_tokens {
+            self.prompt_tokens
+                .get_or_create(&labels)
+                .inc_by(prompt_tokens as u64);
+        }
+        if let Some(cached_tokens) = cached_tokens {
+            self.cached_tokens
+                .get_or_create(&labels)
+                .inc_by(cached_tokens as u64);
+        }
+    }
+
+    pub(super) fn finding(&self, rule: &str) {
+        let labels = Rule {
+            upstream: self.upstream.clone(),
+            rule: rule.to_owned(),
+        };
+        self.findings.get_or_create(&labels).inc();
+    }
+
+    /// The text format a Prometheus server scrapes.
+    pub(super) fn encode(&self) -> String {
+        let mut text = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
+        text
+    }
+}

@@ -1,0 +1,172 @@
+//! `kvlint proxy` in front of a real llama-server: requests and responses pass through
+//! (streamed ones as a stream), the recorded session checks like the bodies sent, and the
+//! proxy's counters add up to the engine's own.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::io::Read;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use kvlint_fixtures::Served;
+use serde_json::{Value, json};
+
+mod common;
+
+fn llama_server() -> Served {
+    kvlint_fixtures::start_llama_server()
+        .expect("llama-server or the tiny model missing: run scripts/build-llama-server.sh and scripts/make-tiny-model.py")
+        .wait_until_healthy("/health")
+}
+
+fn proxy(upstream: &Served, record: &Path, metrics_port: u16) -> Served {
+    let port = kvlint_fixtures::free_port();
+    let child = Command::new(env!("CARGO_BIN_EXE_kvlint"))
+        .args(["proxy", "--listen", &format!("127.0.0.1:{port}")])
+        .args(["--upstream", &upstream.url])
+        .args(["--metrics", &format!("127.0.0.1:{metrics_port}")])
+        .arg("--record")
+        .arg(record)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    Served {
+        child,
+        url: format!("http://127.0.0.1:{port}"),
+    }
+    // /health is forwarded: healthy once both the proxy and the engine answer.
+    .wait_until_healthy("/health")
+}
+
+fn metric(text: &str, name: &str) -> f64 {
+    text.lines()
+        .filter(|line| line.starts_with(name) && !line.starts_with('#'))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+fn get(url: &str) -> String {
+    ureq::get(url)
+        .call()
+        .unwrap()
+        .body_mut()
+        .read_to_string()
+        .unwrap()
+}
+
+/// Sends `body` streamed and returns the raw server-sent events.
+fn post_streamed(url: &str, body: &Value) -> String {
+    let mut response = ureq::post(format!("{url}/v1/chat/completions"))
+        .send_json(body)
+        .unwrap();
+    assert_eq!(
+        response
+            .headers()
+            .get("content-type")
+            .unwrap()
+            .to_str()
+            .unwrap(),
+        "text/event-stream"
+    );
+    let mut text = String::new();
+    response
+        .body_mut()
+        .as_reader()
+        .read_to_string(&mut text)
+        .unwrap();
+    text
+}
+
+fn findings(session: &Path) -> Vec<(String, u64)> {
+    let output = Command::new(env!("CARGO_BIN_EXE_kvlint"))
+        .args(["check", "--format", "json"])
+        .arg(session)
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&output.stderr)));
+    report["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|session| session["findings"].as_array().unwrap())
+        .map(|finding| {
+            (
+                finding["rule"].as_str().unwrap().to_owned(),
+                finding["turn"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn the_recorded_session_checks_like_the_bodies_sent_and_the_counters_add_up() {
+    let engine = llama_server();
+    let record = std::env::temp_dir().join(format!("kvlint-proxy-{}", std::process::id()));
+    let metrics_port = kvlint_fixtures::free_port();
+    let proxy = proxy(&engine, &record, metrics_port);
+    let metrics_url = format!("http://127.0.0.1:{metrics_port}/metrics");
+    let session = kvlint_fixtures::repository().join("fixtures/examples/coding-agent.jsonl");
+    let engine_before = get(&format!("{}/metrics", engine.url));
+
+    let bodies: Vec<Value> = std::fs::read_to_string(&session)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    for (turn, body) in bodies.iter().enumerate() {
+        let mut sent = body.clone();
+        sent["max_tokens"] = json!(1);
+        sent["temperature"] = json!(0);
+        if turn % 2 == 1 {
+            // Streamed: the events arrive through the proxy as the engine sends them.
+            sent["stream"] = json!(true);
+            sent["stream_options"] = json!({"include_usage": true});
+            let events = post_streamed(&proxy.url, &sent);
+            assert!(events.trim_end().ends_with("data: [DONE]"), "{events}");
+        } else {
+            let answer = common::post(&proxy.url, "/v1/chat/completions", &sent).unwrap();
+            assert!(answer["usage"]["prompt_tokens"].as_u64().unwrap() > 0);
+        }
+    }
+
+    // The counters, once the analysis has seen every turn.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let counted = loop {
+        let text = get(&metrics_url);
+        if metric(&text, "kvlint_requests_total") as usize == bodies.len()
+            || std::time::Instant::now() > deadline
+        {
+            break text;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let engine_after = get(&format!("{}/metrics", engine.url));
+    let engine_delta = |name: &str| metric(&engine_after, name) - metric(&engine_before, name);
+    assert_eq!(
+        metric(&counted, "kvlint_requests_total") as usize,
+        bodies.len()
+    );
+    assert_eq!(
+        metric(&counted, "kvlint_prompt_tokens_total"),
+        engine_delta("llamacpp:prompt_tokens_total")
+            + metric(&counted, "kvlint_prompt_tokens_cached_total"),
+        "prompt tokens: the engine counts those it computed; the proxy, computed and cached\n{counted}\n{engine_after}"
+    );
+
+    // The recording: one session, one line per turn, that checks like the bodies sent.
+    drop(proxy);
+    let recorded: Vec<_> = std::fs::read_dir(&record)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    assert_eq!(recorded.len(), 1, "{recorded:?}");
+    let lines = std::fs::read_to_string(&recorded[0]).unwrap();
+    assert_eq!(lines.lines().count(), bodies.len());
+    let expected = findings(&session);
+    assert!(!expected.is_empty(), "the example session has breaks");
+    assert_eq!(findings(&recorded[0]), expected);
+    let findings_counted = metric(&counted, "kvlint_findings_total");
+    assert_eq!(findings_counted as usize, expected.len(), "{counted}");
+    std::fs::remove_dir_all(&record).ok();
+}
