@@ -170,3 +170,106 @@ fn the_recorded_session_checks_like_the_bodies_sent_and_the_counters_add_up() {
     assert_eq!(findings_counted as usize, expected.len(), "{counted}");
     std::fs::remove_dir_all(&record).ok();
 }
+
+/// Sends each body of `session` through the proxy with the SDK's routing header, as the
+/// agent would (one generated token, greedy).
+fn send_session(proxy: &Served, session: &Path, routing_key: &str) -> usize {
+    let bodies = std::fs::read_to_string(session).unwrap();
+    let mut sent = 0;
+    for line in bodies.lines() {
+        let mut body: Value = serde_json::from_str(line).unwrap();
+        body["max_tokens"] = json!(1);
+        body["temperature"] = json!(0);
+        ureq::post(format!("{}/v1/chat/completions", proxy.url))
+            .header("x-kvlint-routing-key", routing_key)
+            .send_json(&body)
+            .unwrap();
+        sent += 1;
+    }
+    sent
+}
+
+/// Prompt tokens the replicas computed (not served from cache), from their own counters.
+fn computed(replicas: &[&Served]) -> f64 {
+    replicas
+        .iter()
+        .map(|replica| {
+            metric(
+                &get(&format!("{}/metrics", replica.url)),
+                "llamacpp:prompt_tokens_total",
+            )
+        })
+        .sum()
+}
+
+fn wait_for_requests(metrics_url: &str, requests: usize) -> String {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let text = get(metrics_url);
+        if metric(&text, "kvlint_requests_total") as usize >= requests
+            || std::time::Instant::now() > deadline
+        {
+            return text;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// Two replicas behind nginx, the proxy in front. Round-robin sends turns of one session to
+/// the replica that did not see the turn before: the proxy counts those tokens as lost to
+/// locality, and they are exactly what the replicas computed beyond what the same session
+/// costs when nginx hashes on the SDK's routing key, where none are lost.
+#[test]
+fn lost_locality_adds_up_to_what_the_replicas_computed_again() {
+    let folder = std::env::temp_dir().join(format!("kvlint-proxy-fleet-{}", std::process::id()));
+    let (session, routing_key) = common::sdk_session(&folder);
+    let mut runs = Vec::new();
+    for (name, balance) in [
+        ("round-robin", ""),
+        ("hash", "hash $http_x_kvlint_routing_key consistent;"),
+    ] {
+        let (first, second) = (common::replica(), common::replica());
+        let replicas = [&first, &second];
+        let gateway = common::gateway(&replicas, balance, &folder.join(name));
+        let metrics_port = kvlint_fixtures::free_port();
+        let proxy = proxy(
+            &gateway,
+            &folder.join(format!("{name}-sessions")),
+            metrics_port,
+        );
+        let before = computed(&replicas);
+        let turns = send_session(&proxy, &session, &routing_key);
+        let counted = wait_for_requests(&format!("http://127.0.0.1:{metrics_port}/metrics"), turns);
+        let computed_again = computed(&replicas) - before;
+        let lost = |cause: &str| {
+            let label = format!("cause=\"{cause}\"");
+            counted
+                .lines()
+                .filter(|line| {
+                    line.starts_with("kvlint_prompt_tokens_lost_total{") && line.contains(&label)
+                })
+                .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+                .sum::<f64>()
+        };
+        runs.push((
+            name,
+            computed_again,
+            lost("locality"),
+            lost("eviction") + lost("unknown"),
+            counted,
+        ));
+    }
+    let (_, round_robin_computed, round_robin_lost, round_robin_other, round_robin_metrics) =
+        &runs[0];
+    let (_, hash_computed, hash_lost, hash_other, hash_metrics) = &runs[1];
+    assert_eq!(*hash_lost, 0.0, "{hash_metrics}");
+    assert_eq!(*hash_other, 0.0, "{hash_metrics}");
+    assert_eq!(*round_robin_other, 0.0, "{round_robin_metrics}");
+    assert!(*round_robin_lost > 0.0, "{round_robin_metrics}");
+    assert_eq!(
+        *round_robin_lost,
+        round_robin_computed - hash_computed,
+        "{round_robin_metrics}"
+    );
+    std::fs::remove_dir_all(&folder).ok();
+}

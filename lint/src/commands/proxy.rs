@@ -27,6 +27,14 @@ pub struct Args {
     /// Serve the counters in the Prometheus text format at http://ADDR/metrics.
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<SocketAddr>,
+    /// The engine behind the upstream (for its tokens and cache model); detected from its
+    /// endpoints when not given.
+    #[arg(long, value_enum)]
+    pub engine_kind: Option<crate::probe::EngineKind>,
+    /// The response header a gateway names the replica that served a request in (nginx:
+    /// `add_header X-Kvlint-Replica $upstream_addr always;`).
+    #[arg(long, default_value = "x-kvlint-replica", value_name = "NAME")]
+    pub replica_header: String,
     /// The largest request body forwarded, in MiB.
     #[arg(long, default_value = "64", value_name = "MIB")]
     pub max_body: usize,
@@ -39,6 +47,8 @@ pub fn run(args: Args) -> miette::Result<Outcome> {
         record: args.record,
         metrics: args.metrics,
         max_body: args.max_body.saturating_mul(1 << 20),
+        engine_kind: args.engine_kind,
+        replica_header: args.replica_header,
     })?;
     Ok(Outcome {
         output: String::new(),

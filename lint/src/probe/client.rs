@@ -9,7 +9,7 @@ use super::credentials::{Api, Credentials, shown_url};
 
 /// A problem talking to the engine, said per turn.
 #[derive(Debug)]
-pub(super) struct Failure(pub(super) String);
+pub(crate) struct Failure(pub(crate) String);
 
 /// The HTTP side of a probe.
 pub struct Client {

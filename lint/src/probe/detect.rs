@@ -52,7 +52,7 @@ impl Client {
 
     /// The cache model of this engine, with the settings the engine reports about itself;
     /// hosted APIs are modelled for `model` (their figures differ per model).
-    pub(super) fn cache_model(&self, kind: EngineKind, model: Option<&str>) -> Engine {
+    pub(crate) fn cache_model(&self, kind: EngineKind, model: Option<&str>) -> Engine {
         match kind {
             // The probe sends whole prompts; `--cache-reuse` is not reported by the server.
             EngineKind::Llamacpp => Engine::LlamaCpp { cache_reuse: 0 },

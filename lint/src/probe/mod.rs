@@ -31,3 +31,6 @@ pub use fleet::{Fleet, probe_fleet};
 pub use hosted::probe_hosted;
 pub use replay::probe_session;
 pub use report::{Outcome, ProbeReport};
+
+pub(crate) use predict::predicted_cached;
+pub(crate) use replay::engine_tokens;

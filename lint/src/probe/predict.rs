@@ -7,7 +7,7 @@ use kvlint_core::common_prefix_len;
 
 /// Tokens `engine` serves from cache for a prompt of `tokens`, given the sequences its cache
 /// holds, oldest first (the last is the request right before, which a llama.cpp slot keeps).
-pub(super) fn predicted_cached<'a>(
+pub(crate) fn predicted_cached<'a>(
     engine: &Engine,
     tokens: &[u32],
     cached_sequences: impl IntoIterator<Item = &'a [u32]>,

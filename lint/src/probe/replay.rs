@@ -123,7 +123,7 @@ pub(super) fn chat_body(turn: &Turn, model: Option<&str>) -> Value {
 }
 
 /// The prompt tokens the engine computes for a chat request.
-pub(super) fn engine_tokens(
+pub(crate) fn engine_tokens(
     client: &Client,
     kind: EngineKind,
     body: &Value,

@@ -1,13 +1,21 @@
 //! The analysis beside the forwarding path: each exchange, once its response has ended, is
 //! put into its session, checked against the session's previous request with the pipeline
 //! `kvlint check` runs (`kvlint_rules::check_pair`), counted, and recorded.
+//!
+//! For a self-hosted engine it also predicts, as `kvlint probe` does, what the engine serves
+//! from cache: the engine's own tokens (`/apply-template` and `/tokenize`, or `/tokenize`) and
+//! its cache model over what the replica that served the turn was sent. A turn that extends
+//! its session's previous prompt but gets less than that prompt made reusable is a loss, with
+//! its cause: another replica served it (locality), the replica's cache moved on to other
+//! requests (eviction), else unknown.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::mpsc::Receiver;
+use std::time::Duration;
 
 use kvlint_core::cache::reported_usage;
 use kvlint_core::diff::RenderedRequest;
@@ -20,6 +28,23 @@ use serde_json::{Value, json};
 use super::Exchange;
 use super::forward::header;
 use super::metrics::Metrics;
+use crate::probe::{Client, EngineKind, engine_tokens, predicted_cached};
+
+/// Prompts kept per replica to model its cache; older ones count as evicted.
+const RECENT_PROMPTS: usize = 64;
+
+/// How to reach the engine for its tokens, and what it is when the user said.
+pub(super) struct EngineProbe {
+    pub(super) url: String,
+    pub(super) kind: Option<EngineKind>,
+}
+
+/// A self-hosted engine: its tokens and cache model.
+struct Engine {
+    client: Client,
+    kind: EngineKind,
+    model: kvlint_core::cache::Engine,
+}
 
 /// Paths whose POST bodies are prompts: OpenAI chat and Responses, Anthropic Messages.
 const PROMPT_PATHS: [&str; 3] = ["/chat/completions", "/responses", "/messages"];
@@ -29,6 +54,8 @@ struct Session {
     /// The id the requests carry (a user or session id, or the prefix key), if any.
     key: Option<String>,
     previous: Option<(Request, Rendered)>,
+    /// The engine's tokens of the previous prompt, and the replica that served it.
+    previous_prompt: Option<(Vec<u32>, String)>,
     turns: usize,
     record: Option<BufWriter<File>>,
 }
@@ -40,17 +67,52 @@ pub(super) struct Analysis {
     record: Option<PathBuf>,
     /// Per key, the sessions that carry it.
     by_key: HashMap<String, Vec<usize>>,
+    engine_probe: EngineProbe,
+    /// Set up at the first prompt; `None` inside when the engine offers no tokens.
+    engine: Option<Option<Engine>>,
+    replica_header: String,
+    /// Per replica (the gateway's header, empty without one), the prompts it was sent.
+    replicas: HashMap<String, VecDeque<Vec<u32>>>,
 }
 
 impl Analysis {
-    pub(super) fn new(metrics: Arc<Metrics>, record: Option<PathBuf>) -> Self {
+    pub(super) fn new(
+        metrics: Arc<Metrics>,
+        record: Option<PathBuf>,
+        engine_probe: EngineProbe,
+        replica_header: String,
+    ) -> Self {
         Self {
             renderer: Renderer::provider(),
             sessions: Vec::new(),
             metrics,
             record,
             by_key: HashMap::new(),
+            engine_probe,
+            engine: None,
+            replica_header,
+            replicas: HashMap::new(),
         }
+    }
+
+    /// The engine, detected once; hosted APIs offer no tokens.
+    fn engine(&mut self) -> Option<&Engine> {
+        let probe = &self.engine_probe;
+        self.engine
+            .get_or_insert_with(|| {
+                let client = Client::new(&probe.url, Duration::from_secs(30));
+                let kind = probe.kind.unwrap_or_else(|| client.detect());
+                let self_hosted = matches!(
+                    kind,
+                    EngineKind::Llamacpp | EngineKind::Vllm | EngineKind::Sglang
+                );
+                self_hosted.then(|| Engine {
+                    model: client.cache_model(kind, None),
+                    client,
+                    kind,
+                })
+            })
+            .as_ref()
     }
 
     /// Analyses exchanges until the forwarding side is gone.
@@ -82,19 +144,30 @@ impl Analysis {
         let response_text = String::from_utf8_lossy(&exchange.response);
         let response = parse_response(&response_text);
         let usage = response.as_ref().and_then(reported_usage);
+        if let Ok(rendered) = self.renderer.render(&request) {
+            let index = self.session_for(exchange, &body, &rendered);
+            let accepted = exchange.complete && (200..300).contains(&exchange.status);
+            if accepted {
+                self.check(index, request, rendered);
+            }
+            self.record(index, &body, response, &response_text, exchange);
+            let chat = exchange
+                .path
+                .trim_end_matches('/')
+                .ends_with("/chat/completions");
+            if accepted && chat {
+                let replica = header(&exchange.response_headers, &self.replica_header)
+                    .unwrap_or_default()
+                    .to_owned();
+                let reported = usage.map(|usage| usage.cached_tokens);
+                self.predict(index, &body, replica, reported);
+            }
+        }
+        // Counted last: a scrape that sees the request sees all it changed.
         self.metrics.request(
             usage.and_then(|usage| usage.prompt_tokens),
             usage.map(|usage| usage.cached_tokens),
         );
-        let Ok(rendered) = self.renderer.render(&request) else {
-            return;
-        };
-        let index = self.session_for(exchange, &body, &rendered);
-        let accepted = exchange.complete && (200..300).contains(&exchange.status);
-        if accepted {
-            self.check(index, request, rendered);
-        }
-        self.record(index, &body, response, &response_text, exchange);
     }
 
     /// The session a request belongs to: among the sessions with the same key (a user or
@@ -129,6 +202,7 @@ impl Analysis {
             self.sessions.push(Session {
                 key: key.clone(),
                 previous: None,
+                previous_prompt: None,
                 turns: 0,
                 record: None,
             });
@@ -161,6 +235,49 @@ impl Analysis {
         }
         session.previous = Some((request, rendered));
         session.turns += 1;
+    }
+
+    /// Predicts the turn's cached tokens from the engine's tokens and what its replica was
+    /// sent, and counts what the session lost when the engine served less than the session's
+    /// previous prompt made reusable.
+    fn predict(&mut self, index: usize, body: &Value, replica: String, reported: Option<usize>) {
+        let Some(engine) = self.engine() else {
+            return;
+        };
+        let Ok(tokens) = engine_tokens(&engine.client, engine.kind, body) else {
+            return;
+        };
+        let model = engine.model.clone();
+        let seen = self.replicas.entry(replica.clone()).or_default();
+        let predicted = predicted_cached(&model, &tokens, seen.iter().map(Vec::as_slice));
+        self.metrics.predicted(predicted);
+        let session = &mut self.sessions[index];
+        if let Some(((previous, previous_replica), reported)) =
+            session.previous_prompt.as_ref().zip(reported)
+        {
+            let reusable = predicted_cached(&model, &tokens, [previous.as_slice()]);
+            if reported < reusable {
+                let cause = if *previous_replica != replica {
+                    "locality"
+                } else if predicted < reusable {
+                    "eviction"
+                } else {
+                    "unknown"
+                };
+                let lost = reusable - reported;
+                self.metrics.lost(cause, lost);
+                eprintln!(
+                    "kvlint proxy: session {} turn {}: {lost} prompt tokens computed again ({cause}; replica {replica:?}, previous turn on {previous_replica:?})",
+                    index + 1,
+                    session.turns.saturating_sub(1),
+                );
+            }
+        }
+        seen.push_back(tokens.clone());
+        if seen.len() > RECENT_PROMPTS {
+            seen.pop_front();
+        }
+        session.previous_prompt = Some((tokens, replica));
     }
 
     /// Appends the exchange to its session's file as `{request, response}`, what `kvlint

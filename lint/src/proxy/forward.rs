@@ -109,6 +109,7 @@ impl Forwarder {
             request_headers: parts.headers,
             request: body,
             status: response_parts.status.as_u16(),
+            response_headers: response_parts.headers.clone(),
             response: Vec::new(),
             complete: false,
         };

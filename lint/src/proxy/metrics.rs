@@ -11,6 +11,12 @@ struct Upstream {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Cause {
+    upstream: String,
+    cause: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Rule {
     upstream: String,
     rule: String,
@@ -23,6 +29,8 @@ pub(super) struct Metrics {
     requests: Family<Upstream, Counter>,
     prompt_tokens: Family<Upstream, Counter>,
     cached_tokens: Family<Upstream, Counter>,
+    predicted_cached_tokens: Family<Upstream, Counter>,
+    lost_tokens: Family<Cause, Counter>,
     findings: Family<Rule, Counter>,
     not_analysed: Counter,
     upstream_errors: Counter,
@@ -49,6 +57,18 @@ impl Metrics {
             "Prompt tokens the upstream reported as served from its cache",
             cached_tokens.clone(),
         );
+        let predicted_cached_tokens = Family::<Upstream, Counter>::default();
+        registry.register(
+            "kvlint_prompt_tokens_predicted_cached",
+            "Prompt tokens kvlint predicts the engine serves from cache (its cache model over the engine's own tokens and what each replica was sent)",
+            predicted_cached_tokens.clone(),
+        );
+        let lost_tokens = Family::<Cause, Counter>::default();
+        registry.register(
+            "kvlint_prompt_tokens_lost",
+            "Prompt tokens a session's previous turn had made reusable that the engine computed again, by cause (locality: another replica served the turn; eviction: the replica's cache moved on; unknown)",
+            lost_tokens.clone(),
+        );
         let findings = Family::<Rule, Counter>::default();
         registry.register(
             "kvlint_findings",
@@ -73,6 +93,8 @@ impl Metrics {
             requests,
             prompt_tokens,
             cached_tokens,
+            predicted_cached_tokens,
+            lost_tokens,
             findings,
             not_analysed,
             upstream_errors,
@@ -106,6 +128,22 @@ impl Metrics {
                 .get_or_create(&labels)
                 .inc_by(cached_tokens as u64);
         }
+    }
+
+    pub(super) fn predicted(&self, tokens: usize) {
+        self.predicted_cached_tokens
+            .get_or_create(&self.labels())
+            .inc_by(tokens as u64);
+    }
+
+    pub(super) fn lost(&self, cause: &str, tokens: usize) {
+        let labels = Cause {
+            upstream: self.upstream.clone(),
+            cause: cause.to_owned(),
+        };
+        self.lost_tokens
+            .get_or_create(&labels)
+            .inc_by(tokens as u64);
     }
 
     pub(super) fn finding(&self, rule: &str) {

@@ -27,7 +27,9 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use thiserror::Error;
 use tokio::net::TcpListener;
 
-use analysis::Analysis;
+use analysis::{Analysis, EngineProbe};
+
+use crate::probe::EngineKind;
 use forward::Forwarder;
 use metrics::Metrics;
 
@@ -42,6 +44,7 @@ pub(crate) struct Exchange {
     pub(crate) request_headers: HeaderMap,
     pub(crate) request: Bytes,
     pub(crate) status: u16,
+    pub(crate) response_headers: HeaderMap,
     /// The response body (or its first `max_copy` bytes).
     pub(crate) response: Vec<u8>,
     /// Whether the response ended normally (not cut by the client or the upstream).
@@ -56,6 +59,10 @@ pub struct Settings {
     pub record: Option<PathBuf>,
     pub metrics: Option<SocketAddr>,
     pub max_body: usize,
+    /// The engine behind the upstream; detected from its endpoints when `None`.
+    pub engine_kind: Option<EngineKind>,
+    /// The response header a gateway names the serving replica in.
+    pub replica_header: String,
 }
 
 #[derive(Debug, Error, miette::Diagnostic)]
@@ -107,7 +114,15 @@ pub fn serve(settings: Settings) -> Result<(), ProxyError> {
     }
     let metrics = Arc::new(Metrics::new(settings.upstream.clone()));
     let (sender, receiver) = std::sync::mpsc::sync_channel(ANALYSIS_QUEUE);
-    let analysis = Analysis::new(Arc::clone(&metrics), settings.record.clone());
+    let analysis = Analysis::new(
+        Arc::clone(&metrics),
+        settings.record.clone(),
+        EngineProbe {
+            url: settings.upstream.clone(),
+            kind: settings.engine_kind,
+        },
+        settings.replica_header.clone(),
+    );
     let analysing = std::thread::spawn(move || analysis.run(receiver));
     let forwarder = Arc::new(Forwarder {
         client: Client::builder(TokioExecutor::new()).build_http(),

@@ -2,6 +2,9 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use kvlint_fixtures::Served;
 
 use kvlint_sdk::{Conversation, Tool, ToolCall};
 use serde_json::{Value, json};
@@ -86,4 +89,59 @@ pub fn post(url: &str, path: &str, body: &Value) -> Result<Value, String> {
     } else {
         Err(answer["error"]["message"].to_string())
     }
+}
+
+/// A llama-server replica with the tiny model.
+pub fn replica() -> Served {
+    kvlint_fixtures::start_llama_server()
+        .expect("llama-server or the tiny model missing: run scripts/build-llama-server.sh and scripts/make-tiny-model.py")
+}
+
+fn nginx() -> PathBuf {
+    ["/usr/sbin/nginx", "/usr/bin/nginx"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|path| path.is_file())
+        .expect("nginx missing: apt-get install nginx (scripts/test.sh does)")
+}
+
+/// nginx in front of the replicas, with `balance` as the upstream's balancing line: one
+/// process (no master and workers), so that stopping it leaves none behind. Each response
+/// names the replica that served it in `X-Kvlint-Replica`.
+pub fn gateway(replicas: &[&Served], balance: &str, folder: &Path) -> Served {
+    std::fs::create_dir_all(folder).unwrap();
+    let port = kvlint_fixtures::free_port();
+    let servers: String = replicas
+        .iter()
+        .map(|replica| {
+            format!(
+                "    server {};\n",
+                replica.url.trim_start_matches("http://")
+            )
+        })
+        .collect();
+    let dir = folder.display();
+    let config = format!(
+        "daemon off;\nmaster_process off;\npid {dir}/nginx.pid;\nerror_log {dir}/error.log;\nevents {{}}\n\
+         http {{\n  access_log off;\n  client_body_temp_path {dir}/body;\n  proxy_temp_path {dir}/proxy;\n\
+         fastcgi_temp_path {dir}/fastcgi;\n  uwsgi_temp_path {dir}/uwsgi;\n  scgi_temp_path {dir}/scgi;\n\
+         upstream replicas {{\n    {balance}\n{servers}  }}\n\
+         server {{\n    listen 127.0.0.1:{port};\n    location / {{ proxy_pass http://replicas; proxy_http_version 1.1; add_header X-Kvlint-Replica $upstream_addr always; }}\n  }}\n}}\n"
+    );
+    let path = folder.join("nginx.conf");
+    std::fs::write(&path, config).unwrap();
+    let child = Command::new(nginx())
+        .arg("-c")
+        .arg(&path)
+        .arg("-p")
+        .arg(folder)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    Served {
+        child,
+        url: format!("http://127.0.0.1:{port}"),
+    }
+    .wait_until_healthy("/health")
 }
