@@ -168,6 +168,35 @@ fn the_recorded_session_checks_like_the_bodies_sent_and_the_counters_add_up() {
     assert_eq!(findings(&recorded[0]), expected);
     let findings_counted = metric(&counted, "kvlint_findings_total");
     assert_eq!(findings_counted as usize, expected.len(), "{counted}");
+
+    // The Grafana dashboard reads only counters the proxy exports.
+    let dashboard: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            kvlint_fixtures::repository().join("docs/grafana-kvlint-proxy.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let expressions: Vec<&str> = dashboard["panels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|panel| panel["targets"].as_array().unwrap())
+        .map(|target| target["expr"].as_str().unwrap())
+        .collect();
+    assert!(expressions.len() >= 6);
+    for expression in expressions {
+        for name in expression
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .filter(|word| word.starts_with("kvlint_") && word.ends_with("_total"))
+        {
+            let family = name.trim_end_matches("_total");
+            assert!(
+                counted.contains(&format!("# TYPE {family} counter")),
+                "the dashboard reads {name}, which the proxy does not export\n{counted}"
+            );
+        }
+    }
     std::fs::remove_dir_all(&record).ok();
 }
 
@@ -270,6 +299,95 @@ fn lost_locality_adds_up_to_what_the_replicas_computed_again() {
         *round_robin_lost,
         round_robin_computed - hash_computed,
         "{round_robin_metrics}"
+    );
+    std::fs::remove_dir_all(&folder).ok();
+}
+
+/// Whatever the upstream or the client does, the proxy answers as the upstream answered, or
+/// says why it could not, and keeps serving.
+#[test]
+fn the_proxy_survives_a_dead_upstream_big_bodies_many_clients_and_clients_that_leave() {
+    let folder = std::env::temp_dir().join(format!("kvlint-proxy-hostile-{}", std::process::id()));
+    // An upstream nobody listens on: 502 with the reason, counted.
+    let nobody = Served {
+        child: Command::new("sleep").arg("60").spawn().unwrap(),
+        url: format!("http://127.0.0.1:{}", kvlint_fixtures::free_port()),
+    };
+    let metrics_port = kvlint_fixtures::free_port();
+    let port = kvlint_fixtures::free_port();
+    let dead = Served {
+        child: Command::new(env!("CARGO_BIN_EXE_kvlint"))
+            .args([
+                "proxy",
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+                "--upstream",
+                &nobody.url,
+            ])
+            .args(["--metrics", &format!("127.0.0.1:{metrics_port}")])
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+        url: format!("http://127.0.0.1:{port}"),
+    }
+    .wait_until_healthy_for("/metrics-is-not-here", std::time::Duration::from_secs(2));
+    let errors = || {
+        let counted = get(&format!("http://127.0.0.1:{metrics_port}/metrics"));
+        metric(&counted, "kvlint_proxy_upstream_errors_total")
+    };
+    let before = errors();
+    let answer = ureq::post(format!("{}/v1/chat/completions", dead.url))
+        .config()
+        .http_status_as_error(false)
+        .build()
+        .send_json(json!({"messages": [{"role": "user", "content": "hi"}]}))
+        .unwrap();
+    assert_eq!(answer.status(), 502);
+    assert_eq!(errors(), before + 1.0);
+    drop((dead, nobody));
+
+    let engine = llama_server();
+    let proxy = proxy(&engine, &folder, kvlint_fixtures::free_port());
+    // A 10 MB body: forwarded whole, and the engine's own answer comes back unchanged.
+    let huge = json!({"messages": [{"role": "user", "content": "word ".repeat(2_000_000)}], "max_tokens": 1});
+    let status = |url: &str| {
+        ureq::post(format!("{url}/v1/chat/completions"))
+            .config()
+            .http_status_as_error(false)
+            .build()
+            .send_json(&huge)
+            .unwrap()
+            .status()
+    };
+    assert_eq!(status(&proxy.url), status(&engine.url));
+    // A client that leaves in the middle of a stream.
+    {
+        let mut response = ureq::post(format!("{}/v1/chat/completions", proxy.url))
+            .send_json(json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 64, "stream": true}))
+            .unwrap();
+        let mut first = [0u8; 16];
+        response
+            .body_mut()
+            .as_reader()
+            .read_exact(&mut first)
+            .unwrap();
+    }
+    // 200 clients at once.
+    let clients: Vec<_> = (0..200)
+        .map(|_| {
+            let url = format!("{}/health", proxy.url);
+            std::thread::spawn(move || ureq::get(&url).call().map(|answer| answer.status()))
+        })
+        .collect();
+    for client in clients {
+        assert_eq!(client.join().unwrap().unwrap(), 200);
+    }
+    assert_eq!(
+        ureq::get(format!("{}/health", proxy.url))
+            .call()
+            .unwrap()
+            .status(),
+        200
     );
     std::fs::remove_dir_all(&folder).ok();
 }

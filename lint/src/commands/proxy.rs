@@ -11,8 +11,9 @@ use crate::proxy::{self, Settings};
 #[command(after_help = "Uses:
   record for CI:      kvlint proxy --upstream http://127.0.0.1:8080 --record sessions/
                       then point the agent's base URL at the proxy and `kvlint check sessions/`
-  watch an engine:    kvlint proxy --upstream http://vllm:8000 --metrics 127.0.0.1:9464
-  during development: kvlint proxy --upstream http://127.0.0.1:8080 --record /tmp/kvlint")]
+  watch a fleet:      kvlint proxy --upstream http://gateway:8000 --metrics 127.0.0.1:9464
+                      (the Grafana dashboard docs/grafana-kvlint-proxy.json reads those)
+  during development: kvlint proxy --upstream http://127.0.0.1:8080 --summary-every 10")]
 pub struct Args {
     /// Where the proxy listens (loopback unless told otherwise).
     #[arg(long, default_value = "127.0.0.1:8787")]
@@ -35,6 +36,10 @@ pub struct Args {
     /// `add_header X-Kvlint-Replica $upstream_addr always;`).
     #[arg(long, default_value = "x-kvlint-replica", value_name = "NAME")]
     pub replica_header: String,
+    /// Print a summary line (requests, prompt tokens, served from cache, predicted, lost)
+    /// every SECS seconds, for a person watching.
+    #[arg(long, value_name = "SECS")]
+    pub summary_every: Option<u64>,
     /// The largest request body forwarded, in MiB.
     #[arg(long, default_value = "64", value_name = "MIB")]
     pub max_body: usize,
@@ -49,6 +54,7 @@ pub fn run(args: Args) -> miette::Result<Outcome> {
         max_body: args.max_body.saturating_mul(1 << 20),
         engine_kind: args.engine_kind,
         replica_header: args.replica_header,
+        summary_every: args.summary_every,
     })?;
     Ok(Outcome {
         output: String::new(),

@@ -5,6 +5,9 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 
+/// Why a session's reusable prefix was computed again (see the analysis).
+pub(super) const LOST_CAUSES: [&str; 3] = ["locality", "eviction", "unknown"];
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Upstream {
     upstream: String,
@@ -87,6 +90,31 @@ impl Metrics {
             "Requests the upstream could not be reached for (answered 502)",
             upstream_errors.clone(),
         );
+        // Every series exists from the start, at zero: a dashboard's rates and ratios have
+        // something to read before the first loss or finding.
+        let labels = Upstream {
+            upstream: upstream.clone(),
+        };
+        for family in [
+            &requests,
+            &prompt_tokens,
+            &cached_tokens,
+            &predicted_cached_tokens,
+        ] {
+            let _created = family.get_or_create(&labels);
+        }
+        for cause in LOST_CAUSES {
+            let _created = lost_tokens.get_or_create(&Cause {
+                upstream: upstream.clone(),
+                cause: cause.to_owned(),
+            });
+        }
+        for rule in kvlint_rules::RULES {
+            let _created = findings.get_or_create(&Rule {
+                upstream: upstream.clone(),
+                rule: rule.meta().name.to_owned(),
+            });
+        }
         Self {
             registry,
             upstream,
@@ -154,7 +182,34 @@ impl Metrics {
         self.findings.get_or_create(&labels).inc();
     }
 
-    /// The text format a Prometheus server scrapes.
+    /// One line for a person watching the proxy run.
+    pub(super) fn summary(&self) -> String {
+        let labels = self.labels();
+        let count = |family: &Family<Upstream, Counter>| family.get_or_create(&labels).get();
+        let (prompt, cached) = (count(&self.prompt_tokens), count(&self.cached_tokens));
+        let lost: u64 = LOST_CAUSES
+            .into_iter()
+            .map(|cause| {
+                let labels = Cause {
+                    upstream: self.upstream.clone(),
+                    cause: cause.to_owned(),
+                };
+                self.lost_tokens.get_or_create(&labels).get()
+            })
+            .sum();
+        let share = if prompt == 0 {
+            0.0
+        } else {
+            100.0 * cached as f64 / prompt as f64
+        };
+        format!(
+            "kvlint proxy: {} requests, {prompt} prompt tokens, {cached} served from cache ({share:.1}%), {} predicted, {lost} lost",
+            count(&self.requests),
+            count(&self.predicted_cached_tokens),
+        )
+    }
+
+    /// The text format a Prometheus server scrapes (OpenMetrics).
     pub(super) fn encode(&self) -> String {
         let mut text = String::new();
         // Writing into a String cannot fail.

@@ -63,6 +63,8 @@ pub struct Settings {
     pub engine_kind: Option<EngineKind>,
     /// The response header a gateway names the serving replica in.
     pub replica_header: String,
+    /// Seconds between the summary lines printed for a person watching; `None`: none.
+    pub summary_every: Option<u64>,
 }
 
 #[derive(Debug, Error, miette::Diagnostic)]
@@ -124,6 +126,15 @@ pub fn serve(settings: Settings) -> Result<(), ProxyError> {
         settings.replica_header.clone(),
     );
     let analysing = std::thread::spawn(move || analysis.run(receiver));
+    if let Some(seconds) = settings.summary_every.filter(|seconds| *seconds > 0) {
+        let metrics = Arc::clone(&metrics);
+        std::thread::spawn(move || {
+            loop {
+                std::thread::sleep(std::time::Duration::from_secs(seconds));
+                eprintln!("{}", metrics.summary());
+            }
+        });
+    }
     let forwarder = Arc::new(Forwarder {
         client: Client::builder(TokioExecutor::new()).build_http(),
         upstream,
@@ -194,7 +205,7 @@ async fn serve_metrics(listener: TcpListener, metrics: Arc<Metrics>) {
                     response.headers_mut().insert(
                         hyper::header::CONTENT_TYPE,
                         hyper::header::HeaderValue::from_static(
-                            "text/plain; version=0.0.4; charset=utf-8",
+                            "application/openmetrics-text; version=1.0.0; charset=utf-8",
                         ),
                     );
                     Ok::<_, Infallible>(response)
