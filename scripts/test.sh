@@ -5,7 +5,8 @@
 # every test, then the benchmarks (the long-session one reports its speed against the targets,
 # 50x (provider mode) and 30x (engine mode, Qwen3) faster than re-tokenizing every turn, and
 # fails under them or when it peaks over 4x the session file's size in memory; the
-# session-memory one fails when a 1,500-turn session or a 100 MB line peaks at 1 GB).
+# session-memory one fails when a 1,500-turn session or a 100 MB line peaks at 1 GB; the proxy
+# one when `kvlint proxy` adds 2 ms or more at the 99th percentile).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -45,6 +46,8 @@ KVLINT_BENCH_TOKENIZER="$assets/tokenizers/qwen3/tokenizer.json" \
   cargo bench -p kvlint-rules --bench long_session --locked
 cargo bench -p kvlint-rules --bench session_memory --locked
 cargo bench -p kvlint --bench templates --locked
+# The latency kvlint proxy adds in front of llama-server (p99 added under 2 ms).
+cargo bench -p kvlint --bench proxy_latency --locked
 
 # The Python package: the wheel (the native module and the `kvlint` command) built with
 # maturin, installed from the file into the pinned SDK venv, and its tests: the real openai,
