@@ -175,9 +175,14 @@ pub fn serve(settings: Settings) -> Result<(), ProxyError> {
     served
 }
 
+/// After a failed accept (out of file descriptors, say), a pause before the next: the
+/// connections open now close, and the loop does not spin.
+const ACCEPT_BACKOFF: std::time::Duration = std::time::Duration::from_millis(10);
+
 async fn accept(listener: TcpListener, forwarder: Arc<Forwarder>) {
     loop {
         let Ok((stream, _)) = listener.accept().await else {
+            tokio::time::sleep(ACCEPT_BACKOFF).await;
             continue;
         };
         let forwarder = Arc::clone(&forwarder);
@@ -194,6 +199,7 @@ async fn accept(listener: TcpListener, forwarder: Arc<Forwarder>) {
 async fn serve_metrics(listener: TcpListener, metrics: Arc<Metrics>) {
     loop {
         let Ok((stream, _)) = listener.accept().await else {
+            tokio::time::sleep(ACCEPT_BACKOFF).await;
             continue;
         };
         let metrics = Arc::clone(&metrics);
