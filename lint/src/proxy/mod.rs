@@ -136,7 +136,13 @@ pub fn serve(settings: Settings) -> Result<(), ProxyError> {
         });
     }
     let forwarder = Arc::new(Forwarder {
-        client: Client::builder(TokioExecutor::new()).build_http(),
+        // A fresh connection per request: an engine may close a kept-alive connection as the
+        // next request is sent on it (llama-server's HTTP server does, after a stream or a
+        // few requests), which would fail a request the engine never saw. On loopback, or to a
+        // gateway nearby, a connection costs less than the latency target.
+        client: Client::builder(TokioExecutor::new())
+            .pool_max_idle_per_host(0)
+            .build_http(),
         upstream,
         max_body: settings.max_body,
         analysis: sender,
