@@ -33,6 +33,11 @@ use crate::probe::{Client, EngineKind, engine_tokens, predicted_cached};
 /// Prompts kept per replica to model its cache; older ones count as evicted.
 const RECENT_PROMPTS: usize = 64;
 
+/// Sessions whose previous request is kept to check the next against; past this many, the
+/// least recently seen is forgotten (its next request starts over), so that memory stays
+/// bounded however many sessions pass.
+const LIVE_SESSIONS: usize = 1024;
+
 /// How to reach the engine for its tokens, and what it is when the user said.
 pub(super) struct EngineProbe {
     pub(super) url: String,
@@ -58,6 +63,8 @@ struct Session {
     previous_prompt: Option<(Vec<u32>, String)>,
     turns: usize,
     record: Option<BufWriter<File>>,
+    /// When the session was last seen, in exchanges.
+    last_seen: u64,
 }
 
 pub(super) struct Analysis {
@@ -73,6 +80,10 @@ pub(super) struct Analysis {
     replica_header: String,
     /// Per replica (the gateway's header, empty without one), the prompts it was sent.
     replicas: HashMap<String, VecDeque<Vec<u32>>>,
+    /// Exchanges analysed so far: the clock of `Session::last_seen`.
+    exchanges: u64,
+    /// Sessions whose previous request is kept.
+    live: usize,
 }
 
 impl Analysis {
@@ -92,6 +103,8 @@ impl Analysis {
             engine: None,
             replica_header,
             replicas: HashMap::new(),
+            exchanges: 0,
+            live: 0,
         }
     }
 
@@ -146,6 +159,8 @@ impl Analysis {
         let usage = response.as_ref().and_then(reported_usage);
         if let Ok(rendered) = self.renderer.render(&request) {
             let index = self.session_for(exchange, &body, &rendered);
+            self.exchanges += 1;
+            self.sessions[index].last_seen = self.exchanges;
             let accepted = exchange.complete && (200..300).contains(&exchange.status);
             if accepted {
                 self.check(index, request, rendered);
@@ -205,6 +220,7 @@ impl Analysis {
                 previous_prompt: None,
                 turns: 0,
                 record: None,
+                last_seen: 0,
             });
             if let Some(key) = key {
                 self.by_key.entry(key).or_default().push(index);
@@ -233,8 +249,31 @@ impl Analysis {
         if let Some(finding) = finding {
             self.metrics.finding(finding.rule);
         }
+        if session.previous.is_none() {
+            self.live += 1;
+        }
         session.previous = Some((request, rendered));
         session.turns += 1;
+        self.forget_idle();
+    }
+
+    /// Forgets the least recently seen sessions past [`LIVE_SESSIONS`]: their previous request,
+    /// tokens and open record file.
+    fn forget_idle(&mut self) {
+        while self.live > LIVE_SESSIONS {
+            let Some(oldest) = self
+                .sessions
+                .iter_mut()
+                .filter(|session| session.previous.is_some())
+                .min_by_key(|session| session.last_seen)
+            else {
+                return;
+            };
+            oldest.previous = None;
+            oldest.previous_prompt = None;
+            oldest.record = None;
+            self.live -= 1;
+        }
     }
 
     /// Predicts the turn's cached tokens from the engine's tokens and what its replica was
@@ -355,4 +394,49 @@ fn starts_session(body: &Value) -> bool {
         .filter(|role| !matches!(**role, "system" | "developer" | "user"))
         .count();
     users == 1 && answers == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hyper::header::HeaderMap;
+
+    fn first_turn(session: usize) -> Exchange {
+        let body = json!({"model": "m", "messages": [
+            {"role": "system", "content": "Be terse."},
+            {"role": "user", "content": format!("Task number {session}.")}]});
+        Exchange {
+            method: "POST".into(),
+            path: "/v1/chat/completions".into(),
+            request_headers: HeaderMap::new(),
+            request: body.to_string().into(),
+            status: 200,
+            response_headers: HeaderMap::new(),
+            response: br#"{"usage": {"prompt_tokens": 20, "prompt_tokens_details": {"cached_tokens": 0}}}"#.to_vec(),
+            complete: true,
+        }
+    }
+
+    #[test]
+    fn memory_stays_bounded_however_many_sessions_pass() {
+        let metrics = Arc::new(Metrics::new("http://upstream".into()));
+        // A hosted kind: no engine to ask for tokens.
+        let probe = EngineProbe {
+            url: "http://upstream".into(),
+            kind: Some(EngineKind::Openai),
+        };
+        let mut analysis = Analysis::new(metrics, None, probe, "x-kvlint-replica".into());
+        let sessions = LIVE_SESSIONS + 100;
+        for session in 0..sessions {
+            analysis.observe(&first_turn(session));
+        }
+        assert_eq!(analysis.sessions.len(), sessions);
+        let kept: Vec<usize> = (0..sessions)
+            .filter(|index| analysis.sessions[*index].previous.is_some())
+            .collect();
+        // The most recent ones are kept, the oldest forgotten.
+        assert_eq!(kept.len(), LIVE_SESSIONS);
+        assert_eq!(kept[0], 100);
+        assert_eq!(analysis.live, LIVE_SESSIONS);
+    }
 }
