@@ -19,9 +19,14 @@ fn llama_server() -> Served {
 }
 
 fn proxy(upstream: &Served, record: &Path, metrics_port: u16) -> Served {
+    proxy_with(upstream, record, metrics_port, &[])
+}
+
+fn proxy_with(upstream: &Served, record: &Path, metrics_port: u16, options: &[&str]) -> Served {
     let port = kvlint_fixtures::free_port();
     let child = Command::new(env!("CARGO_BIN_EXE_kvlint"))
         .args(["proxy", "--listen", &format!("127.0.0.1:{port}")])
+        .args(options)
         .args(["--upstream", &upstream.url])
         .args(["--metrics", &format!("127.0.0.1:{metrics_port}")])
         .arg("--record")
@@ -168,6 +173,34 @@ fn the_recorded_session_checks_like_the_bodies_sent_and_the_counters_add_up() {
     assert_eq!(findings(&recorded[0]), expected);
     let findings_counted = metric(&counted, "kvlint_findings_total");
     assert_eq!(findings_counted as usize, expected.len(), "{counted}");
+
+    // Recorded with --redact: no text of the session, the same findings in the same turns.
+    let redacted_folder = record.with_extension("redacted");
+    let redacting_metrics = kvlint_fixtures::free_port();
+    let redacting = proxy_with(&engine, &redacted_folder, redacting_metrics, &["--redact"]);
+    for body in &bodies {
+        let mut sent = body.clone();
+        sent["max_tokens"] = json!(1);
+        common::post(&redacting.url, "/v1/chat/completions", &sent).unwrap();
+    }
+    wait_for_requests(
+        &format!("http://127.0.0.1:{redacting_metrics}/metrics"),
+        bodies.len(),
+    );
+    drop(redacting);
+    let redacted: Vec<_> = std::fs::read_dir(&redacted_folder)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    assert_eq!(redacted.len(), 1, "{redacted:?}");
+    let text = std::fs::read_to_string(&redacted[0]).unwrap();
+    assert_eq!(text.lines().count(), bodies.len());
+    assert!(
+        !text.contains("careful coding agent"),
+        "the system prompt is hidden"
+    );
+    assert_eq!(findings(&redacted[0]), expected);
+    std::fs::remove_dir_all(&redacted_folder).ok();
 
     // The Grafana dashboard reads only counters the proxy exports.
     let dashboard: Value = serde_json::from_str(

@@ -25,6 +25,10 @@ pub struct Args {
     /// this folder. Headers, and so API keys, are never written.
     #[arg(long, value_name = "DIR")]
     pub record: Option<PathBuf>,
+    /// Record placeholders of the same length and shape instead of the conversation's text
+    /// (structure, roles, tool names and ids kept: the record checks like the session did).
+    #[arg(long, requires = "record")]
+    pub redact: bool,
     /// Serve the counters in the Prometheus text format at http://ADDR/metrics.
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<SocketAddr>,
@@ -50,6 +54,7 @@ pub fn run(args: Args) -> miette::Result<Outcome> {
         listen: args.listen,
         upstream: args.upstream,
         record: args.record,
+        redact: args.redact,
         metrics: args.metrics,
         max_body: args.max_body.saturating_mul(1 << 20),
         engine_kind: args.engine_kind,

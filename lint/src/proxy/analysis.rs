@@ -72,6 +72,8 @@ pub(super) struct Analysis {
     sessions: Vec<Session>,
     metrics: Arc<Metrics>,
     record: Option<PathBuf>,
+    /// `--redact`: the key of this run's placeholders.
+    redact: Option<std::hash::RandomState>,
     /// Per key, the sessions that carry it.
     by_key: HashMap<String, Vec<usize>>,
     engine_probe: EngineProbe,
@@ -90,6 +92,7 @@ impl Analysis {
     pub(super) fn new(
         metrics: Arc<Metrics>,
         record: Option<PathBuf>,
+        redact: bool,
         engine_probe: EngineProbe,
         replica_header: String,
     ) -> Self {
@@ -98,6 +101,7 @@ impl Analysis {
             sessions: Vec::new(),
             metrics,
             record,
+            redact: redact.then(std::hash::RandomState::new),
             by_key: HashMap::new(),
             engine_probe,
             engine: None,
@@ -342,6 +346,9 @@ impl Analysis {
         }
         let response = response.unwrap_or_else(|| Value::String(response_text.to_owned()));
         let mut line = json!({"request": body, "response": response});
+        if let Some(key) = &self.redact {
+            line = super::redact::redacted(&line, key);
+        }
         if !exchange.complete {
             line["complete"] = Value::Bool(false);
         }
@@ -425,7 +432,7 @@ mod tests {
             url: "http://upstream".into(),
             kind: Some(EngineKind::Openai),
         };
-        let mut analysis = Analysis::new(metrics, None, probe, "x-kvlint-replica".into());
+        let mut analysis = Analysis::new(metrics, None, false, probe, "x-kvlint-replica".into());
         let sessions = LIVE_SESSIONS + 100;
         for session in 0..sessions {
             analysis.observe(&first_turn(session));

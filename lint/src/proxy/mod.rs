@@ -11,6 +11,7 @@
 mod analysis;
 mod forward;
 mod metrics;
+mod redact;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -57,6 +58,8 @@ pub struct Settings {
     /// The upstream's base URL (`http://host:port`, optionally with a path prefix).
     pub upstream: String,
     pub record: Option<PathBuf>,
+    /// Record placeholders of the same length and shape instead of the conversation's text.
+    pub redact: bool,
     pub metrics: Option<SocketAddr>,
     pub max_body: usize,
     /// The engine behind the upstream; detected from its endpoints when `None`.
@@ -119,6 +122,7 @@ pub fn serve(settings: Settings) -> Result<(), ProxyError> {
     let analysis = Analysis::new(
         Arc::clone(&metrics),
         settings.record.clone(),
+        settings.redact,
         EngineProbe {
             url: settings.upstream.clone(),
             kind: settings.engine_kind,
