@@ -38,6 +38,9 @@ const RECENT_PROMPTS: usize = 64;
 /// bounded however many sessions pass.
 const LIVE_SESSIONS: usize = 1024;
 
+/// A session's record goes on in a new file (`session-0007.2.jsonl`, …) past this size.
+const RECORD_PART_BYTES: u64 = 256 << 20;
+
 /// How to reach the engine for its tokens, and what it is when the user said.
 pub(super) struct EngineProbe {
     pub(super) url: String,
@@ -63,6 +66,9 @@ struct Session {
     previous_prompt: Option<(Vec<u32>, String)>,
     turns: usize,
     record: Option<BufWriter<File>>,
+    /// Bytes in the record's current file, and which part of the record that file is.
+    record_bytes: u64,
+    record_part: usize,
     /// When the session was last seen, in exchanges.
     last_seen: u64,
 }
@@ -86,6 +92,7 @@ pub(super) struct Analysis {
     exchanges: u64,
     /// Sessions whose previous request is kept.
     live: usize,
+    record_part_bytes: u64,
 }
 
 impl Analysis {
@@ -109,6 +116,7 @@ impl Analysis {
             replicas: HashMap::new(),
             exchanges: 0,
             live: 0,
+            record_part_bytes: RECORD_PART_BYTES,
         }
     }
 
@@ -224,6 +232,8 @@ impl Analysis {
                 previous_prompt: None,
                 turns: 0,
                 record: None,
+                record_bytes: 0,
+                record_part: 0,
                 last_seen: 0,
             });
             if let Some(key) = key {
@@ -336,14 +346,6 @@ impl Analysis {
         let Some(folder) = self.record.as_ref() else {
             return;
         };
-        let session = &mut self.sessions[index];
-        if session.record.is_none() {
-            let path = folder.join(format!("session-{:04}.jsonl", index + 1));
-            match File::create(&path) {
-                Ok(file) => session.record = Some(BufWriter::new(file)),
-                Err(_) => return,
-            }
-        }
         let response = response.unwrap_or_else(|| Value::String(response_text.to_owned()));
         let mut line = json!({"request": body, "response": response});
         if let Some(key) = &self.redact {
@@ -352,8 +354,37 @@ impl Analysis {
         if !exchange.complete {
             line["complete"] = Value::Bool(false);
         }
+        let line = format!("{line}\n");
+        let session = &mut self.sessions[index];
+        let full = session.record_bytes > 0
+            && session.record_bytes + line.len() as u64 > self.record_part_bytes;
+        if session.record.is_none() || full {
+            session.record_part += 1;
+            session.record_bytes = 0;
+            let name = match session.record_part {
+                1 => format!("session-{:04}.jsonl", index + 1),
+                part => format!("session-{:04}.{part}.jsonl", index + 1),
+            };
+            let path = folder.join(name);
+            session.record = match File::create(&path) {
+                Ok(file) => Some(BufWriter::new(file)),
+                Err(error) => {
+                    eprintln!(
+                        "kvlint proxy: cannot record into {}: {error}",
+                        path.display()
+                    );
+                    None
+                }
+            };
+        }
         if let Some(record) = session.record.as_mut() {
-            let _ = writeln!(record, "{line}").and_then(|()| record.flush());
+            match record
+                .write_all(line.as_bytes())
+                .and_then(|()| record.flush())
+            {
+                Ok(()) => session.record_bytes += line.len() as u64,
+                Err(error) => eprintln!("kvlint proxy: recording session {}: {error}", index + 1),
+            }
         }
     }
 }
@@ -445,5 +476,50 @@ mod tests {
         assert_eq!(kept.len(), LIVE_SESSIONS);
         assert_eq!(kept[0], 100);
         assert_eq!(analysis.live, LIVE_SESSIONS);
+    }
+
+    #[test]
+    fn a_long_record_goes_on_in_numbered_parts() {
+        let folder =
+            std::env::temp_dir().join(format!("kvlint-proxy-parts-{}", std::process::id()));
+        std::fs::create_dir_all(&folder).unwrap();
+        let metrics = Arc::new(Metrics::new("http://upstream".into()));
+        let probe = EngineProbe {
+            url: "http://upstream".into(),
+            kind: Some(EngineKind::Openai),
+        };
+        let mut analysis = Analysis::new(metrics, Some(folder.clone()), false, probe, "x".into());
+        analysis.record_part_bytes = 600;
+        // One session growing turn by turn: each line is longer than the one before.
+        let mut messages = vec![json!({"role": "user", "content": "Fix the test."})];
+        for turn in 0..6 {
+            let mut exchange = first_turn(0);
+            exchange.request = json!({"model": "m", "messages": messages})
+                .to_string()
+                .into();
+            analysis.observe(&exchange);
+            messages.push(json!({"role": "assistant", "content": format!("Step {turn} done.")}));
+            messages.push(json!({"role": "user", "content": "Go on."}));
+        }
+        drop(analysis);
+        let mut names: Vec<String> = std::fs::read_dir(&folder)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert!(names.len() > 1, "{names:?}");
+        assert_eq!(names[0], "session-0001.2.jsonl");
+        assert_eq!(names.last().unwrap(), "session-0001.jsonl");
+        let lines: usize = names
+            .iter()
+            .map(|name| {
+                std::fs::read_to_string(folder.join(name))
+                    .unwrap()
+                    .lines()
+                    .count()
+            })
+            .sum();
+        assert_eq!(lines, 6);
+        std::fs::remove_dir_all(&folder).ok();
     }
 }
