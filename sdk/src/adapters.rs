@@ -163,18 +163,23 @@ fn joined<'a>(blocks: impl Iterator<Item = &'a String>) -> Option<String> {
 /// text part with no notes is a plain string, as most clients send it.
 fn content(message: &Message, api: Api) -> Value {
     let assistant = message.role() == Role::Assistant;
-    let mut sent = message
+    // Each part's block built once (an image's base64 data is not copied more than that).
+    let sent: Vec<(&Part, Value)> = message
         .parts()
         .iter()
-        .filter(|part| part.block(api, assistant).is_some());
-    if let (Some(Part::Text { text }), None, []) = (sent.next(), sent.next(), message.notes()) {
+        .filter_map(|part| Some((part, part.block(api, assistant)?)))
+        .collect();
+    if let ([(Part::Text { text }, _)], []) = (sent.as_slice(), message.notes()) {
         return Value::String(text.clone());
     }
-    let notes = message.notes().iter().map(Part::text);
-    let blocks = message.parts().iter().cloned().chain(notes);
+    let notes = message
+        .notes()
+        .iter()
+        .filter_map(|note| Part::text(note).block(api, assistant));
     Value::Array(
-        blocks
-            .filter_map(|part| part.block(api, assistant))
+        sent.into_iter()
+            .map(|(_, block)| block)
+            .chain(notes)
             .collect(),
     )
 }
