@@ -60,7 +60,7 @@ const PROMPT_PATHS: [&str; 3] = ["/chat/completions", "/responses", "/messages"]
 /// One session seen through the proxy.
 struct Session {
     /// The id the requests carry (a user or session id, or the prefix key), if any.
-    key: Option<String>,
+    key: String,
     previous: Option<(Request, Rendered)>,
     /// The engine's tokens of the previous prompt, and the replica that served it.
     previous_prompt: Option<(Vec<u32>, String)>,
@@ -80,7 +80,7 @@ pub(super) struct Analysis {
     record: Option<PathBuf>,
     /// `--redact`: the key of this run's placeholders.
     redact: Option<std::hash::RandomState>,
-    /// Per key, the sessions that carry it.
+    /// Per key (empty for none), the sessions that carry it and are not forgotten.
     by_key: HashMap<String, Vec<usize>>,
     engine_probe: EngineProbe,
     /// Set up at the first prompt; `None` inside when the engine offers no tokens.
@@ -201,19 +201,11 @@ impl Analysis {
     /// session id, else the prefix key), the one whose previous request it extends most; a
     /// first turn (one user message, no answer yet) starts a new one.
     fn session_for(&mut self, exchange: &Exchange, body: &Value, rendered: &Rendered) -> usize {
-        let key = session_key(body, exchange);
-        let candidates = key
-            .as_ref()
-            .and_then(|key| self.by_key.get(key))
-            .cloned()
-            .unwrap_or_else(|| {
-                (0..self.sessions.len())
-                    .filter(|index| self.sessions[*index].key.is_none())
-                    .collect()
-            });
+        let key = session_key(body, exchange).unwrap_or_default();
         let continued = (!starts_session(body))
             .then(|| {
-                candidates
+                self.by_key
+                    .get(&key)?
                     .iter()
                     .filter_map(|&index| {
                         let (_, previous) = self.sessions[index].previous.as_ref()?;
@@ -236,9 +228,7 @@ impl Analysis {
                 record_part: 0,
                 last_seen: 0,
             });
-            if let Some(key) = key {
-                self.by_key.entry(key).or_default().push(index);
-            }
+            self.by_key.entry(key).or_default().push(index);
             index
         })
     }
@@ -275,14 +265,19 @@ impl Analysis {
     /// tokens and open record file.
     fn forget_idle(&mut self) {
         while self.live > LIVE_SESSIONS {
-            let Some(oldest) = self
+            let Some((index, oldest)) = self
                 .sessions
                 .iter_mut()
-                .filter(|session| session.previous.is_some())
-                .min_by_key(|session| session.last_seen)
+                .enumerate()
+                .filter(|(_, session)| session.previous.is_some())
+                .min_by_key(|(_, session)| session.last_seen)
             else {
                 return;
             };
+            // Its next request starts a new session: it is no longer a candidate.
+            if let Some(sessions) = self.by_key.get_mut(&oldest.key) {
+                sessions.retain(|candidate| *candidate != index);
+            }
             oldest.previous = None;
             oldest.previous_prompt = None;
             oldest.record = None;
@@ -476,6 +471,8 @@ mod tests {
         assert_eq!(kept.len(), LIVE_SESSIONS);
         assert_eq!(kept[0], 100);
         assert_eq!(analysis.live, LIVE_SESSIONS);
+        // A request looks among the sessions still kept only.
+        assert_eq!(analysis.by_key[""].len(), LIVE_SESSIONS);
     }
 
     #[test]
