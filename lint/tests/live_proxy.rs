@@ -23,11 +23,15 @@ fn proxy(upstream: &Served, record: &Path, metrics_port: u16) -> Served {
 }
 
 fn proxy_with(upstream: &Served, record: &Path, metrics_port: u16, options: &[&str]) -> Served {
+    proxy_to(&[upstream.url.as_str()], record, metrics_port, options)
+}
+
+fn proxy_to(upstreams: &[&str], record: &Path, metrics_port: u16, options: &[&str]) -> Served {
     let port = kvlint_fixtures::free_port();
     let child = Command::new(env!("CARGO_BIN_EXE_kvlint"))
         .args(["proxy", "--listen", &format!("127.0.0.1:{port}")])
         .args(options)
-        .args(["--upstream", &upstream.url])
+        .args(upstreams.iter().flat_map(|url| ["--upstream", url]))
         .args(["--metrics", &format!("127.0.0.1:{metrics_port}")])
         .arg("--record")
         .arg(record)
@@ -35,12 +39,14 @@ fn proxy_with(upstream: &Served, record: &Path, metrics_port: u16, options: &[&s
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    Served {
+    // Up once its metrics answer (the upstreams are up already, or are meant to fail).
+    let mut served = Served {
         child,
-        url: format!("http://127.0.0.1:{port}"),
+        url: format!("http://127.0.0.1:{metrics_port}"),
     }
-    // /health is forwarded: healthy once both the proxy and the engine answer.
-    .wait_until_healthy("/health")
+    .wait_until_healthy("/metrics");
+    served.url = format!("http://127.0.0.1:{port}");
+    served
 }
 
 fn metric(text: &str, name: &str) -> f64 {
@@ -277,32 +283,94 @@ fn wait_for_requests(metrics_url: &str, requests: usize) -> String {
     }
 }
 
-/// Two replicas behind nginx, the proxy in front. Round-robin sends turns of one session to
-/// the replica that did not see the turn before: the proxy counts those tokens as lost to
-/// locality, and they are exactly what the replicas computed beyond what the same session
-/// costs when nginx hashes on the SDK's routing key, where none are lost.
+/// How the fleet test puts two replicas behind the proxy.
+enum Front {
+    /// nginx with this balancing line, naming the replica in a response header.
+    Gateway(&'static str),
+    /// nginx round-robin, silent: the proxy reads the replicas' metrics.
+    SilentGateway,
+    /// The proxy itself, with these options, each replica an `--upstream`.
+    Upstreams(&'static [&'static str]),
+}
+
+/// Two replicas, the proxy in front, sent one session. Round-robin (nginx's, or the proxy's)
+/// sends turns of the session to the replica that did not see the turn before: the proxy
+/// counts those tokens as lost to locality, and they are exactly what the replicas computed
+/// beyond what the same session costs when nginx hashes on the SDK's routing key, where none
+/// are lost, as none are when the proxy balances on the routing key itself.
 #[test]
 fn lost_locality_adds_up_to_what_the_replicas_computed_again() {
     let folder = std::env::temp_dir().join(format!("kvlint-proxy-fleet-{}", std::process::id()));
     let (session, routing_key) = common::sdk_session(&folder);
-    let mut runs = Vec::new();
-    for (name, balance) in [
-        ("round-robin", ""),
-        ("hash", "hash $http_x_kvlint_routing_key consistent;"),
-    ] {
+    let runs: Vec<(&str, f64, f64, f64, String)> = [
+        (
+            "nginx hash",
+            Front::Gateway("hash $http_x_kvlint_routing_key consistent;"),
+        ),
+        ("nginx round-robin", Front::Gateway("")),
+        (
+            "nginx round-robin, replicas read off their metrics",
+            Front::SilentGateway,
+        ),
+        (
+            "proxy round-robin",
+            Front::Upstreams(&["--balance", "round-robin"]),
+        ),
+        ("proxy routing-key", Front::Upstreams(&[])),
+    ]
+    .into_iter()
+    .map(|(name, front)| {
         let (first, second) = (common::replica(), common::replica());
-        let replicas = [&first, &second];
-        let gateway = common::gateway(&replicas, balance, &folder.join(name));
-        let metrics_port = kvlint_fixtures::free_port();
-        let proxy = proxy(
-            &gateway,
-            &folder.join(format!("{name}-sessions")),
-            metrics_port,
+        let (first, second) = (
+            first.wait_until_healthy("/health"),
+            second.wait_until_healthy("/health"),
         );
+        let replicas = [&first, &second];
+        let scratch = folder.join(name.replace([' ', ','], "-"));
+        let metrics_port = kvlint_fixtures::free_port();
+        let record = scratch.join("sessions");
+        let (_gateway, proxy) = match front {
+            Front::Gateway(balance) => {
+                let gateway = common::gateway(&replicas, balance, &scratch);
+                let proxy = proxy(&gateway, &record, metrics_port);
+                (Some(gateway), proxy)
+            }
+            Front::SilentGateway => {
+                let gateway = common::silent_gateway(&replicas, "", &scratch);
+                let options = [
+                    "--replica-metrics",
+                    &first.url,
+                    "--replica-metrics",
+                    &second.url,
+                ];
+                let proxy = proxy_with(&gateway, &record, metrics_port, &options);
+                (Some(gateway), proxy)
+            }
+            Front::Upstreams(options) => {
+                let upstreams = [first.url.as_str(), second.url.as_str()];
+                (None, proxy_to(&upstreams, &record, metrics_port, options))
+            }
+        };
         let before = computed(&replicas);
         let turns = send_session(&proxy, &session, &routing_key);
         let counted = wait_for_requests(&format!("http://127.0.0.1:{metrics_port}/metrics"), turns);
         let computed_again = computed(&replicas) - before;
+        // Each turn's record names the replica that served it.
+        let named: Vec<String> = walk(&record)
+            .iter()
+            .flat_map(|path| {
+                std::fs::read_to_string(path)
+                    .unwrap()
+                    .lines()
+                    .map(|line| serde_json::from_str::<Value>(line).unwrap()["replica"].to_string())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        assert_eq!(named.len(), turns, "{name}");
+        assert!(
+            named.iter().all(|replica| replica.contains("127.0.0.1:")),
+            "{name}: {named:?}"
+        );
         let lost = |cause: &str| {
             let label = format!("cause=\"{cause}\"");
             counted
@@ -313,25 +381,94 @@ fn lost_locality_adds_up_to_what_the_replicas_computed_again() {
                 .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
                 .sum::<f64>()
         };
-        runs.push((
-            name,
-            computed_again,
-            lost("locality"),
-            lost("eviction") + lost("unknown"),
-            counted,
-        ));
+        let other = ["eviction", "ttl", "below_minimum", "unknown"]
+            .map(lost)
+            .iter()
+            .sum();
+        (name, computed_again, lost("locality"), other, counted)
+    })
+    .collect();
+    let (_, hash_computed, ..) = runs[0];
+    for (name, computed_again, locality, other, metrics) in &runs {
+        eprintln!("{name}: computed {computed_again}, lost to locality {locality}, other {other}");
+        assert_eq!(*other, 0.0, "{name}\n{metrics}");
+        assert_eq!(
+            *locality,
+            computed_again - hash_computed,
+            "{name}\n{metrics}"
+        );
+        let keeps_locality = name.contains("hash") || name.contains("routing-key");
+        assert_eq!(*locality == 0.0, keeps_locality, "{name}\n{metrics}");
     }
-    let (_, round_robin_computed, round_robin_lost, round_robin_other, round_robin_metrics) =
-        &runs[0];
-    let (_, hash_computed, hash_lost, hash_other, hash_metrics) = &runs[1];
-    assert_eq!(*hash_lost, 0.0, "{hash_metrics}");
-    assert_eq!(*hash_other, 0.0, "{hash_metrics}");
-    assert_eq!(*round_robin_other, 0.0, "{round_robin_metrics}");
-    assert!(*round_robin_lost > 0.0, "{round_robin_metrics}");
+    std::fs::remove_dir_all(&folder).ok();
+}
+
+/// An engine behind https (nginx with a certificate of its own authority): forwarded,
+/// predicted and counted as over http once the proxy trusts that authority, and refused
+/// (502, with the reason) when it does not.
+#[test]
+fn an_https_upstream_is_forwarded_and_its_certificate_checked() {
+    let folder = std::env::temp_dir().join(format!("kvlint-proxy-tls-{}", std::process::id()));
+    let engine = llama_server();
+    let gateway = common::tls_gateway(&engine, &folder.join("nginx"));
+    let authority = folder.join("nginx/ca.pem");
+    let metrics_port = kvlint_fixtures::free_port();
+    let trusting = proxy_with(
+        &gateway,
+        &folder.join("sessions"),
+        metrics_port,
+        &["--upstream-ca", authority.to_str().unwrap()],
+    );
+    let engine_before = get(&format!("{}/metrics", engine.url));
+    let mut messages =
+        vec![json!({"role": "system", "content": "You are a careful coding agent. ".repeat(20)})];
+    let turns = 4;
+    for turn in 0..turns {
+        messages
+            .push(json!({"role": "user", "content": format!("Step {turn}: read the next file.")}));
+        let body = json!({"messages": messages, "max_tokens": 1, "temperature": 0});
+        let answer = common::post(&trusting.url, "/v1/chat/completions", &body).unwrap();
+        let text = answer["choices"][0]["message"]["content"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        messages.push(json!({"role": "assistant", "content": text}));
+    }
+    let counted = wait_for_requests(&format!("http://127.0.0.1:{metrics_port}/metrics"), turns);
+    let engine_after = get(&format!("{}/metrics", engine.url));
+    let engine_delta = |name: &str| metric(&engine_after, name) - metric(&engine_before, name);
+    assert_eq!(metric(&counted, "kvlint_requests_total"), turns as f64);
     assert_eq!(
-        *round_robin_lost,
-        round_robin_computed - hash_computed,
-        "{round_robin_metrics}"
+        metric(&counted, "kvlint_prompt_tokens_total"),
+        engine_delta("llamacpp:prompt_tokens_total")
+            + metric(&counted, "kvlint_prompt_tokens_cached_total"),
+        "{counted}"
+    );
+    // The engine's tokens came over https too: the prediction is the engine's own count.
+    let cached = metric(&counted, "kvlint_prompt_tokens_cached_total");
+    assert!(cached > 0.0, "{counted}");
+    assert_eq!(
+        metric(&counted, "kvlint_prompt_tokens_predicted_cached_total"),
+        cached,
+        "{counted}"
+    );
+    drop(trusting);
+
+    // Without the authority: the certificate is not trusted, and the client is told.
+    let doubting = proxy(
+        &gateway,
+        &folder.join("refused"),
+        kvlint_fixtures::free_port(),
+    );
+    let refused = common::post(
+        &doubting.url,
+        "/v1/chat/completions",
+        &json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}),
+    )
+    .unwrap_err();
+    assert!(
+        refused.contains("kvlint proxy") && refused.contains("certificate"),
+        "{refused}"
     );
     std::fs::remove_dir_all(&folder).ok();
 }
@@ -341,43 +478,28 @@ fn lost_locality_adds_up_to_what_the_replicas_computed_again() {
 #[test]
 fn the_proxy_survives_a_dead_upstream_big_bodies_many_clients_and_clients_that_leave() {
     let folder = std::env::temp_dir().join(format!("kvlint-proxy-hostile-{}", std::process::id()));
-    // An upstream nobody listens on: 502 with the reason, counted.
-    let nobody = Served {
-        child: Command::new("sleep").arg("60").spawn().unwrap(),
-        url: format!("http://127.0.0.1:{}", kvlint_fixtures::free_port()),
-    };
+    // An upstream nobody listens on (port 1): 502 with the reason, counted.
     let metrics_port = kvlint_fixtures::free_port();
-    let port = kvlint_fixtures::free_port();
-    let dead = Served {
-        child: Command::new(env!("CARGO_BIN_EXE_kvlint"))
-            .args([
-                "proxy",
-                "--listen",
-                &format!("127.0.0.1:{port}"),
-                "--upstream",
-                &nobody.url,
-            ])
-            .args(["--metrics", &format!("127.0.0.1:{metrics_port}")])
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-        url: format!("http://127.0.0.1:{port}"),
-    }
-    .wait_until_healthy_for("/metrics-is-not-here", std::time::Duration::from_secs(2));
+    let dead = proxy_to(
+        &["http://127.0.0.1:1"],
+        &folder.join("dead"),
+        metrics_port,
+        &[],
+    );
     let errors = || {
         let counted = get(&format!("http://127.0.0.1:{metrics_port}/metrics"));
         metric(&counted, "kvlint_proxy_upstream_errors_total")
     };
     let before = errors();
-    let answer = ureq::post(format!("{}/v1/chat/completions", dead.url))
-        .config()
-        .http_status_as_error(false)
-        .build()
-        .send_json(json!({"messages": [{"role": "user", "content": "hi"}]}))
-        .unwrap();
-    assert_eq!(answer.status(), 502);
+    let refused = common::post(
+        &dead.url,
+        "/v1/chat/completions",
+        &json!({"messages": [{"role": "user", "content": "hi"}]}),
+    )
+    .unwrap_err();
+    assert!(refused.contains("Connection refused"), "{refused}");
     assert_eq!(errors(), before + 1.0);
-    drop((dead, nobody));
+    drop(dead);
 
     let engine = llama_server();
     let proxy = proxy(&engine, &folder, kvlint_fixtures::free_port());
@@ -432,4 +554,167 @@ fn the_proxy_survives_a_dead_upstream_big_bodies_many_clients_and_clients_that_l
     eprintln!("kvlint proxy peak resident memory: {} MB", peak_kb / 1024);
     assert!(peak_kb < 512 * 1024, "{peak_kb} kB");
     std::fs::remove_dir_all(&folder).ok();
+}
+
+/// What a client gets through the proxy and directly from `url`: status, `Retry-After`, and
+/// the body as far as it arrived (a truncated one ends where the upstream cut it).
+fn answered(url: &str, path: &str, body: &Value) -> (u16, Option<String>, Vec<u8>, bool) {
+    let mut response = ureq::post(format!("{url}{path}"))
+        .config()
+        .http_status_as_error(false)
+        .build()
+        .send_json(body)
+        .unwrap();
+    let retry_after = response
+        .headers()
+        .get("retry-after")
+        .map(|value| value.to_str().unwrap().to_owned());
+    let mut bytes = Vec::new();
+    let whole = response
+        .body_mut()
+        .as_reader()
+        .read_to_end(&mut bytes)
+        .is_ok();
+    (response.status().as_u16(), retry_after, bytes, whole)
+}
+
+/// An upstream that answers 429, 500, a malformed body, slowly, or cuts its answer short:
+/// the client gets what it would have got directly, the proxy keeps serving, and each
+/// exchange is recorded once, the cut ones marked so.
+#[test]
+fn the_upstream_s_errors_reach_the_client_as_the_upstream_sent_them() {
+    let folder = std::env::temp_dir().join(format!("kvlint-proxy-troubled-{}", std::process::id()));
+    let engine = llama_server();
+    let gateway = common::troubled_gateway(&engine, &folder.join("nginx"));
+    // A server that sends a head and part of the body it announced, then hangs up.
+    let cutter = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let cutter_url = format!("http://{}", cutter.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in cutter.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut request = [0u8; 65536];
+            let _ = std::io::Read::read(&mut stream, &mut request);
+            let _ = std::io::Write::write_all(
+                &mut stream,
+                b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 400\r\n\r\n{\"id\": \"chatcmpl-cut\", \"choices\": [",
+            );
+        }
+    });
+    let record = folder.join("sessions");
+    let metrics_port = kvlint_fixtures::free_port();
+    let proxy = proxy(&gateway, &record, metrics_port);
+    let body = |text: &str| json!({"messages": [{"role": "user", "content": text}], "max_tokens": 2, "temperature": 0});
+    let mut sent = 0;
+    for prefix in ["/rate-limited", "/failing", "/malformed", "/slow"] {
+        let path = format!("{prefix}/v1/chat/completions");
+        let request = body(&format!("Through {prefix}."));
+        let direct = answered(&gateway.url, &path, &request);
+        let proxied = answered(&proxy.url, &path, &request);
+        sent += 1;
+        assert_eq!(proxied.0, direct.0, "{prefix}");
+        assert_eq!(proxied.1, direct.1, "{prefix}");
+        assert!(proxied.3 && direct.3, "{prefix}");
+        if prefix != "/slow" {
+            assert_eq!(proxied.2, direct.2, "{prefix}");
+        } else {
+            // The engine's answer, slowly: its id and timings differ from one run to the next.
+            let answer: Value = serde_json::from_slice(&proxied.2).unwrap();
+            assert!(answer["usage"]["prompt_tokens"].as_u64().unwrap() > 0);
+        }
+    }
+    assert_eq!(
+        answered(
+            &gateway.url,
+            "/rate-limited/v1/chat/completions",
+            &body("x")
+        )
+        .0,
+        429
+    );
+    // Cut short: the client sees the same cut, through the proxy as directly.
+    let cutting_metrics = kvlint_fixtures::free_port();
+    let cutting = proxy_to(
+        &[cutter_url.as_str()],
+        &record.join("cut"),
+        cutting_metrics,
+        &[],
+    );
+    let request = body("Cut me short.");
+    let direct = answered(&cutter_url, "/v1/chat/completions", &request);
+    let proxied = answered(&cutting.url, "/v1/chat/completions", &request);
+    assert_eq!(
+        (proxied.0, &proxied.2, proxied.3),
+        (direct.0, &direct.2, direct.3)
+    );
+    assert!(!proxied.3, "the body ends before its announced length");
+    wait_for_requests(&format!("http://127.0.0.1:{cutting_metrics}/metrics"), 1);
+    drop(cutting);
+    // Still serving.
+    let answer = common::post(&proxy.url, "/v1/chat/completions", &body("Still there?")).unwrap();
+    assert!(answer["usage"]["prompt_tokens"].as_u64().unwrap() > 0);
+    sent += 1;
+    let counted = wait_for_requests(&format!("http://127.0.0.1:{metrics_port}/metrics"), sent);
+    assert_eq!(
+        metric(&counted, "kvlint_requests_total"),
+        sent as f64,
+        "{counted}"
+    );
+    assert_eq!(
+        metric(&counted, "kvlint_proxy_upstream_errors_total"),
+        0.0,
+        "{counted}"
+    );
+    drop(proxy);
+    // Each exchange recorded once: the failed ones with what the upstream said, the cut one
+    // marked as cut; and the records read as sessions.
+    let lines: Vec<Value> = walk(&record)
+        .iter()
+        .flat_map(|path| {
+            std::fs::read_to_string(path)
+                .unwrap()
+                .lines()
+                .map(|line| serde_json::from_str(line).unwrap())
+                .collect::<Vec<Value>>()
+        })
+        .collect();
+    assert_eq!(lines.len(), sent + 1, "{lines:#?}");
+    let said = |text: &str| {
+        lines
+            .iter()
+            .filter(|line| line["request"]["messages"][0]["content"] == text)
+            .collect::<Vec<_>>()
+    };
+    for (text, status) in [("Through /rate-limited.", 429), ("Through /failing.", 500)] {
+        let recorded = said(text);
+        assert_eq!(recorded.len(), 1, "{text}");
+        assert_eq!(recorded[0]["status"], status, "{text}");
+    }
+    let cut = said("Cut me short.");
+    assert_eq!(cut.len(), 1);
+    assert_eq!(cut[0]["complete"], false);
+    let checked = Command::new(env!("CARGO_BIN_EXE_kvlint"))
+        .args(["check", "--format", "json"])
+        .args(walk(&record))
+        .output()
+        .unwrap();
+    assert_ne!(
+        checked.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&checked.stderr)
+    );
+    std::fs::remove_dir_all(&folder).ok();
+}
+
+fn walk(folder: &Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(folder).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
 }

@@ -111,3 +111,8 @@ def test_the_anthropic_client_streaming_and_not_passes_through(proxy):
     assert streamed.usage.cache_read_input_tokens > 0, "the second turn is served from cache"
     wait_for(proxy.metrics, 2)
     assert counter(proxy.metrics, "kvlint_prompt_tokens_cached_total") >= streamed.usage.cache_read_input_tokens
+    # The Messages bodies predicted in the chat shape llama-server turns them into: the
+    # engine's own tokens of the two turns share the prefix it served, and nothing is lost.
+    predicted = counter(proxy.metrics, "kvlint_prompt_tokens_predicted_cached_total")
+    assert 0 < predicted <= streamed.usage.cache_read_input_tokens
+    assert counter(proxy.metrics, "kvlint_prompt_tokens_lost_total") == 0

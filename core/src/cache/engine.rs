@@ -3,6 +3,9 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::time::Duration;
+
+use serde_json::Value;
 
 use super::breakpoints::anthropic_breakpoints;
 use super::hits::{
@@ -11,6 +14,7 @@ use super::hits::{
 };
 use super::models::{MODELS, ModelFigures};
 use super::turn::{CacheTurn, Earlier, Prediction};
+use crate::request::Request;
 
 /// An engine or API whose prefix cache kvlint predicts, as given to `--engine NAME[:options]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -152,6 +156,43 @@ impl Engine {
         }
     }
 
+    /// How long a hosted API keeps a prefix after its last use, as `request` asks it to:
+    /// Anthropic's `cache_control` `ttl` (`5m` by default, `1h`), OpenAI's
+    /// `prompt_cache_options.ttl` (`30m`, `12h`) or `prompt_cache_retention: "24h"`, else its
+    /// in-memory retention ("typically cleared after 5–10 min idle": the shorter bound).
+    /// `None` for self-hosted engines (no expiry: they evict) and APIs that do not say.
+    pub fn cache_ttl(&self, request: &Request) -> Option<Duration> {
+        const FIVE_MINUTES: Duration = Duration::from_secs(5 * 60);
+        let body = &request.body;
+        match self {
+            Self::Anthropic { .. } => Some(
+                cache_control_ttls(body)
+                    .into_iter()
+                    .filter_map(|ttl| parse_ttl(&ttl))
+                    .max()
+                    .unwrap_or(FIVE_MINUTES),
+            ),
+            Self::OpenAi { .. } => {
+                let asked = body
+                    .pointer("/prompt_cache_options/ttl")
+                    .or_else(|| body.get("prompt_cache_retention"))
+                    .and_then(Value::as_str)
+                    .and_then(parse_ttl);
+                Some(asked.unwrap_or(FIVE_MINUTES))
+            }
+            _ => None,
+        }
+    }
+
+    /// The shortest prompt a hosted API caches, for the model `turn` uses.
+    pub fn min_cacheable_tokens(&self, turn: &CacheTurn) -> Option<usize> {
+        self.provider()?;
+        Some(
+            self.figures(turn)
+                .map_or(OPENAI_MINIMUM, |figures| figures.min_cacheable_tokens),
+        )
+    }
+
     /// The cache entries this turn leaves for later turns (token positions), for the models
     /// that cache at marked points rather than at every token.
     pub fn writes(&self, turn: &CacheTurn) -> Vec<usize> {
@@ -175,6 +216,43 @@ impl Engine {
             _ => Vec::new(),
         }
     }
+}
+
+/// Every `cache_control.ttl` in a body (tools, system and message blocks, the top level).
+fn cache_control_ttls(body: &Value) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut pending = vec![body];
+    while let Some(value) = pending.pop() {
+        match value {
+            Value::Object(object) => {
+                if let Some(ttl) = object
+                    .get("cache_control")
+                    .and_then(|control| control.get("ttl"))
+                    .and_then(Value::as_str)
+                {
+                    found.push(ttl.to_owned());
+                }
+                pending.extend(object.values());
+            }
+            Value::Array(items) => pending.extend(items),
+            _ => {}
+        }
+    }
+    found
+}
+
+/// `5m`, `1h`, `30m`, `12h`, `24h` (and `in_memory`, which says nothing of a length).
+fn parse_ttl(text: &str) -> Option<Duration> {
+    let (number, unit) = text.split_at(text.find(|c: char| !c.is_ascii_digit())?);
+    let number: u64 = number.parse().ok()?;
+    let seconds = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => return None,
+    };
+    Some(Duration::from_secs(number.checked_mul(seconds)?))
 }
 
 fn with_model(provider: &str, model: &Option<String>) -> String {
@@ -306,5 +384,32 @@ mod tests {
         ] {
             assert!(bad.parse::<Engine>().is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_hosted_cache_keeps_a_prefix_as_long_as_the_request_asks() {
+        let request = |body: Value| Request::from_body(&body).unwrap();
+        let anthropic = Engine::Anthropic { model: None };
+        let openai = Engine::OpenAi { model: None };
+        let minutes = |count: u64| Some(Duration::from_secs(count * 60));
+        let plain =
+            serde_json::json!({"model": "m", "messages": [{"role": "user", "content": "Hi"}]});
+        assert_eq!(anthropic.cache_ttl(&request(plain.clone())), minutes(5));
+        assert_eq!(openai.cache_ttl(&request(plain.clone())), minutes(5));
+        let hour = serde_json::json!({"model": "m", "system": [
+            {"type": "text", "text": "Rules", "cache_control": {"type": "ephemeral", "ttl": "1h"}}],
+            "messages": [{"role": "user", "content": [
+                {"type": "text", "text": "Hi", "cache_control": {"type": "ephemeral"}}]}]});
+        assert_eq!(anthropic.cache_ttl(&request(hour)), minutes(60));
+        let day = serde_json::json!({"model": "m", "prompt_cache_retention": "24h",
+            "messages": [{"role": "user", "content": "Hi"}]});
+        assert_eq!(openai.cache_ttl(&request(day)), minutes(24 * 60));
+        let half_hour = serde_json::json!({"model": "m", "prompt_cache_options": {"mode": "implicit", "ttl": "30m"},
+            "messages": [{"role": "user", "content": "Hi"}]});
+        assert_eq!(openai.cache_ttl(&request(half_hour)), minutes(30));
+        assert_eq!(
+            Engine::LlamaCpp { cache_reuse: 0 }.cache_ttl(&request(plain)),
+            None
+        );
     }
 }

@@ -26,11 +26,27 @@ const LONGEST_RETRY_AFTER: Duration = Duration::from_secs(10);
 
 impl Client {
     pub fn new(base: &str, timeout: Duration) -> Self {
-        let agent = ureq::Agent::config_builder()
+        Self::trusting(base, timeout, &[])
+    }
+
+    /// A client that trusts, for an https engine, only the certificate authorities given
+    /// (DER), when any are: the engine's own (`kvlint proxy --upstream-ca`).
+    pub fn trusting(base: &str, timeout: Duration, authorities: &[&[u8]]) -> Self {
+        let mut config = ureq::Agent::config_builder()
             .timeout_global(Some(timeout))
-            .http_status_as_error(false)
-            .build()
-            .into();
+            .http_status_as_error(false);
+        if !authorities.is_empty() {
+            let roots: Vec<ureq::tls::Certificate<'static>> = authorities
+                .iter()
+                .map(|der| ureq::tls::Certificate::from_der(der).to_owned())
+                .collect();
+            config = config.tls_config(
+                ureq::tls::TlsConfig::builder()
+                    .root_certs(ureq::tls::RootCerts::new_with_certs(&roots))
+                    .build(),
+            );
+        }
+        let agent = config.build().into();
         Self {
             agent,
             base: base.trim_end_matches('/').to_owned(),
@@ -113,7 +129,7 @@ impl Client {
 
     /// The body of a GET that answered 200; anything else is `None`, because the endpoints
     /// read this way are optional facts about the engine.
-    pub(super) fn get_text(&self, path: &str) -> Option<String> {
+    pub(crate) fn get_text(&self, path: &str) -> Option<String> {
         let mut response = self
             .agent
             .get(&format!("{}{path}", self.base))

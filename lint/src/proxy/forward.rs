@@ -5,6 +5,7 @@
 use std::convert::Infallible;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::SyncSender;
 use std::task::{Context, Poll};
 
@@ -14,17 +15,34 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::header::{HeaderMap, HeaderName, HeaderValue};
 use hyper::{Request, Response, StatusCode, Uri};
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
+use serde_json::Value;
 
-use super::Exchange;
 use super::metrics::Metrics;
+use super::{Balance, Exchange};
+
+type UpstreamClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// One `--upstream`.
+pub(super) struct Upstream {
+    /// Its scheme and authority, and the path its base URL starts with.
+    pub(super) uri: Uri,
+    /// Its URL as given (no trailing slash): its name in metrics and logs.
+    pub(super) label: Arc<str>,
+}
 
 /// What the forwarding path shares between connections.
 pub(super) struct Forwarder {
-    pub(super) client: Client<HttpConnector, Full<Bytes>>,
-    /// The upstream's scheme and authority, and the path its base URL starts with.
-    pub(super) upstream: Uri,
+    /// For http upstreams: a connection per request.
+    pub(super) plain: UpstreamClient,
+    /// For https upstreams: connections kept alive.
+    pub(super) tls: UpstreamClient,
+    pub(super) upstreams: Vec<Upstream>,
+    pub(super) balance: Balance,
+    /// The next upstream in round-robin order.
+    pub(super) next: AtomicUsize,
     pub(super) max_body: usize,
     /// Copies of exchanges for the analysis; full means the analysis is behind, and the
     /// exchange is counted as not analysed rather than the client kept waiting.
@@ -62,6 +80,7 @@ impl Forwarder {
         self: Arc<Self>,
         request: Request<Incoming>,
     ) -> Result<Response<ProxyBody>, Infallible> {
+        let received = std::time::Instant::now();
         let (parts, body) = request.into_parts();
         let body = match Limited::new(body, self.max_body).collect().await {
             Ok(collected) => collected.to_bytes(),
@@ -83,27 +102,50 @@ impl Forwarder {
                 return Ok(error_response(status, &message));
             }
         };
-        let uri = match self.upstream_uri(&parts.uri) {
-            Ok(uri) => uri,
-            Err(message) => return Ok(error_response(StatusCode::BAD_REQUEST, &message)),
-        };
-        let mut upstream_request = Request::new(Full::new(body.clone()));
-        *upstream_request.method_mut() = parts.method.clone();
-        *upstream_request.uri_mut() = uri;
-        *upstream_request.headers_mut() = end_to_end(&parts.headers);
-        let response = match self.client.request(upstream_request).await {
-            Ok(response) => response,
-            Err(error) => {
-                self.metrics.upstream_error();
-                return Ok(error_response(
-                    StatusCode::BAD_GATEWAY,
-                    &format!("upstream {}: {error}", self.upstream),
-                ));
+        let headers = end_to_end(&parts.headers);
+        // The upstreams in the order to try: the next is tried only when the connection to
+        // one could not be made (the request never left), never after it was sent.
+        let mut failures = Vec::new();
+        let mut answered = None;
+        for upstream in self.order(&parts.headers, &body) {
+            let uri = match upstream_uri(&upstream.uri, &parts.uri) {
+                Ok(uri) => uri,
+                Err(message) => return Ok(error_response(StatusCode::BAD_REQUEST, &message)),
+            };
+            let mut upstream_request = Request::new(Full::new(body.clone()));
+            *upstream_request.method_mut() = parts.method.clone();
+            *upstream_request.uri_mut() = uri;
+            *upstream_request.headers_mut() = headers.clone();
+            let client = if upstream.uri.scheme_str() == Some("https") {
+                &self.tls
+            } else {
+                &self.plain
+            };
+            match client.request(upstream_request).await {
+                Ok(response) => {
+                    answered = Some((upstream, response));
+                    break;
+                }
+                Err(error) => {
+                    self.metrics.upstream_error(&upstream.label);
+                    failures.push(format!("upstream {}: {}", upstream.label, chain(&error)));
+                    if !error.is_connect() {
+                        break;
+                    }
+                }
             }
+        }
+        let Some((upstream, response)) = answered else {
+            return Ok(error_response(
+                StatusCode::BAD_GATEWAY,
+                &failures.join("; "),
+            ));
         };
         let (mut response_parts, response_body) = response.into_parts();
         response_parts.headers = end_to_end(&response_parts.headers);
         let exchange = Exchange {
+            upstream: Arc::clone(&upstream.label),
+            received,
             method: parts.method.to_string(),
             path: parts.uri.path().to_owned(),
             request_headers: parts.headers,
@@ -112,6 +154,7 @@ impl Forwarder {
             response_headers: response_parts.headers.clone(),
             response: Vec::new(),
             complete: false,
+            replica: None,
         };
         let tee = TeeBody {
             inner: response_body,
@@ -123,17 +166,82 @@ impl Forwarder {
         Ok(Response::from_parts(response_parts, tee.boxed_unsync()))
     }
 
-    fn upstream_uri(&self, asked: &Uri) -> Result<Uri, String> {
-        let base = self.upstream.path().trim_end_matches('/');
-        let path_and_query = asked.path_and_query().map_or("/", |path| path.as_str());
-        let mut parts = self.upstream.clone().into_parts();
-        parts.path_and_query = Some(
-            format!("{base}{path_and_query}")
-                .parse()
-                .map_err(|error| format!("the request's path: {error}"))?,
-        );
-        Uri::from_parts(parts).map_err(|error| format!("the upstream address: {error}"))
+    /// The upstreams in the order a request tries them: with one, that one; by routing key,
+    /// highest rendezvous hash first (a session keeps its upstream while the others come and
+    /// go); else round-robin.
+    fn order(&self, headers: &HeaderMap, body: &Bytes) -> Vec<&Upstream> {
+        let count = self.upstreams.len();
+        let key = (count > 1 && self.balance == Balance::RoutingKey)
+            .then(|| routing_key(headers, body))
+            .flatten();
+        if let Some(key) = key {
+            let mut ranked: Vec<(blake3::Hash, &Upstream)> = self
+                .upstreams
+                .iter()
+                .map(|upstream| {
+                    let mut hasher = blake3::Hasher::new();
+                    hasher.update(key.as_bytes());
+                    hasher.update(&[0]);
+                    hasher.update(upstream.label.as_bytes());
+                    (hasher.finalize(), upstream)
+                })
+                .collect();
+            ranked.sort_by(|left, right| right.0.as_bytes().cmp(left.0.as_bytes()));
+            return ranked.into_iter().map(|(_, upstream)| upstream).collect();
+        }
+        let first = self.next.fetch_add(1, Ordering::Relaxed);
+        (0..count)
+            .map(|offset| &self.upstreams[(first + offset) % count])
+            .collect()
     }
+}
+
+/// The key a request is routed by: the SDK's routing header, else what the body names its
+/// prefix or user by (`prompt_cache_key`, `metadata.user_id`, `user`, `safety_identifier`).
+fn routing_key(headers: &HeaderMap, body: &[u8]) -> Option<String> {
+    if let Some(key) = header(headers, kvlint_core::routing::ROUTING_KEY_HEADER) {
+        return Some(key.to_owned());
+    }
+    let body: Value = serde_json::from_slice(body).ok()?;
+    [
+        "/prompt_cache_key",
+        "/metadata/user_id",
+        "/user",
+        "/safety_identifier",
+    ]
+    .into_iter()
+    .find_map(|pointer| {
+        body.pointer(pointer)?
+            .as_str()
+            .filter(|key| !key.is_empty())
+    })
+    .map(str::to_owned)
+}
+
+/// An error with its causes, for the client to read (hyper's own says "client error
+/// (Connect)" and keeps the reason, a refused connection or an untrusted certificate, below).
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut said = error.to_string();
+    let mut cause = error.source();
+    while let Some(error) = cause {
+        said.push_str(": ");
+        said.push_str(&error.to_string());
+        cause = error.source();
+    }
+    said
+}
+
+/// Where a request for `asked` goes on the upstream at `base`.
+fn upstream_uri(base: &Uri, asked: &Uri) -> Result<Uri, String> {
+    let prefix = base.path().trim_end_matches('/');
+    let path_and_query = asked.path_and_query().map_or("/", |path| path.as_str());
+    let mut parts = base.clone().into_parts();
+    parts.path_and_query = Some(
+        format!("{prefix}{path_and_query}")
+            .parse()
+            .map_err(|error| format!("the request's path: {error}"))?,
+    );
+    Uri::from_parts(parts).map_err(|error| format!("the upstream address: {error}"))
 }
 
 fn error_response(status: StatusCode, message: &str) -> Response<ProxyBody> {

@@ -6,7 +6,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 
 /// Why a session's reusable prefix was computed again (see the analysis).
-pub(super) const LOST_CAUSES: [&str; 3] = ["locality", "eviction", "unknown"];
+pub(super) const LOST_CAUSES: [&str; 5] =
+    ["locality", "eviction", "ttl", "below_minimum", "unknown"];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Upstream {
@@ -28,7 +29,7 @@ struct Rule {
 /// Counters summed over every request the proxy analysed, per upstream.
 pub(super) struct Metrics {
     registry: Registry,
-    upstream: String,
+    upstreams: Vec<String>,
     requests: Family<Upstream, Counter>,
     prompt_tokens: Family<Upstream, Counter>,
     cached_tokens: Family<Upstream, Counter>,
@@ -36,11 +37,12 @@ pub(super) struct Metrics {
     lost_tokens: Family<Cause, Counter>,
     findings: Family<Rule, Counter>,
     not_analysed: Counter,
-    upstream_errors: Counter,
+    upstream_errors: Family<Upstream, Counter>,
 }
 
 impl Metrics {
-    pub(super) fn new(upstream: String) -> Self {
+    pub(super) fn new(upstreams: &[std::sync::Arc<str>]) -> Self {
+        let upstreams: Vec<String> = upstreams.iter().map(|label| label.to_string()).collect();
         let mut registry = Registry::default();
         let requests = Family::<Upstream, Counter>::default();
         registry.register(
@@ -69,7 +71,7 @@ impl Metrics {
         let lost_tokens = Family::<Cause, Counter>::default();
         registry.register(
             "kvlint_prompt_tokens_lost",
-            "Prompt tokens a session's previous turn had made reusable that the engine computed again, by cause (locality: another replica served the turn; eviction: the replica's cache moved on; unknown)",
+            "Prompt tokens a session's previous turn had made reusable that the engine computed again, by cause (locality: another replica served the turn; eviction: the replica's cache moved on; ttl: longer than the hosted cache keeps a prefix since the previous turn; below_minimum: a prompt shorter than the API caches; unknown)",
             lost_tokens.clone(),
         );
         let findings = Family::<Rule, Counter>::default();
@@ -84,40 +86,43 @@ impl Metrics {
             "Exchanges forwarded but not analysed: the analysis queue was full",
             not_analysed.clone(),
         );
-        let upstream_errors = Counter::default();
+        let upstream_errors = Family::<Upstream, Counter>::default();
         registry.register(
             "kvlint_proxy_upstream_errors",
-            "Requests the upstream could not be reached for (answered 502)",
+            "Requests an upstream could not be reached for, or failed while being sent",
             upstream_errors.clone(),
         );
         // Every series exists from the start, at zero: a dashboard's rates and ratios have
         // something to read before the first loss or finding.
-        let labels = Upstream {
-            upstream: upstream.clone(),
-        };
-        for family in [
-            &requests,
-            &prompt_tokens,
-            &cached_tokens,
-            &predicted_cached_tokens,
-        ] {
-            let _created = family.get_or_create(&labels);
-        }
-        for cause in LOST_CAUSES {
-            let _created = lost_tokens.get_or_create(&Cause {
+        for upstream in &upstreams {
+            let labels = Upstream {
                 upstream: upstream.clone(),
-                cause: cause.to_owned(),
-            });
-        }
-        for rule in kvlint_rules::RULES {
-            let _created = findings.get_or_create(&Rule {
-                upstream: upstream.clone(),
-                rule: rule.meta().name.to_owned(),
-            });
+            };
+            for family in [
+                &requests,
+                &prompt_tokens,
+                &cached_tokens,
+                &predicted_cached_tokens,
+                &upstream_errors,
+            ] {
+                let _created = family.get_or_create(&labels);
+            }
+            for cause in LOST_CAUSES {
+                let _created = lost_tokens.get_or_create(&Cause {
+                    upstream: upstream.clone(),
+                    cause: cause.to_owned(),
+                });
+            }
+            for rule in kvlint_rules::RULES {
+                let _created = findings.get_or_create(&Rule {
+                    upstream: upstream.clone(),
+                    rule: rule.meta().name.to_owned(),
+                });
+            }
         }
         Self {
             registry,
-            upstream,
+            upstreams,
             requests,
             prompt_tokens,
             cached_tokens,
@@ -129,22 +134,21 @@ impl Metrics {
         }
     }
 
-    fn labels(&self) -> Upstream {
-        Upstream {
-            upstream: self.upstream.clone(),
-        }
-    }
-
     pub(super) fn not_analysed(&self) {
         self.not_analysed.inc();
     }
 
-    pub(super) fn upstream_error(&self) {
-        self.upstream_errors.inc();
+    pub(super) fn upstream_error(&self, upstream: &str) {
+        self.upstream_errors.get_or_create(&labels(upstream)).inc();
     }
 
-    pub(super) fn request(&self, prompt_tokens: Option<usize>, cached_tokens: Option<usize>) {
-        let labels = self.labels();
+    pub(super) fn request(
+        &self,
+        upstream: &str,
+        prompt_tokens: Option<usize>,
+        cached_tokens: Option<usize>,
+    ) {
+        let labels = labels(upstream);
         self.requests.get_or_create(&labels).inc();
         if let Some(prompt_tokens) = prompt_tokens {
             self.prompt_tokens
@@ -158,15 +162,15 @@ impl Metrics {
         }
     }
 
-    pub(super) fn predicted(&self, tokens: usize) {
+    pub(super) fn predicted(&self, upstream: &str, tokens: usize) {
         self.predicted_cached_tokens
-            .get_or_create(&self.labels())
+            .get_or_create(&labels(upstream))
             .inc_by(tokens as u64);
     }
 
-    pub(super) fn lost(&self, cause: &str, tokens: usize) {
+    pub(super) fn lost(&self, upstream: &str, cause: &str, tokens: usize) {
         let labels = Cause {
-            upstream: self.upstream.clone(),
+            upstream: upstream.to_owned(),
             cause: cause.to_owned(),
         };
         self.lost_tokens
@@ -174,28 +178,33 @@ impl Metrics {
             .inc_by(tokens as u64);
     }
 
-    pub(super) fn finding(&self, rule: &str) {
+    pub(super) fn finding(&self, upstream: &str, rule: &str) {
         let labels = Rule {
-            upstream: self.upstream.clone(),
+            upstream: upstream.to_owned(),
             rule: rule.to_owned(),
         };
         self.findings.get_or_create(&labels).inc();
     }
 
-    /// One line for a person watching the proxy run.
+    /// One line for a person watching the proxy run, summed over the upstreams.
     pub(super) fn summary(&self) -> String {
-        let labels = self.labels();
-        let count = |family: &Family<Upstream, Counter>| family.get_or_create(&labels).get();
-        let (prompt, cached) = (count(&self.prompt_tokens), count(&self.cached_tokens));
-        let lost: u64 = LOST_CAUSES
-            .into_iter()
-            .map(|cause| {
-                let labels = Cause {
-                    upstream: self.upstream.clone(),
+        let sum = |family: &Family<Upstream, Counter>| -> u64 {
+            self.upstreams
+                .iter()
+                .map(|upstream| family.get_or_create(&labels(upstream)).get())
+                .sum()
+        };
+        let (prompt, cached) = (sum(&self.prompt_tokens), sum(&self.cached_tokens));
+        let lost: u64 = self
+            .upstreams
+            .iter()
+            .flat_map(|upstream| {
+                LOST_CAUSES.into_iter().map(|cause| Cause {
+                    upstream: upstream.clone(),
                     cause: cause.to_owned(),
-                };
-                self.lost_tokens.get_or_create(&labels).get()
+                })
             })
+            .map(|labels| self.lost_tokens.get_or_create(&labels).get())
             .sum();
         let share = if prompt == 0 {
             0.0
@@ -204,8 +213,8 @@ impl Metrics {
         };
         format!(
             "kvlint proxy: {} requests, {prompt} prompt tokens, {cached} served from cache ({share:.1}%), {} predicted, {lost} lost",
-            count(&self.requests),
-            count(&self.predicted_cached_tokens),
+            sum(&self.requests),
+            sum(&self.predicted_cached_tokens),
         )
     }
 
@@ -215,5 +224,11 @@ impl Metrics {
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
         text
+    }
+}
+
+fn labels(upstream: &str) -> Upstream {
+    Upstream {
+        upstream: upstream.to_owned(),
     }
 }

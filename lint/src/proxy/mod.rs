@@ -4,14 +4,17 @@
 //! pipeline `kvlint check` runs, counts prompt tokens computed and served from cache as the
 //! upstream reports them, and records each session as `{request, response}` lines.
 //!
-//! - [`forward`]: the forwarding path (hyper on tokio) and the copy it hands over;
-//! - [`analysis`]: sessions, checks and records, on a thread of their own;
+//! - [`forward`]: the forwarding path (hyper on tokio, http and https upstreams, one or
+//!   several) and the copy it hands over;
+//! - [`analysis`]: sessions, checks, predictions and records, on a thread of their own;
 //! - [`metrics`]: the counters, served in the Prometheus text format.
 
 mod analysis;
 mod forward;
 mod metrics;
 mod redact;
+mod replicas;
+mod tls;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -28,10 +31,10 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use thiserror::Error;
 use tokio::net::TcpListener;
 
-use analysis::{Analysis, EngineProbe};
+use analysis::{Analysis, EngineProbe, ReplicaSource};
 
 use crate::probe::EngineKind;
-use forward::Forwarder;
+use forward::{Forwarder, Upstream};
 use metrics::Metrics;
 
 /// Exchanges waiting for the analysis; past this many the forwarding path stops copying
@@ -40,6 +43,10 @@ const ANALYSIS_QUEUE: usize = 1024;
 
 /// One request and its response, as the analysis gets them.
 pub(crate) struct Exchange {
+    /// The `--upstream` that answered.
+    pub(crate) upstream: Arc<str>,
+    /// When the proxy received the request.
+    pub(crate) received: std::time::Instant,
     pub(crate) method: String,
     pub(crate) path: String,
     pub(crate) request_headers: HeaderMap,
@@ -50,13 +57,35 @@ pub(crate) struct Exchange {
     pub(crate) response: Vec<u8>,
     /// Whether the response ended normally (not cut by the client or the upstream).
     pub(crate) complete: bool,
+    /// The replica behind the gateway that served it, when read off the replicas' metrics.
+    pub(crate) replica: Option<String>,
+}
+
+/// Paths whose POST bodies are prompts: OpenAI chat and Responses, Anthropic Messages.
+const PROMPT_PATHS: [&str; 3] = ["/chat/completions", "/responses", "/messages"];
+
+impl Exchange {
+    /// Whether the request is a prompt (chat completions, responses, messages).
+    pub(crate) fn is_prompt(&self) -> bool {
+        self.method == "POST"
+            && PROMPT_PATHS
+                .iter()
+                .any(|suffix| self.path.trim_end_matches('/').ends_with(suffix))
+    }
 }
 
 /// What the proxy is started with.
 pub struct Settings {
     pub listen: SocketAddr,
-    /// The upstream's base URL (`http://host:port`, optionally with a path prefix).
-    pub upstream: String,
+    /// The upstreams' base URLs (`http(s)://host:port`, optionally with a path prefix).
+    pub upstreams: Vec<String>,
+    /// How requests are spread over several upstreams.
+    pub balance: Balance,
+    /// A PEM file of certificate authorities trusted for https upstreams, beside the usual
+    /// roots.
+    pub upstream_ca: Option<PathBuf>,
+    /// Replicas behind a gateway whose metrics tell which one served a request.
+    pub replica_metrics: Vec<String>,
     pub record: Option<PathBuf>,
     /// Record placeholders of the same length and shape instead of the conversation's text.
     pub redact: bool,
@@ -66,8 +95,22 @@ pub struct Settings {
     pub engine_kind: Option<EngineKind>,
     /// The response header a gateway names the serving replica in.
     pub replica_header: String,
+    /// Predict what the upstream serves from cache (self-hosted engines are asked for their
+    /// tokens).
+    pub predict: bool,
     /// Seconds between the summary lines printed for a person watching; `None`: none.
     pub summary_every: Option<u64>,
+}
+
+/// How the proxy spreads requests over several `--upstream`s.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Balance {
+    /// The request's routing key (the SDK's routing header, `prompt_cache_key`, a user id)
+    /// picks the upstream by rendezvous hashing, so a session stays where its prefix is
+    /// cached; a request without one goes round-robin.
+    RoutingKey,
+    /// One upstream after the other, whatever the request.
+    RoundRobin,
 }
 
 #[derive(Debug, Error, miette::Diagnostic)]
@@ -75,9 +118,18 @@ pub enum ProxyError {
     #[error("--upstream `{url}`: {reason}")]
     #[diagnostic(
         code(kvlint::proxy::upstream),
-        help("an http:// base URL, e.g. http://127.0.0.1:8080")
+        help("an http:// or https:// base URL, e.g. http://127.0.0.1:8080")
     )]
     Upstream { url: String, reason: String },
+    #[error("--upstream-ca {path}: {reason}")]
+    #[diagnostic(
+        code(kvlint::proxy::upstream_ca),
+        help("a PEM file of one or more certificates (-----BEGIN CERTIFICATE-----)")
+    )]
+    UpstreamCa { path: String, reason: String },
+    #[error("setting up TLS: {0}")]
+    #[diagnostic(code(kvlint::proxy::tls))]
+    Tls(String),
     #[error("{what} {address}: {source}")]
     #[diagnostic(code(kvlint::proxy::io))]
     Io {
@@ -100,36 +152,60 @@ fn io_error(
 
 /// Runs the proxy until the process is interrupted.
 pub fn serve(settings: Settings) -> Result<(), ProxyError> {
-    let upstream: Uri =
-        settings
-            .upstream
-            .parse()
-            .map_err(|error: hyper::http::uri::InvalidUri| ProxyError::Upstream {
-                url: settings.upstream.clone(),
-                reason: error.to_string(),
-            })?;
-    if upstream.scheme_str() != Some("http") || upstream.authority().is_none() {
+    let upstreams = settings
+        .upstreams
+        .iter()
+        .map(|url| upstream(url))
+        .collect::<Result<Vec<_>, _>>()?;
+    if upstreams.is_empty() {
         return Err(ProxyError::Upstream {
-            url: settings.upstream.clone(),
-            reason: "only http:// upstreams are supported".into(),
+            url: String::new(),
+            reason: "no upstream given".into(),
         });
     }
+    let authorities = match &settings.upstream_ca {
+        Some(path) => tls::read_authorities(path)?,
+        None => Vec::new(),
+    };
     if let Some(folder) = &settings.record {
         std::fs::create_dir_all(folder).map_err(io_error("creating", folder.display()))?;
     }
-    let metrics = Arc::new(Metrics::new(settings.upstream.clone()));
+    let labels: Vec<Arc<str>> = upstreams.iter().map(|up| Arc::clone(&up.label)).collect();
+    let metrics = Arc::new(Metrics::new(&labels));
     let (sender, receiver) = std::sync::mpsc::sync_channel(ANALYSIS_QUEUE);
+    let replicas = if labels.len() > 1 {
+        ReplicaSource::Upstream
+    } else if settings.replica_metrics.is_empty() {
+        ReplicaSource::Header(settings.replica_header.clone())
+    } else {
+        ReplicaSource::Metrics(settings.replica_header.clone())
+    };
     let analysis = Analysis::new(
         Arc::clone(&metrics),
         settings.record.clone(),
         settings.redact,
         EngineProbe {
-            url: settings.upstream.clone(),
             kind: settings.engine_kind,
+            authorities: authorities.clone(),
+            predict: settings.predict,
         },
-        settings.replica_header.clone(),
+        replicas,
     );
     let analysing = std::thread::spawn(move || analysis.run(receiver));
+    // With --replica-metrics, exchanges pass through a stage that reads the replicas'
+    // counters the moment each response ends, before the next request can move them.
+    let sender = if settings.replica_metrics.is_empty() {
+        sender
+    } else {
+        let (reading, read) = std::sync::mpsc::sync_channel(ANALYSIS_QUEUE);
+        let counters = replicas::Counters::new(
+            &settings.replica_metrics,
+            settings.engine_kind.unwrap_or(EngineKind::Llamacpp),
+            &authorities,
+        );
+        std::thread::spawn(move || counters.run(read, sender));
+        reading
+    };
     if let Some(seconds) = settings.summary_every.filter(|seconds| *seconds > 0) {
         let metrics = Arc::clone(&metrics);
         std::thread::spawn(move || {
@@ -139,15 +215,23 @@ pub fn serve(settings: Settings) -> Result<(), ProxyError> {
             }
         });
     }
+    let connector = tls::connector(&authorities)?;
     let forwarder = Arc::new(Forwarder {
-        // A fresh connection per request: an engine may close a kept-alive connection as the
-        // next request is sent on it (llama-server's HTTP server does, after a stream or a
-        // few requests), which would fail a request the engine never saw. On loopback, or to a
-        // gateway nearby, a connection costs less than the latency target.
-        client: Client::builder(TokioExecutor::new())
+        // Plain http (engines, gateways nearby): a fresh connection per request. An engine
+        // may close a kept-alive connection as the next request is sent on it (llama-server's
+        // HTTP server does, after a stream or a few requests), which would fail a request the
+        // engine never saw; on loopback a connection costs less than the latency target.
+        plain: Client::builder(TokioExecutor::new())
             .pool_max_idle_per_host(0)
-            .build_http(),
-        upstream,
+            .build(connector.clone()),
+        // https (hosted APIs, remote gateways): a TLS handshake per request would cost tens of
+        // milliseconds, and these servers keep their connections well: kept for 30 s.
+        tls: Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(std::time::Duration::from_secs(30))
+            .build(connector),
+        upstreams,
+        balance: settings.balance,
+        next: std::sync::atomic::AtomicUsize::new(0),
         max_body: settings.max_body,
         analysis: sender,
         metrics: Arc::clone(&metrics),
@@ -164,7 +248,8 @@ pub fn serve(settings: Settings) -> Result<(), ProxyError> {
             .map_err(io_error("listening on", settings.listen))?;
         eprintln!(
             "kvlint proxy: listening on http://{}, forwarding to {}",
-            settings.listen, settings.upstream
+            settings.listen,
+            settings.upstreams.join(", ")
         );
         if let Some(address) = settings.metrics {
             eprintln!("kvlint proxy: metrics on http://{address}/metrics");
@@ -183,6 +268,24 @@ pub fn serve(settings: Settings) -> Result<(), ProxyError> {
     drop(runtime);
     let _ = analysing.join();
     served
+}
+
+/// An `--upstream` URL read and checked.
+fn upstream(url: &str) -> Result<Upstream, ProxyError> {
+    let invalid = |reason: String| ProxyError::Upstream {
+        url: url.to_owned(),
+        reason,
+    };
+    let uri: Uri = url
+        .parse()
+        .map_err(|error: hyper::http::uri::InvalidUri| invalid(error.to_string()))?;
+    if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.authority().is_none() {
+        return Err(invalid("not an http:// or https:// URL".into()));
+    }
+    Ok(Upstream {
+        label: Arc::from(url.trim_end_matches('/')),
+        uri,
+    })
 }
 
 /// After a failed accept (out of file descriptors, say), a pause before the next: the

@@ -109,8 +109,121 @@ fn nginx() -> PathBuf {
 /// process (no master and workers), so that stopping it leaves none behind. Each response
 /// names the replica that served it in `X-Kvlint-Replica`.
 pub fn gateway(replicas: &[&Served], balance: &str, folder: &Path) -> Served {
-    std::fs::create_dir_all(folder).unwrap();
     let port = kvlint_fixtures::free_port();
+    let server = format!(
+        "listen 127.0.0.1:{port};\n    location / {{ proxy_pass http://replicas; proxy_http_version 1.1; add_header X-Kvlint-Replica $upstream_addr always; }}"
+    );
+    start_nginx(folder, &upstream_block(replicas, balance), &server, port)
+}
+
+/// The same gateway, but its responses do not say which replica served them.
+pub fn silent_gateway(replicas: &[&Served], balance: &str, folder: &Path) -> Served {
+    let port = kvlint_fixtures::free_port();
+    let server = format!(
+        "listen 127.0.0.1:{port};\n    location / {{ proxy_pass http://replicas; proxy_http_version 1.1; }}"
+    );
+    start_nginx(folder, &upstream_block(replicas, balance), &server, port)
+}
+
+/// nginx serving https in front of `replica`, with a certificate its own authority signed
+/// (made with openssl in `folder`): the URL is `https://127.0.0.1:PORT`, and the authority's
+/// certificate is `folder/ca.pem`.
+pub fn tls_gateway(replica: &Served, folder: &Path) -> Served {
+    std::fs::create_dir_all(folder).unwrap();
+    let openssl = |args: &[&str]| {
+        let status = Command::new("openssl")
+            .args(args)
+            .current_dir(folder)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("openssl");
+        assert!(status.success(), "openssl {args:?}");
+    };
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=kvlint test authority",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+    ]);
+    openssl(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=127.0.0.1",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+    ]);
+    std::fs::write(
+        folder.join("server.ext"),
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-extfile",
+        "server.ext",
+        "-out",
+        "server.pem",
+    ]);
+    let (port, health_port) = (kvlint_fixtures::free_port(), kvlint_fixtures::free_port());
+    let dir = folder.display();
+    let server = format!(
+        "listen 127.0.0.1:{port} ssl;\n    listen 127.0.0.1:{health_port};\n    \
+         ssl_certificate {dir}/server.pem;\n    ssl_certificate_key {dir}/server.key;\n    \
+         location / {{ proxy_pass http://replicas; proxy_http_version 1.1; }}"
+    );
+    let mut served = start_nginx(
+        folder,
+        &upstream_block(&[replica], ""),
+        &server,
+        health_port,
+    );
+    served.url = format!("https://127.0.0.1:{port}");
+    served
+}
+
+/// nginx answering as an upstream in trouble does, at one path prefix each, with the engine
+/// behind it for the rest: `/rate-limited` (429 with `Retry-After`), `/failing` (500),
+/// `/malformed` (200 with a body that is not JSON), `/slow` (the engine's answer at 200
+/// bytes a second).
+pub fn troubled_gateway(replica: &Served, folder: &Path) -> Served {
+    let port = kvlint_fixtures::free_port();
+    let server = format!(
+        "listen 127.0.0.1:{port};\n    \
+         location /rate-limited/ {{ add_header Retry-After 1 always; default_type application/json; return 429 '{{\"error\": {{\"message\": \"Rate limit reached\", \"type\": \"rate_limit_error\"}}}}'; }}\n    \
+         location /failing/ {{ default_type application/json; return 500 '{{\"error\": {{\"message\": \"internal error\"}}}}'; }}\n    \
+         location /malformed/ {{ default_type application/json; return 200 '{{\"id\": \"chatcmpl-1\", \"choices\": [{{\"message\": '; }}\n    \
+         location /slow/ {{ proxy_pass http://replicas/; proxy_http_version 1.1; limit_rate 200; }}\n    \
+         location / {{ proxy_pass http://replicas; proxy_http_version 1.1; }}"
+    );
+    start_nginx(folder, &upstream_block(&[replica], ""), &server, port)
+}
+
+fn upstream_block(replicas: &[&Served], balance: &str) -> String {
     let servers: String = replicas
         .iter()
         .map(|replica| {
@@ -120,13 +233,20 @@ pub fn gateway(replicas: &[&Served], balance: &str, folder: &Path) -> Served {
             )
         })
         .collect();
+    format!("upstream replicas {{\n    {balance}\n{servers}  }}\n")
+}
+
+/// nginx with `upstream` and one `server` block, in `folder`; healthy once `/health` answers
+/// on the plain `health_port`.
+fn start_nginx(folder: &Path, upstream: &str, server: &str, health_port: u16) -> Served {
+    std::fs::create_dir_all(folder).unwrap();
     let dir = folder.display();
     let config = format!(
         "daemon off;\nmaster_process off;\npid {dir}/nginx.pid;\nerror_log {dir}/error.log;\nevents {{}}\n\
          http {{\n  access_log off;\n  client_body_temp_path {dir}/body;\n  proxy_temp_path {dir}/proxy;\n\
          fastcgi_temp_path {dir}/fastcgi;\n  uwsgi_temp_path {dir}/uwsgi;\n  scgi_temp_path {dir}/scgi;\n\
-         upstream replicas {{\n    {balance}\n{servers}  }}\n\
-         server {{\n    listen 127.0.0.1:{port};\n    location / {{ proxy_pass http://replicas; proxy_http_version 1.1; add_header X-Kvlint-Replica $upstream_addr always; }}\n  }}\n}}\n"
+         {upstream}\
+         server {{\n    {server}\n  }}\n}}\n"
     );
     let path = folder.join("nginx.conf");
     std::fs::write(&path, config).unwrap();
@@ -141,7 +261,7 @@ pub fn gateway(replicas: &[&Served], balance: &str, folder: &Path) -> Served {
         .unwrap();
     Served {
         child,
-        url: format!("http://127.0.0.1:{port}"),
+        url: format!("http://127.0.0.1:{health_port}"),
     }
     .wait_until_healthy("/health")
 }
