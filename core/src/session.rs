@@ -37,6 +37,32 @@ pub struct Turn {
     pub request: Request,
     /// The engine's answer, when the file records `{request, response}` pairs.
     pub response: Option<Value>,
+    /// When the request was sent, in seconds since the Unix epoch: the pair's `time` (a
+    /// number of seconds, or RFC 3339 text), else the response's `created`.
+    pub time: Option<f64>,
+}
+
+/// Seconds since the Unix epoch of an RFC 3339 time (`2026-12-01T05:33:53.120Z`).
+pub fn unix_seconds(text: &str) -> Option<f64> {
+    let time = chrono::DateTime::parse_from_rfc3339(text).ok()?;
+    Some(time.timestamp() as f64 + f64::from(time.timestamp_subsec_micros()) / 1e6)
+}
+
+/// A time a recording gives: seconds (milliseconds when larger than any date in seconds), or
+/// RFC 3339 text.
+fn time_of(value: &Value) -> Option<f64> {
+    match value {
+        Value::Number(number) => {
+            let seconds = number.as_f64()?;
+            Some(if seconds > 1e11 {
+                seconds / 1e3
+            } else {
+                seconds
+            })
+        }
+        Value::String(text) => unix_seconds(text),
+        _ => None,
+    }
 }
 
 /// Where a turn is in its file, and the turn parsed when it is kept.
@@ -451,6 +477,9 @@ impl SessionFile {
                 reason: format!("an OpenAI Batch request to {url}, which takes no prompt"),
             }));
         }
+        let time = ["time", "timestamp", "started_at"]
+            .iter()
+            .find_map(|key| object.get(*key).and_then(time_of));
         let (body, response, body_path) = match (object.remove("body"), object.remove("request")) {
             (Some(body), _) if is_batch_line => (body, None, PartPath::root().key("body")),
             (_, Some(request)) if request.is_object() => (
@@ -471,7 +500,11 @@ impl SessionFile {
         let request = Request::parse(body, shared)
             .map_err(|error| self.body_error(&document, &body_path, error))?;
         Ok(Document::Turn(
-            Box::new(Turn { request, response }),
+            Box::new(Turn {
+                time: time.or_else(|| response.as_ref()?.get("created").and_then(time_of)),
+                request,
+                response,
+            }),
             body_path,
         ))
     }

@@ -54,6 +54,12 @@ enum Command {
     /// Sit between an agent and its engine: pass requests and responses through unchanged,
     /// record sessions, and count prompt tokens computed and served from cache, live.
     Proxy(commands::proxy::Args),
+    /// Measure the reuse a workload of sessions creates (within and across sessions, its
+    /// distributions, what its findings cost), or export a benchmark dataset of its shape.
+    Workload(commands::workload::Args),
+    /// Replay a workload through N replicas with engine-modelled prefix caches under routing
+    /// policies: served vs computed tokens, locality, evictions, load, time to first token.
+    Simulate(commands::simulate::Args),
     /// Write the sessions a recording holds (a VCR cassette, a HAR file, an Inspect log) as
     /// session files, one request body per line.
     Import(commands::import::Args),
@@ -135,6 +141,8 @@ fn run_command(cli: Cli) -> miette::Result<Outcome> {
         Command::Proxy(args) => commands::proxy::run(args),
         Command::Rule(args) => commands::rule::run(args),
         Command::Import(args) => commands::import::run(args, terminal()),
+        Command::Workload(args) => commands::workload::run(args),
+        Command::Simulate(args) => commands::simulate::run(args),
         Command::Init => {
             let path = config::init(Path::new("."))?;
             Ok(printed(format!("wrote {}\n", path.display())))

@@ -51,6 +51,8 @@ pub struct Session {
     pub at: Vec<Place>,
     /// The response recorded with each request, when there is one.
     pub responses: Vec<Option<Value>>,
+    /// When each request was sent (seconds since the Unix epoch), when the recording says.
+    pub times: Vec<Option<f64>>,
     /// Whether a body was rebuilt from what the recorder kept of it ([`Body::Reconstructed`]):
     /// its serialization is kvlint's, not the one sent.
     pub reconstructed: bool,
@@ -62,16 +64,26 @@ impl Session {
     /// `{"request": …, "response": …}` pair.
     pub fn jsonl(&self) -> String {
         let mut text = String::new();
-        for ((body, sent), response) in self.bodies.iter().zip(&self.sent).zip(&self.responses) {
+        for (((body, sent), response), time) in self
+            .bodies
+            .iter()
+            .zip(&self.sent)
+            .zip(&self.responses)
+            .zip(&self.times)
+        {
             let request = match sent {
                 Some(sent) if !sent.contains('\n') => sent.trim().to_owned(),
                 _ => body.to_string(),
             };
+            let time = time.map_or(String::new(), |time| format!(", \"time\": {time}"));
             match response {
                 Some(response) => {
                     text.push_str(&format!(
-                        "{{\"request\": {request}, \"response\": {response}}}"
+                        "{{\"request\": {request}, \"response\": {response}{time}}}"
                     ));
+                }
+                None if !time.is_empty() => {
+                    text.push_str(&format!("{{\"request\": {request}{time}}}"));
                 }
                 None => text.push_str(&request),
             }
@@ -125,6 +137,7 @@ pub(super) fn sessions(interactions: &[Interaction]) -> FoundSessions {
                     sent: Vec::new(),
                     at: Vec::new(),
                     responses: Vec::new(),
+                    times: Vec::new(),
                     reconstructed: false,
                 });
                 open.len() - 1
@@ -136,6 +149,7 @@ pub(super) fn sessions(interactions: &[Interaction]) -> FoundSessions {
         session.sent.push(sent);
         session.at.push(interaction.at);
         session.responses.push(interaction.response.clone());
+        session.times.push(interaction.time);
         session.reconstructed |= matches!(interaction.body, Body::Reconstructed(_));
     }
     found
@@ -320,6 +334,7 @@ mod tests {
             at: Place::default(),
             response: None,
             conversation: None,
+            time: None,
         }
     }
 

@@ -43,6 +43,10 @@ pub(super) fn read(root: &Value, text: &str) -> Option<Recording> {
                     .pointer("/response/content")
                     .and_then(response_content),
                 conversation: routing_key(request),
+                time: entry
+                    .get("startedDateTime")
+                    .and_then(Value::as_str)
+                    .and_then(crate::session::unix_seconds),
             })
         })
         .collect();

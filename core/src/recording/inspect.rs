@@ -58,6 +58,7 @@ pub(super) fn read(root: &Value, text: &str) -> Option<Recording> {
             interactions.push(Interaction {
                 response,
                 conversation: None,
+                time: None,
                 index: interactions.len(),
                 method: "POST".into(),
                 // The model API is not in the log: the model names the endpoint.

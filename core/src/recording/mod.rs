@@ -94,6 +94,8 @@ pub struct Interaction {
     /// The conversation the client says the request belongs to: a routing-key header
     /// (`x-kvlint-routing-key`, `X-SMG-Routing-Key`) or a trace's `gen_ai.conversation.id`.
     pub conversation: Option<String>,
+    /// When the request was sent, in seconds since the Unix epoch, when the recording says.
+    pub time: Option<f64>,
 }
 
 /// Whether a request header names the conversation (the SDK's routing headers).

@@ -166,6 +166,7 @@ fn interaction(index: usize, request: &Node, response: Option<&Node>) -> Option<
         at,
         response,
         conversation,
+        time: None,
     })
 }
 

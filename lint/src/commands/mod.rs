@@ -8,7 +8,9 @@ pub mod probe;
 pub mod proxy;
 pub mod render;
 pub mod rule;
+pub mod simulate;
 pub mod template;
+pub mod workload;
 
 use std::path::PathBuf;
 

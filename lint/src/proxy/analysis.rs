@@ -486,7 +486,9 @@ impl Analysis {
             return;
         };
         let response = response.unwrap_or_else(|| Value::String(response_text.to_owned()));
-        let mut line = json!({"request": body, "response": response});
+        let time = chrono::DateTime::<chrono::Utc>::from(exchange.received_at)
+            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        let mut line = json!({"request": body, "response": response, "time": time});
         if let Some(key) = &self.redact {
             line = super::redact::redacted(&line, key);
         }
@@ -687,6 +689,7 @@ mod tests {
         Exchange {
             upstream: Arc::from(UPSTREAM),
             received: Instant::now(),
+            received_at: std::time::SystemTime::now(),
             method: "POST".into(),
             path: "/v1/chat/completions".into(),
             request_headers: HeaderMap::new(),

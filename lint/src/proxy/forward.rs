@@ -80,7 +80,7 @@ impl Forwarder {
         self: Arc<Self>,
         request: Request<Incoming>,
     ) -> Result<Response<ProxyBody>, Infallible> {
-        let received = std::time::Instant::now();
+        let (received, received_at) = (std::time::Instant::now(), std::time::SystemTime::now());
         let (parts, body) = request.into_parts();
         let body = match Limited::new(body, self.max_body).collect().await {
             Ok(collected) => collected.to_bytes(),
@@ -146,6 +146,7 @@ impl Forwarder {
         let exchange = Exchange {
             upstream: Arc::clone(&upstream.label),
             received,
+            received_at,
             method: parts.method.to_string(),
             path: parts.uri.path().to_owned(),
             request_headers: parts.headers,

@@ -47,6 +47,8 @@ pub(crate) struct Exchange {
     pub(crate) upstream: Arc<str>,
     /// When the proxy received the request.
     pub(crate) received: std::time::Instant,
+    /// The same, by the clock: written into the record.
+    pub(crate) received_at: std::time::SystemTime,
     pub(crate) method: String,
     pub(crate) path: String,
     pub(crate) request_headers: HeaderMap,

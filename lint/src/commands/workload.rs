@@ -1,0 +1,363 @@
+//! `kvlint workload SESSIONS…`: the reuse a workload creates, its distributions, and what the
+//! application's own findings cost; or a benchmark dataset of its shape
+//! (`--export-benchmark`). The sessions are traced once per renderer and block size and the
+//! trace kept on disk, so that later runs (and `kvlint simulate`) skip the rendering.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use kvlint_core::render::Renderer;
+use kvlint_core::session::SessionFile;
+use kvlint_workload::export::{Format, dataset_trace, export};
+use kvlint_workload::html::workload_html;
+use kvlint_workload::store::{load, save, trace_key, trace_path};
+use kvlint_workload::{Distribution, Trace, WorkloadReport, build_trace, workload_report};
+use miette::{IntoDiagnostic, WrapErr};
+
+use super::{Outcome, RenderArgs, ServingEngine, current_config};
+use crate::config::Discovery;
+use crate::discover::session_files;
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  kvlint workload sessions/                        the reuse, as a table
+  kvlint workload sessions/ --format html -o workload.html
+  kvlint workload sessions/ --export-benchmark vllm-custom -o bench.jsonl
+  kvlint workload --dataset bench.jsonl            a benchmark's own sharing, to compare")]
+pub struct Args {
+    /// Session files, recordings or folders: anything `kvlint check` reads.
+    pub sessions: Vec<PathBuf>,
+    /// Benchmark datasets measured as they are, each prompt tokenized without a template:
+    /// vLLM custom JSONL (`prompt`), GuideLLM JSONL, ShareGPT JSON, kvlint's chat JSONL.
+    #[arg(long, value_name = "FILE")]
+    pub dataset: Vec<PathBuf>,
+    #[command(flatten)]
+    pub trace: TraceArgs,
+    #[arg(long, value_enum, default_value = "human")]
+    pub format: WorkloadFormat,
+    /// Write the report or the benchmark to this file instead of standard output.
+    #[arg(long, short, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Write a benchmark dataset of the workload's shape (random words, no text of it).
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub export_benchmark: Option<ExportFormat>,
+}
+
+/// How sessions become a trace: their rendering, its block size and the trace cache.
+#[derive(Debug, Clone, clap::Args)]
+pub struct TraceArgs {
+    /// Tokens per block: the engine's (vLLM 16 by default, SGLang's page size).
+    #[arg(long, default_value = "16", value_name = "TOKENS")]
+    pub block: u32,
+    #[command(flatten)]
+    pub render: RenderArgs,
+    /// Where traces are kept (default: `$XDG_CACHE_HOME/kvlint/traces`, else
+    /// `~/.cache/kvlint/traces`).
+    #[arg(long, value_name = "DIR")]
+    pub trace_cache: Option<PathBuf>,
+    /// Trace the sessions again, and keep nothing on disk.
+    #[arg(long)]
+    pub no_trace_cache: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum WorkloadFormat {
+    Human,
+    Json,
+    /// A self-contained page with plots.
+    Html,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportFormat {
+    /// `vllm bench serve --dataset-name custom`: JSONL of prompt and output_tokens.
+    VllmCustom,
+    /// ShareGPT JSON.
+    Sharegpt,
+    /// GuideLLM JSONL: prompt, prompt_tokens_count, output_tokens_count.
+    Guidellm,
+    /// JSONL of chat requests with session and arrival time.
+    ChatJsonl,
+}
+
+impl ExportFormat {
+    fn format(self) -> Format {
+        match self {
+            Self::VllmCustom => Format::VllmCustom,
+            Self::Sharegpt => Format::ShareGpt,
+            Self::Guidellm => Format::GuideLlm,
+            Self::ChatJsonl => Format::ChatJsonl,
+        }
+    }
+}
+
+/// A workload traced: the trace, the renderer, and how long tracing took (`None`: read from
+/// the cache).
+pub struct Traced {
+    pub trace: Trace,
+    pub renderer: Renderer,
+    pub tracing_seconds: Option<f64>,
+}
+
+/// The trace of `sessions` and `datasets`, from the cache when it holds it.
+pub fn traced(
+    sessions: &[PathBuf],
+    datasets: &[PathBuf],
+    args: &TraceArgs,
+) -> miette::Result<Traced> {
+    let mut render = args.render.clone();
+    if let Some(defaults) = current_config(&mut Discovery::default())? {
+        render.apply_defaults(&defaults);
+    }
+    let renderer = render.renderer(ServingEngine::Vllm)?;
+    let files: Vec<PathBuf> = session_files(sessions)
+        .into_iter()
+        .map(|candidate| candidate.path)
+        .collect();
+    if files.is_empty() && datasets.is_empty() {
+        miette::bail!("no session file found in {}", shown(sessions));
+    }
+    let mut inputs = Vec::new();
+    for path in files.iter().chain(datasets) {
+        let bytes = std::fs::read(path)
+            .into_diagnostic()
+            .wrap_err_with(|| format!("reading {}", path.display()))?;
+        inputs.push((path.display().to_string(), bytes));
+    }
+    let keyed: Vec<(String, &[u8])> = inputs
+        .iter()
+        .map(|(name, bytes)| (name.clone(), bytes.as_slice()))
+        .collect();
+    let key = trace_key(&keyed, &renderer.name(), args.block);
+    let cached = (!args.no_trace_cache).then(|| trace_path(&cache_folder(args), &key));
+    if let Some(path) = cached.as_ref().filter(|path| path.is_file())
+        && let Ok(trace) = load(path)
+    {
+        return Ok(Traced {
+            trace,
+            renderer,
+            tracing_seconds: None,
+        });
+    }
+    let started = Instant::now();
+    let mut parsed = Vec::new();
+    for path in &files {
+        parsed.extend(SessionFile::read_all(path).map_err(miette::Report::new)?);
+    }
+    let mut trace = build_trace(&parsed, &renderer, args.block).map_err(miette::Report::new)?;
+    for (path, (name, bytes)) in datasets.iter().zip(&inputs[files.len()..]) {
+        let text = String::from_utf8_lossy(bytes);
+        let dataset = dataset_trace(name, &text, renderer.tokenizer(), args.block)
+            .ok_or_else(|| miette::Report::new(not_a_dataset(path)))?;
+        trace.append(dataset);
+    }
+    let tracing_seconds = Some(started.elapsed().as_secs_f64());
+    if let Some(path) = cached {
+        // A cache that cannot be written costs the next run the rendering, nothing else.
+        if let Err(error) = save(&trace, &path) {
+            eprintln!("kvlint: {error}");
+        }
+    }
+    Ok(Traced {
+        trace,
+        renderer,
+        tracing_seconds,
+    })
+}
+
+/// A `--dataset` file that is none of the formats read.
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+#[error("{path}: not a benchmark dataset")]
+#[diagnostic(
+    code(kvlint::workload::dataset),
+    help("JSONL with `prompt` (vLLM custom, GuideLLM), JSONL of chat requests, or ShareGPT JSON")
+)]
+struct NotADataset {
+    path: String,
+}
+
+fn not_a_dataset(path: &Path) -> NotADataset {
+    NotADataset {
+        path: path.display().to_string(),
+    }
+}
+
+fn shown(paths: &[PathBuf]) -> String {
+    paths
+        .iter()
+        .map(|path| path.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn cache_folder(args: &TraceArgs) -> PathBuf {
+    if let Some(folder) = &args.trace_cache {
+        return folder.clone();
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    base.join("kvlint").join("traces")
+}
+
+/// Writes `text` to `output`, or returns it for standard output.
+pub fn deliver(output: Option<&Path>, text: String) -> miette::Result<String> {
+    match output {
+        Some(path) => {
+            std::fs::write(path, text)
+                .into_diagnostic()
+                .wrap_err_with(|| format!("writing {}", path.display()))?;
+            Ok(String::new())
+        }
+        None => Ok(text),
+    }
+}
+
+pub fn run(args: Args) -> miette::Result<Outcome> {
+    let traced = traced(&args.sessions, &args.dataset, &args.trace)?;
+    if let Some(format) = args.export_benchmark {
+        let mut buffer = Vec::new();
+        let written = export(
+            &traced.trace,
+            traced.renderer.tokenizer(),
+            format.format(),
+            &mut buffer,
+        )
+        .map_err(miette::Report::new)?;
+        let text = String::from_utf8(buffer).into_diagnostic()?;
+        let output = deliver(args.output.as_deref(), text)?;
+        if args.output.is_some() {
+            eprintln!(
+                "kvlint workload: {written} requests written as {}",
+                format.format().name()
+            );
+        }
+        return Ok(Outcome {
+            output,
+            exit_code: 0,
+        });
+    }
+    let report = workload_report(&traced.trace);
+    let text = match args.format {
+        WorkloadFormat::Human => human(&report, traced.tracing_seconds),
+        WorkloadFormat::Json => {
+            let mut json = serde_json::to_string_pretty(&report).into_diagnostic()?;
+            json.push('\n');
+            json
+        }
+        WorkloadFormat::Html => workload_html("kvlint workload", &report, &[]),
+    };
+    Ok(Outcome {
+        output: deliver(args.output.as_deref(), text)?,
+        exit_code: 0,
+    })
+}
+
+fn share(part: u64, whole: u64) -> String {
+    if whole == 0 {
+        "0.0%".into()
+    } else {
+        format!("{:.1}%", 100.0 * part as f64 / whole as f64)
+    }
+}
+
+fn distribution_line(name: &str, distribution: &Distribution) -> String {
+    format!(
+        "  {name:<24} p10 {:>9.1}  p50 {:>9.1}  p90 {:>9.1}  p99 {:>9.1}  max {:>9.1}  (n = {})\n",
+        distribution.p10,
+        distribution.p50,
+        distribution.p90,
+        distribution.p99,
+        distribution.max,
+        distribution.count
+    )
+}
+
+/// The report as a person reads it.
+fn human(report: &WorkloadReport, tracing_seconds: Option<f64>) -> String {
+    let mut text = format!(
+        "{} sessions, {} requests, {} prompt tokens, {} output tokens (rendered with {}, blocks of {} tokens)\n\n",
+        report.sessions,
+        report.requests,
+        report.prompt_tokens,
+        report.output_tokens,
+        report.renderer,
+        report.block_size
+    );
+    let whole = report.prompt_tokens;
+    text.push_str(&format!(
+        "  {:<40} {:>22} {:>22}\n",
+        "reuse", "as recorded", "findings fixed"
+    ));
+    let row = |name: &str, recorded: u64, ideal: u64| {
+        format!(
+            "  {name:<40} {:>14} {:>7} {:>14} {:>7}\n",
+            recorded,
+            share(recorded, whole),
+            ideal,
+            share(ideal, whole)
+        )
+    };
+    text.push_str(&row(
+        "within a session (tokens)",
+        report.reuse.within_session_tokens,
+        report.ideal.within_session_tokens,
+    ));
+    text.push_str(&row(
+        "within a session (whole blocks)",
+        report.reuse.within_session_block_tokens,
+        report.ideal.within_session_block_tokens,
+    ));
+    text.push_str(&row(
+        "across sessions, beyond (whole blocks)",
+        report.reuse.cross_session_block_tokens,
+        report.ideal.cross_session_block_tokens,
+    ));
+    text.push_str(&format!(
+        "  {:<40} {:>22} {:>22}\n\n",
+        "prefix-sharing rate",
+        format!("{:.1}%", 100.0 * report.reuse.prefix_sharing_rate),
+        format!("{:.1}%", 100.0 * report.ideal.prefix_sharing_rate),
+    ));
+    for cost in &report.finding_costs {
+        text.push_str(&format!(
+            "  {}: {} turns, {} tokens the previous turn had made reusable\n",
+            cost.rule, cost.turns, cost.tokens
+        ));
+    }
+    if !report.finding_costs.is_empty() {
+        text.push('\n');
+    }
+    text.push_str(&distribution_line("input tokens", &report.input_tokens));
+    text.push_str(&distribution_line(
+        "new tokens per turn",
+        &report.new_tokens,
+    ));
+    text.push_str(&distribution_line(
+        "output tokens",
+        &report.output_tokens_per_request,
+    ));
+    text.push_str(&distribution_line(
+        "turns per session",
+        &report.turns_per_session,
+    ));
+    if let Some(think) = &report.think_time {
+        text.push_str(&distribution_line("between turns (s)", think));
+    }
+    if let Some(gaps) = &report.arrival_gaps {
+        text.push_str(&distribution_line("between requests (s)", gaps));
+    }
+    if let Some(burstiness) = report.burstiness {
+        text.push_str(&format!(
+            "  arrival burstiness (gaps' coefficient of variation): {burstiness:.2}\n"
+        ));
+    }
+    if let Some(seconds) = tracing_seconds {
+        text.push_str(&format!(
+            "\ntraced in {seconds:.2} s ({:.0} prompt tokens/s)\n",
+            report.prompt_tokens as f64 / seconds.max(1e-9)
+        ));
+    }
+    text
+}

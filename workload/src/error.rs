@@ -1,0 +1,34 @@
+//! The errors of the workload library.
+
+use std::path::PathBuf;
+
+/// A simulation setting that cannot be read (`--engine`, `--cache`, `--routing`,
+/// `--arrival`), or that does not fit the workload.
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+#[error("`{spec}`: {reason}")]
+#[diagnostic(code(kvlint::simulate::setting))]
+pub struct SpecError {
+    pub spec: String,
+    pub reason: String,
+}
+
+impl SpecError {
+    pub fn new(spec: &str, reason: impl Into<String>) -> Self {
+        Self {
+            spec: spec.to_owned(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// A trace file of the on-disk cache that cannot be read or written.
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+#[error("trace cache {path}: {reason}")]
+#[diagnostic(
+    code(kvlint::workload::trace_cache),
+    help("the cache is rebuilt when its file is removed")
+)]
+pub struct TraceFileError {
+    pub path: PathBuf,
+    pub reason: String,
+}

@@ -1,0 +1,58 @@
+//! # kvlint-workload
+//!
+//! What a workload of agent sessions lets an engine reuse, and what a fleet keeps of it.
+//!
+//! 1. [`build_trace`] renders every turn of the sessions with kvlint's renderer (tokenizing
+//!    only what a turn does not send again) into a [`Trace`]: per request its session, time,
+//!    lengths, and prompt as a chain of block hashes (the blocks it adds to its session's
+//!    previous request). [`store`] keeps traces on disk, keyed by the inputs, the renderer and
+//!    the block size, so that every later run on the same sessions skips the rendering.
+//! 2. [`workload_report`] measures the reuse the workload creates: within a session, across
+//!    sessions, the prefix-sharing rate, the distributions of its lengths and gaps, and the
+//!    same reuse with the application's own findings fixed.
+//! 3. [`simulate`] replays the trace through N replicas whose caches are modelled on their
+//!    engine ([`cache`]: vLLM's block pool, SGLang's radix tree, llama.cpp's slots and prompt
+//!    cache) under a routing [`Policy`], with a queueing model of prefill for time to first
+//!    token.
+//! 4. [`export`] writes a benchmark dataset of the workload's shape with random text.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use kvlint_core::{Renderer, SessionFile};
+//! use kvlint_workload::{build_trace, workload_report};
+//!
+//! let turn = |history: &str| format!(
+//!     r#"{{"messages":[{{"role":"system","content":"You are a careful coding agent."}}{history}]}}"#
+//! );
+//! let jsonl = [
+//!     turn(r#",{"role":"user","content":"Fix the test."}"#),
+//!     turn(r#",{"role":"user","content":"Fix the test."},{"role":"assistant","content":"Done."},{"role":"user","content":"Thanks."}"#),
+//! ]
+//! .join("\n");
+//! let session = SessionFile::parse("s.jsonl".into(), Arc::from(jsonl)).unwrap();
+//! let trace = build_trace(&[session], &Renderer::provider(), 4).unwrap();
+//! let report = workload_report(&trace);
+//! assert_eq!(report.requests, 2);
+//! // The second turn resends the first whole.
+//! let first = u64::from(trace.requests[0].input_tokens);
+//! assert!(report.reuse.within_session_tokens >= first - 3);
+//! ```
+
+pub mod cache;
+mod error;
+pub mod export;
+pub mod html;
+mod report;
+mod simulate;
+mod stats;
+pub mod store;
+mod trace;
+
+pub use error::{SpecError, TraceFileError};
+pub use report::{FindingCost, Reuse, WorkloadReport, arrival_order, workload_report};
+pub use simulate::{
+    Arrival, CacheSize, LLAMACPP_TRACE_BLOCK, Latency, Policy, ReplicaLoad, Setup, SimEngine,
+    SimulationResult, simulate,
+};
+pub use stats::Distribution;
+pub use trace::{Trace, TraceRequest, TraceSession, build_trace, chain_hash};

@@ -1,0 +1,233 @@
+//! `kvlint workload`: the reuse a workload creates (within a session, across sessions, the
+//! prefix-sharing rate), the distributions of its lengths and gaps, and the same reuse with
+//! the application's own findings fixed.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use crate::stats::Distribution;
+use crate::trace::Trace;
+
+/// Prompt tokens a workload lets an engine reuse.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Reuse {
+    /// Leading tokens each request shares with its session's previous request.
+    pub within_session_tokens: u64,
+    /// The same in whole engine blocks (what a block-granular cache can serve).
+    pub within_session_block_tokens: u64,
+    /// Tokens beyond those that a request shares with earlier requests of other sessions (a
+    /// system prompt and tools several sessions send), in whole blocks.
+    pub cross_session_block_tokens: u64,
+    /// The share of all prompt tokens an infinite cache shared by every request serves: the
+    /// longer of what the session's previous request and any earlier request share with it.
+    pub prefix_sharing_rate: f64,
+}
+
+/// What each rule's findings cost: tokens the session's previous request had made reusable
+/// that the turn did not reuse.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FindingCost {
+    pub rule: String,
+    pub turns: usize,
+    pub tokens: u64,
+}
+
+/// Everything `kvlint workload` says of a workload.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct WorkloadReport {
+    pub sessions: usize,
+    pub requests: usize,
+    pub renderer: String,
+    pub block_size: u32,
+    pub prompt_tokens: u64,
+    pub output_tokens: u64,
+    /// As recorded.
+    pub reuse: Reuse,
+    /// Had every turn kvlint flags extended the session's previous request (cross-session
+    /// sharing as recorded).
+    pub ideal: Reuse,
+    pub finding_costs: Vec<FindingCost>,
+    pub input_tokens: Distribution,
+    /// Tokens each turn adds after what it shares with its session's previous request.
+    pub new_tokens: Distribution,
+    pub output_tokens_per_request: Distribution,
+    pub turns_per_session: Distribution,
+    /// Seconds between a session's consecutive requests (the previous answer's time and the
+    /// user's or tool's), where the recording has times.
+    pub think_time: Option<Distribution>,
+    /// Seconds between consecutive requests of the whole workload.
+    pub arrival_gaps: Option<Distribution>,
+    /// The arrival gaps' coefficient of variation: 1 for Poisson arrivals, more for bursts.
+    pub burstiness: Option<f64>,
+    /// Per turn of a session (0 first), the share of its prompt the previous turn had made
+    /// reusable, averaged over the sessions that have that turn.
+    pub reuse_by_turn: Vec<f64>,
+}
+
+/// The order the requests were sent in: by time when every request has one, else session
+/// after session.
+pub fn arrival_order(trace: &Trace) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..trace.requests.len()).collect();
+    if trace.requests.iter().all(|request| request.time.is_some()) {
+        order.sort_by(|left, right| {
+            let time = |index: &usize| trace.requests[*index].time.unwrap_or(0.0);
+            time(left).total_cmp(&time(right))
+        });
+    }
+    order
+}
+
+/// Analyses a trace.
+pub fn workload_report(trace: &Trace) -> WorkloadReport {
+    let block = u64::from(trace.block_size);
+    let prompt_tokens = trace.input_tokens();
+    // Per block hash: the first session that sent it, and whether another did since.
+    let mut seen: HashMap<u64, (u32, bool)> = HashMap::new();
+    let mut session_blocks: HashMap<u32, Vec<u64>> = HashMap::new();
+    let (mut reuse, mut ideal) = (Reuse::default(), Reuse::default());
+    let (mut shared_any, mut shared_any_ideal) = (0u64, 0u64);
+    let mut costs: HashMap<u16, (usize, u64)> = HashMap::new();
+    for index in arrival_order(trace) {
+        let request = &trace.requests[index];
+        let blocks = session_blocks.entry(request.session).or_default();
+        trace.next_prompt_blocks(index, blocks);
+        let mut from_others = 0u64;
+        let mut from_any = 0u64;
+        let mut counting_others = true;
+        for hash in blocks.iter() {
+            match seen.get_mut(hash) {
+                Some((first, several)) => {
+                    from_any += 1;
+                    let other = *first != request.session || *several;
+                    if counting_others && other {
+                        from_others += 1;
+                    } else {
+                        counting_others = false;
+                    }
+                    if *first != request.session {
+                        *several = true;
+                    }
+                }
+                None => break,
+            }
+        }
+        for hash in blocks.iter() {
+            seen.entry(*hash).or_insert((request.session, false));
+        }
+        let within = u64::from(request.shared_with_previous);
+        let within_blocks = within / block * block;
+        let cross = (from_others * block).saturating_sub(within);
+        reuse.within_session_tokens += within;
+        reuse.within_session_block_tokens += within_blocks;
+        reuse.cross_session_block_tokens += cross;
+        shared_any += within.max(from_any * block);
+        let fixed = match request.finding {
+            Some(rule) => {
+                let whole = u64::from(request.previous_input_tokens.min(request.input_tokens));
+                let cost = costs.entry(rule).or_default();
+                cost.0 += 1;
+                cost.1 += whole.saturating_sub(within);
+                whole.max(within)
+            }
+            None => within,
+        };
+        ideal.within_session_tokens += fixed;
+        ideal.within_session_block_tokens += fixed / block * block;
+        ideal.cross_session_block_tokens += (from_others * block).saturating_sub(fixed);
+        shared_any_ideal += fixed.max(from_any * block);
+    }
+    let rate = |shared: u64| {
+        if prompt_tokens == 0 {
+            0.0
+        } else {
+            shared as f64 / prompt_tokens as f64
+        }
+    };
+    reuse.prefix_sharing_rate = rate(shared_any);
+    ideal.prefix_sharing_rate = rate(shared_any_ideal);
+    let mut finding_costs: Vec<FindingCost> = costs
+        .into_iter()
+        .map(|(rule, (turns, tokens))| FindingCost {
+            rule: trace
+                .rules
+                .get(usize::from(rule))
+                .cloned()
+                .unwrap_or_default(),
+            turns,
+            tokens,
+        })
+        .collect();
+    finding_costs.sort_by(|left, right| {
+        right
+            .tokens
+            .cmp(&left.tokens)
+            .then(left.rule.cmp(&right.rule))
+    });
+    let requests = &trace.requests;
+    let lengths = |value: fn(&crate::trace::TraceRequest) -> u32| {
+        Distribution::of(
+            requests
+                .iter()
+                .map(|request| f64::from(value(request)))
+                .collect(),
+        )
+    };
+    let mut think = Vec::new();
+    let mut reuse_by_turn: Vec<(f64, usize)> = Vec::new();
+    for session in &trace.sessions {
+        let range = session.requests.start as usize..session.requests.end as usize;
+        for (turn, index) in range.clone().enumerate() {
+            let request = &requests[index];
+            if reuse_by_turn.len() <= turn {
+                reuse_by_turn.push((0.0, 0));
+            }
+            if request.input_tokens > 0 {
+                reuse_by_turn[turn].0 +=
+                    f64::from(request.shared_with_previous) / f64::from(request.input_tokens);
+                reuse_by_turn[turn].1 += 1;
+            }
+            if turn > 0
+                && let (Some(before), Some(now)) = (requests[index - 1].time, request.time)
+            {
+                think.push(now - before);
+            }
+        }
+    }
+    let mut times: Vec<f64> = requests.iter().filter_map(|request| request.time).collect();
+    times.sort_by(f64::total_cmp);
+    let gaps: Vec<f64> = times.windows(2).map(|pair| pair[1] - pair[0]).collect();
+    WorkloadReport {
+        sessions: trace.sessions.len(),
+        requests: requests.len(),
+        renderer: trace.renderer.clone(),
+        block_size: trace.block_size,
+        prompt_tokens,
+        output_tokens: requests
+            .iter()
+            .map(|request| u64::from(request.output_tokens))
+            .sum(),
+        reuse,
+        ideal,
+        finding_costs,
+        input_tokens: lengths(|request| request.input_tokens),
+        new_tokens: lengths(|request| {
+            request.input_tokens - request.shared_with_previous.min(request.input_tokens)
+        }),
+        output_tokens_per_request: lengths(|request| request.output_tokens),
+        turns_per_session: Distribution::of(
+            trace
+                .sessions
+                .iter()
+                .map(|session| f64::from(session.requests.end - session.requests.start))
+                .collect(),
+        ),
+        think_time: (!think.is_empty()).then(|| Distribution::of(think)),
+        burstiness: Distribution::variation(&gaps),
+        arrival_gaps: (!gaps.is_empty()).then(|| Distribution::of(gaps)),
+        reuse_by_turn: reuse_by_turn
+            .into_iter()
+            .map(|(sum, count)| if count == 0 { 0.0 } else { sum / count as f64 })
+            .collect(),
+    }
+}

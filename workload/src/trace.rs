@@ -1,0 +1,360 @@
+//! A workload as an engine's prefix cache sees it: per request, its session, when it was sent,
+//! its prompt and output lengths, and its prompt as a chain of block hashes, stored as the
+//! blocks it adds to the session's previous request (a turn resends the head of the one
+//! before: only the rest is new). Built once per workload and block size, by rendering each
+//! turn with kvlint's renderer, which tokenizes only what a turn does not send again.
+
+use std::ops::Range;
+
+use kvlint_core::diff::RenderedRequest;
+use kvlint_core::error::InputError;
+use kvlint_core::render::{Rendered, Renderer};
+use kvlint_core::session::{SessionFile, Turn};
+use kvlint_core::tokenize::Tokens;
+use rayon::prelude::*;
+use serde_json::Value;
+
+/// One request of the workload.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TraceRequest {
+    /// Its session, an index into [`Trace::sessions`].
+    pub session: u32,
+    /// When it was sent, in seconds since the Unix epoch, when the recording says.
+    pub time: Option<f64>,
+    pub input_tokens: u32,
+    pub output_tokens: u32,
+    /// Leading prompt tokens shared with the session's previous request's prompt.
+    pub shared_with_previous: u32,
+    /// Leading prompt tokens shared with the session's previous prompt followed by the
+    /// tokens generated for it (what an engine that keeps generated tokens holds).
+    pub shared_with_previous_sequence: u32,
+    /// The previous request's prompt length, had this turn extended it (what the turn would
+    /// share with its findings fixed).
+    pub previous_input_tokens: u32,
+    /// Leading full blocks equal to the session's previous request's blocks.
+    pub kept_blocks: u32,
+    /// Its blocks after the kept ones, in [`Trace::blocks`].
+    pub new_blocks: Range<u32>,
+    /// Blocks the tokens generated for it complete after the prompt's (the engine caches
+    /// them too), in [`Trace::blocks`].
+    pub generated_blocks: Range<u32>,
+    /// The rule kvlint's check names for this turn's break, if any (in [`Trace::rules`]).
+    pub finding: Option<u16>,
+}
+
+/// One session of the workload.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TraceSession {
+    /// The file (and the session's number in a recording) it came from.
+    pub name: String,
+    /// Its requests, in [`Trace::requests`].
+    pub requests: Range<u32>,
+}
+
+/// A workload's requests as block-hash chains.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Trace {
+    /// Tokens per block.
+    pub block_size: u32,
+    /// The renderer the prompts were tokenized with.
+    pub renderer: String,
+    pub sessions: Vec<TraceSession>,
+    /// All requests, session after session.
+    pub requests: Vec<TraceRequest>,
+    /// Block hashes (the chain's, not the tokens'), referenced by the requests.
+    pub blocks: Vec<u64>,
+    /// Rule names, referenced by [`TraceRequest::finding`].
+    pub rules: Vec<String>,
+}
+
+impl Trace {
+    /// The prompt's full blocks of `request` (an index into [`Trace::requests`]), as hashes.
+    pub fn prompt_blocks(&self, request: usize) -> Vec<u64> {
+        let session = &self.sessions[self.requests[request].session as usize];
+        let mut blocks = Vec::new();
+        for earlier in session.requests.start as usize..=request {
+            self.next_prompt_blocks(earlier, &mut blocks);
+        }
+        blocks
+    }
+
+    /// Turns `blocks`, the prompt blocks of the session's request before `request` (empty
+    /// for a first request), into the prompt blocks of `request`.
+    pub fn next_prompt_blocks(&self, request: usize, blocks: &mut Vec<u64>) {
+        let entry = &self.requests[request];
+        blocks.truncate(entry.kept_blocks as usize);
+        blocks.extend_from_slice(&self.blocks[range(&entry.new_blocks)]);
+    }
+
+    /// The blocks the tokens generated for `request` complete.
+    pub fn generated_blocks(&self, request: usize) -> &[u64] {
+        &self.blocks[range(&self.requests[request].generated_blocks)]
+    }
+
+    /// Whether `request` is the first of its session.
+    pub fn is_first(&self, request: usize) -> bool {
+        let session = &self.sessions[self.requests[request].session as usize];
+        session.requests.start as usize == request
+    }
+
+    /// Total prompt tokens.
+    pub fn input_tokens(&self) -> u64 {
+        self.requests
+            .iter()
+            .map(|request| u64::from(request.input_tokens))
+            .sum()
+    }
+}
+
+fn range(range: &Range<u32>) -> Range<usize> {
+    range.start as usize..range.end as usize
+}
+
+/// Hashes of the chain of full blocks: each block's hash covers the one before it, so equal
+/// hashes mean equal prefixes (vLLM's prefix caching keys its blocks the same way).
+pub fn chain_hash(previous: u64, tokens: &[u32]) -> u64 {
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(&previous.to_le_bytes());
+    for token in tokens {
+        hasher.update(&token.to_le_bytes());
+    }
+    let hash = hasher.finalize();
+    let mut bytes = [0u8; 8];
+    bytes.copy_from_slice(&hash.as_bytes()[..8]);
+    u64::from_le_bytes(bytes)
+}
+
+/// One session, as its requests and block hashes, before joining the others.
+struct SessionTrace {
+    name: String,
+    requests: Vec<TraceRequest>,
+    blocks: Vec<u64>,
+    rules: Vec<&'static str>,
+}
+
+/// Builds the trace of `sessions` with `renderer`, `block_size` tokens per block. Sessions are
+/// traced in parallel; a session's turns are rendered in order, each reusing the tokens of the
+/// one before.
+pub fn build_trace(
+    sessions: &[SessionFile],
+    renderer: &Renderer,
+    block_size: u32,
+) -> Result<Trace, InputError> {
+    let block_size = block_size.max(1);
+    let traced: Vec<Result<SessionTrace, InputError>> = sessions
+        .par_iter()
+        .map(|session| trace_session(session, renderer, block_size))
+        .collect();
+    let mut trace = Trace {
+        block_size,
+        renderer: renderer.name(),
+        sessions: Vec::with_capacity(sessions.len()),
+        requests: Vec::new(),
+        blocks: Vec::new(),
+        rules: Vec::new(),
+    };
+    for session in traced {
+        trace.push_session(session?);
+    }
+    Ok(trace)
+}
+
+impl Trace {
+    /// Adds the sessions of `other` (traced with the same block size) after this trace's.
+    pub fn append(&mut self, other: Trace) {
+        let sessions = self.sessions.len() as u32;
+        let requests = self.requests.len() as u32;
+        let blocks = self.blocks.len() as u32;
+        let rules: Vec<Option<u16>> = other
+            .rules
+            .iter()
+            .map(|rule| {
+                let known = self.rules.iter().position(|name| name == rule);
+                let position = known.unwrap_or_else(|| {
+                    self.rules.push(rule.clone());
+                    self.rules.len() - 1
+                });
+                u16::try_from(position).ok()
+            })
+            .collect();
+        let shift = |range: &Range<u32>, by: u32| range.start + by..range.end + by;
+        self.sessions
+            .extend(other.sessions.into_iter().map(|session| TraceSession {
+                name: session.name,
+                requests: shift(&session.requests, requests),
+            }));
+        self.requests
+            .extend(other.requests.into_iter().map(|request| {
+                TraceRequest {
+                    session: request.session + sessions,
+                    new_blocks: shift(&request.new_blocks, blocks),
+                    generated_blocks: shift(&request.generated_blocks, blocks),
+                    finding: request
+                        .finding
+                        .and_then(|rule| rules.get(usize::from(rule)).copied().flatten()),
+                    ..request
+                }
+            }));
+        self.blocks.extend(other.blocks);
+    }
+
+    fn push_session(&mut self, session: SessionTrace) {
+        let index = self.sessions.len() as u32;
+        let offset = self.blocks.len() as u32;
+        let first = self.requests.len() as u32;
+        let shift = |range: &Range<u32>| range.start + offset..range.end + offset;
+        for mut request in session.requests {
+            request.session = index;
+            request.new_blocks = shift(&request.new_blocks);
+            request.generated_blocks = shift(&request.generated_blocks);
+            request.finding = request.finding.map(|local| {
+                let rule = session.rules[usize::from(local)];
+                let known = self.rules.iter().position(|name| name == rule);
+                let position = known.unwrap_or_else(|| {
+                    self.rules.push(rule.to_owned());
+                    self.rules.len() - 1
+                });
+                u16::try_from(position).unwrap_or(u16::MAX)
+            });
+            self.requests.push(request);
+        }
+        self.blocks.extend(session.blocks);
+        self.sessions.push(TraceSession {
+            name: session.name,
+            requests: first..self.requests.len() as u32,
+        });
+    }
+}
+
+fn trace_session(
+    session: &SessionFile,
+    renderer: &Renderer,
+    block_size: u32,
+) -> Result<SessionTrace, InputError> {
+    let size = block_size as usize;
+    let mut traced = SessionTrace {
+        name: session.path.clone(),
+        requests: Vec::with_capacity(session.len()),
+        blocks: Vec::new(),
+        rules: Vec::new(),
+    };
+    // The previous turn: its request, rendering, generated tokens and prompt block hashes.
+    let mut previous: Option<(Turn, Rendered, Vec<u32>, Vec<u64>)> = None;
+    let mut spare = None;
+    for index in 0..session.len() {
+        let turn = session.turn(index)?.into_owned();
+        let hint = previous
+            .as_ref()
+            .map(|(turn, rendered, ..)| (&turn.request, rendered));
+        let rendered = renderer
+            .render_reusing(&turn.request, hint, spare.take())
+            .map_err(|source| InputError::Turn {
+                path: session.path.clone(),
+                line: session.turn_line(index),
+                turn: index,
+                source: Box::new(source),
+            })?;
+        let (_, finding) = kvlint_rules::check_pair(
+            hint.map(|(request, rendered)| RenderedRequest { request, rendered }),
+            RenderedRequest {
+                request: &turn.request,
+                rendered: &rendered,
+            },
+            index,
+            renderer.tokenizer(),
+            session,
+        );
+        let tokens = &rendered.tokens;
+        let (shared, shared_sequence, previous_input) = match &previous {
+            Some((_, before, generated, _)) => {
+                let shared = before.tokens.common_prefix_len(tokens);
+                let through_generated = shared == before.tokens.len() && !generated.is_empty();
+                let sequence = if through_generated {
+                    shared + tokens.common_prefix_from(shared, generated)
+                } else {
+                    shared
+                };
+                (shared, sequence, before.tokens.len())
+            }
+            None => (0, 0, 0),
+        };
+        // Blocks before the first token that differs are the previous turn's.
+        let previous_blocks: &[u64] = previous.as_ref().map_or(&[], |(.., blocks)| blocks);
+        let kept = (shared / size).min(previous_blocks.len());
+        let mut blocks: Vec<u64> = previous_blocks[..kept].to_vec();
+        let ids = tokens_from(tokens, kept * size);
+        let mut last = blocks.last().copied().unwrap_or(0);
+        let new_start = traced.blocks.len() as u32;
+        for block in ids.chunks_exact(size) {
+            last = chain_hash(last, block);
+            blocks.push(last);
+            traced.blocks.push(last);
+        }
+        let new_blocks = new_start..traced.blocks.len() as u32;
+        // The generated tokens complete the prompt's last partial block and more.
+        let generated = generated_ids(&turn, renderer);
+        let partial = &ids[ids.len() - ids.len() % size..];
+        let mut sequence: Vec<u32> = partial.to_vec();
+        sequence.extend_from_slice(&generated);
+        let generated_start = traced.blocks.len() as u32;
+        for block in sequence.chunks_exact(size) {
+            last = chain_hash(last, block);
+            traced.blocks.push(last);
+        }
+        let finding = finding.map(|finding| {
+            let known = traced.rules.iter().position(|rule| *rule == finding.rule);
+            let position = known.unwrap_or_else(|| {
+                traced.rules.push(finding.rule);
+                traced.rules.len() - 1
+            });
+            u16::try_from(position).unwrap_or(u16::MAX)
+        });
+        traced.requests.push(TraceRequest {
+            session: 0,
+            time: turn.time,
+            input_tokens: count(tokens.len()),
+            output_tokens: count(output_tokens(&turn).unwrap_or(generated.len())),
+            shared_with_previous: count(shared),
+            shared_with_previous_sequence: count(shared_sequence),
+            previous_input_tokens: count(previous_input),
+            kept_blocks: count(kept),
+            new_blocks,
+            generated_blocks: generated_start..traced.blocks.len() as u32,
+            finding,
+        });
+        spare = previous
+            .replace((turn, rendered, generated, blocks))
+            .map(|(_, rendered, ..)| rendered);
+    }
+    Ok(traced)
+}
+
+fn count(value: usize) -> u32 {
+    u32::try_from(value).unwrap_or(u32::MAX)
+}
+
+/// The token ids of `tokens` from `start` on.
+fn tokens_from(tokens: &Tokens, start: usize) -> Vec<u32> {
+    if start >= tokens.len() {
+        return Vec::new();
+    }
+    tokens.ids_in(start..tokens.len())
+}
+
+/// The tokens a recorded response generated, re-tokenized from its text.
+fn generated_ids(turn: &Turn, renderer: &Renderer) -> Vec<u32> {
+    turn.response
+        .as_ref()
+        .and_then(kvlint_core::cache::generated_text)
+        .map(|text| renderer.tokenizer().encode_piece(&text).ids.clone())
+        .unwrap_or_default()
+}
+
+/// The output tokens a recorded response reports (`completion_tokens`, `output_tokens`).
+fn output_tokens(turn: &Turn) -> Option<usize> {
+    let response = turn.response.as_ref()?;
+    ["/usage/completion_tokens", "/usage/output_tokens"]
+        .iter()
+        .find_map(|pointer| response.pointer(pointer).and_then(Value::as_u64))
+        .map(|tokens| tokens as usize)
+}
