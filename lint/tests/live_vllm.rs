@@ -51,6 +51,11 @@ impl Drop for Server {
 }
 
 fn start() -> Server {
+    start_with(&[])
+}
+
+/// The server with `more` arguments (later ones win).
+fn start_with(more: &[&str]) -> Server {
     let (python, model) = vllm();
     let port = kvlint_fixtures::free_port();
     let child = Command::new(python)
@@ -71,6 +76,7 @@ fn start() -> Server {
             "--max-model-len",
             "4096",
         ])
+        .args(more)
         .env("HF_HUB_OFFLINE", "1")
         .env("VLLM_CPU_KVCACHE_SPACE", "1")
         .env("VLLM_HOST_IP", "127.0.0.1")
@@ -96,6 +102,78 @@ fn the_live_server_caches_and_tokenizes_as_kvlint_predicts() {
     let server = start();
     observed_equals_predicted_in_whole_blocks(&server);
     render_is_the_servers_own_tokenization_on_the_corpus(&server);
+    drop(server);
+    a_small_kv_cache_evicts_as_the_simulation_says();
+}
+
+/// Blocks of the small server's KV cache; vLLM keeps one of them as its null block.
+const SMALL_CACHE_BLOCKS: usize = 16;
+
+/// A server with a KV cache of 16 blocks of 32 tokens, sent three interleaved sessions that
+/// need more: what it serves from cache, request by request, is what `kvlint simulate` with
+/// vLLM's block pool of 15 blocks says, from the recording of the same run.
+fn a_small_kv_cache_evicts_as_the_simulation_says() {
+    let blocks = SMALL_CACHE_BLOCKS.to_string();
+    let server = start_with(&[
+        "--num-gpu-blocks-override",
+        &blocks,
+        "--max-model-len",
+        "448",
+    ]);
+    let folder = std::env::temp_dir().join(format!("kvlint-vllm-evicts-{}", std::process::id()));
+    let workload = common::interleaved_workload(3, 4);
+    let (_, model) = vllm();
+    let served_model = model.to_string_lossy().into_owned();
+    let workload: Vec<(usize, Value)> = workload
+        .into_iter()
+        .map(|(session, mut body)| {
+            body["model"] = json!(served_model);
+            (session, body)
+        })
+        .collect();
+    let observed: Vec<u64> = common::replay(&server.0.url, &workload, &folder)
+        .into_iter()
+        .flatten()
+        .collect();
+    drop(server);
+    let usable = (SMALL_CACHE_BLOCKS - 1).to_string();
+    let template = model.join("chat_template.jinja");
+    let tokenizer = model.join("tokenizer.json");
+    let results = common::simulated(
+        &folder,
+        &[
+            "--engine",
+            "vllm:block=32",
+            "--cache",
+            &usable,
+            "--replicas",
+            "1",
+            "--routing",
+            "round-robin",
+            "--serving-engine",
+            "vllm",
+            "--chat-template",
+            template.to_str().unwrap(),
+            "--tokenizer",
+            tokenizer.to_str().unwrap(),
+        ],
+    );
+    let simulated: Vec<u64> = results[0]["served_per_request"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|value| value.as_u64().unwrap())
+        .collect();
+    eprintln!(
+        "vLLM, 15 blocks: observed {observed:?}, simulated {simulated:?}, evicted {}",
+        results[0]["evicted_blocks"]
+    );
+    assert!(
+        results[0]["evicted_blocks"].as_u64().unwrap() > 0,
+        "the workload must evict"
+    );
+    assert_eq!(simulated, observed);
+    std::fs::remove_dir_all(&folder).ok();
 }
 
 fn observed_equals_predicted_in_whole_blocks(server: &Server) {

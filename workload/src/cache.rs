@@ -22,13 +22,14 @@
 //! common prefix with the session's own previous request is known to the token; with any
 //! other sequence it is counted in whole blocks of the trace (at most a block short).
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 use std::num::NonZeroUsize;
 
 use lru::LruCache;
+use rustc_hash::{FxBuildHasher, FxHashMap};
 
 /// A request as a cache sees it.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy)]
 pub struct Prompt<'a> {
     /// Its index in the trace.
     pub request: usize,
@@ -43,6 +44,9 @@ pub struct Prompt<'a> {
     pub output_tokens: u32,
     /// Leading tokens it shares with the previous request's prompt and generated tokens.
     pub shared_with_previous_sequence: u32,
+    /// Leading tokens it shares with the sequence (prompt and generated tokens) of an earlier
+    /// request of its session, to the token; `None` for another session's.
+    pub lineage: &'a dyn Fn(usize) -> Option<u32>,
 }
 
 /// What serving a request did to a cache.
@@ -112,16 +116,15 @@ fn hit_limit(prompt: &Prompt<'_>, block_size: u32) -> usize {
 /// vLLM's block pool: cached blocks in least-recently-used order.
 pub struct BlockPool {
     block_size: u32,
-    /// `None`: unbounded.
-    blocks: LruCache<u64, ()>,
+    blocks: LruCache<u64, (), FxBuildHasher>,
 }
 
 impl BlockPool {
     /// A pool of `capacity` blocks (`None`: unbounded).
     pub fn new(block_size: u32, capacity: Option<usize>) -> Self {
         let blocks = match capacity.and_then(NonZeroUsize::new) {
-            Some(capacity) => LruCache::new(capacity),
-            None => LruCache::unbounded(),
+            Some(capacity) => LruCache::with_hasher(capacity, FxBuildHasher),
+            None => LruCache::unbounded_with_hasher(FxBuildHasher),
         };
         Self { block_size, blocks }
     }
@@ -141,20 +144,34 @@ impl BlockPool {
 
     fn serve(&mut self, prompt: &Prompt<'_>) -> Served {
         let hit = self.hit_blocks(prompt);
+        let full = || prompt.blocks.iter().chain(prompt.generated_blocks);
+        // The request takes its cached blocks off the free queue first (`touch`).
+        for hash in full() {
+            let _ = self.blocks.get(hash);
+        }
+        // Then it allocates a block for each full block not cached and for the block its last
+        // tokens only partly fill: blocks without a hash, freed ones, go first (they are put
+        // back at the queue's head), then the least recently used cached ones.
+        let kv_tokens = prompt.tokens + prompt.output_tokens.saturating_sub(1);
+        let allocated = kv_tokens.div_ceil(self.block_size) as usize;
+        let uncached = full().filter(|hash| !self.blocks.contains(*hash)).count();
+        let partial = allocated.saturating_sub(prompt.blocks.len() + prompt.generated_blocks.len());
         let mut evicted = 0;
-        // The request holds its blocks while it runs (the hit ones taken off the free queue,
-        // new ones allocated from its head), then frees them last block first: its first
-        // block ends as the most recently used.
-        let all = prompt.blocks.iter().chain(prompt.generated_blocks);
-        for hash in all.clone() {
-            if self.blocks.get(hash).is_none()
-                && let Some((old, ())) = self.blocks.push(*hash, ())
-                && old != *hash
-            {
-                evicted += 1;
+        let capacity = self.blocks.cap().get();
+        while self.blocks.len() + uncached + partial > capacity {
+            if self.blocks.pop_lru().is_none() {
+                break;
+            }
+            evicted += 1;
+        }
+        for hash in full() {
+            if !self.blocks.contains(hash) {
+                self.blocks.put(*hash, ());
             }
         }
-        for hash in all.rev() {
+        // Freed last block first to the queue's tail: the request's first block ends as the
+        // most recently used.
+        for hash in full().rev() {
             self.blocks.promote(hash);
         }
         Served {
@@ -169,7 +186,7 @@ impl BlockPool {
 pub struct RadixTree {
     page_size: u32,
     capacity: Option<usize>,
-    nodes: HashMap<u64, Node>,
+    nodes: FxHashMap<u64, Node>,
     /// Leaves by (last access, hash).
     leaves: BTreeSet<(u64, u64)>,
     clock: u64,
@@ -186,7 +203,7 @@ impl RadixTree {
         Self {
             page_size,
             capacity,
-            nodes: HashMap::new(),
+            nodes: FxHashMap::default(),
             leaves: BTreeSet::new(),
             clock: 0,
         }
@@ -326,11 +343,14 @@ impl Slots {
         }
     }
 
-    /// Leading tokens `sequence` shares with `prompt`: to the token with the session's
-    /// previous request, else in whole blocks.
+    /// Leading tokens `sequence` shares with `prompt`: to the token with an earlier request
+    /// of its session, else in whole blocks.
     fn common(&self, sequence: &Sequence, prompt: &Prompt<'_>) -> u32 {
         if Some(sequence.request) == prompt.previous {
             return prompt.shared_with_previous_sequence.min(sequence.tokens);
+        }
+        if let Some(shared) = (prompt.lineage)(sequence.request) {
+            return shared.min(sequence.tokens);
         }
         let blocks = sequence
             .blocks
@@ -511,5 +531,92 @@ impl Slots {
             }
         }
         evicted
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prompt<'a>(request: usize, session: u32, blocks: &'a [u64], tokens: u32) -> Prompt<'a> {
+        Prompt {
+            lineage: &|_| None,
+            request,
+            session,
+            previous: None,
+            blocks,
+            generated_blocks: &[],
+            tokens,
+            output_tokens: 0,
+            shared_with_previous_sequence: 0,
+        }
+    }
+
+    #[test]
+    fn vllm_evicts_least_recently_used_blocks_a_request_s_tail_first() {
+        let mut pool = BlockPool::new(4, Some(4));
+        let a = [1, 2];
+        assert_eq!(pool.serve(&prompt(0, 0, &a, 9)).cached, 0);
+        // Three more blocks: the fourth place is free, the fifth takes the least recently
+        // used block, which is A's tail (freed before its head).
+        let b = [11, 12, 13];
+        let served = pool.serve(&prompt(1, 1, &b, 12));
+        assert_eq!(
+            served,
+            Served {
+                cached: 0,
+                evicted: 1
+            }
+        );
+        // A's head is still there.
+        assert_eq!(pool.peek(&prompt(2, 0, &a, 9)), 4);
+        // Never the last token: a prompt of exactly two cached blocks reads one.
+        let mut fresh = BlockPool::new(4, None);
+        fresh.serve(&prompt(0, 0, &a, 9));
+        assert_eq!(fresh.peek(&prompt(1, 0, &a, 8)), 4);
+        assert_eq!(fresh.peek(&prompt(1, 0, &a, 9)), 8);
+    }
+
+    #[test]
+    fn sglang_evicts_the_least_recently_used_leaf() {
+        let mut tree = RadixTree::new(4, Some(3));
+        tree.serve(&prompt(0, 0, &[1, 2], 9));
+        // Shares the first page.
+        assert_eq!(tree.serve(&prompt(1, 1, &[1, 22], 9)).cached, 4);
+        // A third branch: the oldest leaf (page 2) goes, not the shared page 1.
+        assert_eq!(
+            tree.serve(&prompt(2, 2, &[31], 5)),
+            Served {
+                cached: 0,
+                evicted: 1
+            }
+        );
+        assert_eq!(tree.peek(&prompt(3, 0, &[1, 2], 9)), 4);
+        assert_eq!(tree.peek(&prompt(3, 1, &[1, 22], 9)), 8);
+    }
+
+    #[test]
+    fn a_llamacpp_slot_taken_by_another_session_is_found_again_in_the_prompt_cache() {
+        let first = [1, 2];
+        let other = [11, 12];
+        let second = [1, 2, 3];
+        let turn = |slots: &mut Slots| {
+            let mut x1 = prompt(0, 0, &first, 10);
+            x1.output_tokens = 2;
+            slots.serve(&x1);
+            slots.serve(&prompt(1, 1, &other, 10));
+            let mut x2 = prompt(2, 0, &second, 14);
+            x2.previous = Some(0);
+            x2.shared_with_previous_sequence = 12;
+            slots.serve(&x2).cached
+        };
+        // One slot, no prompt cache: the other session took the slot.
+        assert_eq!(turn(&mut Slots::new(4, 1, None)), 0);
+        // Two slots: each session keeps one, and the whole sequence is read.
+        assert_eq!(turn(&mut Slots::new(4, 2, None)), 12);
+        // One slot and a prompt cache: the first turn's sequence was saved and comes back.
+        assert_eq!(turn(&mut Slots::new(4, 1, Some(100))), 12);
+        // A prompt cache too small for it: dropped.
+        assert_eq!(turn(&mut Slots::new(4, 1, Some(11))), 0);
     }
 }

@@ -83,6 +83,16 @@ fn word(words: &[&'static str], seed: u64, position: u64) -> u16 {
     (u64::from_le_bytes(first) % words.len() as u64) as u16
 }
 
+/// Makes the word at `at` differ from `previous`'s there, so that a prompt shares no more with
+/// the one before than it did.
+fn distinct_after(words: &mut [u16], at: usize, previous: &[u16], choices: usize) {
+    if let (Some(word), Some(before)) = (words.get_mut(at), previous.get(at))
+        && *word == *before
+    {
+        *word = ((usize::from(*word) + 1) % choices) as u16;
+    }
+}
+
 /// The problem with writing an export.
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
 pub enum ExportError {
@@ -112,6 +122,9 @@ pub fn export(
         .filter_map(|request| request.time)
         .fold(f64::INFINITY, f64::min);
     let mut previous_words: HashMap<u32, Vec<u16>> = HashMap::new();
+    // Blocks seen so far, and the words of those a request left its previous one in.
+    let mut seen: std::collections::HashSet<u64> = std::collections::HashSet::new();
+    let mut mixed: HashMap<u64, Vec<u16>> = HashMap::new();
     let mut session_blocks: HashMap<u32, Vec<u64>> = HashMap::new();
     let mut first_item = true;
     if format == Format::ShareGpt {
@@ -127,26 +140,53 @@ pub fn export(
         let previous = previous_words.remove(&request.session).unwrap_or_default();
         let shared = (request.shared_with_previous as usize).min(previous.len());
         let mut prompt: Vec<u16> = Vec::with_capacity(length);
-        for position in 0..length {
-            let block = position / block_size;
-            let chosen = if position < shared {
-                previous[position]
-            } else if let Some(hash) = blocks.get(block) {
-                word(&words, *hash, (position % block_size) as u64)
+        for (block, hash) in blocks.iter().enumerate() {
+            let start = block * block_size;
+            let words_of_block: Vec<u16> = if let Some(known) = mixed.get(hash) {
+                known.clone()
+            } else if seen.contains(hash) || start >= shared {
+                (0..block_size)
+                    .map(|offset| word(&words, *hash, offset as u64))
+                    .collect()
             } else {
-                word(
-                    &words,
-                    index as u64 ^ 0x5eed_0000_0000_0000,
-                    position as u64,
-                )
+                // The block the request leaves its session's previous one in: the shared
+                // words, then its own; kept, so that wherever it comes again it is the same.
+                let mut built: Vec<u16> = (0..block_size)
+                    .map(|offset| {
+                        let position = start + offset;
+                        if position < shared {
+                            previous[position]
+                        } else {
+                            word(&words, *hash, offset as u64)
+                        }
+                    })
+                    .collect();
+                distinct_after(&mut built, shared - start, &previous[start..], words.len());
+                mixed.insert(*hash, built.clone());
+                built
             };
-            // The first word after what the previous request shares differs from its word there.
-            let chosen = if position == shared && previous.get(position) == Some(&chosen) {
-                (chosen + 1) % words.len() as u16
-            } else {
-                chosen
-            };
-            prompt.push(chosen);
+            seen.insert(*hash);
+            prompt.extend(words_of_block);
+        }
+        // The words after the last whole block: the shared ones, then words seeded by the
+        // last block (equal prompts end alike; a tail is never matched across sessions).
+        let tail_seed = blocks.last().copied().unwrap_or(0) ^ 0x5eed;
+        let tail_start = prompt.len();
+        prompt.extend((tail_start..length).map(|position| {
+            previous
+                .get(position)
+                .copied()
+                .filter(|_| position < shared)
+                .unwrap_or_else(|| word(&words, tail_seed, position as u64))
+        }));
+        if shared >= tail_start && shared < length {
+            let tail = &mut prompt[tail_start..];
+            distinct_after(
+                tail,
+                shared - tail_start,
+                &previous[tail_start..],
+                words.len(),
+            );
         }
         let text: String = prompt
             .iter()

@@ -19,8 +19,10 @@ pub struct Reuse {
     /// Tokens beyond those that a request shares with earlier requests of other sessions (a
     /// system prompt and tools several sessions send), in whole blocks.
     pub cross_session_block_tokens: u64,
-    /// The share of all prompt tokens an infinite cache shared by every request serves: the
-    /// longer of what the session's previous request and any earlier request share with it.
+    /// The share of all prompt tokens, in whole blocks, that an infinite block cache shared
+    /// by every request serves: each request's longest run of leading blocks some earlier
+    /// request sent (its session's or another's). Whole blocks, so that it is the same
+    /// measured on a benchmark that does not say which requests are one session's.
     pub prefix_sharing_rate: f64,
 }
 
@@ -83,7 +85,7 @@ pub fn workload_report(trace: &Trace) -> WorkloadReport {
     let block = u64::from(trace.block_size);
     let prompt_tokens = trace.input_tokens();
     // Per block hash: the first session that sent it, and whether another did since.
-    let mut seen: HashMap<u64, (u32, bool)> = HashMap::new();
+    let mut seen: rustc_hash::FxHashMap<u64, (u32, bool)> = rustc_hash::FxHashMap::default();
     let mut session_blocks: HashMap<u32, Vec<u64>> = HashMap::new();
     let (mut reuse, mut ideal) = (Reuse::default(), Reuse::default());
     let (mut shared_any, mut shared_any_ideal) = (0u64, 0u64);
@@ -121,7 +123,7 @@ pub fn workload_report(trace: &Trace) -> WorkloadReport {
         reuse.within_session_tokens += within;
         reuse.within_session_block_tokens += within_blocks;
         reuse.cross_session_block_tokens += cross;
-        shared_any += within.max(from_any * block);
+        shared_any += within_blocks.max(from_any * block);
         let fixed = match request.finding {
             Some(rule) => {
                 let whole = u64::from(request.previous_input_tokens.min(request.input_tokens));
@@ -135,7 +137,7 @@ pub fn workload_report(trace: &Trace) -> WorkloadReport {
         ideal.within_session_tokens += fixed;
         ideal.within_session_block_tokens += fixed / block * block;
         ideal.cross_session_block_tokens += (from_others * block).saturating_sub(fixed);
-        shared_any_ideal += fixed.max(from_any * block);
+        shared_any_ideal += (fixed / block * block).max(from_any * block);
     }
     let rate = |shared: u64| {
         if prompt_tokens == 0 {

@@ -26,17 +26,19 @@ use crate::stats::Distribution;
 use crate::trace::Trace;
 
 /// The engine whose cache each replica models: `vllm[:block=16]`, `sglang[:page=1]`,
-/// `llamacpp[:slots=1]`.
+/// `llamacpp[:slots=1][,block=1]` (llama.cpp matches tokens: its trace has a hash per token;
+/// `block=16` keeps one per 16 tokens for very large workloads, and counts a match with
+/// another session's sequence in whole blocks, which can change the slot and prompt-cache
+/// choices the simulation makes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SimEngine {
     Vllm { block: u32 },
     Sglang { page: u32 },
-    LlamaCpp { slots: u32 },
+    LlamaCpp { slots: u32, block: u32 },
 }
 
-/// The block size llama.cpp traces are kept at: a match with another session's sequence is
-/// counted in these.
-pub const LLAMACPP_TRACE_BLOCK: u32 = 16;
+/// The block size llama.cpp traces are kept at by default: a token, as llama.cpp matches.
+pub const LLAMACPP_TRACE_BLOCK: u32 = 1;
 
 impl SimEngine {
     /// Tokens per block of the trace this engine is simulated on.
@@ -44,7 +46,7 @@ impl SimEngine {
         match self {
             Self::Vllm { block } => block,
             Self::Sglang { page } => page,
-            Self::LlamaCpp { .. } => LLAMACPP_TRACE_BLOCK,
+            Self::LlamaCpp { block, .. } => block,
         }
     }
 }
@@ -54,7 +56,7 @@ impl fmt::Display for SimEngine {
         match self {
             Self::Vllm { block } => write!(f, "vllm:block={block}"),
             Self::Sglang { page } => write!(f, "sglang:page={page}"),
-            Self::LlamaCpp { slots } => write!(f, "llamacpp:slots={slots}"),
+            Self::LlamaCpp { slots, block } => write!(f, "llamacpp:slots={slots},block={block}"),
         }
     }
 }
@@ -92,12 +94,16 @@ impl FromStr for SimEngine {
             "sglang" => Ok(Self::Sglang {
                 page: options(spec, &[("page", 1)])?.1[0],
             }),
-            "llamacpp" | "llama.cpp" => Ok(Self::LlamaCpp {
-                slots: options(spec, &[("slots", 1)])?.1[0],
-            }),
+            "llamacpp" | "llama.cpp" => {
+                let values = options(spec, &[("slots", 1), ("block", LLAMACPP_TRACE_BLOCK)])?.1;
+                Ok(Self::LlamaCpp {
+                    slots: values[0],
+                    block: values[1],
+                })
+            }
             _ => Err(SpecError::new(
                 spec,
-                "one of vllm[:block=16], sglang[:page=1], llamacpp[:slots=1]",
+                "one of vllm[:block=16], sglang[:page=1], llamacpp[:slots=1][,block=1]",
             )),
         }
     }
@@ -392,6 +398,22 @@ fn hash64(bytes: &[u8]) -> u64 {
     u64::from_le_bytes(first)
 }
 
+/// Leading tokens the sequence of `earlier` (its prompt and generated tokens) shares with the
+/// prompt of `later`, both of the session whose first request is `session_start`: along the
+/// session, the least of what each request shares with the one before (exact unless two of
+/// them diverge at the same token).
+fn lineage(trace: &Trace, session_start: usize, earlier: usize, later: usize) -> Option<u32> {
+    if earlier < session_start || earlier >= later {
+        return None;
+    }
+    let requests = &trace.requests;
+    let mut shared = requests[earlier + 1].shared_with_previous_sequence;
+    for request in &requests[earlier + 2..=later] {
+        shared = shared.min(request.shared_with_previous);
+    }
+    Some(shared)
+}
+
 /// Runs one point of the simulation over `trace` (whose block size must be the engine's).
 pub fn simulate(trace: &Trace, setup: &Setup) -> Result<SimulationResult, SpecError> {
     let block = setup.engine.block_size();
@@ -410,10 +432,13 @@ pub fn simulate(trace: &Trace, setup: &Setup) -> Result<SimulationResult, SpecEr
         SimEngine::Sglang { page } => {
             ReplicaCache::Sglang(RadixTree::new(page, cache.blocks(page)))
         }
-        SimEngine::LlamaCpp { slots } => ReplicaCache::LlamaCpp(Slots::new(
+        SimEngine::LlamaCpp { slots, .. } => ReplicaCache::LlamaCpp(Slots::new(
             block,
             slots as usize,
-            cache.tokens(block).filter(|tokens| *tokens > 0),
+            match cache {
+                CacheSize::Unbounded => Some(u64::MAX),
+                sized => sized.tokens(block).filter(|tokens| *tokens > 0),
+            },
         )),
     };
     let shared = setup.policy == Policy::Ideal;
@@ -505,7 +530,10 @@ pub fn simulate(trace: &Trace, setup: &Setup) -> Result<SimulationResult, SpecEr
         let blocks = session_blocks.entry(request.session).or_default();
         trace.next_prompt_blocks(index, blocks);
         let first = trace.is_first(index);
+        let session_start = trace.sessions[request.session as usize].requests.start as usize;
+        let lineage = |earlier: usize| lineage(trace, session_start, earlier, index);
         let prompt = Prompt {
+            lineage: &lineage,
             request: index,
             session: request.session,
             previous: (!first).then(|| index - 1),

@@ -291,11 +291,12 @@ fn trace_session(
             traced.blocks.push(last);
         }
         let new_blocks = new_start..traced.blocks.len() as u32;
-        // The generated tokens complete the prompt's last partial block and more.
+        // The generated tokens complete the prompt's last partial block and more; the last
+        // one is sampled, never computed into the cache.
         let generated = generated_ids(&turn, renderer);
         let partial = &ids[ids.len() - ids.len() % size..];
         let mut sequence: Vec<u32> = partial.to_vec();
-        sequence.extend_from_slice(&generated);
+        sequence.extend_from_slice(&generated[..generated.len().saturating_sub(1)]);
         let generated_start = traced.blocks.len() as u32;
         for block in sequence.chunks_exact(size) {
             last = chain_hash(last, block);

@@ -53,6 +53,10 @@ pub struct Args {
     /// Tokens a request decodes per second (delays the session's next turn).
     #[arg(long, value_name = "TOKENS_PER_SECOND")]
     pub decode_tps: Option<f64>,
+    /// Add each request's served tokens to the JSON output (in the order of the sessions and
+    /// their turns), to compare with what an engine reported.
+    #[arg(long)]
+    pub per_request: bool,
     /// The seed of random routing and arrivals.
     #[arg(long, default_value = "0")]
     pub seed: u64,
@@ -91,7 +95,7 @@ pub fn run(mut args: Args) -> miette::Result<Outcome> {
                     prefill_tps: args.prefill_tps,
                     decode_tps: args.decode_tps,
                     seed: args.seed,
-                    per_request: false,
+                    per_request: args.per_request,
                 });
             }
         }

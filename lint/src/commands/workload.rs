@@ -51,6 +51,9 @@ pub struct TraceArgs {
     pub block: u32,
     #[command(flatten)]
     pub render: RenderArgs,
+    /// With a chat template: the engine whose request parsing is reproduced.
+    #[arg(long, value_enum, default_value = "vllm", value_name = "ENGINE")]
+    pub serving_engine: ServingEngine,
     /// Where traces are kept (default: `$XDG_CACHE_HOME/kvlint/traces`, else
     /// `~/.cache/kvlint/traces`).
     #[arg(long, value_name = "DIR")]
@@ -109,7 +112,7 @@ pub fn traced(
     if let Some(defaults) = current_config(&mut Discovery::default())? {
         render.apply_defaults(&defaults);
     }
-    let renderer = render.renderer(ServingEngine::Vllm)?;
+    let renderer = render.renderer(args.serving_engine)?;
     let files: Vec<PathBuf> = session_files(sessions)
         .into_iter()
         .map(|candidate| candidate.path)
@@ -128,7 +131,11 @@ pub fn traced(
         .iter()
         .map(|(name, bytes)| (name.clone(), bytes.as_slice()))
         .collect();
-    let key = trace_key(&keyed, &renderer.name(), args.block);
+    let key = trace_key(
+        &keyed,
+        &format!("{} {:?}", renderer.name(), args.serving_engine),
+        args.block,
+    );
     let cached = (!args.no_trace_cache).then(|| trace_path(&cache_folder(args), &key));
     if let Some(path) = cached.as_ref().filter(|path| path.is_file())
         && let Ok(trace) = load(path)

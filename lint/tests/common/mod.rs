@@ -265,3 +265,89 @@ fn start_nginx(folder: &Path, upstream: &str, server: &str, health_port: u16) ->
     }
     .wait_until_healthy("/health")
 }
+
+/// The bodies of `sessions` agent sessions of `turns` turns each, sharing a system prompt, in
+/// the order an interleaving client sends them (turn 0 of every session, then turn 1, …):
+/// `(session, body)`.
+pub fn interleaved_workload(sessions: usize, turns: usize) -> Vec<(usize, Value)> {
+    let system = "You are a careful coding agent working in a large repository. Read files \
+                  before editing them, run the tests after each change, and explain briefly."
+        .repeat(3);
+    let mut histories: Vec<Vec<Value>> = (0..sessions)
+        .map(|_| vec![json!({"role": "system", "content": system})])
+        .collect();
+    let mut bodies = Vec::new();
+    for turn in 0..turns {
+        for (session, history) in histories.iter_mut().enumerate() {
+            if turn > 0 {
+                history.push(json!({"role": "assistant", "content": format!(
+                    "Session {session}: step {} is done; the parser change is applied and the tests pass.",
+                    turn - 1
+                )}));
+            }
+            history.push(json!({"role": "user", "content": format!(
+                "Session {session}, step {turn}: read src/module_{turn}.rs and fix the failing test in it."
+            )}));
+            bodies.push((
+                session,
+                json!({"messages": history, "max_tokens": 2, "temperature": 0}),
+            ));
+        }
+    }
+    bodies
+}
+
+/// Sends `bodies` to `url` one after the other (each with the `x-session` header naming its
+/// session), records each session as `{request, response, time}` lines in
+/// `folder/session-NN.jsonl`, and returns the cached tokens the engine reported per session
+/// and turn.
+pub fn replay(url: &str, bodies: &[(usize, Value)], folder: &Path) -> Vec<Vec<u64>> {
+    std::fs::create_dir_all(folder).unwrap();
+    let sessions = bodies
+        .iter()
+        .map(|(session, _)| session + 1)
+        .max()
+        .unwrap_or(0);
+    let mut observed = vec![Vec::new(); sessions];
+    let mut records = vec![String::new(); sessions];
+    for (session, body) in bodies {
+        let response: Value = ureq::post(format!("{url}/v1/chat/completions"))
+            .header("x-session", &format!("session-{session}"))
+            .send_json(body)
+            .unwrap()
+            .body_mut()
+            .read_json()
+            .unwrap();
+        let cached = response
+            .pointer("/usage/prompt_tokens_details/cached_tokens")
+            .or_else(|| response.pointer("/timings/cache_n"))
+            .and_then(Value::as_u64)
+            .unwrap_or_else(|| panic!("no cached tokens reported: {response}"));
+        observed[*session].push(cached);
+        let time = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64();
+        records[*session]
+            .push_str(&json!({"request": body, "response": response, "time": time}).to_string());
+        records[*session].push('\n');
+    }
+    for (session, record) in records.iter().enumerate() {
+        std::fs::write(folder.join(format!("session-{session:02}.jsonl")), record).unwrap();
+    }
+    observed
+}
+
+/// `kvlint simulate` on the recorded `folder` with `args`: each point's result.
+pub fn simulated(folder: &Path, args: &[&str]) -> Vec<Value> {
+    let output = Command::new(env!("CARGO_BIN_EXE_kvlint"))
+        .arg("simulate")
+        .arg(folder)
+        .args(["--format", "json", "--per-request", "--no-trace-cache"])
+        .args(["--arrival", "recorded", "--prefill-tps", "1000"])
+        .args(args)
+        .output()
+        .unwrap();
+    serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&output.stderr)))
+}

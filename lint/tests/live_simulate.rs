@@ -1,0 +1,189 @@
+//! `kvlint simulate` against real engines: a workload replayed through llama-server (slots
+//! that other sessions take) and through two llama-server replicas behind nginx (round-robin
+//! and hashing on the session), then simulated from its own recording; the served tokens per
+//! request and the tokens lost to locality are compared with what the engines reported.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stderr
+)]
+
+use serde_json::Value;
+
+mod common;
+
+/// The engine's own template and vocabulary, for the trace (llama-server's request handling).
+fn engine_rendering() -> Vec<String> {
+    let assets =
+        kvlint_fixtures::assets().expect("test assets missing: run scripts/fetch-assets.sh");
+    let template = assets.join("templates/Qwen-Qwen2.5-7B-Instruct.jinja");
+    let tokenizer = kvlint_fixtures::qwen2_vocab_tokenizer()
+        .expect("run scripts/test.sh to convert the vocabulary");
+    vec![
+        "--serving-engine".into(),
+        "llamacpp".into(),
+        "--chat-template".into(),
+        template.display().to_string(),
+        "--tokenizer".into(),
+        tokenizer.display().to_string(),
+    ]
+}
+
+fn served(result: &Value) -> Vec<u64> {
+    result["served_per_request"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|value| value.as_u64().unwrap())
+        .collect()
+}
+
+/// One llama-server, replayed a workload, then simulated from its recording.
+struct Case {
+    name: &'static str,
+    server: &'static [&'static str],
+    sessions: usize,
+    engine: &'static str,
+    cache: &'static str,
+}
+
+#[test]
+fn llama_server_slots_and_prompt_cache_serve_what_the_simulation_says() {
+    let cases = [
+        // Three sessions, two slots, no prompt cache: sessions take each other's slots.
+        Case {
+            name: "slots taken",
+            server: &["-np", "2", "--cache-ram", "0"],
+            sessions: 3,
+            engine: "llamacpp:slots=2",
+            cache: "0",
+        },
+        // Two sessions, two slots: llama.cpp gives a request the idle slot its prompt shares
+        // the most with, over an empty one, so the second session takes the first's slot on
+        // their shared system prompt, and the two take turns in one slot.
+        Case {
+            name: "a slot each",
+            server: &["-np", "2", "--cache-ram", "0"],
+            sessions: 2,
+            engine: "llamacpp:slots=2",
+            cache: "0",
+        },
+        // One slot and a prompt cache that holds everything: each turn finds its session's
+        // sequence in it.
+        Case {
+            name: "prompt cache",
+            server: &["-np", "1", "--cache-ram", "64"],
+            sessions: 3,
+            engine: "llamacpp:slots=1",
+            cache: "unbounded",
+        },
+    ];
+    for case in cases {
+        let folder = std::env::temp_dir().join(format!(
+            "kvlint-simulate-{}-{}",
+            case.name.replace(' ', "-"),
+            std::process::id()
+        ));
+        let engine = kvlint_fixtures::start_llama_server_with(case.server)
+            .expect("llama-server or the tiny model missing: run scripts/test.sh");
+        let workload = common::interleaved_workload(case.sessions, 4);
+        let observed: Vec<u64> = common::replay(&engine.url, &workload, &folder)
+            .into_iter()
+            .flatten()
+            .collect();
+        drop(engine);
+        let mut args = engine_rendering();
+        args.extend(
+            [
+                "--engine",
+                case.engine,
+                "--cache",
+                case.cache,
+                "--replicas",
+                "1",
+                "--routing",
+                "round-robin",
+            ]
+            .map(String::from),
+        );
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let results = common::simulated(&folder, &args);
+        let simulated = served(&results[0]);
+        eprintln!(
+            "{}: observed {observed:?}, simulated {simulated:?}",
+            case.name
+        );
+        assert_eq!(simulated, observed, "{}", case.name);
+        std::fs::remove_dir_all(&folder).ok();
+    }
+}
+
+#[test]
+fn lost_locality_behind_nginx_is_what_the_simulation_says() {
+    let folder = std::env::temp_dir().join(format!("kvlint-simulate-fleet-{}", std::process::id()));
+    let workload = common::interleaved_workload(1, 6);
+    let mut runs = Vec::new();
+    for (name, balance) in [
+        ("round-robin", ""),
+        ("hash", "hash $http_x_session consistent;"),
+    ] {
+        let (first, second) = (common::replica(), common::replica());
+        let replicas = [&first, &second];
+        let gateway = common::gateway(&replicas, balance, &folder.join(name));
+        let computed = |replicas: &[&kvlint_fixtures::Served]| -> f64 {
+            replicas
+                .iter()
+                .map(|replica| {
+                    let text = ureq::get(format!("{}/metrics", replica.url))
+                        .call()
+                        .unwrap()
+                        .body_mut()
+                        .read_to_string()
+                        .unwrap();
+                    text.lines()
+                        .filter(|line| line.starts_with("llamacpp:prompt_tokens_total"))
+                        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+                        .sum::<f64>()
+                })
+                .sum()
+        };
+        let before = computed(&replicas);
+        let observed = common::replay(
+            &gateway.url,
+            &workload,
+            &folder.join(format!("{name}-record")),
+        );
+        runs.push((computed(&replicas) - before, observed));
+    }
+    let observed_lost = runs[0].0 - runs[1].0;
+    let mut args = engine_rendering();
+    args.extend(
+        [
+            "--engine",
+            "llamacpp:slots=1",
+            "--cache",
+            "unbounded",
+            "--replicas",
+            "2",
+            "--routing",
+            "round-robin,session-hash",
+        ]
+        .map(String::from),
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let results = common::simulated(&folder.join("round-robin-record"), &args);
+    eprintln!(
+        "observed computed {:?}; lost {observed_lost}; simulated {results:#?}",
+        (runs[0].0, runs[1].0)
+    );
+    assert!(observed_lost > 0.0);
+    assert_eq!(
+        results[0]["lost_locality_tokens"].as_f64().unwrap(),
+        observed_lost
+    );
+    assert_eq!(results[1]["lost_locality_tokens"].as_u64().unwrap(), 0);
+    assert_eq!(served(&results[0]), runs[0].1.concat());
+    assert_eq!(served(&results[1]), runs[1].1.concat());
+    std::fs::remove_dir_all(&folder).ok();
+}

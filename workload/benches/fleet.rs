@@ -1,0 +1,180 @@
+//! The fleet benchmark: a generated workload of 100,000 agent sessions and 2,000,000 requests
+//! (ten system prompts shared across sessions, twenty turns each) traced once, then simulated
+//! at several routing × cache points.
+//!
+//! - The trace pass renders every turn with kvlint's renderer, which tokenizes only what a
+//!   turn adds: it is compared with tokenizing only the turns' new messages, in the same run
+//!   (the bound the pass should stay near), and its prompt tokens per second are reported.
+//! - The trace is written to disk and read back, as `kvlint simulate` does on a second run.
+//! - Each simulation point must finish in under a minute.
+//!
+//! `KVLINT_FLEET_SESSIONS` makes the workload smaller (for a quick look).
+#![allow(clippy::print_stdout, clippy::panic)]
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use kvlint_core::render::Renderer;
+use kvlint_core::session::SessionFile;
+use kvlint_workload::{
+    Arrival, CacheSize, Policy, Setup, SimEngine, Trace, build_trace, simulate, workload_report,
+};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+const TURNS: usize = 20;
+const BATCH: usize = 2_000;
+const WORDS: &[&str] = &[
+    "read", "the", "file", "test", "fails", "because", "parser", "returns", "error", "line",
+    "column", "fixed", "patch", "applied", "run", "again", "passes", "now", "next", "module",
+    "function", "call", "value", "missing", "config", "update", "commit", "branch", "review",
+    "done",
+];
+
+fn sentence(rng: &mut SmallRng, words: usize) -> String {
+    (0..words)
+        .map(|_| WORDS[rng.random_range(0..WORDS.len())])
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// One session: a system prompt of ten, then turns that each add a user message and the
+/// answer before it. Returns its JSONL and the texts each turn adds.
+fn session(index: usize, systems: &[String]) -> (String, Vec<String>) {
+    let mut rng = SmallRng::seed_from_u64(index as u64);
+    let system = &systems[index % systems.len()];
+    let mut messages = vec![serde_json::json!({"role": "system", "content": system})];
+    let mut lines = String::new();
+    let mut added = vec![system.clone()];
+    for turn in 0..TURNS {
+        if turn > 0 {
+            let answer = sentence(&mut rng, 30);
+            added.push(answer.clone());
+            messages.push(serde_json::json!({"role": "assistant", "content": answer}));
+        }
+        let question = format!("Session {index}, step {turn}: {}", sentence(&mut rng, 18));
+        added.push(question.clone());
+        messages.push(serde_json::json!({"role": "user", "content": question}));
+        lines.push_str(&serde_json::json!({"model": "m", "messages": messages}).to_string());
+        lines.push('\n');
+    }
+    (lines, added)
+}
+
+fn main() {
+    let sessions: usize = std::env::var("KVLINT_FLEET_SESSIONS")
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(100_000);
+    let systems: Vec<String> = (0..10)
+        .map(|variant| {
+            let mut rng = SmallRng::seed_from_u64(1_000 + variant);
+            format!(
+                "You are coding agent {variant}. {}",
+                sentence(&mut rng, 350)
+            )
+        })
+        .collect();
+    let renderer = Renderer::provider();
+
+    // The bound: tokenizing only what each turn adds, nothing else.
+    let started = Instant::now();
+    let mut new_tokens = 0usize;
+    let sample = sessions.min(10_000);
+    for index in 0..sample {
+        let (_, added) = session(index, &systems);
+        for text in added {
+            new_tokens += renderer.tokenizer().encode_uncached(&text).len();
+        }
+    }
+    let bound_per_session = started.elapsed().as_secs_f64() / sample as f64;
+
+    // The trace pass, in batches (the sessions' files are generated as it goes).
+    let started = Instant::now();
+    let mut trace: Option<Trace> = None;
+    for batch in (0..sessions).step_by(BATCH) {
+        let files: Vec<SessionFile> = (batch..(batch + BATCH).min(sessions))
+            .map(|index| {
+                let (jsonl, _) = session(index, &systems);
+                SessionFile::parse(format!("session-{index}.jsonl"), Arc::from(jsonl))
+                    .unwrap_or_else(|error| panic!("{error:?}"))
+            })
+            .collect();
+        let traced = build_trace(&files, &renderer, 16).unwrap_or_else(|error| panic!("{error:?}"));
+        match trace.as_mut() {
+            Some(trace) => trace.append(traced),
+            None => trace = Some(traced),
+        }
+    }
+    let Some(trace) = trace else { return };
+    let pass = started.elapsed().as_secs_f64();
+    let prompt_tokens = trace.input_tokens();
+    let ratio = pass / (bound_per_session * sessions as f64);
+    println!(
+        "fleet: {} sessions, {} requests, {prompt_tokens} prompt tokens traced in {pass:.1} s: {:.1} M prompt tokens/s; \
+         {:.2}× tokenizing only each turn's new messages ({:.0} new tokens per session, generation and parsing included)",
+        trace.sessions.len(),
+        trace.requests.len(),
+        prompt_tokens as f64 / pass / 1e6,
+        ratio,
+        new_tokens as f64 / sample as f64,
+    );
+
+    let path = std::env::temp_dir().join(format!("kvlint-fleet-{}.trace", std::process::id()));
+    let started = Instant::now();
+    kvlint_workload::store::save(&trace, &path).unwrap_or_else(|error| panic!("{error:?}"));
+    let saved = started.elapsed().as_secs_f64();
+    let started = Instant::now();
+    let trace = kvlint_workload::store::load(&path).unwrap_or_else(|error| panic!("{error:?}"));
+    let loaded = started.elapsed().as_secs_f64();
+    let size = std::fs::metadata(&path).map_or(0, |meta| meta.len());
+    std::fs::remove_file(&path).ok();
+    println!(
+        "fleet: trace file {:.0} MB, written in {saved:.1} s, read back in {loaded:.1} s ({:.0}× faster than tracing)",
+        size as f64 / 1e6,
+        pass / loaded.max(1e-9)
+    );
+    let report = workload_report(&trace);
+    println!(
+        "fleet: prefix-sharing rate {:.1}%, within sessions {:.1}%, across sessions {:.1}%",
+        100.0 * report.reuse.prefix_sharing_rate,
+        100.0 * report.reuse.within_session_tokens as f64 / prompt_tokens as f64,
+        100.0 * report.reuse.cross_session_block_tokens as f64 / prompt_tokens as f64,
+    );
+
+    let mut slowest: f64 = 0.0;
+    for cache in [CacheSize::Blocks(20_000), CacheSize::Blocks(200_000)] {
+        for policy in [
+            Policy::RoundRobin,
+            Policy::SessionHash,
+            Policy::PrefixAware { overload: 5.0 },
+            Policy::Ideal,
+        ] {
+            let setup = Setup {
+                replicas: 8,
+                cache,
+                engine: SimEngine::Vllm { block: 16 },
+                policy,
+                arrival: Arrival::Closed { concurrency: 512 },
+                prefill_tps: 50_000.0,
+                decode_tps: Some(50.0),
+                seed: 1,
+                per_request: false,
+            };
+            let started = Instant::now();
+            let result = simulate(&trace, &setup).unwrap_or_else(|error| panic!("{error:?}"));
+            let seconds = started.elapsed().as_secs_f64();
+            slowest = slowest.max(seconds);
+            println!(
+                "fleet: {policy} × {cache}: {seconds:.1} s; hit {:.1}%, lost to locality {}, evicted {}, TTFT p50 {:.3} s p99 {:.3} s",
+                100.0 * result.hit_rate,
+                result.lost_locality_tokens,
+                result.evicted_blocks,
+                result.ttft.p50,
+                result.ttft.p99,
+            );
+        }
+    }
+    println!("fleet: slowest point {slowest:.1} s (target < 60 s)");
+    assert!(slowest < 60.0, "a simulation point took {slowest:.1} s");
+}
