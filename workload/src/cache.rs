@@ -146,16 +146,14 @@ impl BlockPool {
         let hit = self.hit_blocks(prompt);
         let full = || prompt.blocks.iter().chain(prompt.generated_blocks);
         // The request takes its cached blocks off the free queue first (`touch`).
-        for hash in full() {
-            let _ = self.blocks.get(hash);
-        }
+        let cached: Vec<bool> = full().map(|hash| self.blocks.get(hash).is_some()).collect();
         // Then it allocates a block for each full block not cached and for the block its last
         // tokens only partly fill: blocks without a hash, freed ones, go first (they are put
         // back at the queue's head), then the least recently used cached ones.
         let kv_tokens = prompt.tokens + prompt.output_tokens.saturating_sub(1);
         let allocated = kv_tokens.div_ceil(self.block_size) as usize;
-        let uncached = full().filter(|hash| !self.blocks.contains(*hash)).count();
-        let partial = allocated.saturating_sub(prompt.blocks.len() + prompt.generated_blocks.len());
+        let uncached = cached.iter().filter(|cached| !**cached).count();
+        let partial = allocated.saturating_sub(cached.len());
         let mut evicted = 0;
         let capacity = self.blocks.cap().get();
         while self.blocks.len() + uncached + partial > capacity {
@@ -164,15 +162,15 @@ impl BlockPool {
             }
             evicted += 1;
         }
-        for hash in full() {
-            if !self.blocks.contains(hash) {
-                self.blocks.put(*hash, ());
-            }
-        }
         // Freed last block first to the queue's tail: the request's first block ends as the
         // most recently used.
-        for hash in full().rev() {
-            self.blocks.promote(hash);
+        let hashes: Vec<u64> = full().copied().collect();
+        for (hash, cached) in hashes.iter().zip(&cached).rev() {
+            if *cached {
+                self.blocks.promote(hash);
+            } else {
+                self.blocks.put(*hash, ());
+            }
         }
         Served {
             cached: hit as u32 * self.block_size,

@@ -192,14 +192,14 @@ pub fn export(
             .iter()
             .map(|chosen| format!(" {}", words[usize::from(*chosen)]))
             .collect();
-        let output = request.output_tokens;
-        let line = match format {
-            Format::VllmCustom => json!({"prompt": text, "output_tokens": output}),
-            Format::GuideLlm => {
-                json!({"prompt": text, "prompt_tokens_count": length, "output_tokens_count": output})
-            }
+        // An output length the recording does not give is left to the load generator's own
+        // setting (`--custom-output-len`, GuideLLM's output-tokens option).
+        let output = (request.output_tokens > 0).then_some(request.output_tokens);
+        let mut line = match format {
+            Format::VllmCustom => json!({"prompt": text}),
+            Format::GuideLlm => json!({"prompt": text, "prompt_tokens_count": length}),
             Format::ShareGpt => {
-                let answer: String = (0..output)
+                let answer: String = (0..output.unwrap_or(0))
                     .map(|position| {
                         format!(
                             " {}",
@@ -214,13 +214,21 @@ pub fn export(
             Format::ChatJsonl => {
                 let mut line = json!({
                     "session": request.session,
-                    "request": {"messages": [{"role": "user", "content": text}], "max_tokens": output}});
+                    "request": {"messages": [{"role": "user", "content": text}]}});
                 if let Some(time) = request.time {
                     line["time"] = json!(time - origin);
                 }
                 line
             }
         };
+        if let Some(output) = output {
+            match format {
+                Format::VllmCustom => line["output_tokens"] = json!(output),
+                Format::GuideLlm => line["output_tokens_count"] = json!(output),
+                Format::ChatJsonl => line["request"]["max_tokens"] = json!(output),
+                Format::ShareGpt => {}
+            }
+        }
         if format == Format::ShareGpt {
             if !first_item {
                 out.write_all(b",\n")?;

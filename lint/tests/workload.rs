@@ -1,0 +1,286 @@
+//! `kvlint workload` and `kvlint simulate` from the command line: the reuse agrees with
+//! `kvlint check`'s own turn diffs, the HTML report renders in a real headless browser, an
+//! exported benchmark read back shares what the sessions did, and bad settings are usage
+//! errors.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+fn kvlint(args: &[&str]) -> (i32, String, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_kvlint"))
+        .current_dir(kvlint_fixtures::repository())
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let folder =
+        std::env::temp_dir().join(format!("kvlint-workload-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&folder).unwrap();
+    folder
+}
+
+const CORPUS: &str = "fixtures/corpus/sessions";
+
+fn workload_json(args: &[&str]) -> Value {
+    let mut all = vec!["workload", "--format", "json", "--no-trace-cache"];
+    all.extend_from_slice(args);
+    let (code, stdout, stderr) = kvlint(&all);
+    assert_eq!(code, 0, "{stderr}");
+    serde_json::from_str(&stdout).unwrap()
+}
+
+#[test]
+fn the_reuse_within_sessions_is_what_check_reports_turn_by_turn() {
+    let report = workload_json(&[CORPUS]);
+    let (_, checked, _) = kvlint(&["check", "--format", "json", CORPUS]);
+    let checked: Value = serde_json::from_str(&checked).unwrap();
+    let sessions = checked["sessions"].as_array().unwrap();
+    let sum = |key: &str| -> u64 {
+        sessions
+            .iter()
+            .map(|session| session["summary"][key].as_u64().unwrap())
+            .sum()
+    };
+    assert_eq!(
+        report["sessions"].as_u64().unwrap() as usize,
+        sessions.len()
+    );
+    assert_eq!(
+        report["prompt_tokens"].as_u64().unwrap(),
+        sum("prompt_tokens")
+    );
+    assert_eq!(
+        report["reuse"]["within_session_tokens"].as_u64().unwrap(),
+        sum("reused_tokens")
+    );
+    let findings: u64 = report["finding_costs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|cost| cost["turns"].as_u64().unwrap())
+        .sum();
+    let pair_findings = sessions
+        .iter()
+        .flat_map(|session| session["findings"].as_array().unwrap())
+        .filter(|finding| finding["turn"].as_u64().is_some_and(|turn| turn > 0))
+        .count() as u64;
+    assert_eq!(findings, pair_findings);
+}
+
+#[test]
+fn the_html_report_renders_in_a_headless_browser() {
+    let folder = scratch("html");
+    let page = folder.join("workload.html");
+    let (code, _, stderr) = kvlint(&[
+        "workload",
+        CORPUS,
+        "--no-trace-cache",
+        "--format",
+        "html",
+        "--output",
+        page.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let browser = [
+        "/usr/bin/chromium",
+        "/usr/bin/chromium-browser",
+        "/usr/bin/google-chrome",
+    ]
+    .into_iter()
+    .map(Path::new)
+    .find(|path| path.is_file())
+    .expect("chromium missing: apt-get install chromium (scripts/test.sh does)");
+    let url = format!("file://{}", page.display());
+    let common = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+    ];
+    let dom = Command::new(browser)
+        .args(common)
+        .args(["--dump-dom", &url])
+        .output()
+        .unwrap();
+    let dom = String::from_utf8_lossy(&dom.stdout);
+    // The browser's own DOM: the tables and every plot, drawn.
+    for id in [
+        "summary",
+        "reuse",
+        "findings",
+        "input-tokens",
+        "new-tokens",
+        "turns",
+        "reuse-by-turn",
+    ] {
+        assert!(
+            dom.contains(&format!("id=\"{id}\"")),
+            "no #{id} in the rendered page"
+        );
+    }
+    assert!(
+        dom.matches("<rect class=\"bar\"").count() >= 60,
+        "histogram bars"
+    );
+    assert!(dom.contains("<polyline"), "the reuse line");
+    let shot = folder.join("workload.png");
+    let status = Command::new(browser)
+        .args(common)
+        .args([
+            "--window-size=1200,1600",
+            &format!("--screenshot={}", shot.display()),
+            &url,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        status.status.success(),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    let size = std::fs::metadata(&shot).unwrap().len();
+    assert!(
+        size > 20_000,
+        "a screenshot of {size} bytes: the page looks empty"
+    );
+    std::fs::remove_dir_all(&folder).ok();
+}
+
+#[test]
+fn an_exported_benchmark_measures_as_the_sessions_do() {
+    let folder = scratch("export");
+    let original = workload_json(&[CORPUS]);
+    for format in ["vllm-custom", "guidellm", "sharegpt", "chat-jsonl"] {
+        let exported = folder.join(format!("{format}.data"));
+        let (code, _, stderr) = kvlint(&[
+            "workload",
+            CORPUS,
+            "--no-trace-cache",
+            "--export-benchmark",
+            format,
+            "--output",
+            exported.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{format}: {stderr}");
+        let measured = workload_json(&["--dataset", exported.to_str().unwrap()]);
+        assert_eq!(
+            measured["prompt_tokens"], original["prompt_tokens"],
+            "{format}"
+        );
+        assert_eq!(
+            measured["reuse"]["prefix_sharing_rate"], original["reuse"]["prefix_sharing_rate"],
+            "{format}"
+        );
+    }
+    std::fs::remove_dir_all(&folder).ok();
+}
+
+#[test]
+fn simulate_sweeps_policies_and_caches_in_one_run() {
+    let (code, stdout, stderr) = kvlint(&[
+        "simulate",
+        CORPUS,
+        "--no-trace-cache",
+        "--format",
+        "json",
+        "--replicas",
+        "2,4",
+        "--cache",
+        "500,unbounded",
+        "--routing",
+        "round-robin,random,least-loaded,session-hash,prefix-aware,ideal",
+        "--arrival",
+        "poisson:2,burstiness=2",
+        "--prefill-tps",
+        "5000",
+        "--decode-tps",
+        "40",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let results: Vec<Value> = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(results.len(), 2 * 2 * 6);
+    let ideal_served = results
+        .iter()
+        .filter(|result| result["policy"] == "ideal")
+        .map(|result| result["served_tokens"].as_u64().unwrap())
+        .min()
+        .unwrap();
+    for result in &results {
+        let served = result["served_tokens"].as_u64().unwrap();
+        assert_eq!(
+            served + result["computed_tokens"].as_u64().unwrap(),
+            result["prompt_tokens"].as_u64().unwrap()
+        );
+        assert!(served <= ideal_served, "{result}");
+        if result["policy"] == "session-hash" {
+            assert_eq!(result["lost_locality_tokens"], 0);
+        }
+        let ttft = &result["ttft"];
+        assert!(ttft["p50"].as_f64().unwrap() <= ttft["p99"].as_f64().unwrap());
+    }
+}
+
+#[test]
+fn bad_settings_are_usage_errors_that_say_what_is_expected() {
+    for (args, expected) in [
+        (vec!["--cache", "lots"], "a number of blocks"),
+        (vec!["--cache", "10", "--engine", "tgi"], "one of vllm"),
+        (vec!["--cache", "10", "--routing", "sticky"], "round-robin"),
+        (
+            vec!["--cache", "10", "--arrival", "poisson:-1"],
+            "poisson:RATE",
+        ),
+        (
+            vec!["--cache", "10", "--arrival", "recorded"],
+            "no recorded time",
+        ),
+        (
+            vec!["--cache", "10", "--engine", "vllm:block=0"],
+            "positive integer",
+        ),
+    ] {
+        let mut all = vec![
+            "simulate",
+            CORPUS,
+            "--no-trace-cache",
+            "--prefill-tps",
+            "1000",
+        ];
+        all.extend(args.iter().copied());
+        let (code, _, stderr) = kvlint(&all);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
+    // A damaged trace in the cache is traced again, not trusted.
+    let cache = scratch("cache");
+    let cache_arg = cache.to_str().unwrap();
+    let first = workload_json_cached(cache_arg);
+    for entry in std::fs::read_dir(&cache).unwrap() {
+        std::fs::write(entry.unwrap().path(), b"KVLTRC01 not a trace").unwrap();
+    }
+    assert_eq!(workload_json_cached(cache_arg), first);
+    std::fs::remove_dir_all(&cache).ok();
+}
+
+fn workload_json_cached(cache: &str) -> Value {
+    let (code, stdout, stderr) = kvlint(&[
+        "workload",
+        "--format",
+        "json",
+        "--trace-cache",
+        cache,
+        CORPUS,
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    serde_json::from_str(&stdout).unwrap()
+}
