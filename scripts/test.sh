@@ -8,7 +8,9 @@
 # session-memory one fails when a 1,500-turn session or a 100 MB line peaks at 1 GB; the proxy
 # one when `kvlint proxy` adds 2 ms or more at the 99th percentile; the fleet one when tracing
 # 2,000,000 requests costs over 8x tokenizing only their new messages, or a simulation point
-# takes a minute), then the Python package's tests and the VS Code extension's.
+# takes a minute; the language server one when re-analysing a 200-turn session after an edit
+# takes 100 ms at the median), then the editors' tests (the language server under real clients,
+# the VS Code extension) and the Python package's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -42,7 +44,7 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
 log="$(mktemp)"
-trap 'rm -f "$log"' EXIT
+trap 'rm -f "$log" "$log.editors"' EXIT
 cargo test --workspace --locked 2>&1 | tee "$log"
 assets="${KVLINT_ASSETS:-$HOME/.cache/kvlint/assets}"
 KVLINT_BENCH_TOKENIZER="$assets/tokenizers/qwen3/tokenizer.json" \
@@ -52,12 +54,15 @@ cargo bench -p kvlint-rules --bench session_memory --locked
 cargo bench -p kvlint --bench templates --locked
 # The latency kvlint proxy adds in front of llama-server (p99 added under 2 ms).
 cargo bench -p kvlint --bench proxy_latency --locked
+# kvlint lsp re-analysing a 200-turn session file after an edit near its end (under 100 ms).
+cargo bench -p kvlint --bench lsp --locked
 # kvlint simulate on 100,000 generated sessions (2,000,000 requests): the trace pass against
 # tokenizing only each turn's new messages, and each routing × cache point under a minute.
 cargo bench -p kvlint-workload --bench fleet --locked
 
-# The VS Code extension: lint, unit tests and the .vsix, with its locked npm dependencies.
-scripts/test-vscode.sh
+# The editors: `kvlint lsp` under pytest-lsp and headless Neovim, then the VS Code extension
+# (lint, unit tests and the .vsix, with its locked npm dependencies).
+scripts/test-editors.sh 2>&1 | tee "$log.editors"
 
 # The Python package: the wheel (the native module and the `kvlint` command) built with
 # maturin, installed from the file into the pinned SDK venv, and its tests: the real openai,
@@ -66,7 +71,7 @@ scripts/test-vscode.sh
 scripts/setup-python-sdk.sh
 sdk_bin="$(dirname "$(scripts/setup-python-sdk.sh --print-python)")"
 wheels="$(mktemp -d)"
-trap 'rm -f "$log" "$log.python"; rm -rf "$wheels"' EXIT
+trap 'rm -f "$log" "$log.python" "$log.editors"; rm -rf "$wheels"' EXIT
 (cd python && VIRTUAL_ENV="$(dirname "$sdk_bin")" "$sdk_bin/maturin" build --release --locked --quiet -o "$wheels")
 wheel="$(ls "$wheels"/kvlint_cache-*.whl)"
 "$sdk_bin/python" -m pip install --quiet --force-reinstall --no-deps "$wheel"
@@ -75,4 +80,4 @@ KVLINT_WHEEL="$wheel" "$sdk_bin/pytest" -q -p no:cacheprovider python/tests 2>&1
 # One closing line for the whole suite: Rust's test results, then pytest's summary line.
 awk '/^test result:/ { passed += $4; failed += $6 }
   /^[0-9]+ (passed|failed)/ { for (i = 1; i < NF; i++) { if ($(i+1) ~ /^passed/) passed += $i; if ($(i+1) ~ /^failed/) failed += $i } }
-  END { printf "tests: %d passed, %d failed\n", passed, failed }' "$log" "$log.python"
+  END { printf "tests: %d passed, %d failed\n", passed, failed }' "$log" "$log.editors" "$log.python"

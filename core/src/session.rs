@@ -547,6 +547,22 @@ impl SessionFile {
         Some(document.start + range.start..document.start + range.end)
     }
 
+    /// The bytes of the JSON document that holds turn `index` (a line of a JSONL file, an item
+    /// of an array).
+    pub fn turn_document(&self, index: usize) -> Option<Range<usize>> {
+        self.turns.get(index).map(|turn| turn.document.clone())
+    }
+
+    /// The bytes of the file that hold `part` of turn `turn`'s body, as written (for a session
+    /// read from a recording, `None`: its bodies are the recording's, in its own escapes).
+    pub fn value_range(&self, turn: usize, part: &PartPath) -> Option<Range<usize>> {
+        if self.origin.is_some() {
+            return None;
+        }
+        let turn = self.turns.get(turn)?;
+        self.locate_value(&turn.document, &turn.body_path, part)
+    }
+
     /// The byte offset in the file of `offset_in_part` bytes into the decoded value of `part`
     /// of turn `turn`.
     ///

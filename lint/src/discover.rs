@@ -38,24 +38,28 @@ pub fn session_files(paths: &[PathBuf]) -> Vec<Candidate> {
 /// Templates: model chat templates (`tokenizer_config.json`, Jinja) and application prompt
 /// templates (Mustache, Handlebars, Prompty, Dotprompt).
 pub fn template_files(paths: &[PathBuf]) -> Vec<Candidate> {
-    walk(paths, |name| {
-        name == "tokenizer_config.json"
-            || matches!(
-                Path::new(name)
-                    .extension()
-                    .and_then(|extension| extension.to_str()),
-                Some(
-                    "j2" | "jinja"
-                        | "jinja2"
-                        | "mustache"
-                        | "hbs"
-                        | "handlebars"
-                        | "prompty"
-                        | "dotprompt"
-                        | "prompt"
-                )
+    walk(paths, is_template)
+}
+
+/// Whether a file name is a template's: `tokenizer_config.json`, Jinja, Mustache, Handlebars,
+/// Prompty, Dotprompt.
+pub fn is_template(name: &str) -> bool {
+    name == "tokenizer_config.json"
+        || matches!(
+            Path::new(name)
+                .extension()
+                .and_then(|extension| extension.to_str()),
+            Some(
+                "j2" | "jinja"
+                    | "jinja2"
+                    | "mustache"
+                    | "hbs"
+                    | "handlebars"
+                    | "prompty"
+                    | "dotprompt"
+                    | "prompt"
             )
-    })
+        )
 }
 
 /// Named files as given; directories walked for the files whose name `wanted` accepts.

@@ -17,6 +17,7 @@ mod commands;
 mod config;
 mod discover;
 mod emit;
+mod lsp;
 mod probe;
 mod proxy;
 mod report;
@@ -63,6 +64,9 @@ enum Command {
     /// Write the sessions a recording holds (a VCR cassette, a HAR file, an Inspect log) as
     /// session files, one request body per line.
     Import(commands::import::Args),
+    /// Run the language server over stdin and stdout: findings in templates and sessions as
+    /// they are edited, hover, code actions.
+    Lsp(lsp::Args),
     /// Write a starter kvlint.toml in the current folder.
     Init,
     /// Print the JSON schema of kvlint.toml.
@@ -143,6 +147,10 @@ fn run_command(cli: Cli) -> miette::Result<Outcome> {
         Command::Import(args) => commands::import::run(args, terminal()),
         Command::Workload(args) => commands::workload::run(args),
         Command::Simulate(args) => commands::simulate::run(args),
+        Command::Lsp(args) => {
+            lsp::serve(args)?;
+            Ok(printed(String::new()))
+        }
         Command::Init => {
             let path = config::init(Path::new("."))?;
             Ok(printed(format!("wrote {}\n", path.display())))

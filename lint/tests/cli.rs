@@ -492,3 +492,28 @@ fn template_findings_in_ci_formats() {
     assert_eq!(junit.code, 0);
     assert!(junit.stdout.contains("failures=\"0\""), "{}", junit.stdout);
 }
+
+#[test]
+fn each_rule_has_its_documentation_page_as_kvlint_rule_prints_it() {
+    // The pages the language server's diagnostics link to: `scripts/rule-docs.sh` writes them.
+    let folder = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/rules");
+    let listing = kvlint(&["rule"]).stdout;
+    let names: Vec<&str> = listing
+        .lines()
+        .filter_map(|line| line.split_whitespace().nth(1))
+        .collect();
+    assert_eq!(names.len(), kvlint_rules_count());
+    for name in &names {
+        let page =
+            std::fs::read_to_string(folder.join(format!("{name}.md"))).unwrap_or_else(|_| {
+                panic!("docs/rules/{name}.md is missing: run scripts/rule-docs.sh")
+            });
+        assert_eq!(
+            page,
+            kvlint(&["rule", name]).stdout,
+            "docs/rules/{name}.md is stale: run scripts/rule-docs.sh"
+        );
+    }
+    let pages = std::fs::read_dir(&folder).unwrap().count();
+    assert_eq!(pages, names.len(), "a page in docs/rules names no rule");
+}

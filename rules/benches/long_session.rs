@@ -22,7 +22,6 @@ use std::time::{Duration, Instant};
 use chrono::NaiveDateTime;
 use kvlint_core::{ChatTemplate, EngineRequest, Renderer, SessionFile, Tokenizer};
 use peak_alloc::PeakAlloc;
-use serde_json::{Value, json};
 
 const TURNS: usize = 200;
 const PROVIDER_TARGET_RATIO: f64 = 50.0;
@@ -39,84 +38,6 @@ fn peak_allocated(run: impl FnOnce()) -> usize {
     ALLOCATOR.reset_peak_usage();
     run();
     ALLOCATOR.peak_usage().saturating_sub(before)
-}
-
-/// Deterministic prose: a fixed vocabulary picked by a linear congruential generator.
-struct Prose(u64);
-
-impl Prose {
-    fn words(&mut self, count: usize) -> String {
-        const WORDS: &[&str] = &[
-            "the",
-            "parser",
-            "returns",
-            "an",
-            "error",
-            "when",
-            "config",
-            "file",
-            "is",
-            "missing",
-            "we",
-            "retry",
-            "with",
-            "backoff",
-            "and",
-            "log",
-            "request_id",
-            "tests",
-            "pass",
-            "after",
-            "fix",
-            "in",
-            "src/lib.rs:42",
-            "function",
-            "handles",
-            "unicode",
-            "input",
-            "é",
-            "→",
-            "0.25",
-            "1024",
-            "tokens",
-            "cache",
-            "prefix",
-        ];
-        let mut text = String::new();
-        for index in 0..count {
-            self.0 = self
-                .0
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            if index > 0 {
-                text.push(if self.0.is_multiple_of(11) { '\n' } else { ' ' });
-            }
-            text.push_str(WORDS[(self.0 >> 33) as usize % WORDS.len()]);
-        }
-        text
-    }
-}
-
-fn session_jsonl() -> String {
-    let mut prose = Prose(7);
-    let tools: Vec<Value> = (0..6)
-        .map(|index| {
-            json!({"type": "function", "function": {"name": format!("tool_{index}"), "description": prose.words(40),
-                "parameters": {"type": "object", "properties": {"path": {"type": "string", "description": prose.words(12)}}}}})
-        })
-        .collect();
-    let mut messages = vec![
-        json!({"role": "system", "content": prose.words(1500)}),
-        json!({"role": "user", "content": prose.words(60)}),
-    ];
-    let mut lines = Vec::with_capacity(TURNS);
-    for turn in 0..TURNS {
-        lines.push(json!({"model": "gpt-4o", "tools": tools, "messages": messages}).to_string());
-        messages.push(json!({"role": "assistant", "content": prose.words(20), "tool_calls": [
-            {"id": format!("call_{turn}"), "type": "function", "function": {"name": "tool_1", "arguments": format!("{{\"path\": \"src/{turn}.rs\"}}")}}]}));
-        messages.push(json!({"role": "tool", "tool_call_id": format!("call_{turn}"), "content": prose.words(220)}));
-    }
-    lines.join("\n")
 }
 
 /// Rounds of the baseline run once, then kvlint's check a few times. This machine's speed
@@ -217,7 +138,7 @@ fn measure(
 }
 
 fn main() {
-    let jsonl = session_jsonl();
+    let jsonl = kvlint_fixtures::agent_session_jsonl(TURNS);
     let session = SessionFile::parse("long.jsonl".into(), Arc::from(jsonl.as_str())).unwrap();
     let mut met = measure(
         "provider:o200k_base",

@@ -61,7 +61,15 @@ pub struct RuleMeta {
     pub docs: &'static str,
 }
 
+/// Where each rule's documentation is published: `docs/rules/NAME.md` of the repository.
+pub const DOCUMENTATION_URL: &str = "https://github.com/kvlint/kvlint/blob/main/docs/rules";
+
 impl RuleMeta {
+    /// The address of the rule's documentation page.
+    pub fn url(&self) -> String {
+        format!("{DOCUMENTATION_URL}/{}.md", self.name)
+    }
+
     /// The rule's documentation as Markdown (doc comments arrive with a leading space).
     pub fn documentation(&self) -> String {
         self.docs

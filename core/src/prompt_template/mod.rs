@@ -78,8 +78,12 @@ static FRONT_MATTER: LazyLock<Option<Regex>> =
     LazyLock::new(|| Regex::new(r"(?s)\A---\r?\n.*?\r?\n---\r?\n").ok());
 static SAMPLE_LINE: LazyLock<Option<Regex>> =
     LazyLock::new(|| Regex::new(r#"(?m)^\s+([A-Za-z_]\w*)\s*:\s*["']?([^"'\n]+?)["']?\s*$"#).ok());
-static IGNORE: LazyLock<Option<Regex>> =
-    LazyLock::new(|| Regex::new(r"\{#-?\s*kvlint:\s*ignore\[([^\]]*)\]\s*-?#\}").ok());
+/// `{# kvlint: ignore[rule] #}` (Jinja), `{{! kvlint: ignore[rule] }}` or
+/// `{{!-- kvlint: ignore[rule] --}}` (Mustache, Handlebars).
+static IGNORE: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    Regex::new(r"(?:\{#-?|\{\{!(?:--)?)\s*kvlint:\s*ignore\[([^\]]*)\]\s*(?:-?#\}|(?:--)?\}\})")
+        .ok()
+});
 
 /// Names that mean a value changes every turn, judged by the words of the last name
 /// segment: `now`, `current_time`, `time_now`, `request_id`, `steps_left`, `tokens_used`;
@@ -211,7 +215,8 @@ fn volatility_of_sample(value: &str) -> Option<Volatility> {
     }
 }
 
-/// The rules a template silences with `{# kvlint: ignore[rule, ...] #}`.
+/// The rules a template silences with `{# kvlint: ignore[rule, ...] #}` (or the Mustache
+/// comment `{{! kvlint: ignore[rule, ...] }}`).
 pub fn ignored_rules(text: &str) -> Vec<String> {
     IGNORE
         .as_ref()
@@ -225,6 +230,14 @@ pub fn ignored_rules(text: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Where a template's body starts: after its front matter (Dotprompt, Prompty), if any.
+pub fn body_start(text: &str) -> usize {
+    FRONT_MATTER
+        .as_ref()
+        .and_then(|pattern| pattern.find(text))
+        .map_or(0, |found| found.end())
+}
+
 /// Finds volatile variables that precede stable text.
 pub fn check_prompt_template(
     text: &str,
@@ -232,10 +245,7 @@ pub fn check_prompt_template(
     configured_volatile: &[String],
     tokenizer: &Tokenizer,
 ) -> Vec<VolatilePlacement> {
-    let body_start = FRONT_MATTER
-        .as_ref()
-        .and_then(|pattern| pattern.find(text))
-        .map_or(0, |found| found.end());
+    let body_start = body_start(text);
     let samples: Vec<(String, String)> = SAMPLE_LINE
         .as_ref()
         .map(|pattern| {
@@ -420,5 +430,12 @@ mod tests {
             ignored_rules("{# kvlint: ignore[volatile-timestamp, volatile-id] #}"),
             ["volatile-timestamp", "volatile-id"]
         );
+        assert_eq!(
+            ignored_rules(
+                "{{! kvlint: ignore[volatile-id] }} {{!-- kvlint: ignore[volatile-counter] --}}"
+            ),
+            ["volatile-id", "volatile-counter"]
+        );
+        assert!(ignored_rules("{{ kvlint: ignore[volatile-id] }}").is_empty());
     }
 }

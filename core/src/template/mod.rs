@@ -107,8 +107,13 @@ impl ChatTemplate {
     ///
     /// `now` is the clock `strftime_now` reads; pin it for reproducible output.
     pub fn from_file(path: &Path, now: NaiveDateTime) -> Result<Self, InputError> {
+        Self::from_text(path, read_text(path)?, now)
+    }
+
+    /// A chat template from the text of a file at `path` (an editor's unsaved buffer): Jinja,
+    /// or a `tokenizer_config.json` when the path ends in `.json`.
+    pub fn from_text(path: &Path, text: String, now: NaiveDateTime) -> Result<Self, InputError> {
         let display = path.display().to_string();
-        let text = read_text(path)?;
         let is_config = path
             .extension()
             .is_some_and(|extension| extension == "json");

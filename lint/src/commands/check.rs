@@ -61,15 +61,31 @@ pub fn run(args: Args, terminal: Terminal) -> miette::Result<Outcome> {
 
 /// How the sessions under one configuration are checked: flags first, the configuration's
 /// defaults (engine, tokenizer, chat template, template limits) where a flag is unset.
-struct Setup {
+pub(crate) struct Setup {
     renderer: Renderer,
     options: CacheOptions,
 }
 
 impl Setup {
-    fn new(args: &Args, config: Option<&Config>) -> miette::Result<Self> {
-        let mut render = args.render.clone();
-        let mut engine = args.engine.clone();
+    pub(crate) fn new(args: &Args, config: Option<&Config>) -> miette::Result<Self> {
+        Self::of(&args.render, args.engine.as_ref(), args.prefill_tps, config)
+    }
+
+    /// Whether an engine's cache use is predicted: that follows the whole session, turn by
+    /// turn.
+    pub(crate) fn predicts_cache(&self) -> bool {
+        self.options.engine.is_some()
+    }
+
+    /// The setup of the render flags and engine given, under `config`.
+    pub(crate) fn of(
+        render: &RenderArgs,
+        engine: Option<&Engine>,
+        prefill_tps: Option<f64>,
+        config: Option<&Config>,
+    ) -> miette::Result<Self> {
+        let mut render = render.clone();
+        let mut engine = engine.cloned();
         if let Some(config) = config {
             render.apply_defaults(config);
             if engine.is_none()
@@ -86,7 +102,7 @@ impl Setup {
             renderer: render.renderer(ServingEngine::of(engine.as_ref()))?,
             options: CacheOptions {
                 engine,
-                prefill_tokens_per_second: args.prefill_tps,
+                prefill_tokens_per_second: prefill_tps,
             },
         })
     }
@@ -181,7 +197,12 @@ pub fn check(args: &Args, configs: &mut Discovery) -> Report {
     let analysed: Vec<Result<SessionReport, ErrorReport>> = with_setups
         .into_par_iter()
         .flat_map_iter(|file| match file {
-            Ok((file, Some(setup))) => check_file(file, &setup),
+            Ok((file, Some(setup))) => check_text(
+                &file.candidate.path.display().to_string(),
+                file.text,
+                file.config.as_ref(),
+                &setup,
+            ),
             Ok((_, None)) => Vec::new(),
             Err(error) => vec![Err(error)],
         })
@@ -196,21 +217,32 @@ pub fn check(args: &Args, configs: &mut Discovery) -> Report {
     report
 }
 
-/// Checks a session file, or each session a recording holds.
-fn check_file(file: Pending, setup: &Setup) -> Vec<Result<SessionReport, ErrorReport>> {
-    let display = file.candidate.path.display().to_string();
-    let sessions = match SessionFile::parse_all(display, Arc::from(file.text)) {
+/// Checks the text of a session file, or each session a recording holds.
+pub(crate) fn check_text(
+    path: &str,
+    text: String,
+    config: Option<&Config>,
+    setup: &Setup,
+) -> Vec<Result<SessionReport, ErrorReport>> {
+    let sessions = match SessionFile::parse_all(path.to_owned(), Arc::from(text)) {
         Ok(sessions) => sessions,
         Err(error) => return vec![Err(error.into())],
     };
     sessions
         .iter()
-        .map(|session| {
-            let mut report = SessionReport::new(session, &setup.renderer, &setup.options)?;
-            if let Some(config) = &file.config {
-                report.apply_config(config);
-            }
-            Ok(report)
-        })
+        .map(|session| check_session(session, config, setup))
         .collect()
+}
+
+/// Checks one parsed session under its configuration.
+pub(crate) fn check_session(
+    session: &SessionFile,
+    config: Option<&Config>,
+    setup: &Setup,
+) -> Result<SessionReport, ErrorReport> {
+    let mut report = SessionReport::new(session, &setup.renderer, &setup.options)?;
+    if let Some(config) = config {
+        report.apply_config(config);
+    }
+    Ok(report)
 }

@@ -1,6 +1,6 @@
 //! `kvlint template`: model chat templates checked for prefix breaks before any traffic.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use chrono::NaiveDateTime;
 
@@ -16,7 +16,7 @@ use kvlint_rules::RuleInput;
 use serde::Serialize;
 
 use super::Outcome;
-use crate::config::Discovery;
+use crate::config::{Config, Discovery};
 use crate::discover::template_files;
 use crate::emit::{CheckedFile, Output, OutputFormat, Terminal};
 use crate::report::{ErrorReport, REPORT_VERSION};
@@ -102,107 +102,104 @@ pub fn check_templates(
         templates: Vec::new(),
         errors: Vec::new(),
     };
-    let tokenizer = Tokenizer::o200k_base();
     for path in template_files(paths)
         .into_iter()
         .map(|candidate| candidate.path)
     {
-        let config = match configs.for_file(&path) {
-            Ok(config) => config,
-            Err(error) => {
-                report.errors.push(error.into());
-                continue;
-            }
-        };
-        let text = match read_text(&path) {
-            Ok(text) => text,
-            Err(error) => {
-                report.errors.push(error.into());
-                continue;
-            }
-        };
-        let display = path.display().to_string();
-        // A tokenizer config, or Jinja that reads `messages`; Mustache, Handlebars, Dotprompt,
-        // Prompty and format-string files are application templates whatever they read.
-        let extension = path
-            .extension()
-            .and_then(|extension| extension.to_str())
-            .unwrap_or_default();
-        let is_jinja = matches!(extension, "jinja" | "j2" | "jinja2");
-        let is_chat = extension == "json" || (is_jinja && text.contains("messages"));
-        let mut notes = Vec::new();
-        let (kind, findings) = if is_chat {
-            let is_config = path
-                .extension()
-                .is_some_and(|extension| extension == "json");
-            let limits = config
-                .as_ref()
-                .map(|config| config.options.template_limits.limits())
-                .unwrap_or_default();
-            let checked = ChatTemplate::from_file(&path, now)
-                .map(|template| template.with_limits(limits))
-                .and_then(|template| match special_tokens {
-                    Some(config) => template.with_special_tokens_from(config),
-                    // A bare Jinja file has no special tokens: name them as placeholders.
-                    None if !is_config => Ok(template.with_placeholder_special_tokens()),
-                    None => Ok(template),
-                })
-                .and_then(|template| check_template(&template, now));
-            match checked {
-                Ok(checked) => {
-                    notes = checked.notes.iter().map(ToString::to_string).collect();
-                    (
-                        "chat",
-                        checked
-                            .breaks
-                            .iter()
-                            .filter_map(|found| {
-                                kvlint_rules::diagnose(&RuleInput::TemplateBreak(found))
-                            })
-                            .collect(),
-                    )
-                }
-                Err(error) => {
-                    report.errors.push(error.into());
-                    continue;
-                }
-            }
-        } else {
-            if let Err(error) = check_template_syntax(&display, &text) {
-                report.errors.push(error.into());
-                continue;
-            }
-            let syntax = TemplateSyntax::for_file(&display).unwrap_or(TemplateSyntax::Braces);
-            let volatile = config
-                .as_ref()
-                .map(|config| config.options.volatile.clone())
-                .unwrap_or_default();
-            let ignored = ignored_rules(&text);
-            let findings = check_prompt_template(&text, syntax, &volatile, &tokenizer)
-                .iter()
-                .filter_map(|placement| {
-                    kvlint_rules::diagnose(&RuleInput::Placement {
-                        placement,
-                        template: &text,
-                    })
-                })
-                .filter(|finding| !ignored.iter().any(|rule| rule == finding.rule))
-                .collect();
-            ("prompt", findings)
-        };
-        let findings = match &config {
-            Some(config) => config.apply(&path, findings),
-            None => findings,
-        };
-        report.templates.push(TemplateResult {
-            path: display,
-            kind,
-            findings,
-            notes,
-            source: text,
-        });
+        let checked = configs
+            .for_file(&path)
+            .map_err(ErrorReport::from)
+            .and_then(|config| {
+                let text = read_text(&path)?;
+                check_template_text(&path, text, config.as_ref(), special_tokens, now)
+            });
+        match checked {
+            Ok(template) => report.templates.push(template),
+            Err(error) => report.errors.push(error),
+        }
     }
     report
+}
+
+/// Checks the text of one template file (`path` says what kind of template it is) under its
+/// configuration.
+pub(crate) fn check_template_text(
+    path: &Path,
+    text: String,
+    config: Option<&Config>,
+    special_tokens: Option<&PathBuf>,
+    now: NaiveDateTime,
+) -> Result<TemplateResult, ErrorReport> {
+    let display = path.display().to_string();
+    // A tokenizer config, or Jinja that reads `messages`; Mustache, Handlebars, Dotprompt,
+    // Prompty and format-string files are application templates whatever they read.
+    let extension = path
+        .extension()
+        .and_then(|extension| extension.to_str())
+        .unwrap_or_default();
+    let is_config = extension == "json";
+    let is_jinja = matches!(extension, "jinja" | "j2" | "jinja2");
+    let is_chat = is_config || (is_jinja && text.contains("messages"));
+    // Suppression comments are read from template text; a tokenizer config holds its
+    // template as a JSON string, where they are not looked for.
+    let ignored = if is_config {
+        Vec::new()
+    } else {
+        ignored_rules(&text)
+    };
+    let mut notes = Vec::new();
+    let (kind, findings): (_, Vec<Diagnostic>) = if is_chat {
+        let limits = config
+            .map(|config| config.options.template_limits.limits())
+            .unwrap_or_default();
+        let checked = ChatTemplate::from_text(path, text.clone(), now)
+            .map(|template| template.with_limits(limits))
+            .and_then(|template| match special_tokens {
+                Some(config) => template.with_special_tokens_from(config),
+                // A bare Jinja file has no special tokens: name them as placeholders.
+                None if !is_config => Ok(template.with_placeholder_special_tokens()),
+                None => Ok(template),
+            })
+            .and_then(|template| check_template(&template, now))?;
+        notes = checked.notes.iter().map(ToString::to_string).collect();
+        let findings = checked
+            .breaks
+            .iter()
+            .filter_map(|found| kvlint_rules::diagnose(&RuleInput::TemplateBreak(found)))
+            .collect();
+        ("chat", findings)
+    } else {
+        check_template_syntax(&display, &text)?;
+        let syntax = TemplateSyntax::for_file(&display).unwrap_or(TemplateSyntax::Braces);
+        let volatile = config
+            .map(|config| config.options.volatile.clone())
+            .unwrap_or_default();
+        let findings = check_prompt_template(&text, syntax, &volatile, &Tokenizer::o200k_base())
+            .iter()
+            .filter_map(|placement| {
+                kvlint_rules::diagnose(&RuleInput::Placement {
+                    placement,
+                    template: &text,
+                })
+            })
+            .collect();
+        ("prompt", findings)
+    };
+    let findings = findings
+        .into_iter()
+        .filter(|finding| !ignored.iter().any(|rule| rule == finding.rule))
+        .collect();
+    let findings = match config {
+        Some(config) => config.apply(path, findings),
+        None => findings,
+    };
+    Ok(TemplateResult {
+        path: display,
+        kind,
+        findings,
+        notes,
+        source: text,
+    })
 }
 
 impl TemplateReport {
