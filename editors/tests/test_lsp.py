@@ -376,3 +376,16 @@ async def test_other_json_is_passed_over(client: LanguageClient, tmp_path):
     path.write_text('{"name": "not-a-session", "version": "1.0.0"}\n')
     document = Document(client, path, "json")
     assert await document.diagnostics() == []
+
+
+async def test_restoring_a_fixtures_cached_text_removes_the_break(client: LanguageClient, tmp_path):
+    path = tmp_path / "session.jsonl"
+    shutil.copy(FIXTURES / "volatile-timestamp" / "fail" / "system-date-midnight.jsonl", path)
+    document = Document(client, path, "jsonl")
+    [found] = [diagnostic for diagnostic in await document.diagnostics() if diagnostic.code == "KV101"]
+    [restore] = [action for action in await document.actions(found) if action.title.startswith("Restore")]
+    document.edit(restore.edit.changes[document.uri])
+    # Every line is still a JSON body, and every turn sends the earlier turn's system prompt.
+    bodies = [json.loads(line) for line in document.text.splitlines() if line.strip()]
+    assert len({json.dumps(body["messages"][0]) for body in bodies}) == 1
+    assert await document.diagnostics() == []

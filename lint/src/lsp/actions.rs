@@ -1,5 +1,6 @@
 //! Code actions, where the fix is mechanical: a suppression comment, moving a volatile
-//! variable's line to the end of its template, sorting a session file's tools.
+//! variable's line to the end of its template; for a session file used as a fixture, sorting
+//! its tools, or restoring text a later turn changed.
 
 use std::ops::Range;
 use std::sync::{Arc, LazyLock};
@@ -36,6 +37,10 @@ pub fn fixes(
     }
     if placed.finding.rule == "tool-order"
         && let Some(fix) = sort_tools(document)
+    {
+        fixes.push(fix);
+    } else if analysis.turns.is_some()
+        && let Some(fix) = restore_part(document, placed)
     {
         fixes.push(fix);
     }
@@ -137,14 +142,19 @@ fn move_line_to_end(
     })
 }
 
-/// Sorts every turn's tools by name, keeping each tool's bytes as written: a fixture whose
-/// turns send the same tools in other orders then sends them in one order.
-fn sort_tools(document: &Document) -> Option<Fix> {
-    let sessions = SessionFile::parse_all(
+/// The sessions of a session file, read again from the document's text.
+fn sessions(document: &Document) -> Option<Vec<SessionFile>> {
+    SessionFile::parse_all(
         document.path.display().to_string(),
         Arc::from(document.text.as_str()),
     )
-    .ok()?;
+    .ok()
+}
+
+/// Sorts every turn's tools by name, keeping each tool's bytes as written: a fixture whose
+/// turns send the same tools in other orders then sends them in one order.
+fn sort_tools(document: &Document) -> Option<Fix> {
+    let sessions = sessions(document)?;
     let tools = PartPath::root().key("tools");
     let mut edits = Vec::new();
     for session in &sessions {
@@ -176,6 +186,67 @@ fn sort_tools(document: &Document) -> Option<Fix> {
         edits,
         preferred: true,
     })
+}
+
+/// Restores the text part a break is in to what the turn before sent, in the finding's turn
+/// and every later one that sends it otherwise: a fixture whose turns change text the cache
+/// held (a date in the system prompt, a rewritten message) then keeps it. Each edit replaces
+/// only the bytes that differ, so the JSON string is the earlier turn's, escapes and all.
+fn restore_part(document: &Document, placed: &Placed) -> Option<Fix> {
+    let finding = &placed.finding;
+    let previous = finding.turn.checked_sub(1)?;
+    let sessions = sessions(document)?;
+    let [session] = sessions.as_slice() else {
+        return None;
+    };
+    let kept = &session.text[session.value_range(previous, &finding.part)?];
+    if !kept.starts_with('"') {
+        return None;
+    }
+    let mut edits = Vec::new();
+    for turn in finding.turn..session.len() {
+        let Some(range) = session.value_range(turn, &finding.part) else {
+            continue;
+        };
+        let sent = &session.text[range.clone()];
+        if sent == kept || !sent.starts_with('"') {
+            continue;
+        }
+        let (same_start, same_end) = shared_ends(kept, sent);
+        edits.push((
+            range.start + same_start..range.end - same_end,
+            kept[same_start..kept.len() - same_end].to_owned(),
+        ));
+    }
+    (!edits.is_empty()).then(|| Fix {
+        title: format!(
+            "Restore {} as turn {} sent it, in turn {} and later (a fixture that keeps its prefix)",
+            finding.part,
+            finding.turn,
+            finding.turn + 1
+        ),
+        edits,
+        preferred: false,
+    })
+}
+
+/// How many bytes two texts share at their start and, after that, at their end, both cut at
+/// character boundaries.
+fn shared_ends(a: &str, b: &str) -> (usize, usize) {
+    let mut start = a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count();
+    while !a.is_char_boundary(start) {
+        start -= 1;
+    }
+    let mut end = a[start..]
+        .bytes()
+        .rev()
+        .zip(b[start..].bytes().rev())
+        .take_while(|(x, y)| x == y)
+        .count();
+    while !a.is_char_boundary(a.len() - end) || !b.is_char_boundary(b.len() - end) {
+        end -= 1;
+    }
+    (start, end)
 }
 
 /// A tool's name: `function.name` (OpenAI chat) or `name` (Anthropic, Responses).
@@ -251,6 +322,14 @@ mod tests {
                 .iter()
                 .all(|(title, _)| !title.starts_with("Move"))
         );
+    }
+
+    #[test]
+    fn shared_ends_cut_at_characters() {
+        assert_eq!(shared_ends("\"é29 ok\"", "\"é30 ok\""), (3, 4));
+        // `é` and `è` share their first byte: the cut is before both.
+        assert_eq!(shared_ends("\"é\"", "\"è\""), (1, 1));
+        assert_eq!(shared_ends("\"ab\"", "\"ab\""), (4, 0));
     }
 
     #[test]
