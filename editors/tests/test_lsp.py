@@ -2,9 +2,10 @@
 VS Code (diagnostics pushed, positions in UTF-16) and Neovim 0.11 (diagnostics pulled,
 positions in UTF-8), with each editor's own capabilities.
 
-Open, change (incremental edits), save, hover and code actions on templates and session files
-written here or taken from the repository's fixtures; expected ranges are computed here from
-the text, in the encoding the server and client agreed on.
+Open, change (incremental edits), save (a configuration edited in the editor), watched-file
+changes, hover and code actions on templates, session files and a cassette written here or taken
+from the repository's fixtures; expected ranges are computed here from the text, in the encoding
+the server and client agreed on, or read from `kvlint check --format json` on the same file.
 """
 
 import asyncio
@@ -389,3 +390,25 @@ async def test_restoring_a_fixtures_cached_text_removes_the_break(client: Langua
     bodies = [json.loads(line) for line in document.text.splitlines() if line.strip()]
     assert len({json.dumps(body["messages"][0]) for body in bodies}) == 1
     assert await document.diagnostics() == []
+
+
+async def test_a_configuration_edited_and_saved_in_the_editor_applies(client: LanguageClient, tmp_path):
+    path = tmp_path / "greeting.j2"
+    path.write_text("Greeting: {{ greeting_line }}\nYou are the concierge. Be brief and polite.\n")
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "concierge"\n')
+    document = Document(client, path, "jinja")
+    assert await document.diagnostics() == []
+    # pyproject.toml open in the editor, `[tool.kvlint]` typed in and saved.
+    config = Document(client, tmp_path / "pyproject.toml", "toml")
+    assert await document.diagnostics() == []
+    end = position(config.text, len(config.text), client.encoding)
+    addition = '\n[tool.kvlint]\nvolatile = ["greeting_line"]\n'
+    (tmp_path / "pyproject.toml").write_text(config.text + addition)
+    config.edit([types.TextEdit(range=types.Range(start=end, end=end), new_text=addition)])
+    client.text_document_did_save(
+        types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=config.uri))
+    )
+    [found] = await document.diagnostics()
+    # A variable the configuration names volatile is reported by volatile-counter.
+    assert found.code == "KV103"
+    assert found.range == document.range_of("{{ greeting_line }}")
