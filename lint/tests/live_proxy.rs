@@ -12,6 +12,8 @@ use serde_json::{Value, json};
 
 mod common;
 
+use common::{get, metric};
+
 fn llama_server() -> Served {
     kvlint_fixtures::start_llama_server()
         .expect("llama-server or the tiny model missing: run scripts/build-llama-server.sh and scripts/make-tiny-model.py")
@@ -47,22 +49,6 @@ fn proxy_to(upstreams: &[&str], record: &Path, metrics_port: u16, options: &[&st
     .wait_until_healthy("/metrics");
     served.url = format!("http://127.0.0.1:{port}");
     served
-}
-
-fn metric(text: &str, name: &str) -> f64 {
-    text.lines()
-        .filter(|line| line.starts_with(name) && !line.starts_with('#'))
-        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
-}
-
-fn get(url: &str) -> String {
-    ureq::get(url)
-        .call()
-        .unwrap()
-        .body_mut()
-        .read_to_string()
-        .unwrap()
 }
 
 /// Sends `body` streamed and returns the raw server-sent events.

@@ -135,16 +135,10 @@ fn lost_locality_behind_nginx_is_what_the_simulation_says() {
             replicas
                 .iter()
                 .map(|replica| {
-                    let text = ureq::get(format!("{}/metrics", replica.url))
-                        .call()
-                        .unwrap()
-                        .body_mut()
-                        .read_to_string()
-                        .unwrap();
-                    text.lines()
-                        .filter(|line| line.starts_with("llamacpp:prompt_tokens_total"))
-                        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
-                        .sum::<f64>()
+                    common::metric(
+                        &common::get(&format!("{}/metrics", replica.url)),
+                        "llamacpp:prompt_tokens_total",
+                    )
                 })
                 .sum()
         };

@@ -164,8 +164,7 @@ impl BlockPool {
         }
         // Freed last block first to the queue's tail: the request's first block ends as the
         // most recently used.
-        let hashes: Vec<u64> = full().copied().collect();
-        for (hash, cached) in hashes.iter().zip(&cached).rev() {
+        for (hash, cached) in full().rev().zip(cached.iter().rev()) {
             if *cached {
                 self.blocks.promote(hash);
             } else {

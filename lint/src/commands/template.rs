@@ -102,6 +102,7 @@ pub fn check_templates(
         templates: Vec::new(),
         errors: Vec::new(),
     };
+    let tokenizer = Tokenizer::o200k_base();
     for path in template_files(paths)
         .into_iter()
         .map(|candidate| candidate.path)
@@ -111,7 +112,14 @@ pub fn check_templates(
             .map_err(ErrorReport::from)
             .and_then(|config| {
                 let text = read_text(&path)?;
-                check_template_text(&path, text, config.as_ref(), special_tokens, now)
+                check_template_text(
+                    &path,
+                    text,
+                    config.as_ref(),
+                    special_tokens,
+                    now,
+                    &tokenizer,
+                )
             });
         match checked {
             Ok(template) => report.templates.push(template),
@@ -122,13 +130,14 @@ pub fn check_templates(
 }
 
 /// Checks the text of one template file (`path` says what kind of template it is) under its
-/// configuration.
+/// configuration; prompt templates' stable text is counted in `tokenizer`'s tokens.
 pub(crate) fn check_template_text(
     path: &Path,
     text: String,
     config: Option<&Config>,
     special_tokens: Option<&PathBuf>,
     now: NaiveDateTime,
+    tokenizer: &Tokenizer,
 ) -> Result<TemplateResult, ErrorReport> {
     let display = path.display().to_string();
     // A tokenizer config, or Jinja that reads `messages`; Mustache, Handlebars, Dotprompt,
@@ -174,7 +183,7 @@ pub(crate) fn check_template_text(
         let volatile = config
             .map(|config| config.options.volatile.clone())
             .unwrap_or_default();
-        let findings = check_prompt_template(&text, syntax, &volatile, &Tokenizer::o200k_base())
+        let findings = check_prompt_template(&text, syntax, &volatile, tokenizer)
             .iter()
             .filter_map(|placement| {
                 kvlint_rules::diagnose(&RuleInput::Placement {

@@ -2,6 +2,7 @@
 //! variable's line to the end of its template; for a session file used as a fixture, sorting
 //! its tools, or restoring text a later turn changed.
 
+use std::cell::OnceCell;
 use std::ops::Range;
 use std::sync::{Arc, LazyLock};
 
@@ -22,12 +23,41 @@ pub struct Fix {
     pub preferred: bool,
 }
 
+/// The sessions of a session file, read again from the document's text at most once for all
+/// the fixes of a code-action request.
+pub struct Sessions<'a> {
+    document: &'a Document,
+    parsed: OnceCell<Option<Vec<SessionFile>>>,
+}
+
+impl<'a> Sessions<'a> {
+    pub fn of(document: &'a Document) -> Self {
+        Self {
+            document,
+            parsed: OnceCell::new(),
+        }
+    }
+
+    fn get(&self) -> Option<&[SessionFile]> {
+        self.parsed
+            .get_or_init(|| {
+                SessionFile::parse_all(
+                    self.document.path.display().to_string(),
+                    Arc::from(self.document.text.as_str()),
+                )
+                .ok()
+            })
+            .as_deref()
+    }
+}
+
 /// The fixes for one finding of `document`.
 pub fn fixes(
     document: &Document,
     analysis: &Analysis,
     placed: &Placed,
     config: Option<&Config>,
+    sessions: &Sessions<'_>,
 ) -> Vec<Fix> {
     let mut fixes = Vec::new();
     if analysis.prompt_template
@@ -36,11 +66,11 @@ pub fn fixes(
         fixes.push(fix);
     }
     if placed.finding.rule == "tool-order"
-        && let Some(fix) = sort_tools(document)
+        && let Some(fix) = sort_tools(sessions)
     {
         fixes.push(fix);
     } else if analysis.turns.is_some()
-        && let Some(fix) = restore_part(document, placed)
+        && let Some(fix) = restore_part(sessions, placed)
     {
         fixes.push(fix);
     }
@@ -142,22 +172,12 @@ fn move_line_to_end(
     })
 }
 
-/// The sessions of a session file, read again from the document's text.
-fn sessions(document: &Document) -> Option<Vec<SessionFile>> {
-    SessionFile::parse_all(
-        document.path.display().to_string(),
-        Arc::from(document.text.as_str()),
-    )
-    .ok()
-}
-
 /// Sorts every turn's tools by name, keeping each tool's bytes as written: a fixture whose
 /// turns send the same tools in other orders then sends them in one order.
-fn sort_tools(document: &Document) -> Option<Fix> {
-    let sessions = sessions(document)?;
+fn sort_tools(sessions: &Sessions<'_>) -> Option<Fix> {
     let tools = PartPath::root().key("tools");
     let mut edits = Vec::new();
-    for session in &sessions {
+    for session in sessions.get()? {
         for turn in 0..session.len() {
             let ranges: Vec<Range<usize>> = (0..)
                 .map_while(|index| session.value_range(turn, &tools.index(index)))
@@ -192,11 +212,10 @@ fn sort_tools(document: &Document) -> Option<Fix> {
 /// and every later one that sends it otherwise: a fixture whose turns change text the cache
 /// held (a date in the system prompt, a rewritten message) then keeps it. Each edit replaces
 /// only the bytes that differ, so the JSON string is the earlier turn's, escapes and all.
-fn restore_part(document: &Document, placed: &Placed) -> Option<Fix> {
+fn restore_part(sessions: &Sessions<'_>, placed: &Placed) -> Option<Fix> {
     let finding = &placed.finding;
     let previous = finding.turn.checked_sub(1)?;
-    let sessions = sessions(document)?;
-    let [session] = sessions.as_slice() else {
+    let [session] = sessions.get()? else {
         return None;
     };
     let kept = &session.text[session.value_range(previous, &finding.part)?];
@@ -272,7 +291,7 @@ mod tests {
         let document = Document::new(PathBuf::from(name), text.to_owned(), 1, Encoding::Utf8);
         let analysis = Analysis::of_template(&document.path, text, None);
         let placed = analysis.findings.first().unwrap();
-        fixes(&document, &analysis, placed, None)
+        fixes(&document, &analysis, placed, None, &Sessions::of(&document))
             .into_iter()
             .map(|fix| {
                 let mut edited = text.to_owned();

@@ -4,11 +4,12 @@
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use kvlint_core::diagnostic::Diagnostic;
 use kvlint_core::locate::{LineColumn, Locator};
 use kvlint_core::session::SessionFile;
+use kvlint_core::tokenize::Tokenizer;
 
 use super::position::{Encoding, LineIndex};
 use crate::commands::check::{Setup, check_session};
@@ -16,6 +17,10 @@ use crate::commands::template::check_template_text;
 use crate::config::Config;
 use crate::discover::{is_template, looks_like_session};
 use crate::report::ErrorReport;
+
+/// The tokenizer prompt templates' stable text is counted in, as `kvlint template` counts it;
+/// one for the server's life, so its encoding cache serves every keystroke.
+static PROMPT_TOKENIZER: LazyLock<Tokenizer> = LazyLock::new(Tokenizer::o200k_base);
 
 /// A document the client has open.
 pub struct Document {
@@ -168,7 +173,7 @@ impl Analysis {
     /// The findings of a template, as `kvlint template` reports them.
     pub fn of_template(path: &Path, text: &str, config: Option<&Config>) -> Self {
         let now = chrono::Local::now().naive_local();
-        match check_template_text(path, text.to_owned(), config, None, now) {
+        match check_template_text(path, text.to_owned(), config, None, now, &PROMPT_TOKENIZER) {
             Ok(checked) => Self {
                 prompt_template: checked.kind == "prompt",
                 findings: checked

@@ -530,13 +530,14 @@ impl Server {
         let config = self.configs.for_file(&document.path).ok().flatten();
         let start = document.lines.offset(&document.text, params.range.start);
         let end = document.lines.offset(&document.text, params.range.end);
+        let sessions = actions::Sessions::of(document);
         let mut actions: Vec<CodeActionOrCommand> = Vec::new();
         for placed in analysis
             .findings
             .iter()
             .filter(|placed| placed.range.start <= end && start <= placed.range.end)
         {
-            for fix in actions::fixes(document, &analysis, placed, config.as_ref()) {
+            for fix in actions::fixes(document, &analysis, placed, config.as_ref(), &sessions) {
                 let duplicate = actions.iter().any(|action| {
                     matches!(action, CodeActionOrCommand::CodeAction(action) if action.title == fix.title)
                 });

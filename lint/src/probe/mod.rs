@@ -33,4 +33,4 @@ pub use replay::probe_session;
 pub use report::{Outcome, ProbeReport};
 
 pub(crate) use predict::predicted_cached;
-pub(crate) use replay::engine_tokens;
+pub(crate) use replay::{chat_request, engine_tokens};

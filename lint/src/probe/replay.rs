@@ -3,7 +3,7 @@
 
 use kvlint_core::error::InputError;
 use kvlint_core::render::{Renderer, openai_chat_body};
-use kvlint_core::request::BodyFormat;
+use kvlint_core::request::{BodyFormat, Request};
 use kvlint_core::session::{SessionFile, Turn};
 use serde_json::{Value, json};
 
@@ -98,25 +98,30 @@ pub fn probe_session(
 /// A turn's request as a chat completion with one generated token: an OpenAI chat body as
 /// recorded, other APIs converted (tool-call arguments as JSON strings, as the API takes them).
 pub(super) fn chat_body(turn: &Turn, model: Option<&str>) -> Value {
-    let (messages, tools): (Vec<Value>, Option<Vec<Value>>) = match turn.request.format {
+    let mut body = chat_request(&turn.request, model);
+    body["max_tokens"] = json!(1);
+    body["temperature"] = json!(0);
+    body["stream"] = json!(false);
+    body
+}
+
+/// A request's messages, tools and model in the chat shape (as a self-hosted engine's
+/// Anthropic and Responses endpoints turn a body before its template runs).
+pub(crate) fn chat_request(request: &Request, model: Option<&str>) -> Value {
+    let (messages, tools): (Vec<Value>, Option<Vec<Value>>) = match request.format {
         BodyFormat::OpenAiChat => (
-            (0..turn.request.messages.len())
-                .filter_map(|index| turn.request.message_value(index).cloned())
+            (0..request.messages.len())
+                .filter_map(|index| request.message_value(index).cloned())
                 .collect(),
-            turn.request
-                .body
-                .get("tools")
-                .and_then(Value::as_array)
-                .cloned(),
+            request.body.get("tools").and_then(Value::as_array).cloned(),
         ),
-        _ => openai_chat_body(&turn.request),
+        _ => openai_chat_body(request),
     };
-    let mut body =
-        json!({"messages": messages, "max_tokens": 1, "temperature": 0, "stream": false});
+    let mut body = json!({"messages": messages});
     if let Some(tools) = &tools {
         body["tools"] = json!(tools);
     }
-    if let Some(model) = model.or(turn.request.model.as_deref()) {
+    if let Some(model) = model.or(request.model.as_deref()) {
         body["model"] = json!(model);
     }
     body

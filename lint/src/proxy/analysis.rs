@@ -26,7 +26,7 @@ use kvlint_core::cache::{CacheTurn, Earlier, ReportedUsage, reported_usage};
 use kvlint_core::diff::RenderedRequest;
 use kvlint_core::locate::Unplaced;
 use kvlint_core::recording::parse_response;
-use kvlint_core::render::{Rendered, Renderer, openai_chat_body};
+use kvlint_core::render::{Rendered, Renderer};
 use kvlint_core::request::{BodyFormat, Request};
 use rustls::pki_types::CertificateDer;
 use serde_json::{Value, json};
@@ -34,7 +34,7 @@ use serde_json::{Value, json};
 use super::Exchange;
 use super::forward::header;
 use super::metrics::Metrics;
-use crate::probe::{Client, EngineKind, engine_tokens, predicted_cached};
+use crate::probe::{Client, EngineKind, chat_request, engine_tokens, predicted_cached};
 
 /// Prompts kept per replica to model its cache; older ones count as evicted.
 const RECENT_PROMPTS: usize = 64;
@@ -361,7 +361,7 @@ impl Analysis {
     ) {
         let chat = match turn.request.format {
             BodyFormat::OpenAiChat => None,
-            _ => Some(engine_chat_body(turn.request)),
+            _ => Some(chat_request(turn.request, None)),
         };
         let Ok(tokens) = engine_tokens(client, kind, chat.as_ref().unwrap_or(turn.body)) else {
             return;
@@ -622,21 +622,6 @@ fn hosted_loss(turn: HostedTurn) -> Option<(&'static str, usize)> {
         .is_some_and(|(elapsed, ttl)| elapsed > ttl);
     let cause = if expired { "ttl" } else { "unknown" };
     Some((cause, turn.predicted - served))
-}
-
-/// A Responses or Messages body in the chat shape a self-hosted engine turns it into before
-/// its template runs (llama.cpp's and vLLM's Anthropic and Responses endpoints do), for the
-/// engine's tokens.
-fn engine_chat_body(request: &Request) -> Value {
-    let (messages, tools) = openai_chat_body(request);
-    let mut body = json!({"messages": messages});
-    if let Some(tools) = tools {
-        body["tools"] = json!(tools);
-    }
-    if let Some(model) = &request.model {
-        body["model"] = json!(model);
-    }
-    body
 }
 
 /// A client for an engine's tokens or metrics, trusting `authorities` for https.

@@ -351,3 +351,21 @@ pub fn simulated(folder: &Path, args: &[&str]) -> Vec<Value> {
     serde_json::from_slice(&output.stdout)
         .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&output.stderr)))
 }
+
+/// The sum of the samples of `name` (and of metrics whose names begin so) in Prometheus text.
+pub fn metric(text: &str, name: &str) -> f64 {
+    text.lines()
+        .filter(|line| line.starts_with(name) && !line.starts_with('#'))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// The body of a GET of `url`.
+pub fn get(url: &str) -> String {
+    ureq::get(url)
+        .call()
+        .unwrap()
+        .body_mut()
+        .read_to_string()
+        .unwrap()
+}
