@@ -149,6 +149,12 @@ pub fn read_input(path: &Path) -> Result<String, InputError> {
         path: display.clone(),
         source,
     })?;
+    input_text(display, bytes)
+}
+
+/// The text of an input file's bytes, as [`read_input`] reads them; `display` names the file
+/// in errors.
+pub fn input_text(display: String, bytes: Vec<u8>) -> Result<String, InputError> {
     match crate::recording::unpack(&bytes) {
         Ok(Some(text)) => Ok(text),
         Ok(None) => crate::error::utf8_text(display, bytes),

@@ -4,10 +4,11 @@
 //! trace kept on disk, so that later runs (and `kvlint simulate`) skip the rendering.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 use kvlint_core::render::Renderer;
-use kvlint_core::session::SessionFile;
+use kvlint_core::session::{SessionFile, input_text};
 use kvlint_workload::export::{Format, dataset_trace, export};
 use kvlint_workload::html::workload_html;
 use kvlint_workload::store::{load, save, trace_key, trace_path};
@@ -147,9 +148,13 @@ pub fn traced(
         });
     }
     let started = Instant::now();
+    // The bytes read for the key, not the files again.
     let mut parsed = Vec::new();
-    for path in &files {
-        parsed.extend(SessionFile::read_all(path).map_err(miette::Report::new)?);
+    for (name, bytes) in &mut inputs[..files.len()] {
+        let text = input_text(name.clone(), std::mem::take(bytes)).map_err(miette::Report::new)?;
+        parsed.extend(
+            SessionFile::parse_all(name.clone(), Arc::from(text)).map_err(miette::Report::new)?,
+        );
     }
     let mut trace = build_trace(&parsed, &renderer, args.block).map_err(miette::Report::new)?;
     for (path, (name, bytes)) in datasets.iter().zip(&inputs[files.len()..]) {
