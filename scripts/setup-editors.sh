@@ -10,6 +10,7 @@ PYTHON="${PYTHON:-python3}"
 REQUIREMENTS="
 pytest-lsp==1.0.1
 pytest==9.2.0
+pytest-timeout==2.4.0
 "
 CONSTRAINTS="
 attrs==26.1.0

@@ -9,6 +9,7 @@ the server and client agreed on, or read from `kvlint check --format json` on th
 """
 
 import asyncio
+import collections
 import json
 import os
 import pathlib
@@ -27,6 +28,9 @@ FIXTURES = REPOSITORY / "fixtures" / "rules"
 # VS Code 1.65 (pushed diagnostics), Neovim 0.11 (pulled, UTF-8), and VS Code as it is since
 # 1.67: pulling, and pulling again when the server asks (`workspace/diagnostic/refresh`).
 EDITORS = ["visual-studio-code", "neovim@v0.11.0", "visual-studio-code+pull"]
+
+# The longest a test waits for the server to publish diagnostics.
+PUBLISH_TIMEOUT = 30
 
 
 def capabilities(editor: str) -> types.ClientCapabilities:
@@ -49,6 +53,19 @@ async def client(lsp_client: LanguageClient, request):
     def register(params: types.RegistrationParams):
         # What the editor does with it: watch the files, tell the server of changes.
         lsp_client.registrations.extend(params.registrations)
+
+    # Every publication kept in order, per document. (pytest-lsp's `wait_for_notification`
+    # resolves one waiter per method: a second publication read in the same burst, for another
+    # document or a newer version, would be lost and its waiter would wait forever.)
+    lsp_client.published = collections.defaultdict(asyncio.Queue)
+    features = lsp_client.protocol.fm.features
+    record_default = features[types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS]
+
+    def published(params: types.PublishDiagnosticsParams):
+        record_default(params)
+        lsp_client.published[params.uri].put_nowait(params)
+
+    features[types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS] = published
 
     result = await lsp_client.initialize_session(params)
     encoding = result.capabilities.position_encoding
@@ -117,16 +134,20 @@ class Document:
         )
 
     async def diagnostics(self) -> list[types.Diagnostic]:
-        """The diagnostics of the current version: pulled, or waited for until pushed."""
+        """The diagnostics of the current version: pulled, or the next ones pushed for it."""
         if self.client.pulls:
-            report = await self.client.text_document_diagnostic_async(
-                types.DocumentDiagnosticParams(text_document=types.TextDocumentIdentifier(uri=self.uri))
+            report = await asyncio.wait_for(
+                self.client.text_document_diagnostic_async(
+                    types.DocumentDiagnosticParams(text_document=types.TextDocumentIdentifier(uri=self.uri))
+                ),
+                PUBLISH_TIMEOUT,
             )
             assert report.kind == "full"
             return list(report.items)
+        publications = self.client.published[self.uri]
         while True:
-            published = await self.client.wait_for_notification(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
-            if published.uri == self.uri and published.version == self.version:
+            published = await asyncio.wait_for(publications.get(), PUBLISH_TIMEOUT)
+            if published.version == self.version:
                 return list(published.diagnostics)
 
     def edit(self, edits) -> None:
