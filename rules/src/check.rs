@@ -1,5 +1,6 @@
 //! The pipeline, assembled once: every command, the SDK's guard, the tests and the benchmarks
-//! call [`check_session`] or [`check_pair`].
+//! call [`check_session`] or [`check_pair`] (or [`visit_turns`], the turn loop under
+//! `check_session`).
 //!
 //! session → render → tokens → turn diff → rules → diagnostics; with an engine, each turn's
 //! cache view → predicted cache use and the breakpoint audit.
@@ -162,6 +163,50 @@ fn check_range(
     renderer: &Renderer,
     with_cache_view: bool,
 ) -> Result<RangeCheck, InputError> {
+    let mut checked = RangeCheck {
+        cache_view: with_cache_view.then(|| SessionCacheView::new(renderer)),
+        ..RangeCheck::default()
+    };
+    visit_turns(session, range, renderer, |checked_turn| {
+        let turn = checked_turn.turn;
+        if let Some(view) = &mut checked.cache_view {
+            view.push(
+                &turn.request,
+                checked_turn.rendered,
+                turn.response.as_ref(),
+                renderer,
+            );
+        }
+        checked.findings.extend(checked_turn.finding);
+        checked.turns.push(checked_turn.diff);
+        Ok::<_, InputError>(())
+    })?;
+    Ok(checked)
+}
+
+/// One turn as the pipeline saw it: rendered knowing the turn before, diffed against it and
+/// diagnosed.
+pub struct CheckedTurn<'a> {
+    pub index: usize,
+    pub turn: &'a Turn,
+    pub rendered: &'a Rendered,
+    /// The turn before and its rendering (`None` for a session's first turn).
+    pub previous: Option<(&'a Turn, &'a Rendered)>,
+    pub diff: TurnDiff,
+    pub finding: Option<Diagnostic>,
+}
+
+/// The pipeline's turn loop: renders the turns of `range` in order, each reusing the
+/// rendering of the one before (the turn before the range is rendered again for the first),
+/// checks each against the one before with [`check_pair`] and hands it to `visit`.
+/// [`check_session`] runs on it, and so does anything else that needs every turn's rendering
+/// (the workload's block-hash trace).
+pub fn visit_turns<E: From<InputError>>(
+    session: &SessionFile,
+    range: Range<usize>,
+    renderer: &Renderer,
+    mut visit: impl FnMut(CheckedTurn<'_>) -> Result<(), E>,
+) -> Result<(), E> {
     let render = |index: usize,
                   turn: &Turn,
                   previous: Option<(&Request, &Rendered)>,
@@ -174,10 +219,6 @@ fn check_range(
                 turn: index,
                 source: Box::new(source),
             })
-    };
-    let mut checked = RangeCheck {
-        cache_view: with_cache_view.then(|| SessionCacheView::new(renderer)),
-        ..RangeCheck::default()
     };
     // The turn before the range, rendered again: the first turn of the range is diffed with it.
     let mut previous = match range.start.checked_sub(1) {
@@ -195,9 +236,6 @@ fn check_range(
             .as_ref()
             .map(|(turn, rendered)| (&turn.request, rendered));
         let rendered = render(index, &turn, hint, spare.take())?;
-        if let Some(view) = &mut checked.cache_view {
-            view.push(&turn.request, &rendered, turn.response.as_ref(), renderer);
-        }
         let previous_side = hint.map(|(request, rendered)| RenderedRequest { request, rendered });
         let current = RenderedRequest {
             request: &turn.request,
@@ -205,13 +243,21 @@ fn check_range(
         };
         let (diff, finding) =
             check_pair(previous_side, current, index, renderer.tokenizer(), session);
-        checked.findings.extend(finding);
-        checked.turns.push(diff);
+        visit(CheckedTurn {
+            index,
+            turn: &turn,
+            rendered: &rendered,
+            previous: previous
+                .as_ref()
+                .map(|(turn, rendered)| (&**turn, rendered)),
+            diff,
+            finding,
+        })?;
         spare = previous
             .replace((turn, rendered))
             .map(|(_, rendered)| rendered);
     }
-    Ok(checked)
+    Ok(())
 }
 
 /// Checks one request against the one before it (`None` for a first turn): the turn diff, and

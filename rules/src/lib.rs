@@ -45,7 +45,7 @@ mod pair;
 mod rules;
 pub mod volatile;
 
-pub use check::{SessionCheck, check_pair, check_session};
+pub use check::{CheckedTurn, SessionCheck, check_pair, check_session, visit_turns};
 pub use pair::TurnPair;
 pub use rules::*;
 

@@ -6,9 +6,8 @@
 
 use std::ops::Range;
 
-use kvlint_core::diff::RenderedRequest;
 use kvlint_core::error::InputError;
-use kvlint_core::render::{Rendered, Renderer};
+use kvlint_core::render::Renderer;
 use kvlint_core::session::{SessionFile, Turn};
 use kvlint_core::tokenize::Tokens;
 use rayon::prelude::*;
@@ -238,35 +237,12 @@ fn trace_session(
         blocks: Vec::new(),
         rules: Vec::new(),
     };
-    // The previous turn: its request, rendering, generated tokens and prompt block hashes.
-    let mut previous: Option<(Turn, Rendered, Vec<u32>, Vec<u64>)> = None;
-    let mut spare = None;
-    for index in 0..session.len() {
-        let turn = session.turn(index)?.into_owned();
-        let hint = previous
-            .as_ref()
-            .map(|(turn, rendered, ..)| (&turn.request, rendered));
-        let rendered = renderer
-            .render_reusing(&turn.request, hint, spare.take())
-            .map_err(|source| InputError::Turn {
-                path: session.path.clone(),
-                line: session.turn_line(index),
-                turn: index,
-                source: Box::new(source),
-            })?;
-        let (_, finding) = kvlint_rules::check_pair(
-            hint.map(|(request, rendered)| RenderedRequest { request, rendered }),
-            RenderedRequest {
-                request: &turn.request,
-                rendered: &rendered,
-            },
-            index,
-            renderer.tokenizer(),
-            session,
-        );
-        let tokens = &rendered.tokens;
-        let (shared, shared_sequence, previous_input) = match &previous {
-            Some((_, before, generated, _)) => {
+    // The previous turn's generated tokens and prompt block hashes.
+    let mut previous_trace: Option<(Vec<u32>, Vec<u64>)> = None;
+    kvlint_rules::visit_turns(session, 0..session.len(), renderer, |checked| {
+        let (turn, tokens) = (checked.turn, &checked.rendered.tokens);
+        let (shared, shared_sequence, previous_input) = match (checked.previous, &previous_trace) {
+            (Some((_, before)), Some((generated, _))) => {
                 let shared = before.tokens.common_prefix_len(tokens);
                 let through_generated = shared == before.tokens.len() && !generated.is_empty();
                 let sequence = if through_generated {
@@ -276,10 +252,10 @@ fn trace_session(
                 };
                 (shared, sequence, before.tokens.len())
             }
-            None => (0, 0, 0),
+            _ => (0, 0, 0),
         };
         // Blocks before the first token that differs are the previous turn's.
-        let previous_blocks: &[u64] = previous.as_ref().map_or(&[], |(.., blocks)| blocks);
+        let previous_blocks: &[u64] = previous_trace.as_ref().map_or(&[], |(_, blocks)| blocks);
         let kept = (shared / size).min(previous_blocks.len());
         let mut blocks: Vec<u64> = previous_blocks[..kept].to_vec();
         let ids = tokens_from(tokens, kept * size);
@@ -293,7 +269,7 @@ fn trace_session(
         let new_blocks = new_start..traced.blocks.len() as u32;
         // The generated tokens complete the prompt's last partial block and more; the last
         // one is sampled, never computed into the cache.
-        let generated = generated_ids(&turn, renderer);
+        let generated = generated_ids(turn, renderer);
         let partial = &ids[ids.len() - ids.len() % size..];
         let mut sequence: Vec<u32> = partial.to_vec();
         sequence.extend_from_slice(&generated[..generated.len().saturating_sub(1)]);
@@ -302,7 +278,7 @@ fn trace_session(
             last = chain_hash(last, block);
             traced.blocks.push(last);
         }
-        let finding = finding.map(|finding| {
+        let finding = checked.finding.map(|finding| {
             let known = traced.rules.iter().position(|rule| *rule == finding.rule);
             let position = known.unwrap_or_else(|| {
                 traced.rules.push(finding.rule);
@@ -314,7 +290,7 @@ fn trace_session(
             session: 0,
             time: turn.time,
             input_tokens: count(tokens.len()),
-            output_tokens: count(output_tokens(&turn).unwrap_or(generated.len())),
+            output_tokens: count(output_tokens(turn).unwrap_or(generated.len())),
             shared_with_previous: count(shared),
             shared_with_previous_sequence: count(shared_sequence),
             previous_input_tokens: count(previous_input),
@@ -323,10 +299,9 @@ fn trace_session(
             generated_blocks: generated_start..traced.blocks.len() as u32,
             finding,
         });
-        spare = previous
-            .replace((turn, rendered, generated, blocks))
-            .map(|(_, rendered, ..)| rendered);
-    }
+        previous_trace = Some((generated, blocks));
+        Ok::<_, InputError>(())
+    })?;
     Ok(traced)
 }
 
