@@ -187,11 +187,10 @@ fn check_range(
 /// One turn as the pipeline saw it: rendered knowing the turn before, diffed against it and
 /// diagnosed.
 pub struct CheckedTurn<'a> {
-    pub index: usize,
     pub turn: &'a Turn,
     pub rendered: &'a Rendered,
-    /// The turn before and its rendering (`None` for a session's first turn).
-    pub previous: Option<(&'a Turn, &'a Rendered)>,
+    /// The turn before's rendering (`None` for a session's first turn).
+    pub previous: Option<&'a Rendered>,
     pub diff: TurnDiff,
     pub finding: Option<Diagnostic>,
 }
@@ -244,12 +243,9 @@ pub fn visit_turns<E: From<InputError>>(
         let (diff, finding) =
             check_pair(previous_side, current, index, renderer.tokenizer(), session);
         visit(CheckedTurn {
-            index,
             turn: &turn,
             rendered: &rendered,
-            previous: previous
-                .as_ref()
-                .map(|(turn, rendered)| (&**turn, rendered)),
+            previous: hint.map(|(_, rendered)| rendered),
             diff,
             finding,
         })?;

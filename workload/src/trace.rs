@@ -242,7 +242,7 @@ fn trace_session(
     kvlint_rules::visit_turns(session, 0..session.len(), renderer, |checked| {
         let (turn, tokens) = (checked.turn, &checked.rendered.tokens);
         let (shared, shared_sequence, previous_input) = match (checked.previous, &previous_trace) {
-            (Some((_, before)), Some((generated, _))) => {
+            (Some(before), Some((generated, _))) => {
                 let shared = before.tokens.common_prefix_len(tokens);
                 let through_generated = shared == before.tokens.len() && !generated.is_empty();
                 let sequence = if through_generated {

@@ -3,7 +3,7 @@
 //! It checks the documents an editor has open on the same functions as `kvlint check`
 //! (session files and recordings) and `kvlint template` (chat templates and application
 //! prompt templates), with the `kvlint.toml` or `[tool.kvlint]` that applies to each file,
-//! reloaded when one changes. It offers:
+//! read from disk and read again when one is saved or changes on disk. It offers:
 //!
 //! - diagnostics, pushed (`textDocument/publishDiagnostics`) to clients that do not pull, and
 //!   pulled (`textDocument/diagnostic`) by clients that do: the exact range, the severity,
@@ -284,13 +284,14 @@ impl Server {
             DidOpenTextDocument::METHOD => {
                 if let Ok(params) = params::<DidOpenTextDocumentParams>(notification) {
                     let document = params.text_document;
-                    let path = file_path(&document.uri);
-                    if is_configuration(&path) {
-                        self.reload_configuration();
-                    }
                     self.documents.insert(
                         document.uri.as_str().to_owned(),
-                        Document::new(path, document.text, document.version, self.client.encoding),
+                        Document::new(
+                            file_path(&document.uri),
+                            document.text,
+                            document.version,
+                            self.client.encoding,
+                        ),
                     );
                 }
             }
@@ -303,11 +304,10 @@ impl Server {
                         document.change(change.range, change.text, self.client.encoding);
                     }
                     document.version = params.text_document.version;
-                    if is_configuration(&document.path) {
-                        self.reload_configuration();
-                    }
                 }
             }
+            // Configurations are read from disk: opening or editing one changes nothing
+            // until it is saved.
             DidSaveTextDocument::METHOD => {
                 if let Ok(params) = params::<DidSaveTextDocumentParams>(notification)
                     && is_configuration(&file_path(&params.text_document.uri))
