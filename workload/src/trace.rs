@@ -254,10 +254,14 @@ fn trace_session(
             }
             _ => (0, 0, 0),
         };
-        // Blocks before the first token that differs are the previous turn's.
-        let previous_blocks: &[u64] = previous_trace.as_ref().map_or(&[], |(_, blocks)| blocks);
-        let kept = (shared / size).min(previous_blocks.len());
-        let mut blocks: Vec<u64> = previous_blocks[..kept].to_vec();
+        // Blocks before the first token that differs are the previous turn's (its list is
+        // cut there and continued, not copied).
+        let mut blocks = previous_trace
+            .take()
+            .map(|(_, blocks)| blocks)
+            .unwrap_or_default();
+        let kept = (shared / size).min(blocks.len());
+        blocks.truncate(kept);
         let ids = tokens_from(tokens, kept * size);
         let mut last = blocks.last().copied().unwrap_or(0);
         let new_start = traced.blocks.len() as u32;
