@@ -7,7 +7,8 @@
 # It holds maturin (builds the native module `kvlint_cache._kvlint`), pytest, and the clients
 # the integrations wrap and their tests drive against a real llama-server: openai, anthropic,
 # httpx and httpx2 (openai >= 3 and anthropic >= 2 are built on httpx2, not httpx), langgraph,
-# langchain-openai, langchain-core and openai-agents. The package itself is not installed
+# langchain-openai, langchain-core and openai-agents; and ruff and mypy (with its stubtest),
+# which check kvlint_cache and its native module's stub. The package itself is not installed
 # here: build it into this venv with `maturin develop` (see python/README or scripts/test.sh).
 #
 # Pinned: the top-level packages, plus the full resolved dependency set (pip freeze), so
@@ -32,11 +33,14 @@ langgraph==1.2.24
 langchain-openai==1.7.4
 langchain-core==1.8.3
 openai-agents==0.24.0
+ruff==0.17.6
+mypy==2.4.1
 "
 # ... and the rest of the set pip resolved for them (Python 3.11, linux x86_64).
 CONSTRAINTS="
 annotated-types==0.8.0
 anyio==4.16.0
+ast_serialize==0.13.1
 attrs==26.1.0
 certifi==2026.10.19.post1
 cffi==2.1.1
@@ -61,12 +65,15 @@ langgraph-checkpoint==4.3.2
 langgraph-prebuilt==1.1.3
 langgraph-sdk==0.4.14
 langsmith==0.15.1
+librt==0.17.0
 mcp==2.3.0
 mcp-types==2.3.0
+mypy_extensions==1.2.0
 opentelemetry-api==1.45.2
 orjson==3.13.0
 ormsgpack==1.13.1
 packaging==26.4
+pathspec==1.1.1
 pluggy==1.7.0
 pycparser==3.12
 pydantic==2.14.4
@@ -105,7 +112,7 @@ STAMP="$VENV/.kvlint-stamp"
 want_stamp="$(printf '%s\n%s\n' "$REQUIREMENTS" "$CONSTRAINTS" | sha256sum | cut -d' ' -f1)"
 
 done_line() {
-  if [[ $print_python == 1 ]]; then echo "$VENV/bin/python"; else echo "kvlint Python SDK venv $1: $VENV (maturin 1.16.0, pytest 9.2.0, openai 3.57.0, anthropic 2.14.0, langgraph 1.2.24, openai-agents 0.24.0)"; fi
+  if [[ $print_python == 1 ]]; then echo "$VENV/bin/python"; else echo "kvlint Python SDK venv $1: $VENV (maturin 1.16.0, pytest 9.2.0, openai 3.57.0, anthropic 2.14.0, langgraph 1.2.24, openai-agents 0.24.0, ruff 0.17.6, mypy 2.4.1)"; fi
 }
 
 if [[ -x "$VENV/bin/python" && -f "$STAMP" && "$(cat "$STAMP")" == "$want_stamp" ]]; then
@@ -133,6 +140,7 @@ fi
 rm -f "$STAMP"
 quiet "$VENV/bin/python" -m pip install --disable-pip-version-check --no-input \
   -r "$tmp/requirements.txt" -c "$tmp/constraints.txt"
-quiet "$VENV/bin/python" -c 'import maturin, pytest, openai, anthropic, httpx, httpx2, langgraph.prebuilt, langchain_openai, langchain_core.messages, agents'
+quiet "$VENV/bin/python" -c 'import maturin, pytest, openai, anthropic, httpx, httpx2, langgraph.prebuilt, langchain_openai, langchain_core.messages, agents, mypy.stubtest'
+quiet "$VENV/bin/ruff" --version
 printf '%s' "$want_stamp" >"$STAMP"
 done_line "ready"
