@@ -15,7 +15,7 @@ from test_lsp import KVLINT, TEMPLATE
 HERE = pathlib.Path(__file__).resolve().parent
 
 
-@pytest.mark.skipif(shutil.which("nvim") is None, reason="Neovim is installed by scripts/test-editors.sh")
+@pytest.mark.skipif(shutil.which("nvim") is None, reason="Neovim missing: install it with scripts/setup-editors.sh (apt-get install neovim)")
 def test_neovim_reads_the_diagnostics_and_applies_the_fix(tmp_path):
     template = tmp_path / "billing.j2"
     template.write_text(TEMPLATE)

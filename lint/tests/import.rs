@@ -102,8 +102,9 @@ fn json_of(command: &str, files: &[PathBuf]) -> (i32, Value) {
 /// The bodies the reference reads from each recording, by file name; `None` without the venv.
 fn reference_bodies() -> Option<Value> {
     let Some(python) = kvlint_fixtures::reference_python() else {
-        eprintln!(
-            "SKIPPED the comparison with PyYAML: no reference venv (scripts/setup-python.sh)"
+        kvlint_fixtures::missing_oracle(
+            "the reference venv with PyYAML (the comparison with PyYAML)",
+            "scripts/setup-python.sh",
         );
         return None;
     };

@@ -151,12 +151,16 @@ fn recorded_traces_give_the_sessions_and_findings_of_the_bodies_sent() {
 #[test]
 fn traces_made_now_against_llama_server_give_the_same() {
     let Some(python) = kvlint_fixtures::reference_python() else {
-        eprintln!("SKIPPED: no reference venv (scripts/setup-python.sh)");
-        return;
+        return kvlint_fixtures::missing_oracle(
+            "the reference venv with opentelemetry-sdk",
+            "scripts/setup-python.sh",
+        );
     };
     let Some(server) = kvlint_fixtures::start_llama_server() else {
-        eprintln!("SKIPPED: no llama-server (scripts/build-llama-server.sh)");
-        return;
+        return kvlint_fixtures::missing_oracle(
+            "llama-server and the tiny model",
+            "scripts/build-llama-server.sh and scripts/make-tiny-model.py",
+        );
     };
     let server = server.wait_until_healthy("/health");
     let script = kvlint_fixtures::repository().join("scripts/otel_traces.py");

@@ -8,8 +8,8 @@
 //! refused.
 //!
 //! Needs the assets of `scripts/fetch-assets.sh` and the venvs of `scripts/setup-vllm.sh` and
-//! `scripts/setup-sglang.sh` (all run by `scripts/test.sh`); skipped, saying so, when a venv is
-//! missing.
+//! `scripts/setup-sglang.sh` (all run by `scripts/test.sh`); a missing venv fails the test under
+//! `CI=true` and is a recorded skip elsewhere (`kvlint_fixtures::missing_oracle`).
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -121,9 +121,9 @@ fn oracle(engine: &'static str) -> Option<Oracle> {
     let model = std::env::var_os("KVLINT_VLLM_MODEL")
         .map_or_else(|| home.join("tiny-qwen2-hf"), PathBuf::from);
     if !python.is_file() {
-        eprintln!(
-            "SKIPPED: no {engine} venv ({}); run scripts/setup-{engine}.sh",
-            python.display()
+        kvlint_fixtures::missing_oracle(
+            &format!("the {engine} venv ({})", python.display()),
+            &format!("scripts/setup-{engine}.sh"),
         );
         return None;
     }
