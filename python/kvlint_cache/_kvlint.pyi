@@ -6,13 +6,30 @@ or Anthropic Messages format, tool definitions in any of the three APIs' shapes,
 parts in OpenAI chat or Anthropic shape.
 """
 
-from __future__ import annotations
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Literal, final
 
-from typing import Iterator, Literal, Mapping, Sequence, overload
+from typing_extensions import TypeAlias, disjoint_base
 
+__all__ = [
+    "ROUTING_KEY_HEADER",
+    "CacheWarning",
+    "Conversation",
+    "ConversationError",
+    "Finding",
+    "Guard",
+    "GuardError",
+    "Outcome",
+    "Report",
+    "TierChange",
+    "__version__",
+    "check",
+    "run_cli",
+]
 
-Severity = Literal["error", "warning", "info"]
+Severity: TypeAlias = Literal["error", "warning", "info"]
 
+@final
 class Finding:
     """One diagnostic, as ``kvlint check`` reports it for the same pair of turns.
 
@@ -36,8 +53,9 @@ class Finding:
     """Where in the body: a JSON path such as ``messages[1].content[0]``, or ``None``."""
     help: str
     """How to fix it."""
-    def to_dict(self) -> dict: ...
+    def to_dict(self) -> dict[str, Any]: ...
 
+@disjoint_base
 class Outcome:
     """Findings: of one :meth:`Guard.observe`, or of a session (:class:`Report`). Reads as a
     sequence of :class:`Finding`."""
@@ -56,18 +74,19 @@ class Outcome:
         """Tokens lost over all findings, errors and costs."""
     def __len__(self) -> int: ...
     def __iter__(self) -> Iterator[Finding]: ...
-    def __getitem__(self, index: int) -> Finding: ...
+    def __getitem__(self, index: int, /) -> Finding: ...
 
+@final
 class Report(Outcome):
     """The result of :func:`check` over one session's bodies."""
 
     prompt_tokens: int
     reused_tokens: int
     """Leading tokens each turn shares with the turn before it: what a cache serves."""
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """``findings`` (as dicts), ``prompt_tokens``, ``reused_tokens``."""
 
-def check(bodies: Sequence[Mapping]) -> Report:
+def check(bodies: Sequence[Mapping[str, Any]]) -> Report:
     """Check a session: the request bodies an agent sent, turn by turn, in order, in provider
     mode (the order hosted APIs cache in, tokenized with ``o200k_base``), as ``kvlint check``
     does. Raises :class:`ConversationError` for a body of no format kvlint reads.
@@ -88,6 +107,7 @@ class GuardError(Exception):
     findings: list[Finding]
     """Every finding of the refused turn, errors and infos."""
 
+@final
 class TierChange:
     """What an ``add_*`` call did to the prefix. True when applied."""
 
@@ -98,11 +118,12 @@ class TierChange:
     committed (a :class:`CacheWarning` was issued at the call)."""
     cost_blocks: int
     """Blocks of the current prefix the deferred change recomputes when it is applied."""
-    volatile: list[dict]
+    volatile: list[dict[str, Any]]
     """Timestamps and ids found in a cached tier: ``{"tier", "class", "value", "rule",
     "code"}`` (each also a :class:`CacheWarning` at the call)."""
     def __bool__(self) -> bool: ...
 
+@final
 class Conversation:
     """One agent session in stability tiers (static, session, history, turn) with an
     append-only history; every body adapter renders the tiers in that order.
@@ -111,7 +132,7 @@ class Conversation:
     the call; ``strict=True``: it is a :class:`ConversationError`.
     """
 
-    def __init__(self, *, strict: bool = False) -> None: ...
+    def __new__(cls, *, strict: bool = False) -> Conversation: ...
     @property
     def is_strict(self) -> bool: ...
     def add_static(self, text: str) -> TierChange:
@@ -120,44 +141,47 @@ class Conversation:
         """A block stable for one session (user profile, memory), sorted by key. After the
         prefix is committed, a new value is shown in the turn tier and then frozen into the
         next appended message as a note."""
-    def add_tool(self, definition: Mapping) -> TierChange:
+    def add_tool(self, definition: Mapping[str, Any]) -> TierChange:
         """A tool in any of the three APIs' shapes; canonicalized, rendered sorted by name."""
     def add_turn_context(self, text: str) -> None:
         """Per-request context (time, cwd, budgets): appended to the newest message, dropped
         from the next turn; cleared when the model's answer is appended."""
     def clear_turn_context(self) -> None: ...
-    def push_user(self, content: str | Sequence[Mapping]) -> None:
+    def push_user(self, content: str | Sequence[Mapping[str, Any]]) -> None:
         """A user message: text, or parts in OpenAI chat or Anthropic shape (``text``,
         ``image_url``/``image``, ``document``/``file``)."""
     def push_assistant(
         self,
         text: str = "",
-        tool_calls: Sequence[Mapping] = (),
+        tool_calls: Sequence[Mapping[str, Any]] | None = None,
         *,
-        thinking: Sequence[Mapping] = (),
+        thinking: Sequence[Mapping[str, Any]] | None = None,
     ) -> None:
         """The model's answer. ``tool_calls``: ``{"id", "name", "arguments"}`` with arguments
         as a JSON string (its bytes are kept) or a dict (serialized once). ``thinking``:
         Anthropic ``thinking``/``redacted_thinking`` blocks, verbatim (signatures kept)."""
-    def push_tool_result(self, call_id: str, content: str | Sequence[Mapping]) -> None: ...
-    def push_openai_response(self, response: Mapping) -> None:
+    def push_tool_result(
+        self, call_id: str, content: str | Sequence[Mapping[str, Any]]
+    ) -> None: ...
+    def push_openai_response(self, response: Mapping[str, Any]) -> None:
         """Append the assistant message of a Chat Completions response (``choices[0]``)."""
-    def push_responses_output(self, response: Mapping) -> None:
+    def push_responses_output(self, response: Mapping[str, Any]) -> None:
         """Append the output items of a Responses API response."""
-    def push_anthropic_response(self, response: Mapping) -> None:
+    def push_anthropic_response(self, response: Mapping[str, Any]) -> None:
         """Append the content blocks of an Anthropic Messages response."""
     @staticmethod
-    def from_body(body: Mapping) -> Conversation:
+    def from_body(body: Mapping[str, Any]) -> Conversation:
         """Rebuild a conversation from a request body of any of the three formats."""
-    def to_openai_chat(self, model: str) -> dict:
+    def to_openai_chat(self, model: str) -> dict[str, Any]:
         """A Chat Completions body (with ``prompt_cache_key``). Commits the prefix."""
-    def to_openai_responses(self, model: str) -> dict:
+    def to_openai_responses(self, model: str) -> dict[str, Any]:
         """A Responses API body (with ``prompt_cache_key``). Commits the prefix."""
-    def to_anthropic(self, model: str, *, max_tokens: int = 4096) -> dict:
-        """An Anthropic Messages body with ``cache_control`` breakpoints. Commits the prefix."""
+    def to_anthropic(self, model: str, *, max_tokens: int = ...) -> dict[str, Any]:
+        """An Anthropic Messages body with ``cache_control`` breakpoints. Commits the prefix.
+        ``max_tokens``: by default the Rust SDK's ``ANTHROPIC_DEFAULT_MAX_TOKENS`` (4096)."""
     def preview(self) -> Conversation:
         """A copy to build bodies from without committing this conversation's prefix."""
-    def compact(self, keep_last: int) -> dict:
+    def compact(self, keep_last: int) -> dict[str, Any]:
         """Drop all but the last ``keep_last`` messages (the cut moves to a user message),
         apply the pending tier changes; returns the CacheBreak (what is lost) as a dict:
         ``dropped_messages``, ``kept_messages``, ``kept_beyond_asked``, ``reused_blocks``,
@@ -165,7 +189,7 @@ class Conversation:
         back to the last one (an assistant message first is rejected): a
         :class:`CacheWarning` says how many more were kept. Tell the guard with
         :meth:`Guard.expect_break`."""
-    def enforce_window(self, max_messages: int, keep_messages: int) -> dict | None:
+    def enforce_window(self, max_messages: int, keep_messages: int) -> dict[str, Any] | None:
         """Compact to ``keep_messages`` only when history outgrows ``max_messages``; the
         CacheBreak as a dict, or None when nothing was dropped."""
     @property
@@ -177,15 +201,16 @@ class Conversation:
     @property
     def is_committed(self) -> bool: ...
     @property
-    def history(self) -> list[dict]: ...
+    def history(self) -> list[dict[str, Any]]: ...
     @property
-    def pending_changes(self) -> list[dict]: ...
+    def pending_changes(self) -> list[dict[str, Any]]: ...
     def to_json(self) -> str:
         """Everything (tiers, history, pending changes, committed state) as JSON text."""
     @staticmethod
     def from_json(text: str) -> Conversation:
         """Restore :meth:`to_json`: the restored conversation sends the same bytes."""
 
+@final
 class Guard:
     """``kvlint check`` on each pair of turns of ONE session, as they are sent.
 
@@ -193,13 +218,13 @@ class Guard:
     turn that recomputes cached content (and does not record it).
     """
 
-    def __init__(self, *, mode: Literal["warn", "error"] = "warn") -> None: ...
+    def __new__(cls, *, mode: Literal["warn", "error"] = "warn") -> Guard: ...
     @property
     def mode(self) -> Literal["warn", "error"]: ...
     @property
     def findings(self) -> list[Finding]:
         """Every finding so far, in order (refused turns included)."""
-    def observe(self, body: Mapping) -> Outcome:
+    def observe(self, body: Mapping[str, Any]) -> Outcome:
         """Check the next request body of the session against the last accepted one."""
     def expect_break(self) -> None:
         """The next request breaks the prefix on purpose (after a compaction): its findings
@@ -207,7 +232,7 @@ class Guard:
     def reset(self) -> None:
         """Forget the previous turn: the next request starts a new session."""
     @property
-    def counters(self) -> dict:
+    def counters(self) -> dict[str, Any]:
         """``turns``, ``refused_turns``, ``prompt_tokens``, ``reused_tokens``,
         ``recomputed_tokens``, ``dropped_tokens``, ``breaks_by_rule`` (dict), ``expected_breaks``."""
 
