@@ -17,6 +17,9 @@ an offline request-log analyzer for vLLM/SGLang; this distribution is ``kvlint-c
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError, version as _version
+
+from kvlint_cache import _kvlint
 from kvlint_cache._kvlint import (
     CacheWarning,
     Conversation,
@@ -30,10 +33,6 @@ from kvlint_cache._kvlint import (
     check,
     run_cli,
 )
-
-from importlib.metadata import PackageNotFoundError, version as _version
-
-from kvlint_cache import _kvlint
 
 try:  # the installed distribution's version (maturin takes it from the crate's Cargo.toml)
     __version__: str = _version("kvlint-cache")

@@ -12,7 +12,9 @@ from __future__ import annotations
 import json
 import sys
 import warnings
-from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Tuple, Union
+from collections.abc import Iterable, Mapping
+from types import FrameType
+from typing import Any, Callable, Union
 
 from kvlint_cache._kvlint import CacheWarning, Guard, Outcome
 
@@ -23,9 +25,9 @@ ROUTING_KEY_HEADER = "x-kvlint-routing-key"
 #: Paths whose POST bodies are prompts. Matched on the end of the path, so a base URL with a
 #: prefix (``/v1``, a proxy's ``/openai/v1``) works; ``/responses/input_tokens``,
 #: ``/messages/count_tokens`` and ``/messages/batches`` do not match.
-OPENAI_PATHS: Tuple[str, ...] = ("/chat/completions", "/responses")
-ANTHROPIC_PATHS: Tuple[str, ...] = ("/messages",)
-ALL_PATHS: Tuple[str, ...] = OPENAI_PATHS + ANTHROPIC_PATHS
+OPENAI_PATHS: tuple[str, ...] = ("/chat/completions", "/responses")
+ANTHROPIC_PATHS: tuple[str, ...] = ("/messages",)
+ALL_PATHS: tuple[str, ...] = OPENAI_PATHS + ANTHROPIC_PATHS
 
 # Both SDKs number their attempts in this header (openai/_base_client.py,
 # BaseClient._build_headers; anthropic/_base_client.py, BaseClient._build_headers). A retry
@@ -35,7 +37,7 @@ _RETRY_HEADER = "x-stainless-retry-count"
 GuardLike = Union[Guard, Callable[[], Guard]]
 
 
-def request_body(request: Any, paths: Iterable[str] = ALL_PATHS) -> Optional[Dict[str, Any]]:
+def request_body(request: Any, paths: Iterable[str] = ALL_PATHS) -> dict[str, Any] | None:
     """The JSON body of a prompt request (a POST to one of ``paths``), else None.
 
     Retries of the SDKs (``x-stainless-retry-count`` > 0) and bodies that are not a JSON
@@ -52,8 +54,8 @@ def request_body(request: Any, paths: Iterable[str] = ALL_PATHS) -> Optional[Dic
         # Both SDKs send bytes content (openai/_base_client.py, BaseClient._build_request:
         # `kwargs["content"] = openapi_dumps(json_data)`), which a Request holds read.
         raw = request.content
-    except Exception:  # httpx(2).RequestNotRead: a streaming body, not a JSON prompt
-        return None
+    except Exception:  # noqa: BLE001 - httpx(2).RequestNotRead, of either library
+        return None  # a streaming body, not a JSON prompt
     if not raw:
         return None
     try:
@@ -63,7 +65,7 @@ def request_body(request: Any, paths: Iterable[str] = ALL_PATHS) -> Optional[Dic
     return body if isinstance(body, dict) else None
 
 
-def session_key(body: Mapping[str, Any], headers: Optional[Mapping[str, str]] = None) -> str:
+def session_key(body: Mapping[str, Any], headers: Mapping[str, str] | None = None) -> str:
     """Which session a body belongs to: a per-user or per-session id the body carries
     (Anthropic's ``metadata.user_id``, OpenAI's ``user`` or ``safety_identifier``), else the
     prefix key (``prompt_cache_key``, or the ``x-kvlint-routing-key`` header); ``""`` when none
@@ -106,14 +108,16 @@ class GuardSessions:
     session key (:func:`session_key`). ``None`` is ``Guard`` (warn mode) as a factory.
     """
 
-    def __init__(self, guard: Optional[GuardLike] = None) -> None:
-        self._single: Optional[Guard] = guard if isinstance(guard, Guard) else None
+    def __init__(self, guard: GuardLike | None = None) -> None:
+        self._single: Guard | None = None
         self._factory: Callable[[], Guard] = Guard
-        if guard is not None and self._single is None:
-            self._factory = guard  # type: ignore[assignment]
-        self.guards: Dict[str, Guard] = {}
+        if isinstance(guard, Guard):
+            self._single = guard
+        elif guard is not None:
+            self._factory = guard
+        self.guards: dict[str, Guard] = {}
         #: (session key, body, outcome) of every observed request, in order.
-        self.observed: list = []
+        self.observed: list[tuple[str, Mapping[str, Any], Outcome]] = []
 
     def guard_for(self, key: str) -> Guard:
         if self._single is not None:
@@ -126,9 +130,9 @@ class GuardSessions:
     def observe(
         self,
         body: Mapping[str, Any],
-        headers: Optional[Mapping[str, str]] = None,
+        headers: Mapping[str, str] | None = None,
         *,
-        key: Optional[str] = None,
+        key: str | None = None,
     ) -> Outcome:
         """Observe one body with its session's guard (``key``, else :func:`session_key`); warn
         (:class:`CacheWarning`) at the caller for an unannounced break in warn mode; error mode
@@ -150,7 +154,7 @@ class GuardSessions:
 def _expected_breaks(guard: Guard) -> int:
     try:
         return int(guard.counters.get("expected_breaks", 0))
-    except Exception:
+    except Exception:  # noqa: BLE001 - a missing or odd counter means none expected
         return 0
 
 
@@ -200,9 +204,9 @@ def _is_library(module: str) -> bool:
     return top in _LIBRARY_PREFIXES
 
 
-def warn_at_caller(message: str, category: type = CacheWarning) -> None:
+def warn_at_caller(message: str, category: type[Warning] = CacheWarning) -> None:
     """``warnings.warn`` with the stack level of the first frame outside the SDKs."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     level = 1
     while frame is not None and _is_library(frame.f_globals.get("__name__", "")):
         frame = frame.f_back
@@ -210,10 +214,10 @@ def warn_at_caller(message: str, category: type = CacheWarning) -> None:
     warnings.warn(message, category, stacklevel=level + 1 if frame is not None else 2)
 
 
-_PASSTHROUGH_CLASSES: Dict[Tuple[type, type], type] = {}
+_PASSTHROUGH_CLASSES: dict[tuple[type, type], type] = {}
 
 
-def raise_past(error: BaseException, passthrough: Optional[type]) -> None:
+def raise_past(error: BaseException, passthrough: type | None) -> None:
     """Raise ``error`` so that an SDK that wraps other exceptions lets it through.
 
     ``anthropic`` >= 2 wraps any exception from ``http_client.send`` that is not an
@@ -241,7 +245,7 @@ def raise_past(error: BaseException, passthrough: Optional[type]) -> None:
             wrapped.__dict__.update(state)
         if "findings" not in getattr(wrapped, "__dict__", {}) and hasattr(error, "findings"):
             wrapped.findings = error.findings
-    except Exception:
+    except Exception:  # noqa: BLE001 - whatever failed, the original error is raised instead
         raise error from None
     raise wrapped.with_traceback(error.__traceback__) from None
 
@@ -251,8 +255,8 @@ def unwrap_guard_error(error: BaseException) -> BaseException:
     ``APIConnectionError``, following ``__cause__``; ``error`` itself when there is none."""
     from kvlint_cache._kvlint import ConversationError, GuardError
 
-    seen = set()
-    current: Optional[BaseException] = error
+    seen: set[int] = set()
+    current: BaseException | None = error
     while current is not None and id(current) not in seen:
         if isinstance(current, (GuardError, ConversationError)):
             return current
@@ -265,18 +269,18 @@ def default_client_class(asynchronous: bool) -> type:
     """``httpx2.Client``/``AsyncClient`` when ``httpx2`` is installed (what ``openai`` >= 3 and
     ``anthropic`` >= 2 use), else ``httpx``'s."""
     try:
-        import httpx2 as module  # type: ignore[import-not-found]
+        import httpx2 as module
     except ImportError:
-        import httpx as module  # type: ignore[no-redef]
+        import httpx as module  # type: ignore[no-redef]  # the same API, another module
     return module.AsyncClient if asynchronous else module.Client
 
 
 def install_guard(
     client: Any,
-    guard: Optional[Union[GuardLike, GuardSessions]] = None,
+    guard: GuardLike | GuardSessions | None = None,
     *,
     paths: Iterable[str] = ALL_PATHS,
-    passthrough: Optional[type] = None,
+    passthrough: type | None = None,
 ) -> GuardSessions:
     """Add a request event hook to an ``httpx``/``httpx2`` client (sync or async) that passes
     the body of every prompt request to its session's guard before it is sent.
@@ -322,12 +326,12 @@ def _is_async_client(client: Any) -> bool:
 
 
 def build_client(
-    guard: Optional[Union[GuardLike, GuardSessions]],
-    client_class: Optional[type],
+    guard: GuardLike | GuardSessions | None,
+    client_class: type | None,
     asynchronous: bool,
     paths: Iterable[str],
-    passthrough: Optional[type],
-    client_kwargs: Dict[str, Any],
+    passthrough: type | None,
+    client_kwargs: dict[str, Any],
 ) -> Any:
     cls = client_class or default_client_class(asynchronous)
     client = cls(**client_kwargs)

@@ -25,7 +25,7 @@ Tracing: the SDK exports traces to OpenAI by default; against another server dis
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Optional, Union
+from typing import Any, Callable
 
 from kvlint_cache._http import GuardLike, GuardSessions
 
@@ -53,19 +53,19 @@ class ModelInputGuard:
 
     def __init__(
         self,
-        guard: Optional[Union[GuardLike, GuardSessions]] = None,
+        guard: GuardLike | GuardSessions | None = None,
         *,
-        session: Optional[Callable[[Any], str]] = None,
+        session: Callable[[Any], str] | None = None,
         model: str = "agent",
     ) -> None:
         self.sessions = guard if isinstance(guard, GuardSessions) else GuardSessions(guard)
         self._session = session
         self._model = model
 
-    def body(self, data: Any) -> Dict[str, Any]:
+    def body(self, data: Any) -> dict[str, Any]:
         """The Responses body this model input amounts to."""
         model_data = data.model_data
-        body: Dict[str, Any] = {
+        body: dict[str, Any] = {
             "model": _model_name(data.agent, self._model),
             "input": [_jsonable(item) for item in model_data.input],
         }
@@ -81,9 +81,9 @@ class ModelInputGuard:
 
 
 def guard_model_input(
-    guard: Optional[Union[GuardLike, GuardSessions]] = None,
+    guard: GuardLike | GuardSessions | None = None,
     *,
-    session: Optional[Callable[[Any], str]] = None,
+    session: Callable[[Any], str] | None = None,
     model: str = "agent",
 ) -> ModelInputGuard:
     """A ``RunConfig.call_model_input_filter`` that guards every model input.
@@ -101,7 +101,7 @@ def chat_completions_model(
     *,
     base_url: str,
     api_key: str = "none",
-    guard: Optional[Union[GuardLike, GuardSessions]] = None,
+    guard: GuardLike | GuardSessions | None = None,
     **client_kwargs: Any,
 ) -> Any:
     """An ``OpenAIChatCompletionsModel`` talking to ``base_url`` (``…/v1``) through an

@@ -24,7 +24,8 @@ Sessions are keyed by ``metadata.user_id``, then the ``x-kvlint-routing-key`` he
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Optional, Union
+from collections.abc import Iterable
+from typing import Any
 
 from kvlint_cache._http import (
     ANTHROPIC_PATHS,
@@ -45,7 +46,7 @@ __all__ = [
 ]
 
 
-def _anthropic_error() -> Optional[type]:
+def _anthropic_error() -> type | None:
     try:
         from anthropic import AnthropicError
     except ImportError:
@@ -54,9 +55,9 @@ def _anthropic_error() -> Optional[type]:
 
 
 def guard_http_client(
-    guard: Optional[Union[GuardLike, GuardSessions]] = None,
+    guard: GuardLike | GuardSessions | None = None,
     *,
-    client_class: Optional[type] = None,
+    client_class: type | None = None,
     paths: Iterable[str] = ANTHROPIC_PATHS,
     **client_kwargs: Any,
 ) -> Any:
@@ -66,9 +67,9 @@ def guard_http_client(
 
 
 def guard_async_http_client(
-    guard: Optional[Union[GuardLike, GuardSessions]] = None,
+    guard: GuardLike | GuardSessions | None = None,
     *,
-    client_class: Optional[type] = None,
+    client_class: type | None = None,
     paths: Iterable[str] = ANTHROPIC_PATHS,
     **client_kwargs: Any,
 ) -> Any:
@@ -78,7 +79,7 @@ def guard_async_http_client(
 
 def install_guard(
     client: Any,
-    guard: Optional[Union[GuardLike, GuardSessions]] = None,
+    guard: GuardLike | GuardSessions | None = None,
     *,
     paths: Iterable[str] = ANTHROPIC_PATHS,
 ) -> GuardSessions:

@@ -44,10 +44,14 @@ from __future__ import annotations
 
 import threading
 import warnings
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from kvlint_cache._http import GuardLike, GuardSessions
 from kvlint_cache._kvlint import CacheWarning, Conversation, ConversationError
+
+if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
 
 __all__ = ["ConversationHook", "conversation_hook", "feed_message"]
 
@@ -64,13 +68,13 @@ def _text_of(content: Any) -> str:
     return "".join(parts)
 
 
-def _user_parts(content: Any) -> Union[str, List[Dict[str, Any]]]:
+def _user_parts(content: Any) -> str | list[dict[str, Any]]:
     """LangChain content as the Conversation takes it: a string, or parts in OpenAI chat or
     Anthropic shape. LangChain's standard blocks (``{"type": "image", "base64": …,
     "mime_type": …}`` / ``{"type": "image", "url": …}``) become OpenAI ``image_url`` parts."""
     if isinstance(content, str):
         return content
-    parts: List[Dict[str, Any]] = []
+    parts: list[dict[str, Any]] = []
     for block in content or []:
         if isinstance(block, str):
             parts.append({"type": "text", "text": block})
@@ -102,7 +106,8 @@ def feed_message(conversation: Conversation, message: Any) -> None:
             thinking = [
                 dict(block)
                 for block in content
-                if isinstance(block, Mapping) and block.get("type") in ("thinking", "redacted_thinking")
+                if isinstance(block, Mapping)
+                and block.get("type") in ("thinking", "redacted_thinking")
             ]
         calls = [
             {"id": call["id"], "name": call["name"], "arguments": call.get("args", {})}
@@ -112,7 +117,9 @@ def feed_message(conversation: Conversation, message: Any) -> None:
     elif kind == "tool":
         conversation.push_tool_result(message.tool_call_id, _user_parts(message.content))
     else:
-        raise ConversationError(f"kvlint_cache.langgraph: a message of type {kind!r} has no place in a Conversation")
+        raise ConversationError(
+            f"kvlint_cache.langgraph: a message of type {kind!r} has no place in a Conversation"
+        )
 
 
 class _Thread:
@@ -121,7 +128,7 @@ class _Thread:
     def __init__(self, conversation: Conversation) -> None:
         self.conversation = conversation
         # The id of every state message already appended, in order (None: no id).
-        self.seen: List[Optional[str]] = []
+        self.seen: list[str | None] = []
 
 
 class ConversationHook:
@@ -131,29 +138,30 @@ class ConversationHook:
 
     def __init__(
         self,
-        conversation: Union[Conversation, Callable[[], Conversation]],
+        conversation: Conversation | Callable[[], Conversation],
         *,
         model: str = "model",
         static: Sequence[str] = (),
         tools: Sequence[Any] = (),
-        window: Optional[Tuple[int, int]] = None,
-        guard: Optional[GuardLike] = None,
+        window: tuple[int, int] | None = None,
+        guard: GuardLike | None = None,
     ) -> None:
+        self._single: Conversation | None = None
+        self._factory: Callable[[], Conversation] = Conversation
         if isinstance(conversation, Conversation):
-            self._single: Optional[Conversation] = conversation
-            self._factory: Optional[Callable[[], Conversation]] = None
+            self._single = conversation
         else:
-            self._single, self._factory = None, conversation
+            self._factory = conversation
         self.model = model
         self.static = list(static)
         self.tools = [_tool_definition(tool) for tool in tools]
         self.window = window
         self.guard = GuardSessions(guard) if guard is not None else None
-        self._threads: Dict[str, _Thread] = {}
+        self._threads: dict[str, _Thread] = {}
         self._lock = threading.Lock()
 
     @property
-    def conversations(self) -> Dict[str, Conversation]:
+    def conversations(self) -> dict[str, Conversation]:
         return {key: thread.conversation for key, thread in self._threads.items()}
 
     def _new_conversation(self) -> Conversation:
@@ -165,15 +173,23 @@ class ConversationHook:
                 )
             conversation = self._single
         else:
-            conversation = self._factory()  # type: ignore[misc]
+            conversation = self._factory()
         for text in self.static:
             conversation.add_static(text)
         for tool in self.tools:
             conversation.add_tool(tool)
         return conversation
 
-    def __call__(self, state, config=None):  # noqa: ANN001 - LangGraph reads the signature
-        messages = state.get("messages") if isinstance(state, Mapping) else getattr(state, "messages")
+    # LangGraph passes the config only to a parameter named `config` that is unannotated or
+    # annotated `RunnableConfig` or `Optional[RunnableConfig]`, compared as written (here a
+    # string): `RunnableConfig | None` is not passed it (langgraph/_internal/_runnable.py,
+    # KWARGS_CONFIG_KEYS).
+    def __call__(
+        self,
+        state: Any,
+        config: Optional[RunnableConfig] = None,  # noqa: UP045 - see above
+    ) -> dict[str, Any]:
+        messages = state["messages"] if isinstance(state, Mapping) else state.messages
         configurable = (config or {}).get("configurable", {}) or {}
         key = str(configurable.get("thread_id", ""))
         with self._lock:
@@ -199,7 +215,8 @@ class ConversationHook:
         """Append the state messages not yet seen; rebuild after a rewritten state."""
         seen = thread.seen
         rewritten = len(messages) < len(seen) or any(
-            old is not None and getattr(message, "id", None) != old for old, message in zip(seen, messages)
+            old is not None and getattr(message, "id", None) != old
+            for old, message in zip(seen, messages)
         )
         if rewritten:
             if self._single is not None:
@@ -215,13 +232,13 @@ class ConversationHook:
             )
             thread = self._threads[key] = _Thread(self._new_conversation())
             seen = thread.seen
-        for message in messages[len(seen):]:
+        for message in messages[len(seen) :]:
             feed_message(thread.conversation, message)
             seen.append(getattr(message, "id", None))
         return thread
 
 
-def _tool_definition(tool: Any) -> Dict[str, Any]:
+def _tool_definition(tool: Any) -> dict[str, Any]:
     if isinstance(tool, Mapping):
         return dict(tool)
     from langchain_core.utils.function_calling import convert_to_openai_tool
@@ -230,13 +247,13 @@ def _tool_definition(tool: Any) -> Dict[str, Any]:
 
 
 def conversation_hook(
-    conversation: Union[Conversation, Callable[[], Conversation]],
+    conversation: Conversation | Callable[[], Conversation],
     *,
     model: str = "model",
     static: Sequence[str] = (),
     tools: Sequence[Any] = (),
-    window: Optional[Tuple[int, int]] = None,
-    guard: Optional[GuardLike] = None,
+    window: tuple[int, int] | None = None,
+    guard: GuardLike | None = None,
 ) -> ConversationHook:
     """A ``pre_model_hook`` for ``create_react_agent`` that feeds the graph's messages into a
     :class:`Conversation` (one per thread when given a factory, such as the class itself) and

@@ -25,7 +25,8 @@ keyed as :func:`kvlint_cache._http.session_key` says: a per-user id the body car
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Optional, Union
+from collections.abc import Iterable
+from typing import Any
 
 from kvlint_cache._http import (
     OPENAI_PATHS,
@@ -47,9 +48,9 @@ __all__ = [
 
 
 def guard_http_client(
-    guard: Optional[Union[GuardLike, GuardSessions]] = None,
+    guard: GuardLike | GuardSessions | None = None,
     *,
-    client_class: Optional[type] = None,
+    client_class: type | None = None,
     paths: Iterable[str] = OPENAI_PATHS,
     **client_kwargs: Any,
 ) -> Any:
@@ -68,9 +69,9 @@ def guard_http_client(
 
 
 def guard_async_http_client(
-    guard: Optional[Union[GuardLike, GuardSessions]] = None,
+    guard: GuardLike | GuardSessions | None = None,
     *,
-    client_class: Optional[type] = None,
+    client_class: type | None = None,
     paths: Iterable[str] = OPENAI_PATHS,
     **client_kwargs: Any,
 ) -> Any:
@@ -81,7 +82,7 @@ def guard_async_http_client(
 
 def install_guard(
     client: Any,
-    guard: Optional[Union[GuardLike, GuardSessions]] = None,
+    guard: GuardLike | GuardSessions | None = None,
     *,
     paths: Iterable[str] = OPENAI_PATHS,
 ) -> GuardSessions:

@@ -20,11 +20,15 @@ not build are covered too. The request is inspected before the original ``send``
 from __future__ import annotations
 
 import functools
-from typing import Any, Iterable, List, Optional
+from collections.abc import Generator, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable
 
 import pytest
 
 from kvlint_cache._http import ALL_PATHS, GuardSessions, format_findings, request_body
+
+if TYPE_CHECKING:
+    from kvlint_cache._kvlint import Finding, Guard
 
 __all__ = ["KvlintRecorder", "assert_prefix_stable"]
 
@@ -40,21 +44,21 @@ class KvlintRecorder:
         self.sessions = GuardSessions(lambda: Guard(mode="warn"))
 
     @property
-    def guards(self):
+    def guards(self) -> dict[str, Guard]:
         """Session key → :class:`~kvlint_cache.Guard`."""
         return self.sessions.guards
 
     @property
-    def bodies(self) -> List[dict]:
+    def bodies(self) -> list[Mapping[str, Any]]:
         """Every observed request body, in order."""
         return [body for _, body, _ in self.sessions.observed]
 
     @property
-    def findings(self) -> list:
+    def findings(self) -> list[Finding]:
         """Every finding, in order of the requests."""
         return [finding for _, _, outcome in self.sessions.observed for finding in outcome.findings]
 
-    def errors(self) -> list:
+    def errors(self) -> list[Finding]:
         """The error findings (cached content recomputed)."""
         return [finding for finding in self.findings if finding.severity == "error"]
 
@@ -71,7 +75,7 @@ class KvlintRecorder:
             self.sessions.observe(body, request.headers)
 
 
-def _client_classes() -> Iterable[type]:
+def _client_classes() -> Iterator[type[Any]]:
     for name in ("httpx", "httpx2"):
         try:
             module = __import__(name)
@@ -89,21 +93,28 @@ def kvlint_guard(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
         original = cls.send
         if getattr(original, "_kvlint_patched", False):  # nested use: keep the outer patch
             continue
+        send: Callable[..., Any]
         if cls.__name__ == "AsyncClient":
 
             @functools.wraps(original)
-            async def send(self, req, *args, _orig=original, **kwargs):
+            async def async_send(
+                self: Any, req: Any, *args: Any, _orig: Any = original, **kwargs: Any
+            ) -> Any:
                 recorder.observe_request(req)
                 return await _orig(self, req, *args, **kwargs)
 
+            send = async_send
         else:
 
             @functools.wraps(original)
-            def send(self, req, *args, _orig=original, **kwargs):
+            def sync_send(
+                self: Any, req: Any, *args: Any, _orig: Any = original, **kwargs: Any
+            ) -> Any:
                 recorder.observe_request(req)
                 return _orig(self, req, *args, **kwargs)
 
-        send._kvlint_patched = True  # type: ignore[attr-defined]
+            send = sync_send
+        send.__dict__["_kvlint_patched"] = True  # read above: a nested use keeps this patch
         monkeypatch.setattr(cls, "send", send)
     request.node._kvlint_recorder = recorder
     return recorder
@@ -124,19 +135,22 @@ def assert_prefix_stable(guard_or_fixture: Any) -> None:
         if counters.get("refused_turns") or counters.get("recomputed_tokens"):
             pytest.fail(
                 "kvlint: the prefix broke: "
-                + ", ".join(f"{rule} ×{count}" for rule, count in counters.get("breaks_by_rule", {}).items())
+                + ", ".join(
+                    f"{rule} ×{count}" for rule, count in counters.get("breaks_by_rule", {}).items()
+                )
                 + f" ({counters.get('recomputed_tokens', 0)} cached tokens recomputed)",
                 pytrace=False,
             )
         return
     if errors:
         pytest.fail(
-            f"kvlint: {len(errors)} cache break(s) in the prompts sent:\n" + format_findings(errors),
+            f"kvlint: {len(errors)} cache break(s) in the prompts sent:\n"
+            + format_findings(errors),
             pytrace=False,
         )
 
 
-def _errors_of(value: Any) -> Optional[list]:
+def _errors_of(value: Any) -> list[Finding] | None:
     if isinstance(value, KvlintRecorder):
         return value.errors()
     if isinstance(value, GuardSessions):
@@ -162,7 +176,7 @@ def _kvlint_prefix_stable_marker(request: pytest.FixtureRequest) -> None:
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item: pytest.Item):
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     result = yield
     recorder = getattr(item, "_kvlint_recorder", None)
     if recorder is not None and item.get_closest_marker(MARKER) is not None:
