@@ -79,6 +79,13 @@ trap 'rm -f "$log" "$log.python" "$log.editors" "$log.skips"; rm -rf "$wheels"' 
 (cd python && VIRTUAL_ENV="$(dirname "$sdk_bin")" "$sdk_bin/maturin" build --release --locked --quiet -o "$wheels")
 wheel="$(ls "$wheels"/kvlint_cache-*.whl)"
 "$sdk_bin/python" -m pip install --quiet --force-reinstall --no-deps "$wheel"
+# The package's code: ruff (lint and format) and mypy --strict over kvlint_cache (its stub of
+# the native module included), then stubtest: the stub against the installed native module,
+# from outside python/ so that the wheel's module is imported (allowlist: what stubtest cannot
+# see, each with its reason).
+(cd python && "$sdk_bin/ruff" check --no-cache kvlint_cache \
+  && "$sdk_bin/ruff" format --no-cache --check kvlint_cache && "$sdk_bin/mypy" --strict kvlint_cache)
+"$sdk_bin/python" -m mypy.stubtest kvlint_cache._kvlint --allowlist python/stubtest-allowlist.txt
 KVLINT_WHEEL="$wheel" "$sdk_bin/pytest" -q -p no:cacheprovider python/tests 2>&1 | tee "$log.python"
 
 # One closing line for the whole suite: Rust's test results, then pytest's summary lines
