@@ -3,8 +3,11 @@
 //! at several routing × cache points.
 //!
 //! - The trace pass renders every turn with kvlint's renderer, which tokenizes only what a
-//!   turn adds: it is compared with tokenizing only the turns' new messages, in the same run
-//!   (the bound the pass should stay near), and its prompt tokens per second are reported.
+//!   turn adds: it is compared with tokenizing only the turns' new messages (the bound the
+//!   pass should stay near) on equal terms: both on one thread (a rayon pool of one, built
+//!   here), on the same sessions, in interleaved rounds, the median round gated. The whole
+//!   workload is then traced on every core; its prompt tokens per second and its speed-up
+//!   over one thread are reported, not gated.
 //! - The trace is written to disk and read back, as `kvlint simulate` does on a second run.
 //! - Each simulation point must finish in under a minute.
 //!
@@ -12,7 +15,7 @@
 #![allow(clippy::print_stdout, clippy::panic)]
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use kvlint_core::render::Renderer;
 use kvlint_core::session::SessionFile;
@@ -21,12 +24,16 @@ use kvlint_workload::{
 };
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+use rayon::ThreadPoolBuilder;
 
 const TURNS: usize = 20;
-/// The trace pass may cost at most this many times tokenizing only each turn's new messages
-/// (it also generates, parses and renders the sessions, and hashes their blocks).
-const MAX_TRACE_RATIO: f64 = 8.0;
+/// The trace pass on one thread may cost at most this many times tokenizing only each turn's
+/// new messages on one thread (it also generates, parses and renders the sessions, and hashes
+/// their blocks). A 2-core machine of the project's kind measured 2.3–2.6×, busy.
+const MAX_TRACE_RATIO: f64 = 5.0;
 const BATCH: usize = 2_000;
+/// Rounds of the bound and the trace on one thread, alternating, each over the same sessions.
+const ROUNDS: usize = 3;
 const WORDS: &[&str] = &[
     "read", "the", "file", "test", "fails", "because", "parser", "returns", "error", "line",
     "column", "fixed", "patch", "applied", "run", "again", "passes", "now", "next", "module",
@@ -79,31 +86,77 @@ fn main() {
         })
         .collect();
     let renderer = Renderer::provider();
+    let one_thread = ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap_or_else(|error| panic!("{error:?}"));
 
     // The bound: tokenizing only what each turn adds, nothing else.
-    let started = Instant::now();
-    let mut new_tokens = 0usize;
-    let sample = sessions.min(10_000);
-    for index in 0..sample {
-        let (_, added) = session(index, &systems);
-        for text in added {
-            new_tokens += renderer.tokenizer().encode_uncached(&text).len();
+    let bound = |sample: usize| {
+        let started = Instant::now();
+        let mut new_tokens = 0usize;
+        for index in 0..sample {
+            let (_, added) = session(index, &systems);
+            for text in added {
+                new_tokens += renderer.tokenizer().encode_uncached(&text).len();
+            }
         }
-    }
-    let bound_per_session = started.elapsed().as_secs_f64() / sample as f64;
-
-    // The trace pass, in batches (the sessions' files are generated as it goes).
-    let started = Instant::now();
-    let mut trace: Option<Trace> = None;
-    for batch in (0..sessions).step_by(BATCH) {
-        let files: Vec<SessionFile> = (batch..(batch + BATCH).min(sessions))
+        (started.elapsed(), new_tokens)
+    };
+    // The trace of the sessions in `range`, their generation and parsing included.
+    let trace_of = |range: std::ops::Range<usize>| {
+        let files: Vec<SessionFile> = range
             .map(|index| {
                 let (jsonl, _) = session(index, &systems);
                 SessionFile::parse(format!("session-{index}.jsonl"), Arc::from(jsonl))
                     .unwrap_or_else(|error| panic!("{error:?}"))
             })
             .collect();
-        let traced = build_trace(&files, &renderer, 16).unwrap_or_else(|error| panic!("{error:?}"));
+        build_trace(&files, &renderer, 16).unwrap_or_else(|error| panic!("{error:?}"))
+    };
+    // Equal terms: the bound and the trace pass on one thread, over the same sessions.
+    let sample = sessions.min(BATCH);
+    let mut new_tokens = 0;
+    let mut rounds: Vec<(Duration, Duration)> = (0..ROUNDS)
+        .map(|_| {
+            one_thread.install(|| {
+                let bound_time;
+                (bound_time, new_tokens) = bound(sample);
+                renderer.tokenizer().clear_cache();
+                let started = Instant::now();
+                std::hint::black_box(trace_of(0..sample));
+                (bound_time, started.elapsed())
+            })
+        })
+        .collect();
+    let round_ratio =
+        |(bound, traced): &(Duration, Duration)| traced.as_secs_f64() / bound.as_secs_f64();
+    let every: Vec<String> = rounds
+        .iter()
+        .map(|round| format!("{:.2}×", round_ratio(round)))
+        .collect();
+    rounds.sort_by(|a, b| round_ratio(a).total_cmp(&round_ratio(b)));
+    let (bound_time, one_thread_time) = rounds[ROUNDS / 2];
+    let ratio = round_ratio(&rounds[ROUNDS / 2]);
+    println!(
+        "fleet: on one thread, {sample} sessions: traced in {:.2} s, their new messages tokenized in {:.2} s: {ratio:.2}× \
+         (target < {MAX_TRACE_RATIO}×; {:.0} new tokens per session, generation and parsing included; rounds {})",
+        one_thread_time.as_secs_f64(),
+        bound_time.as_secs_f64(),
+        new_tokens as f64 / sample as f64,
+        every.join(" "),
+    );
+    assert!(
+        ratio < MAX_TRACE_RATIO,
+        "tracing cost {ratio:.2}× tokenizing only the new messages, both on one thread (target < {MAX_TRACE_RATIO}×)"
+    );
+
+    // The trace pass on every core, in batches (the sessions' files are generated as it goes).
+    renderer.tokenizer().clear_cache();
+    let started = Instant::now();
+    let mut trace: Option<Trace> = None;
+    for batch in (0..sessions).step_by(BATCH) {
+        let traced = trace_of(batch..(batch + BATCH).min(sessions));
         match trace.as_mut() {
             Some(trace) => trace.append(traced),
             None => trace = Some(traced),
@@ -112,20 +165,14 @@ fn main() {
     let Some(trace) = trace else { return };
     let pass = started.elapsed().as_secs_f64();
     let prompt_tokens = trace.input_tokens();
-    let ratio = pass / (bound_per_session * sessions as f64);
+    let speed_up = one_thread_time.as_secs_f64() / sample as f64 / (pass / sessions as f64);
     println!(
-        "fleet: {} sessions, {} requests, {prompt_tokens} prompt tokens traced in {pass:.1} s: {:.1} M prompt tokens/s; \
-         {:.2}× tokenizing only each turn's new messages (target < {MAX_TRACE_RATIO}×; {:.0} new tokens per session, generation and parsing included)",
+        "fleet: {} sessions, {} requests, {prompt_tokens} prompt tokens traced in {pass:.1} s on {} threads: {:.1} M prompt tokens/s, \
+         {speed_up:.2}× one thread's speed per session (not gated)",
         trace.sessions.len(),
         trace.requests.len(),
+        rayon::current_num_threads(),
         prompt_tokens as f64 / pass / 1e6,
-        ratio,
-        new_tokens as f64 / sample as f64,
-    );
-
-    assert!(
-        ratio < MAX_TRACE_RATIO,
-        "tracing cost {ratio:.2}× tokenizing only the new messages (target < {MAX_TRACE_RATIO}×)"
     );
     let path = std::env::temp_dir().join(format!("kvlint-fleet-{}.trace", std::process::id()));
     let started = Instant::now();
