@@ -48,7 +48,8 @@ pub mod excerpt;
 mod json;
 pub mod locate;
 pub mod path;
-pub mod prefix;
+/// The one common-prefix count ([`kvlint_protocol::common_prefix`]).
+pub use kvlint_protocol::common_prefix as prefix;
 pub mod prompt_template;
 pub mod recording;
 pub mod render;

@@ -1,17 +1,18 @@
-//! The routing key of a recorded request: the one the SDK sends as `prompt_cache_key`, or the
-//! chain ([`kvlint_prefix`]) over the request's head, which a gateway hashes on to send every
-//! request of a session to the replica whose cache holds that prefix.
-
-use serde_json::Value;
+//! The routing key of a recorded request: the one it carries ([`kvlint_protocol::key`]: the
+//! SDK sends it as `prompt_cache_key`), or the chain ([`kvlint_protocol::chain`]) over the
+//! request's head, which a gateway hashes on to send every request of a session to the replica
+//! whose cache holds that prefix.
 
 use crate::request::{PartKind, Request};
 
-pub use kvlint_prefix::{
+use kvlint_protocol::key::Carried;
+pub use kvlint_protocol::{
     PrefixChain, PrefixTier, ROUTING_KEY_HEADER, SGLANG_ROUTING_KEY_HEADER, routing_key,
 };
 
-/// The routing key of a recorded request: its `prompt_cache_key` (the SDK sets it to the
-/// conversation's key), else [`routing_key`] over the request's head.
+/// The routing key of a recorded request: the one its body carries
+/// ([`kvlint_protocol::key::ROUTING_KEY`]: `prompt_cache_key`, which the SDK sets to the
+/// conversation's key, then a user id), else [`routing_key`] over the request's head.
 ///
 /// The head of a recorded request is what every later turn of its session sends again
 /// unchanged: the tool definitions, the system text outside the messages (Anthropic's
@@ -19,8 +20,8 @@ pub use kvlint_prefix::{
 /// opening user message when there is none). Settings such as `tool_choice` are left out: an
 /// agent may change them between turns, and the key must not move with them.
 pub fn request_routing_key(request: &Request) -> String {
-    if let Some(key) = request.body.get("prompt_cache_key").and_then(Value::as_str) {
-        return key.to_owned();
+    if let Some(key) = Carried::body(&request.body).routing_key() {
+        return key;
     }
     let head = request
         .parts
@@ -36,6 +37,8 @@ pub fn request_routing_key(request: &Request) -> String {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::Value;
+
     use super::*;
 
     fn request(body: Value) -> Request {

@@ -183,9 +183,6 @@ fn bad_recording(path: &str, error: crate::recording::RecordingError) -> InputEr
     }
 }
 
-/// The endpoints of OpenAI Batch lines that carry prompts.
-const PROMPT_ENDPOINTS: [&str; 3] = ["/chat/completions", "/responses", "/messages"];
-
 impl SessionFile {
     /// Reads a session file. A recording (a VCR cassette, a HAR file) given instead is an
     /// error that says so, not a JSON error.
@@ -476,7 +473,7 @@ impl SessionFile {
         if let Some(url) = object
             .get("url")
             .and_then(Value::as_str)
-            .filter(|url| is_batch_line && !PROMPT_ENDPOINTS.iter().any(|end| url.ends_with(end)))
+            .filter(|url| is_batch_line && !kvlint_protocol::endpoint::is_prompt_path(url))
         {
             return Ok(Document::Skipped(Skipped {
                 line: LineColumn::of_offset(&self.text, document.start).line,

@@ -16,18 +16,21 @@ from collections.abc import Iterable, Mapping
 from types import FrameType
 from typing import Any, Callable, Union
 
+from kvlint_cache import _kvlint
 from kvlint_cache._kvlint import CacheWarning, Guard, Outcome
 
 #: The header `Conversation.routing_headers()` sends; gateways route on it, and the guards
-#: here group requests into sessions by it.
-ROUTING_KEY_HEADER = "x-kvlint-routing-key"
+#: here group requests into sessions by it (kvlint's protocol crate owns it).
+ROUTING_KEY_HEADER: str = _kvlint.ROUTING_KEY_HEADER
 
-#: Paths whose POST bodies are prompts. Matched on the end of the path, so a base URL with a
-#: prefix (``/v1``, a proxy's ``/openai/v1``) works; ``/responses/input_tokens``,
-#: ``/messages/count_tokens`` and ``/messages/batches`` do not match.
-OPENAI_PATHS: tuple[str, ...] = ("/chat/completions", "/responses")
-ANTHROPIC_PATHS: tuple[str, ...] = ("/messages",)
-ALL_PATHS: tuple[str, ...] = OPENAI_PATHS + ANTHROPIC_PATHS
+#: Paths whose POST bodies are prompts (the protocol crate's list, through the native module).
+#: Matched on the end of the path, so a base URL with a prefix (``/v1``, a proxy's
+#: ``/openai/v1``) works; ``/responses/input_tokens``, ``/messages/count_tokens`` and
+#: ``/messages/batches`` do not match. Anthropic's client sends ``/messages``, OpenAI's the
+#: others.
+ALL_PATHS: tuple[str, ...] = tuple(_kvlint.PROMPT_PATHS)
+ANTHROPIC_PATHS: tuple[str, ...] = tuple(path for path in ALL_PATHS if path == "/messages")
+OPENAI_PATHS: tuple[str, ...] = tuple(path for path in ALL_PATHS if path not in ANTHROPIC_PATHS)
 
 # Both SDKs number their attempts in this header (openai/_base_client.py,
 # BaseClient._build_headers; anthropic/_base_client.py, BaseClient._build_headers). A retry
@@ -66,24 +69,18 @@ def request_body(request: Any, paths: Iterable[str] = ALL_PATHS) -> dict[str, An
 
 
 def session_key(body: Mapping[str, Any], headers: Mapping[str, str] | None = None) -> str:
-    """Which session a body belongs to: a per-user or per-session id the body carries
-    (Anthropic's ``metadata.user_id``, OpenAI's ``user`` or ``safety_identifier``), else the
-    prefix key (``prompt_cache_key``, or the ``x-kvlint-routing-key`` header); ``""`` when none
-    is set.
+    """Which session a body belongs to, read as every part of kvlint reads it (the protocol
+    crate's session-key table, through the native module): a per-user or per-session id the
+    body carries (Anthropic's ``metadata.user_id``, OpenAI's ``user`` or
+    ``safety_identifier``), else the prefix key (``prompt_cache_key``, then the
+    ``x-kvlint-routing-key`` or ``X-SMG-Routing-Key`` header); ``""`` when none is set.
 
     The prefix key a :class:`Conversation` sends covers its tools and instructions, which every
     session of an application shares: requests that carry only that key are one session to
     the guard. Give each session its own id, or its own guard, when one client runs several.
     """
-    metadata = body.get("metadata")
-    candidates = [
-        metadata.get("user_id") if isinstance(metadata, Mapping) else None,
-        body.get("user"),
-        body.get("safety_identifier"),
-        body.get("prompt_cache_key"),
-        headers.get(ROUTING_KEY_HEADER) if headers is not None else None,
-    ]
-    return next((str(key) for key in candidates if isinstance(key, str) and key), "")
+    pairs = [(str(name), str(value)) for name, value in headers.items()] if headers else []
+    return _kvlint.session_key(body, pairs)
 
 
 def starts_session(body: Mapping[str, Any]) -> bool:

@@ -12,6 +12,7 @@ from typing import Any, Literal, final
 from typing_extensions import TypeAlias, disjoint_base
 
 __all__ = [
+    "PROMPT_PATHS",
     "ROUTING_KEY_HEADER",
     "CacheWarning",
     "Conversation",
@@ -25,6 +26,7 @@ __all__ = [
     "__version__",
     "check",
     "run_cli",
+    "session_key",
 ]
 
 Severity: TypeAlias = Literal["error", "warning", "info"]
@@ -239,6 +241,13 @@ class Guard:
 __version__: str
 ROUTING_KEY_HEADER: str
 """``x-kvlint-routing-key``: the header gateways route a session on."""
+PROMPT_PATHS: tuple[str, ...]
+"""The path endings whose POST bodies are prompts: ``/chat/completions``, ``/responses``,
+``/messages``."""
+
+def session_key(body: Mapping[str, Any], headers: Sequence[tuple[str, str]] = ...) -> str:
+    """The session a request belongs to, from its body and headers (name, value): the first
+    source of kvlint's session-key table it carries; ``""`` when none."""
 
 def run_cli(argv: Sequence[str]) -> int:
     """Run the ``kvlint`` command line (``argv[0]`` is the program name); the exit code."""

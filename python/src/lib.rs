@@ -673,6 +673,24 @@ impl Guard {
     }
 }
 
+/// The session a request belongs to, from its body and headers (name, value): the first of
+/// [`kvlint_protocol::key::SESSION_KEY`] it carries; `""` when none.
+#[pyfunction]
+#[pyo3(signature = (body, headers = Vec::new()))]
+fn session_key(body: &Bound<'_, PyAny>, headers: Vec<(String, String)>) -> PyResult<String> {
+    let body = to_value(body)?;
+    let headers: Vec<(&str, &str)> = headers
+        .iter()
+        .map(|(name, value)| (name.as_str(), value.as_str()))
+        .collect();
+    let carried = kvlint_protocol::key::Carried {
+        body: Some(&body),
+        headers: &headers,
+        trace_conversation: None,
+    };
+    Ok(carried.session_key().unwrap_or_default())
+}
+
 /// Runs the `kvlint` command line (`argv[0]` is the program's name); returns the exit code.
 #[pyfunction]
 fn run_cli(py: Python<'_>, argv: Vec<String>) -> u8 {
@@ -684,6 +702,10 @@ fn _kvlint(module: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = module.py();
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     module.add("ROUTING_KEY_HEADER", kvlint_sdk::ROUTING_KEY_HEADER)?;
+    module.add(
+        "PROMPT_PATHS",
+        pyo3::types::PyTuple::new(py, kvlint_protocol::endpoint::PROMPT_PATHS)?,
+    )?;
     module.add("ConversationError", py.get_type::<ConversationError>())?;
     module.add("GuardError", py.get_type::<GuardError>())?;
     module.add("CacheWarning", py.get_type::<CacheWarning>())?;
@@ -695,5 +717,6 @@ fn _kvlint(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<Guard>()?;
     module.add_function(wrap_pyfunction!(check, module)?)?;
     module.add_function(wrap_pyfunction!(run_cli, module)?)?;
+    module.add_function(wrap_pyfunction!(session_key, module)?)?;
     Ok(())
 }

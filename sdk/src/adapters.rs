@@ -7,7 +7,7 @@
 //! message of its own at the end. Bodies are a pure function of the conversation's frozen
 //! content: building the same turn twice gives the same bytes.
 
-use kvlint_prefix::ANTHROPIC_LOOKBACK_BLOCKS;
+use kvlint_protocol::ANTHROPIC_LOOKBACK_BLOCKS;
 use serde_json::{Map, Value, json};
 
 use crate::content::{Api, Part};

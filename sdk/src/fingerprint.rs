@@ -1,9 +1,9 @@
 //! Prefix identity: a hash chain over the prompt's blocks, and the routing key derived from it.
-//! The chain, the key and the headers are [`kvlint_prefix`]'s, which `kvlint probe` derives
+//! The chain, the key and the headers are [`kvlint_protocol`]'s, which `kvlint probe` derives
 //! the same way.
 
-use kvlint_prefix::{PrefixChain, PrefixTier};
-pub use kvlint_prefix::{ROUTING_KEY_HEADER, SGLANG_ROUTING_KEY_HEADER};
+use kvlint_protocol::{PrefixChain, PrefixTier};
+pub use kvlint_protocol::{ROUTING_KEY_HEADER, SGLANG_ROUTING_KEY_HEADER};
 
 use crate::conversation::Conversation;
 

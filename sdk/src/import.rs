@@ -1,5 +1,6 @@
 //! Responses into history, and conversations other code built into a [`Conversation`].
 
+use kvlint_protocol::BodyFormat;
 use serde_json::Value;
 
 use crate::change::Change;
@@ -119,10 +120,25 @@ impl Conversation {
             })?;
             conversation.add_tool(tool).into_result()?;
         }
-        match format_of(body) {
-            Api::OpenAiResponses => import_responses(&mut conversation, body)?,
-            Api::Anthropic => import_anthropic(&mut conversation, body)?,
-            Api::OpenAiChat => import_chat(&mut conversation, body)?,
+        // The format as every part of kvlint detects it; a body in none is read as a chat
+        // body, whose `messages` the error then names.
+        match body.as_object().and_then(BodyFormat::detect) {
+            Some(BodyFormat::OpenAiResponses) => import_responses(&mut conversation, body)?,
+            Some(BodyFormat::AnthropicMessages) => import_anthropic(&mut conversation, body)?,
+            Some(BodyFormat::OpenAiChat) | None => import_chat(&mut conversation, body)?,
+            Some(other @ (BodyFormat::GeminiGenerateContent | BodyFormat::BedrockConverse)) => {
+                let path = match other {
+                    BodyFormat::GeminiGenerateContent => "contents",
+                    _ => "messages",
+                };
+                return Err(ConversationError::body(
+                    path,
+                    format!(
+                        "a {} body: the SDK imports OpenAI Chat Completions, Responses and Anthropic Messages bodies",
+                        other.name()
+                    ),
+                ));
+            }
         }
         Ok(conversation)
     }
@@ -141,36 +157,6 @@ impl Conversation {
         }
         *position += 1;
         Ok(())
-    }
-}
-
-fn format_of(body: &Value) -> Api {
-    let anthropic_block = |block: &Value| {
-        matches!(
-            block.get("type").and_then(Value::as_str),
-            Some(
-                "tool_use"
-                    | "tool_result"
-                    | "thinking"
-                    | "redacted_thinking"
-                    | "image"
-                    | "document"
-            )
-        )
-    };
-    let mut blocks = body
-        .get("messages")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|message| message.get("content").and_then(Value::as_array))
-        .flatten();
-    if body.get("input").is_some() || body.get("instructions").is_some() {
-        Api::OpenAiResponses
-    } else if body.get("system").is_some() || blocks.any(anthropic_block) {
-        Api::Anthropic
-    } else {
-        Api::OpenAiChat
     }
 }
 

@@ -367,7 +367,7 @@
 //!   included (`cargo tree -p kvlint-sdk -e normal`).
 //! - without it (`default-features = false`): prompt assembly, the three adapters, imports,
 //!   responses, fingerprints and routing keys, with `serde`, `serde_json`, `blake3`,
-//!   `unicode-normalization`, `thiserror`, `miette` and `kvlint-prefix`: 30 crates. Tiers are
+//!   `unicode-normalization`, `thiserror`, `miette` and `kvlint-protocol`: 30 crates. Tiers are
 //!   not scanned for volatile values ([`Change::volatile`] is empty).
 //!
 //! The crate does no I/O and makes no network calls.

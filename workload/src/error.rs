@@ -12,6 +12,15 @@ pub struct SpecError {
     pub reason: String,
 }
 
+impl From<kvlint_protocol::SpecError> for SpecError {
+    fn from(error: kvlint_protocol::SpecError) -> Self {
+        Self {
+            spec: error.spec,
+            reason: error.reason,
+        }
+    }
+}
+
 impl SpecError {
     pub fn new(spec: &str, reason: impl Into<String>) -> Self {
         Self {

@@ -14,6 +14,7 @@ use std::collections::{BinaryHeap, HashMap};
 use std::fmt;
 use std::str::FromStr;
 
+use kvlint_protocol::{EngineName, Spec};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution as _, Gamma};
@@ -61,51 +62,43 @@ impl fmt::Display for SimEngine {
     }
 }
 
-/// `NAME[:key=value,…]`, the options each name takes with their defaults.
-fn options(spec: &str, defaults: &[(&str, u32)]) -> Result<(String, Vec<u32>), SpecError> {
-    let (name, rest) = spec.split_once(':').unwrap_or((spec, ""));
-    let mut values: Vec<u32> = defaults.iter().map(|(_, value)| *value).collect();
-    for option in rest.split(',').filter(|option| !option.is_empty()) {
-        let (key, value) = option
-            .split_once('=')
-            .ok_or_else(|| SpecError::new(spec, format!("`{option}`: expected key=value")))?;
-        let position = defaults
-            .iter()
-            .position(|(known, _)| *known == key)
-            .ok_or_else(|| SpecError::new(spec, format!("unknown option `{key}`")))?;
-        values[position] = value
-            .parse()
-            .ok()
-            .filter(|value| *value > 0)
-            .ok_or_else(|| SpecError::new(spec, format!("`{key}` takes a positive integer")))?;
-    }
-    Ok((name.to_owned(), values))
-}
-
 impl FromStr for SimEngine {
     type Err = SpecError;
 
-    fn from_str(spec: &str) -> Result<Self, SpecError> {
-        let name = spec.split(':').next().unwrap_or_default();
-        match name {
-            "vllm" => Ok(Self::Vllm {
-                block: options(spec, &[("block", 16)])?.1[0],
-            }),
-            "sglang" => Ok(Self::Sglang {
-                page: options(spec, &[("page", 1)])?.1[0],
-            }),
-            "llamacpp" | "llama.cpp" => {
-                let values = options(spec, &[("slots", 1), ("block", LLAMACPP_TRACE_BLOCK)])?.1;
-                Ok(Self::LlamaCpp {
-                    slots: values[0],
-                    block: values[1],
-                })
+    /// Read by [`kvlint_protocol::engine::Spec`], as every engine spec is.
+    fn from_str(text: &str) -> Result<Self, SpecError> {
+        let spec = Spec::parse(text);
+        let positive = |key: &str, default: u32| -> Result<u32, SpecError> {
+            let value = spec.positive(key, u64::from(default))?;
+            u32::try_from(value).map_err(|_| spec.error(format!("`{key}` is too large")).into())
+        };
+        let engine = match spec.engine() {
+            Ok(EngineName::Vllm) => {
+                spec.only(&["block"])?;
+                Self::Vllm {
+                    block: positive("block", 16)?,
+                }
             }
-            _ => Err(SpecError::new(
-                spec,
-                "one of vllm[:block=16], sglang[:page=1], llamacpp[:slots=1][,block=1]",
-            )),
-        }
+            Ok(EngineName::Sglang) => {
+                spec.only(&["page"])?;
+                Self::Sglang {
+                    page: positive("page", 1)?,
+                }
+            }
+            Ok(EngineName::LlamaCpp) => {
+                spec.only(&["slots", "block"])?;
+                Self::LlamaCpp {
+                    slots: positive("slots", 1)?,
+                    block: positive("block", LLAMACPP_TRACE_BLOCK)?,
+                }
+            }
+            _ => {
+                return Err(spec
+                    .error("one of vllm[:block=16], sglang[:page=1], llamacpp[:slots=1][,block=1]")
+                    .into());
+            }
+        };
+        Ok(engine)
     }
 }
 

@@ -4,7 +4,7 @@
 use super::turn::CacheTurn;
 use crate::path::PartPath;
 
-pub use kvlint_prefix::{ANTHROPIC_LOOKBACK_BLOCKS, ANTHROPIC_MAX_BREAKPOINTS};
+pub use kvlint_protocol::{ANTHROPIC_LOOKBACK_BLOCKS, ANTHROPIC_MAX_BREAKPOINTS};
 
 /// The positions of a request's breakpoints: the marked blocks, and the last block for the
 /// automatic form. The request counts every marked block, even past the fourth.

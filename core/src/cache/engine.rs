@@ -5,6 +5,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
+use kvlint_protocol::{EngineName, Spec, SpecError};
 use serde_json::Value;
 
 use super::breakpoints::anthropic_breakpoints;
@@ -36,21 +37,38 @@ pub enum Engine {
 }
 
 impl Engine {
+    /// Which engine or API this models.
+    pub fn id(&self) -> EngineName {
+        match self {
+            Self::Vllm { .. } => EngineName::Vllm,
+            Self::Sglang { .. } => EngineName::Sglang,
+            Self::LlamaCpp { .. } => EngineName::LlamaCpp,
+            Self::OpenAi { .. } => EngineName::OpenAi,
+            Self::Anthropic { .. } => EngineName::Anthropic,
+            Self::Gemini { .. } => EngineName::Gemini,
+            Self::DeepSeek => EngineName::DeepSeek,
+        }
+    }
+
+    /// The spec that names this model exactly (`vllm:block=16`, `anthropic:MODEL`).
     pub fn name(&self) -> String {
+        let name = self.id().as_str();
         match self {
             Self::Vllm { block, speculative } => {
                 format!(
-                    "vllm:block={block}{}",
+                    "{name}:block={block}{}",
                     if *speculative { ",spec" } else { "" }
                 )
             }
-            Self::Sglang { page } => format!("sglang:page={page}"),
-            Self::LlamaCpp { cache_reuse: 0 } => "llamacpp".into(),
-            Self::LlamaCpp { cache_reuse } => format!("llamacpp:cache-reuse={cache_reuse}"),
-            Self::OpenAi { model } => with_model("openai", model),
-            Self::Anthropic { model } => with_model("anthropic", model),
-            Self::Gemini { model } => with_model("gemini", model),
-            Self::DeepSeek => "deepseek".into(),
+            Self::Sglang { page } => format!("{name}:page={page}"),
+            Self::LlamaCpp { cache_reuse: 0 } | Self::DeepSeek => name.to_owned(),
+            Self::LlamaCpp { cache_reuse } => format!("{name}:cache-reuse={cache_reuse}"),
+            Self::OpenAi { model } | Self::Anthropic { model } | Self::Gemini { model } => {
+                match model {
+                    Some(model) => format!("{name}:{model}"),
+                    None => name.to_owned(),
+                }
+            }
         }
     }
 
@@ -65,13 +83,8 @@ impl Engine {
 
     /// The provider whose price and minimum figures apply, for hosted APIs.
     pub fn provider(&self) -> Option<&'static str> {
-        match self {
-            Self::OpenAi { .. } => Some("openai"),
-            Self::Anthropic { .. } => Some("anthropic"),
-            Self::Gemini { .. } => Some("gemini"),
-            Self::DeepSeek => Some("deepseek"),
-            _ => None,
-        }
+        let id = self.id();
+        (!id.is_self_hosted()).then(|| id.as_str())
     }
 
     /// The figures of the model a turn uses: the engine's model, else the request's.
@@ -255,13 +268,6 @@ fn parse_ttl(text: &str) -> Option<Duration> {
     Some(Duration::from_secs(number.checked_mul(seconds)?))
 }
 
-fn with_model(provider: &str, model: &Option<String>) -> String {
-    match model {
-        Some(model) => format!("{provider}:{model}"),
-        None => provider.to_owned(),
-    }
-}
-
 /// `--engine NAME[:options]` could not be read.
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
 #[error("unknown engine `{spec}`: {reason}")]
@@ -279,68 +285,45 @@ pub struct EngineSpecError {
 impl FromStr for Engine {
     type Err = EngineSpecError;
 
-    fn from_str(spec: &str) -> Result<Self, Self::Err> {
-        let error = |reason: &str| EngineSpecError {
-            spec: spec.to_owned(),
-            reason: reason.to_owned(),
-        };
-        let (name, options) = spec.split_once(':').unwrap_or((spec, ""));
-        let options: Vec<&str> = options
-            .split(',')
-            .filter(|option| !option.is_empty())
-            .collect();
-        let number = |key: &str, default: usize| -> Result<usize, EngineSpecError> {
-            match options
-                .iter()
-                .find_map(|option| option.strip_prefix(key)?.strip_prefix('='))
-            {
-                None => Ok(default),
-                Some(value) => value
-                    .parse::<usize>()
-                    .ok()
-                    .filter(|value| *value > 0)
-                    .ok_or_else(|| error(&format!("`{key}` must be a positive whole number"))),
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let spec = Spec::parse(text);
+        let engine = match spec.engine()? {
+            EngineName::Vllm => {
+                spec.only(&["block", "spec"])?;
+                Self::Vllm {
+                    block: spec.positive("block", 16)? as usize,
+                    speculative: spec.flag("spec"),
+                }
+            }
+            EngineName::Sglang => {
+                spec.only(&["page"])?;
+                Self::Sglang {
+                    page: spec.positive("page", 1)? as usize,
+                }
+            }
+            EngineName::LlamaCpp => {
+                spec.only(&["cache-reuse"])?;
+                Self::LlamaCpp {
+                    cache_reuse: spec.whole("cache-reuse", 0)? as usize,
+                }
+            }
+            EngineName::OpenAi => Self::OpenAi { model: spec.rest() },
+            EngineName::Anthropic => Self::Anthropic { model: spec.rest() },
+            EngineName::Gemini => Self::Gemini { model: spec.rest() },
+            EngineName::DeepSeek => {
+                spec.only(&[])?;
+                Self::DeepSeek
             }
         };
-        let model = || (!options.is_empty()).then(|| options.join(","));
-        let known = |allowed: &[&str]| {
-            options.iter().all(|option| {
-                allowed.iter().any(|key| {
-                    *option == *key
-                        || option
-                            .strip_prefix(key)
-                            .is_some_and(|rest| rest.starts_with('='))
-                })
-            })
-        };
-        match name {
-            "vllm" if known(&["block", "spec"]) => Ok(Self::Vllm {
-                block: number("block", 16)?,
-                speculative: options.contains(&"spec"),
-            }),
-            "sglang" if known(&["page"]) => Ok(Self::Sglang {
-                page: number("page", 1)?,
-            }),
-            "llamacpp" | "llama.cpp" if known(&["cache-reuse"]) => Ok(Self::LlamaCpp {
-                cache_reuse: options
-                    .iter()
-                    .find_map(|option| option.strip_prefix("cache-reuse="))
-                    .map(|value| {
-                        value
-                            .parse()
-                            .map_err(|_| error("`cache-reuse` must be a whole number"))
-                    })
-                    .transpose()?
-                    .unwrap_or(0),
-            }),
-            "openai" => Ok(Self::OpenAi { model: model() }),
-            "anthropic" => Ok(Self::Anthropic { model: model() }),
-            "gemini" => Ok(Self::Gemini { model: model() }),
-            "deepseek" if options.is_empty() => Ok(Self::DeepSeek),
-            "vllm" | "sglang" | "llamacpp" | "llama.cpp" | "deepseek" => {
-                Err(error("unknown option"))
-            }
-            _ => Err(error("not an engine kvlint models")),
+        Ok(engine)
+    }
+}
+
+impl From<SpecError> for EngineSpecError {
+    fn from(error: SpecError) -> Self {
+        Self {
+            spec: error.spec,
+            reason: error.reason,
         }
     }
 }

@@ -3,8 +3,8 @@
 //! A request is a prompt when its body is JSON in a request format kvlint reads and it is not
 //! sent to an endpoint that takes no prompt (embeddings, token counts, compaction). Prompts are
 //! grouped by continuation: a conversation is known by its endpoint, its model, the client's
-//! key for it (a routing header, a trace's conversation id, `prompt_cache_key`,
-//! `metadata.user_id`) and its opening message (the first user
+//! key for it (its session key: [`kvlint_protocol::key::SESSION_KEY`]) and its opening
+//! message (the first user
 //! message); a request joins the session of that conversation, with instructions alike (the
 //! same agent), whose last request it extends — whole, else the furthest; it has as many
 //! messages at least, and is not the same request again — and starts a session of its own
@@ -12,25 +12,12 @@
 //! conversation), and two conversations that open alike but are sent again from the start
 //! each get their own session, while a turn that rewrote earlier history stays in its own.
 
+use kvlint_protocol::common_prefix_len;
+use kvlint_protocol::key::Carried;
 use serde_json::Value;
 
 use super::{Body, Interaction, Place};
 use crate::request::Request;
-
-/// Endpoints that take no prompt, by a part of their path.
-const NOT_PROMPTS: [&str; 9] = [
-    "embeddings",
-    "count_tokens",
-    // Gemini's.
-    ":countTokens",
-    ":embedContent",
-    ":batchEmbedContents",
-    // Bedrock's `/model/<id>/count-tokens`.
-    "count-tokens",
-    "/compact",
-    "/moderations",
-    "/batches",
-];
 
 /// The sessions of a recording, and the requests passed over.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -118,7 +105,7 @@ pub(super) fn sessions(interactions: &[Interaction]) -> FoundSessions {
                     && alike(open_instructions, &instructions)
             })
             .map(|(index, (_, _, last))| {
-                let shared = shared_prefix(last, &messages);
+                let shared = common_prefix_len(last, &messages);
                 // A request that extends the last one whole first, then the most shared.
                 ((shared == last.len(), shared), index)
             })
@@ -157,8 +144,7 @@ pub(super) fn sessions(interactions: &[Interaction]) -> FoundSessions {
 
 /// The body of a prompt, and its text as sent; or why the interaction is not one.
 fn prompt(interaction: &Interaction) -> Result<(Value, Option<String>), String> {
-    let path = interaction.url.split(['?', '#']).next().unwrap_or_default();
-    if let Some(endpoint) = NOT_PROMPTS.iter().find(|endpoint| path.contains(*endpoint)) {
+    if let Some(endpoint) = kvlint_protocol::endpoint::not_a_prompt(&interaction.url) {
         return Err(format!("not a prompt (`{endpoint}` endpoint)"));
     }
     if interaction.method == "GET" {
@@ -259,21 +245,10 @@ fn alike(earlier: &str, later: &str) -> bool {
         return true;
     }
     let (earlier, later) = (earlier.as_bytes(), later.as_bytes());
-    let prefix = crate::prefix::common_prefix_len(earlier, later);
-    let suffix = crate::prefix::common_prefix_len(
-        earlier[prefix..].iter().rev(),
-        later[prefix..].iter().rev(),
-    );
+    let prefix = common_prefix_len(earlier, later);
+    let suffix = common_prefix_len(earlier[prefix..].iter().rev(), later[prefix..].iter().rev());
     let longer = earlier.len().max(later.len());
     (prefix + suffix) * 5 >= longer * 4
-}
-
-fn shared_prefix(earlier: &[Value], later: &[Value]) -> usize {
-    earlier
-        .iter()
-        .zip(later)
-        .take_while(|(a, b)| a == b)
-        .count()
 }
 
 /// What a conversation is known by.
@@ -281,29 +256,25 @@ fn shared_prefix(earlier: &[Value], later: &[Value]) -> usize {
 struct Key {
     endpoint: String,
     model: Option<Value>,
-    cache_key: Option<Value>,
+    cache_key: Option<String>,
     opening: Option<Value>,
 }
 
 impl Key {
     fn of(interaction: &Interaction, body: &Value, messages: &[Value]) -> Self {
-        let endpoint = interaction
-            .url
-            .split(['?', '#'])
-            .next()
-            .unwrap_or_default()
-            .to_owned();
-        // The client's own word first: its routing key, then the body's cache key.
-        let cache_key = interaction
-            .conversation
-            .clone()
-            .map(Value::String)
-            .or_else(|| body.get("prompt_cache_key").cloned())
-            .or_else(|| {
-                body.get("metadata")
-                    .and_then(|metadata| metadata.get("user_id"))
-                    .cloned()
-            });
+        let endpoint = kvlint_protocol::endpoint::path_of(&interaction.url).to_owned();
+        // The client's own word: its session key, from its trace, body and headers.
+        let headers: Vec<(&str, &str)> = interaction
+            .key_headers
+            .iter()
+            .map(|(name, value)| (name.as_str(), value.as_str()))
+            .collect();
+        let cache_key = Carried {
+            body: Some(body),
+            headers: &headers,
+            trace_conversation: interaction.conversation.as_deref(),
+        }
+        .session_key();
         let opening = messages
             .iter()
             .find(|message| {
@@ -334,6 +305,7 @@ mod tests {
             at: Place::default(),
             response: None,
             conversation: None,
+            key_headers: Vec::new(),
             time: None,
         }
     }
@@ -368,7 +340,7 @@ mod tests {
         let user = |text: &str| json!({"role": "user", "content": text});
         let said = |text: &str| json!({"role": "assistant", "content": text});
         let keyed = |index, key: &str, messages: Vec<Value>| Interaction {
-            conversation: Some(key.into()),
+            key_headers: vec![("X-Kvlint-Routing-Key".into(), key.into())],
             ..interaction(index, chat, json!({"model": "m", "messages": messages}))
         };
         let interactions = [

@@ -5,7 +5,7 @@ use base64::Engine;
 use serde_json::Value;
 
 use super::{
-    Body, Container, Interaction, Recording, body_text, is_routing_header, place_of, response_of,
+    Body, Container, Interaction, Recording, body_text, key_headers, place_of, response_of,
 };
 use crate::path::PathSegment;
 
@@ -42,7 +42,8 @@ pub(super) fn read(root: &Value, text: &str) -> Option<Recording> {
                 response: entry
                     .pointer("/response/content")
                     .and_then(response_content),
-                conversation: routing_key(request),
+                conversation: None,
+                key_headers: request_key_headers(request),
                 time: entry
                     .get("startedDateTime")
                     .and_then(Value::as_str)
@@ -70,14 +71,13 @@ fn response_content(content: &Value) -> Option<Value> {
     response_of(body)
 }
 
-/// The routing key a request's headers (`[{name, value}]`) carry.
-fn routing_key(request: &Value) -> Option<String> {
-    let headers = request.get("headers")?.as_array()?;
-    let header = headers.iter().find(|header| {
-        header
-            .get("name")
-            .and_then(Value::as_str)
-            .is_some_and(is_routing_header)
-    })?;
-    Some(header.get("value")?.as_str()?.to_owned())
+/// The headers (`[{name, value}]`) of a request that keys are read from.
+fn request_key_headers(request: &Value) -> Vec<(String, String)> {
+    let headers = request.get("headers").and_then(Value::as_array);
+    key_headers(headers.into_iter().flatten().filter_map(|header| {
+        Some((
+            header.get("name")?.as_str()?,
+            header.get("value")?.as_str()?,
+        ))
+    }))
 }

@@ -58,6 +58,7 @@ pub(super) fn read(root: &Value, text: &str) -> Option<Recording> {
             interactions.push(Interaction {
                 response,
                 conversation: None,
+                key_headers: Vec::new(),
                 time: None,
                 index: interactions.len(),
                 method: "POST".into(),

@@ -91,21 +91,22 @@ pub struct Interaction {
     /// The response recorded with it, as JSON (a stream reassembled): what was generated,
     /// and the usage the provider or engine reported.
     pub response: Option<Value>,
-    /// The conversation the client says the request belongs to: a routing-key header
-    /// (`x-kvlint-routing-key`, `X-SMG-Routing-Key`) or a trace's `gen_ai.conversation.id`.
+    /// The conversation a trace says the request belongs to (`gen_ai.conversation.id`).
     pub conversation: Option<String>,
+    /// The request's headers that keys are read from ([`kvlint_protocol::key`]'s tables:
+    /// the routing headers), name and value as recorded.
+    pub key_headers: Vec<(String, String)>,
     /// When the request was sent, in seconds since the Unix epoch, when the recording says.
     pub time: Option<f64>,
 }
 
-/// Whether a request header names the conversation (the SDK's routing headers).
-fn is_routing_header(name: &str) -> bool {
-    [
-        crate::routing::ROUTING_KEY_HEADER,
-        crate::routing::SGLANG_ROUTING_KEY_HEADER,
-    ]
-    .iter()
-    .any(|header| header.eq_ignore_ascii_case(name))
+/// The headers of `headers` (name and value) that keys are read from.
+fn key_headers<'a>(headers: impl IntoIterator<Item = (&'a str, &'a str)>) -> Vec<(String, String)> {
+    headers
+        .into_iter()
+        .filter(|(name, _)| kvlint_protocol::key::is_key_header(name))
+        .map(|(name, value)| (name.to_owned(), value.to_owned()))
+        .collect()
 }
 
 /// A request's body as recorded.

@@ -72,6 +72,7 @@ fn recording(documents: Vec<(&Value, &str, usize)>) -> Recording {
             at: span.at,
             response: span.response,
             conversation: span.conversation,
+            key_headers: Vec::new(),
             time: (span.start > 0).then(|| span.start as f64 / 1e9),
         })
         .collect();

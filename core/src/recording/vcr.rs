@@ -5,7 +5,7 @@
 use base64::Engine;
 
 use super::yaml::Node;
-use super::{Body, Container, Interaction, Recording, body_text, is_routing_header, response_of};
+use super::{Body, Container, Interaction, Recording, body_text, key_headers, response_of};
 
 /// Whether a YAML file names a cassette's interactions at its top level.
 pub(super) fn looks_like_cassette(text: &str) -> bool {
@@ -149,14 +149,14 @@ fn interaction(index: usize, request: &Node, response: Option<&Node>) -> Option<
         response_of(body)
     });
     // `headers: {Name: [value]}` in every VCR flavour.
-    let conversation = match request.get("headers") {
-        Some(Node::Mapping(headers, _)) => headers
-            .iter()
-            .find(|(name, _)| is_routing_header(name))
-            .and_then(|(_, values)| values.items().first().or(Some(values)))
-            .and_then(Node::as_str)
-            .map(str::to_owned),
-        _ => None,
+    let key_headers = match request.get("headers") {
+        Some(Node::Mapping(headers, _)) => {
+            key_headers(headers.iter().filter_map(|(name, values)| {
+                let value = values.items().first().unwrap_or(values).as_str()?;
+                Some((name.as_str(), value))
+            }))
+        }
+        _ => Vec::new(),
     };
     Some(Interaction {
         index,
@@ -165,7 +165,8 @@ fn interaction(index: usize, request: &Node, response: Option<&Node>) -> Option<
         body,
         at,
         response,
-        conversation,
+        conversation: None,
+        key_headers,
         time: None,
     })
 }

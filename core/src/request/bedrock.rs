@@ -11,42 +11,6 @@ use super::{BodyError, PartKind, Role, short_hash};
 use crate::json::{compact_json, kind_of};
 use crate::path::PartPath;
 
-/// Whether a body is a Converse request: a `toolConfig` or `inferenceConfig`, or blocks keyed
-/// by kind (no `type`) in `system` or the messages' `content`.
-pub(super) fn is_converse(body: &Map<String, Value>) -> bool {
-    let keyed_blocks = |blocks: Option<&Value>| {
-        blocks.and_then(Value::as_array).is_some_and(|blocks| {
-            blocks.iter().any(|block| {
-                block.as_object().is_some_and(|block| {
-                    !block.contains_key("type")
-                        && [
-                            "text",
-                            "toolUse",
-                            "toolResult",
-                            "cachePoint",
-                            "reasoningContent",
-                            "image",
-                            "document",
-                        ]
-                        .iter()
-                        .any(|key| block.contains_key(*key))
-                })
-            })
-        })
-    };
-    body.contains_key("toolConfig")
-        || body.contains_key("inferenceConfig")
-        || keyed_blocks(body.get("system"))
-        || body
-            .get("messages")
-            .and_then(Value::as_array)
-            .is_some_and(|messages| {
-                messages
-                    .iter()
-                    .any(|message| keyed_blocks(message.get("content")))
-            })
-}
-
 /// The blocks a `cachePoint` marks: the one before each, in `items` at `path`.
 pub(super) fn cache_points(path: &PartPath, items: Option<&Value>, found: &mut Vec<PartPath>) {
     for (index, item) in items

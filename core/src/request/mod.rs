@@ -14,7 +14,6 @@ mod bedrock;
 mod blocks;
 mod builder;
 mod chat;
-mod detect;
 mod gemini;
 mod responses;
 mod role;
@@ -32,38 +31,8 @@ use builder::PartsBuilder;
 pub use crate::json::{compact_json, same_bytes};
 pub use role::Role;
 
-/// The API a request body is written for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
-pub enum BodyFormat {
-    #[serde(rename = "openai-chat")]
-    OpenAiChat,
-    #[serde(rename = "openai-responses")]
-    OpenAiResponses,
-    #[serde(rename = "anthropic-messages")]
-    AnthropicMessages,
-    #[serde(rename = "gemini-generate-content")]
-    GeminiGenerateContent,
-    #[serde(rename = "bedrock-converse")]
-    BedrockConverse,
-}
-
-impl BodyFormat {
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::OpenAiChat => "openai-chat",
-            Self::OpenAiResponses => "openai-responses",
-            Self::AnthropicMessages => "anthropic-messages",
-            Self::GeminiGenerateContent => "gemini-generate-content",
-            Self::BedrockConverse => "bedrock-converse",
-        }
-    }
-
-    /// Whether inference engines take bodies of this format (OpenAI's and Anthropic's APIs);
-    /// Gemini's and Bedrock's are their providers' own.
-    pub fn is_served_by_engines(self) -> bool {
-        !matches!(self, Self::GeminiGenerateContent | Self::BedrockConverse)
-    }
-}
+/// The API a request body is written for, detected by [`BodyFormat::detect`].
+pub use kvlint_protocol::BodyFormat;
 
 /// What a part of the prompt is. Structural parts (role headers, message ends) are
 /// scaffolding the renderer adds; they are not content a user would call "re-sent".

@@ -10,7 +10,7 @@ use kvlint_core::session::{SessionFile, read_input};
 use miette::WrapErr;
 use rayon::prelude::*;
 
-use super::{Outcome, RenderArgs, ServingEngine};
+use super::{Outcome, RenderArgs, serving_engine};
 use crate::config::{Config, Discovery};
 use crate::discover::{Candidate, looks_like_session, session_files};
 use crate::emit::{Output, OutputFormat, Terminal};
@@ -99,7 +99,7 @@ impl Setup {
             }
         }
         Ok(Self {
-            renderer: render.renderer(ServingEngine::of(engine.as_ref()))?,
+            renderer: render.renderer(serving_engine(engine.as_ref()))?,
             options: CacheOptions {
                 engine,
                 prefill_tokens_per_second: prefill_tps,

@@ -13,7 +13,9 @@ use kvlint_core::session::{SessionFile, Turn};
 use serde::Serialize;
 use similar::TextDiff;
 
-use super::{Outcome, RenderArgs, ServingEngine, current_config};
+use kvlint_protocol::EngineName;
+
+use super::{Outcome, RenderArgs, current_config};
 use crate::config::Discovery;
 use crate::emit::{self, Output, OutputFormat, OutputKind, Terminal};
 use crate::report::REPORT_VERSION;
@@ -33,7 +35,7 @@ pub fn run(mut args: Args, terminal: Terminal) -> miette::Result<Outcome> {
     if let Some(defaults) = current_config(&mut Discovery::default())? {
         args.render.apply_defaults(&defaults);
     }
-    let renderer = args.render.renderer(ServingEngine::Vllm)?;
+    let renderer = args.render.renderer(EngineName::Vllm)?;
     let result = diff(&args.previous, &args.current, &renderer)?;
     Outcome::emitted(
         args.format,

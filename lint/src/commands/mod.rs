@@ -23,6 +23,7 @@ use kvlint_core::render::{
 };
 use kvlint_core::template::ChatTemplate;
 use kvlint_core::tokenize::Tokenizer;
+use kvlint_protocol::EngineName;
 use miette::{IntoDiagnostic, WrapErr};
 
 use crate::config::{Config, Discovery};
@@ -111,29 +112,39 @@ pub fn parse_now(text: &str) -> Result<NaiveDateTime, String> {
         })
 }
 
-/// The self-hosted engine whose handling of a request engine mode reproduces, between the
-/// body and the chat template.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum ServingEngine {
-    /// vLLM's OpenAI-compatible server: its request parsing is modelled.
-    #[default]
-    Vllm,
-    /// SGLang's OpenAI-compatible server: its request parsing is modelled.
-    Sglang,
-    /// llama.cpp's `llama-server --jinja`: its request parsing is modelled.
-    Llamacpp,
+/// The self-hosted engines whose request handling engine mode reproduces, between the body and
+/// the chat template (`render --engine`, `workload --serving-engine`).
+pub const SERVING_ENGINES: [EngineName; 3] =
+    [EngineName::Vllm, EngineName::Sglang, EngineName::LlamaCpp];
+
+/// The servers `probe` and `proxy` talk to (`--engine-kind`): the engines, and the hosted APIs
+/// whose usage reports cached tokens (OpenAI's, Anthropic's).
+pub const SERVER_KINDS: [EngineName; 5] = [
+    EngineName::LlamaCpp,
+    EngineName::Vllm,
+    EngineName::Sglang,
+    EngineName::OpenAi,
+    EngineName::Anthropic,
+];
+
+/// The argument parser of an engine among `allowed`, by its name
+/// ([`kvlint_protocol::engine`]).
+pub fn engine_name(
+    allowed: &'static [EngineName],
+) -> impl clap::builder::TypedValueParser<Value = EngineName> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(allowed.iter().map(|engine| engine.as_str())).try_map(
+        |name| EngineName::from_name(&name).ok_or_else(|| format!("unknown engine `{name}`")),
+    )
 }
 
-impl ServingEngine {
-    /// The engine a cache model names (`--engine sglang:page=16` is SGLang); vLLM for the
-    /// others and without one.
-    pub fn of(engine: Option<&Engine>) -> Self {
-        match engine {
-            Some(Engine::Sglang { .. }) => Self::Sglang,
-            Some(Engine::LlamaCpp { .. }) => Self::Llamacpp,
-            _ => Self::Vllm,
-        }
-    }
+/// The engine whose request handling engine mode reproduces for a cache model (`--engine
+/// sglang:page=16` is SGLang); vLLM for hosted APIs and without one.
+pub fn serving_engine(engine: Option<&Engine>) -> EngineName {
+    engine
+        .map(Engine::id)
+        .filter(|engine| engine.is_self_hosted())
+        .unwrap_or(EngineName::Vllm)
 }
 
 /// The configuration that applies in the current folder: the defaults of a command's flags.
@@ -161,7 +172,7 @@ impl RenderArgs {
 
     /// Provider mode without a chat template; engine mode through `serving`'s request
     /// handling with one.
-    pub fn renderer(&self, serving: ServingEngine) -> miette::Result<Renderer> {
+    pub fn renderer(&self, serving: EngineName) -> miette::Result<Renderer> {
         let tokenizer_path = self.tokenizer.clone().or_else(|| {
             // A tokenizer_config.json usually sits beside its tokenizer.json.
             let template = self.chat_template.as_deref()?;
@@ -194,24 +205,19 @@ impl RenderArgs {
             template.kwargs = kwargs;
         }
         let request = match serving {
-            // A gpt-oss tokenizer: vLLM renders through Harmony, its system message dated
-            // the day the request comes in.
-            ServingEngine::Vllm if is_harmony_tokenizer(&tokenizer) => {
-                EngineRequest::Vllm(Box::new(
-                    VllmServer::for_template(&template)
-                        .rendering_harmony(now.format("%Y-%m-%d").to_string()),
-                ))
-            }
-            ServingEngine::Vllm => {
-                EngineRequest::Vllm(Box::new(VllmServer::for_template(&template)))
-            }
-            ServingEngine::Llamacpp => {
-                EngineRequest::LlamaCpp(LlamaCppServer::serving(&mut template))
-            }
-            ServingEngine::Sglang if is_harmony_tokenizer(&tokenizer) => {
+            EngineName::LlamaCpp => EngineRequest::LlamaCpp(LlamaCppServer::serving(&mut template)),
+            EngineName::Sglang if is_harmony_tokenizer(&tokenizer) => {
                 EngineRequest::Sglang(SglangServer::serving(&mut template).serving_gpt_oss())
             }
-            ServingEngine::Sglang => EngineRequest::Sglang(SglangServer::serving(&mut template)),
+            EngineName::Sglang => EngineRequest::Sglang(SglangServer::serving(&mut template)),
+            // vLLM's, which [`serving_engine`] gives for every engine that is not self-hosted.
+            // A gpt-oss tokenizer: vLLM renders through Harmony, its system message dated the
+            // day the request comes in.
+            _ if is_harmony_tokenizer(&tokenizer) => EngineRequest::Vllm(Box::new(
+                VllmServer::for_template(&template)
+                    .rendering_harmony(now.format("%Y-%m-%d").to_string()),
+            )),
+            _ => EngineRequest::Vllm(Box::new(VllmServer::for_template(&template))),
         };
         Ok(Renderer::Engine {
             template: Box::new(template),

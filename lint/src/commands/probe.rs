@@ -6,9 +6,11 @@ use std::time::Duration;
 
 use kvlint_core::session::SessionFile;
 
-use super::{Outcome, RenderArgs, ServingEngine};
+use kvlint_protocol::EngineName;
+
+use super::{Outcome, RenderArgs, SERVER_KINDS, engine_name};
 use crate::emit::{self, Output, OutputFormat, OutputKind, Terminal};
-use crate::probe::{self, Api, Client, EngineKind, Fleet, ProbeReport};
+use crate::probe::{self, Api, Client, Fleet, ProbeReport};
 use crate::report::REPORT_VERSION;
 
 #[derive(Debug, clap::Args)]
@@ -24,8 +26,8 @@ pub struct Args {
     #[arg(long, value_name = "URL")]
     pub replica: Vec<String>,
     /// The kind of engine; detected from its endpoints when not given.
-    #[arg(long, value_enum)]
-    pub engine_kind: Option<EngineKind>,
+    #[arg(long, value_parser = engine_name(&SERVER_KINDS))]
+    pub engine_kind: Option<EngineName>,
     /// The model name to send (else the request's).
     #[arg(long)]
     pub model: Option<String>,
@@ -64,20 +66,20 @@ pub fn run(args: Args, terminal: Terminal) -> miette::Result<Outcome> {
         timeout,
     );
     let kind = if fleet.is_some() {
-        EngineKind::Llamacpp
+        EngineName::LlamaCpp
     } else {
         args.engine_kind.unwrap_or_else(|| client.detect())
     };
     // Each provider's key goes to that provider's header only.
     let client = client.for_api(match kind {
-        EngineKind::Anthropic => Api::Anthropic,
+        EngineName::Anthropic => Api::Anthropic,
         _ => Api::OpenAiCompatible,
     });
     // kvlint renders each turn as the probed engine parses it.
-    let serving = match kind {
-        EngineKind::Sglang => ServingEngine::Sglang,
-        EngineKind::Llamacpp => ServingEngine::Llamacpp,
-        EngineKind::Vllm | EngineKind::Openai | EngineKind::Anthropic => ServingEngine::Vllm,
+    let serving = if kind.is_self_hosted() {
+        kind
+    } else {
+        EngineName::Vllm
     };
     let own_renderer = args
         .render
@@ -92,7 +94,7 @@ pub fn run(args: Args, terminal: Terminal) -> miette::Result<Outcome> {
     };
     // vLLM and SGLang answer only for the model they serve.
     let model = args.model.or_else(|| {
-        matches!(kind, EngineKind::Vllm | EngineKind::Sglang)
+        matches!(kind, EngineName::Vllm | EngineName::Sglang)
             .then(|| client.served_model())
             .flatten()
     });
@@ -114,7 +116,7 @@ pub fn run(args: Args, terminal: Terminal) -> miette::Result<Outcome> {
         };
         let probed = match fleet.as_mut() {
             Some(fleet) => probe::probe_fleet(fleet, &session, model.as_deref()),
-            None if matches!(kind, EngineKind::Openai | EngineKind::Anthropic) => {
+            None if matches!(kind, EngineName::OpenAi | EngineName::Anthropic) => {
                 probe::probe_hosted(&client, kind, &session, model.as_deref())
             }
             None => probe::probe_session(

@@ -48,8 +48,8 @@ pub struct Args {
     pub metrics: Option<SocketAddr>,
     /// The engine behind the upstream (for its tokens and cache model); detected from its
     /// endpoints when not given.
-    #[arg(long, value_enum)]
-    pub engine_kind: Option<crate::probe::EngineKind>,
+    #[arg(long, value_parser = super::engine_name(&super::SERVER_KINDS))]
+    pub engine_kind: Option<kvlint_protocol::EngineName>,
     /// The response header a gateway names the replica that served a request in (nginx:
     /// `add_header X-Kvlint-Replica $upstream_addr always;`).
     #[arg(long, default_value = "x-kvlint-replica", value_name = "NAME")]

@@ -9,7 +9,9 @@ use kvlint_core::render::{Rendered, Renderer};
 use kvlint_core::session::{SessionFile, Turn};
 use serde::{Serialize, Serializer};
 
-use super::{Outcome, RenderArgs, ServingEngine, current_config};
+use kvlint_protocol::EngineName;
+
+use super::{Outcome, RenderArgs, SERVING_ENGINES, current_config, engine_name};
 use crate::config::Discovery;
 use crate::emit::{self, Output, OutputFormat, OutputKind, Terminal};
 use crate::report::{ErrorReport, REPORT_VERSION};
@@ -23,8 +25,8 @@ pub struct Args {
     #[arg(long, value_name = "N")]
     pub turn: Option<usize>,
     /// With a chat template: the engine whose request parsing is reproduced.
-    #[arg(long, value_enum, default_value = "vllm")]
-    pub engine: ServingEngine,
+    #[arg(long, default_value = "vllm", value_parser = engine_name(&SERVING_ENGINES))]
+    pub engine: EngineName,
     #[command(flatten)]
     pub render: RenderArgs,
     #[arg(long, value_enum, default_value = "human")]

@@ -15,7 +15,9 @@ use kvlint_workload::store::{load, save, trace_key, trace_path};
 use kvlint_workload::{Distribution, Trace, WorkloadReport, build_trace, workload_report};
 use miette::{IntoDiagnostic, WrapErr};
 
-use super::{Outcome, RenderArgs, ServingEngine, current_config};
+use kvlint_protocol::EngineName;
+
+use super::{Outcome, RenderArgs, SERVING_ENGINES, current_config, engine_name};
 use crate::config::Discovery;
 use crate::discover::session_files;
 
@@ -53,8 +55,8 @@ pub struct TraceArgs {
     #[command(flatten)]
     pub render: RenderArgs,
     /// With a chat template: the engine whose request parsing is reproduced.
-    #[arg(long, value_enum, default_value = "vllm", value_name = "ENGINE")]
-    pub serving_engine: ServingEngine,
+    #[arg(long, default_value = "vllm", value_name = "ENGINE", value_parser = engine_name(&SERVING_ENGINES))]
+    pub serving_engine: EngineName,
     /// Where traces are kept (default: `$XDG_CACHE_HOME/kvlint/traces`, else
     /// `~/.cache/kvlint/traces`).
     #[arg(long, value_name = "DIR")]

@@ -2,23 +2,10 @@
 //! slots, block or page size, and from these the cache model kvlint predicts with.
 
 use kvlint_core::cache::Engine;
-use serde::Serialize;
+use kvlint_protocol::EngineName;
 use serde_json::Value;
 
 use super::client::Client;
-
-/// The kind of server, which decides the endpoints and fields read.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum EngineKind {
-    Llamacpp,
-    Vllm,
-    Sglang,
-    /// OpenAI's API: `usage.prompt_tokens_details.cached_tokens`; no tokenize endpoint.
-    Openai,
-    /// Anthropic's Messages API: `usage.cache_read_input_tokens`; no tokenize endpoint.
-    Anthropic,
-}
 
 /// vLLM's default block size, for a server whose metrics do not say.
 const VLLM_DEFAULT_BLOCK: usize = 16;
@@ -27,14 +14,14 @@ const SGLANG_DEFAULT_PAGE: usize = 1;
 
 impl Client {
     /// Guesses the engine from the endpoints it answers.
-    pub fn detect(&self) -> EngineKind {
+    pub fn detect(&self) -> EngineName {
         let metrics = self.get_text("/metrics").unwrap_or_default();
         if metrics.contains("vllm:") {
-            EngineKind::Vllm
+            EngineName::Vllm
         } else if metrics.contains("sglang:") {
-            EngineKind::Sglang
+            EngineName::Sglang
         } else {
-            EngineKind::Llamacpp
+            EngineName::LlamaCpp
         }
     }
 
@@ -52,23 +39,27 @@ impl Client {
 
     /// The cache model of this engine, with the settings the engine reports about itself;
     /// hosted APIs are modelled for `model` (their figures differ per model).
-    pub(crate) fn cache_model(&self, kind: EngineKind, model: Option<&str>) -> Engine {
+    pub(crate) fn cache_model(&self, kind: EngineName, model: Option<&str>) -> Engine {
         match kind {
             // The probe sends whole prompts; `--cache-reuse` is not reported by the server.
-            EngineKind::Llamacpp => Engine::LlamaCpp { cache_reuse: 0 },
-            EngineKind::Vllm => Engine::Vllm {
+            EngineName::LlamaCpp => Engine::LlamaCpp { cache_reuse: 0 },
+            EngineName::Vllm => Engine::Vllm {
                 block: self.vllm_block_size(),
                 speculative: false,
             },
-            EngineKind::Sglang => Engine::Sglang {
+            EngineName::Sglang => Engine::Sglang {
                 page: self.sglang_page_size(),
             },
-            EngineKind::Openai => Engine::OpenAi {
+            EngineName::OpenAi => Engine::OpenAi {
                 model: model.map(str::to_owned),
             },
-            EngineKind::Anthropic => Engine::Anthropic {
+            EngineName::Anthropic => Engine::Anthropic {
                 model: model.map(str::to_owned),
             },
+            EngineName::Gemini => Engine::Gemini {
+                model: model.map(str::to_owned),
+            },
+            EngineName::DeepSeek => Engine::DeepSeek,
         }
     }
 

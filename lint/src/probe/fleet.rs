@@ -6,7 +6,9 @@ use kvlint_core::routing::{ROUTING_KEY_HEADER, request_routing_key, routing_key}
 use kvlint_core::session::SessionFile;
 
 use super::client::Client;
-use super::detect::{EngineKind, prometheus_value};
+use kvlint_protocol::EngineName;
+
+use super::detect::prometheus_value;
 use super::observe::observe;
 use super::predict::predicted_cached;
 use super::replay::{chat_body, engine_tokens};
@@ -14,7 +16,7 @@ use super::report::{ProbeSession, ProbeTurn};
 
 /// The replicas a fleet probe reads: llama.cpp servers, one slot each, whose
 /// `tokens_predicted_total` counter tells which one answered.
-const REPLICA_KIND: EngineKind = EngineKind::Llamacpp;
+const REPLICA_KIND: EngineName = EngineName::LlamaCpp;
 
 /// Replicas behind a gateway: each is probed directly to learn which one served a turn.
 pub struct Fleet {

@@ -8,10 +8,10 @@ use kvlint_core::session::SessionFile;
 use serde_json::json;
 
 use super::client::Client;
-use super::detect::EngineKind;
 use super::observe::observed_cached;
 use super::replay::chat_body;
 use super::report::{ProbeSession, ProbeTurn};
+use kvlint_protocol::EngineName;
 
 /// The Messages API version the request shapes kvlint reads are documented for.
 const ANTHROPIC_VERSION: &str = "2023-06-01";
@@ -19,7 +19,7 @@ const ANTHROPIC_VERSION: &str = "2023-06-01";
 /// Replays one session against a hosted API of `kind` (`Openai` or `Anthropic`).
 pub fn probe_hosted(
     client: &Client,
-    kind: EngineKind,
+    kind: EngineName,
     session: &SessionFile,
     model: Option<&str>,
 ) -> Result<ProbeSession, InputError> {
@@ -33,7 +33,7 @@ pub fn probe_hosted(
     for (index, turn) in session.turns().enumerate() {
         let turn = turn?;
         let mut note = None;
-        let (path, body, headers) = if kind == EngineKind::Anthropic {
+        let (path, body, headers) = if kind == EngineName::Anthropic {
             let mut body = turn.request.body.clone();
             body["max_tokens"] = json!(1);
             body["stream"] = json!(false);

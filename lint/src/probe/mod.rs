@@ -26,7 +26,7 @@ mod report;
 
 pub use client::Client;
 pub use credentials::Api;
-pub use detect::{EngineKind, prometheus_value};
+pub use detect::prometheus_value;
 pub use fleet::{Fleet, probe_fleet};
 pub use hosted::probe_hosted;
 pub use replay::probe_session;

@@ -8,17 +8,17 @@ use kvlint_core::session::{SessionFile, Turn};
 use serde_json::{Value, json};
 
 use super::client::{Client, Failure};
-use super::detect::EngineKind;
 use super::observe::observe;
 use super::predict::predicted_cached;
 use super::report::{ProbeSession, ProbeTurn, explain_mismatch};
+use kvlint_protocol::EngineName;
 
 /// Replays one session. `seen` holds the token sequences the engine already processed in
 /// this run, oldest first: its cache (llama.cpp's slot, vLLM's and SGLang's prefix cache)
 /// spans sessions.
 pub fn probe_session(
     client: &Client,
-    kind: EngineKind,
+    kind: EngineName,
     session: &SessionFile,
     model: Option<&str>,
     own_renderer: Option<&Renderer>,
@@ -26,7 +26,7 @@ pub fn probe_session(
     from_metrics: bool,
 ) -> Result<ProbeSession, InputError> {
     // llama.cpp: more than one slot makes "the previous request" ambiguous.
-    let slots = (kind == EngineKind::Llamacpp)
+    let slots = (kind == EngineName::LlamaCpp)
         .then(|| client.slot_count())
         .flatten();
     let cache_model = client.cache_model(kind, model);
@@ -130,11 +130,11 @@ pub(crate) fn chat_request(request: &Request, model: Option<&str>) -> Value {
 /// The prompt tokens the engine computes for a chat request.
 pub(crate) fn engine_tokens(
     client: &Client,
-    kind: EngineKind,
+    kind: EngineName,
     body: &Value,
 ) -> Result<Vec<u32>, Failure> {
     let response = match kind {
-        EngineKind::Llamacpp => {
+        EngineName::LlamaCpp => {
             let prompt = client.post("/apply-template", body)?;
             let prompt = prompt
                 .get("prompt")
@@ -145,7 +145,7 @@ pub(crate) fn engine_tokens(
                 &json!({"content": prompt, "add_special": true, "parse_special": true}),
             )?
         }
-        EngineKind::Vllm | EngineKind::Sglang | EngineKind::Openai | EngineKind::Anthropic => {
+        _ => {
             let mut request = json!({"messages": body["messages"], "add_generation_prompt": true});
             if let Some(tools) = body.get("tools") {
                 request["tools"] = tools.clone();

@@ -3,8 +3,8 @@
 
 use serde::Serialize;
 
-use super::detect::EngineKind;
 use crate::report::ErrorReport;
+use kvlint_protocol::EngineName;
 
 /// How a turn of a probe ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -52,7 +52,7 @@ pub struct ProbeTurn {
 pub struct ProbeSession {
     pub path: String,
     pub engine_url: String,
-    pub engine_kind: EngineKind,
+    pub engine_kind: EngineName,
     /// With `--gateway`: the routing key sent in the `x-kvlint-routing-key` header.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub routing_key: Option<String>,

@@ -28,13 +28,15 @@ use kvlint_core::locate::Unplaced;
 use kvlint_core::recording::parse_response;
 use kvlint_core::render::{Rendered, Renderer};
 use kvlint_core::request::{BodyFormat, Request};
+use kvlint_protocol::EngineName;
+use kvlint_protocol::key::Carried;
 use rustls::pki_types::CertificateDer;
 use serde_json::{Value, json};
 
 use super::Exchange;
 use super::forward::header;
 use super::metrics::Metrics;
-use crate::probe::{Client, EngineKind, chat_request, engine_tokens, predicted_cached};
+use crate::probe::{Client, chat_request, engine_tokens, predicted_cached};
 
 /// Prompts kept per replica to model its cache; older ones count as evicted.
 const RECENT_PROMPTS: usize = 64;
@@ -52,7 +54,7 @@ const ENGINE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How to reach the upstreams for their tokens, and what they are when the user said.
 pub(super) struct EngineProbe {
-    pub(super) kind: Option<EngineKind>,
+    pub(super) kind: Option<EngineName>,
     /// Certificate authorities trusted for https upstreams (`--upstream-ca`).
     pub(super) authorities: Vec<CertificateDer<'static>>,
     /// `false` (`--no-prediction`): no predictions, no requests to the engine.
@@ -75,7 +77,7 @@ enum UpstreamModel {
     /// A self-hosted engine: its tokens and cache model.
     SelfHosted {
         client: Client,
-        kind: EngineKind,
+        kind: EngineName,
         model: kvlint_core::cache::Engine,
     },
     /// A hosted API: kvlint's rendering and the API's cache model.
@@ -162,14 +164,12 @@ impl Analysis {
             .unwrap_or_else(|| client.detect());
         let model = client.cache_model(kind, None);
         let known = Some(Arc::new(match kind {
-            EngineKind::Openai | EngineKind::Anthropic => UpstreamModel::Hosted(model),
-            EngineKind::Llamacpp | EngineKind::Vllm | EngineKind::Sglang => {
-                UpstreamModel::SelfHosted {
-                    client,
-                    kind,
-                    model,
-                }
-            }
+            _ if !kind.is_self_hosted() => UpstreamModel::Hosted(model),
+            _ => UpstreamModel::SelfHosted {
+                client,
+                kind,
+                model,
+            },
         }));
         self.upstreams.insert(Arc::clone(upstream), known.clone());
         known
@@ -258,11 +258,18 @@ impl Analysis {
         }
     }
 
-    /// The session a request belongs to: among the sessions with the same key (a user or
-    /// session id, else the prefix key), the one whose previous request it extends most; a
+    /// The session a request belongs to: among the sessions with the same session key
+    /// ([`kvlint_protocol::key::SESSION_KEY`]), the one whose previous request it extends most; a
     /// first turn (one user message, no answer yet) starts a new one.
     fn session_for(&mut self, exchange: &Exchange, body: &Value, rendered: &Rendered) -> usize {
-        let key = session_key(body, exchange).unwrap_or_default();
+        let headers = super::forward::header_pairs(&exchange.request_headers);
+        let key = Carried {
+            body: Some(body),
+            headers: &headers,
+            trace_conversation: None,
+        }
+        .session_key()
+        .unwrap_or_default();
         let continued = (!starts_session(body))
             .then(|| {
                 self.by_key
@@ -356,7 +363,7 @@ impl Analysis {
         &mut self,
         index: usize,
         turn: &Turn<'_>,
-        (client, kind, model): (&Client, EngineKind, &kvlint_core::cache::Engine),
+        (client, kind, model): (&Client, EngineName, &kvlint_core::cache::Engine),
         replica: Option<String>,
     ) {
         let chat = match turn.request.format {
@@ -536,28 +543,6 @@ impl Analysis {
     }
 }
 
-/// The id that groups a request with its session: a user or session id the body carries
-/// (Anthropic's `metadata.user_id`, OpenAI's `user` or `safety_identifier`), else the prefix key
-/// (`prompt_cache_key`, or the SDK's routing header).
-fn session_key(body: &Value, exchange: &Exchange) -> Option<String> {
-    let text = |pointer: &str| {
-        body.pointer(pointer)
-            .and_then(Value::as_str)
-            .filter(|text| !text.is_empty())
-    };
-    text("/metadata/user_id")
-        .or_else(|| text("/user"))
-        .or_else(|| text("/safety_identifier"))
-        .or_else(|| text("/prompt_cache_key"))
-        .or_else(|| {
-            header(
-                &exchange.request_headers,
-                kvlint_core::routing::ROUTING_KEY_HEADER,
-            )
-        })
-        .map(str::to_owned)
-}
-
 /// A first turn: one user message and no answer yet.
 fn starts_session(body: &Value) -> bool {
     let items = body.get("messages").or_else(|| body.get("input"));
@@ -631,11 +616,11 @@ pub(super) fn engine_client(url: &str, authorities: &[CertificateDer<'static>]) 
 }
 
 /// The hosted API an upstream URL points at, by its host.
-fn hosted_kind(url: &str) -> Option<EngineKind> {
+fn hosted_kind(url: &str) -> Option<EngineName> {
     let host = url.parse::<hyper::Uri>().ok()?.host()?.to_ascii_lowercase();
     match host.as_str() {
-        "api.openai.com" => Some(EngineKind::Openai),
-        "api.anthropic.com" => Some(EngineKind::Anthropic),
+        "api.openai.com" => Some(EngineName::OpenAi),
+        "api.anthropic.com" => Some(EngineName::Anthropic),
         _ => None,
     }
 }
@@ -657,7 +642,7 @@ mod tests {
     fn hosted_analysis(record: Option<PathBuf>) -> Analysis {
         let metrics = Arc::new(Metrics::new(&[Arc::from(UPSTREAM)]));
         let probe = EngineProbe {
-            kind: Some(EngineKind::Openai),
+            kind: Some(EngineName::OpenAi),
             authorities: Vec::new(),
             predict: true,
         };
@@ -792,7 +777,7 @@ mod tests {
             .unwrap_or_else(|| panic!("no {series} in {text}"))
     }
 
-    fn hosted(upstream: &str, kind: EngineKind) -> Analysis {
+    fn hosted(upstream: &str, kind: EngineName) -> Analysis {
         let metrics = Arc::new(Metrics::new(&[Arc::from(upstream)]));
         let probe = EngineProbe {
             kind: Some(kind),
@@ -820,7 +805,7 @@ mod tests {
     fn a_hosted_turn_computed_again_after_the_ttl_is_an_expiry() {
         let start = Instant::now();
         let minutes = |count: u64| start + Duration::from_secs(count * 60);
-        let mut analysis = hosted(OPENAI, EngineKind::Openai);
+        let mut analysis = hosted(OPENAI, EngineName::OpenAi);
         analysis.observe(&hosted_turn(OPENAI, start, 0, openai_usage(1400, 0)));
         // Served as predicted a minute later: no loss.
         analysis.observe(&hosted_turn(
@@ -847,7 +832,7 @@ mod tests {
     #[test]
     fn a_hosted_prompt_under_the_minimum_is_said_so_not_lost() {
         let start = Instant::now();
-        let mut analysis = hosted(OPENAI, EngineKind::Openai);
+        let mut analysis = hosted(OPENAI, EngineName::OpenAi);
         // One line of rules: far under OpenAI's 1,024 tokens.
         analysis.observe(&hosted_turn(OPENAI, start, usize::MAX, openai_usage(40, 0)));
         let mut second = hosted_turn(OPENAI, start, usize::MAX, openai_usage(52, 0));
@@ -873,7 +858,7 @@ mod tests {
                 "cache_creation_input_tokens": written, "output_tokens": 5})
         };
         for (ttl, cause) in [(None, "ttl"), (Some("1h"), "unknown")] {
-            let mut analysis = hosted(ANTHROPIC, EngineKind::Anthropic);
+            let mut analysis = hosted(ANTHROPIC, EngineName::Anthropic);
             let mut turns = [
                 hosted_turn(ANTHROPIC, start, 0, usage(0, 1400)),
                 hosted_turn(

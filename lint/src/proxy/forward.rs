@@ -18,6 +18,7 @@ use hyper::{Request, Response, StatusCode, Uri};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
+use kvlint_protocol::key::Carried;
 use serde_json::Value;
 
 use super::metrics::Metrics;
@@ -197,26 +198,25 @@ impl Forwarder {
     }
 }
 
-/// The key a request is routed by: the SDK's routing header, else what the body names its
-/// prefix or user by (`prompt_cache_key`, `metadata.user_id`, `user`, `safety_identifier`).
+/// The key a request is routed by: its routing key ([`kvlint_protocol::key::ROUTING_KEY`]),
+/// from its headers and body.
 fn routing_key(headers: &HeaderMap, body: &[u8]) -> Option<String> {
-    if let Some(key) = header(headers, kvlint_core::routing::ROUTING_KEY_HEADER) {
-        return Some(key.to_owned());
+    let body: Option<Value> = serde_json::from_slice(body).ok();
+    let headers = header_pairs(headers);
+    Carried {
+        body: body.as_ref(),
+        headers: &headers,
+        trace_conversation: None,
     }
-    let body: Value = serde_json::from_slice(body).ok()?;
-    [
-        "/prompt_cache_key",
-        "/metadata/user_id",
-        "/user",
-        "/safety_identifier",
-    ]
-    .into_iter()
-    .find_map(|pointer| {
-        body.pointer(pointer)?
-            .as_str()
-            .filter(|key| !key.is_empty())
-    })
-    .map(str::to_owned)
+    .routing_key()
+}
+
+/// A request's headers as name–value pairs (values that are not text left out).
+pub(super) fn header_pairs(headers: &HeaderMap) -> Vec<(&str, &str)> {
+    headers
+        .iter()
+        .filter_map(|(name, value)| Some((name.as_str(), value.to_str().ok()?)))
+        .collect()
 }
 
 /// An error with its causes, for the client to read (hyper's own says "client error

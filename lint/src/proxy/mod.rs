@@ -28,12 +28,12 @@ use hyper::service::service_fn;
 use hyper::{Request, Response, Uri};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use kvlint_protocol::EngineName;
 use thiserror::Error;
 use tokio::net::TcpListener;
 
 use analysis::{Analysis, EngineProbe, ReplicaSource};
 
-use crate::probe::EngineKind;
 use forward::{Forwarder, Upstream};
 use metrics::Metrics;
 
@@ -63,16 +63,10 @@ pub(crate) struct Exchange {
     pub(crate) replica: Option<String>,
 }
 
-/// Paths whose POST bodies are prompts: OpenAI chat and Responses, Anthropic Messages.
-const PROMPT_PATHS: [&str; 3] = ["/chat/completions", "/responses", "/messages"];
-
 impl Exchange {
     /// Whether the request is a prompt (chat completions, responses, messages).
     pub(crate) fn is_prompt(&self) -> bool {
-        self.method == "POST"
-            && PROMPT_PATHS
-                .iter()
-                .any(|suffix| self.path.trim_end_matches('/').ends_with(suffix))
+        self.method == "POST" && kvlint_protocol::endpoint::is_prompt_path(&self.path)
     }
 }
 
@@ -94,7 +88,7 @@ pub struct Settings {
     pub metrics: Option<SocketAddr>,
     pub max_body: usize,
     /// The engine behind the upstream; detected from its endpoints when `None`.
-    pub engine_kind: Option<EngineKind>,
+    pub engine_kind: Option<EngineName>,
     /// The response header a gateway names the serving replica in.
     pub replica_header: String,
     /// Predict what the upstream serves from cache (self-hosted engines are asked for their
@@ -202,7 +196,7 @@ pub fn serve(settings: Settings) -> Result<(), ProxyError> {
         let (reading, read) = std::sync::mpsc::sync_channel(ANALYSIS_QUEUE);
         let counters = replicas::Counters::new(
             &settings.replica_metrics,
-            settings.engine_kind.unwrap_or(EngineKind::Llamacpp),
+            settings.engine_kind.unwrap_or(EngineName::LlamaCpp),
             &authorities,
         );
         std::thread::spawn(move || counters.run(read, sender));

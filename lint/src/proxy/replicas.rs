@@ -11,7 +11,9 @@ use rustls::pki_types::CertificateDer;
 
 use super::Exchange;
 use super::analysis::engine_client;
-use crate::probe::{Client, EngineKind, prometheus_value};
+use kvlint_protocol::EngineName;
+
+use crate::probe::{Client, prometheus_value};
 
 pub(super) struct Counters {
     replicas: Vec<(String, Client)>,
@@ -24,12 +26,12 @@ pub(super) struct Counters {
 impl Counters {
     pub(super) fn new(
         replicas: &[String],
-        kind: EngineKind,
+        kind: EngineName,
         authorities: &[CertificateDer<'static>],
     ) -> Self {
         let metric = match kind {
-            EngineKind::Vllm => "vllm:generation_tokens_total",
-            EngineKind::Sglang => "sglang:generation_tokens_total",
+            EngineName::Vllm => "vllm:generation_tokens_total",
+            EngineName::Sglang => "sglang:generation_tokens_total",
             _ => "llamacpp:tokens_predicted_total",
         };
         let replicas = replicas

@@ -1,5 +1,5 @@
 //! The one common-prefix count: everything kvlint measures is how far two sequences (tokens,
-//! bytes, hash chains) agree from the start.
+//! bytes, hash chains, messages) agree from the start.
 
 /// How many leading items two sequences share.
 pub fn common_prefix_len<T: PartialEq>(

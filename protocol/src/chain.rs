@@ -1,14 +1,8 @@
-//! Prefix identity shared by kvlint's analysis and its SDK, with no dependency but blake3:
-//! the hash chain over a prompt's blocks, the routing key derived from it, the routing
-//! headers, and the Anthropic cache constants the SDK places breakpoints by.
-//!
-//! The key is the head of a hash chain over the prompt's blocks in render order. The SDK
-//! feeds the chain its conversation's tools and static blocks and sends the key as OpenAI's
-//! `prompt_cache_key` and in the routing headers; `kvlint probe` reads a recorded request's
-//! `prompt_cache_key`, or feeds the same chain the recorded request's head.
+//! The prefix hash chain: a blake3 chain over a prompt's blocks in render order, and the
+//! routing key derived from its head.
 //!
 //! ```
-//! use kvlint_prefix::{PrefixTier, routing_key};
+//! use kvlint_protocol::chain::{PrefixTier, routing_key};
 //!
 //! let tools = r#"{"description":"Read a file.","name":"read_file","parameters":{}}"#;
 //! let first = routing_key([(PrefixTier::Tool, tools), (PrefixTier::Static, "Be terse.")]);
@@ -16,19 +10,6 @@
 //! assert_eq!(first.len(), 32);
 //! assert_ne!(first, second);
 //! ```
-
-/// Anthropic: a breakpoint looks for an entry at most this many blocks back.
-pub const ANTHROPIC_LOOKBACK_BLOCKS: usize = 20;
-/// Anthropic: at most this many breakpoints in a request.
-pub const ANTHROPIC_MAX_BREAKPOINTS: usize = 4;
-
-/// The header a gateway or load balancer reads to send a session to the replica that holds
-/// its prefix (kvlint's own name; configure your gateway's sticky routing on it).
-pub const ROUTING_KEY_HEADER: &str = "x-kvlint-routing-key";
-
-/// The header the SGLang Model Gateway (SMG, formerly the SGLang router) reads as the routing
-/// key of its `consistent_hashing` policy: requests with the same key go to the same worker.
-pub const SGLANG_ROUTING_KEY_HEADER: &str = "X-SMG-Routing-Key";
 
 /// Hex characters of a chain hash kept in the routing key: 128 bits, enough that two
 /// sessions never share a key by chance, short enough for a header and `prompt_cache_key`.

@@ -1,0 +1,187 @@
+//! The keys a request carries: which session it belongs to, and which replica should serve
+//! it. Each precedence is written once, here, as a table that every reader walks: the
+//! recordings' grouping, `kvlint import`, the proxy (its sessions and its balancer), `kvlint
+//! probe`, the workload, and the Python package through its native module.
+//!
+//! | | session key | routing key |
+//! |---|---|---|
+//! | 1 | a trace's conversation id (`gen_ai.conversation.id`) | header `x-kvlint-routing-key` |
+//! | 2 | body `metadata.user_id` | header `X-SMG-Routing-Key` |
+//! | 3 | body `user` | body `prompt_cache_key` |
+//! | 4 | body `safety_identifier` | body `metadata.user_id` |
+//! | 5 | body `prompt_cache_key` | body `user` |
+//! | 6 | header `x-kvlint-routing-key` | body `safety_identifier` |
+//! | 7 | header `X-SMG-Routing-Key` | |
+//!
+//! The first source present wins; an empty string or a value that is not a string counts as
+//! absent; header names are compared without regard to case. The session key names what a
+//! client says is one conversation or one user first; the prefix keys come last, since the key
+//! the SDK sends covers only the tools and instructions, which every session of an application
+//! shares (it routes them to the replica that holds that prefix). The routing key names the
+//! prefix first. The session key partitions a recording or a live stream: within one key,
+//! requests are still grouped by whether they continue each other. Without a routing key, a request is routed by the [`crate::chain`]
+//! over its head.
+
+use serde_json::Value;
+
+/// The header a gateway or load balancer reads to send a session to the replica that holds
+/// its prefix (kvlint's own name; configure your gateway's sticky routing on it).
+pub const ROUTING_KEY_HEADER: &str = "x-kvlint-routing-key";
+
+/// The header the SGLang Model Gateway (SMG, formerly the SGLang router) reads as the routing
+/// key of its `consistent_hashing` policy: requests with the same key go to the same worker.
+pub const SGLANG_ROUTING_KEY_HEADER: &str = "X-SMG-Routing-Key";
+
+/// Where a key can be read from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeySource {
+    /// A request header.
+    Header(&'static str),
+    /// The conversation id of the trace span a request was rebuilt from.
+    TraceConversation,
+    /// A string in the body, at this JSON pointer.
+    Body(&'static str),
+}
+
+/// Which session a request belongs to, first source first.
+pub const SESSION_KEY: [KeySource; 7] = [
+    KeySource::TraceConversation,
+    KeySource::Body("/metadata/user_id"),
+    KeySource::Body("/user"),
+    KeySource::Body("/safety_identifier"),
+    KeySource::Body("/prompt_cache_key"),
+    KeySource::Header(ROUTING_KEY_HEADER),
+    KeySource::Header(SGLANG_ROUTING_KEY_HEADER),
+];
+
+/// Which replica should serve a request, first source first.
+pub const ROUTING_KEY: [KeySource; 6] = [
+    KeySource::Header(ROUTING_KEY_HEADER),
+    KeySource::Header(SGLANG_ROUTING_KEY_HEADER),
+    KeySource::Body("/prompt_cache_key"),
+    KeySource::Body("/metadata/user_id"),
+    KeySource::Body("/user"),
+    KeySource::Body("/safety_identifier"),
+];
+
+/// What a request carries that keys are read from. Every field may be missing: a recorded
+/// body has no headers, a header alone has no body.
+#[derive(Clone, Copy, Default)]
+pub struct Carried<'a> {
+    pub body: Option<&'a Value>,
+    /// The request's headers, name and value (names in any case).
+    pub headers: &'a [(&'a str, &'a str)],
+    pub trace_conversation: Option<&'a str>,
+}
+
+impl<'a> Carried<'a> {
+    /// A body without headers.
+    pub fn body(body: &'a Value) -> Self {
+        Self {
+            body: Some(body),
+            ..Self::default()
+        }
+    }
+
+    /// Headers without a body.
+    pub fn headers(headers: &'a [(&'a str, &'a str)]) -> Self {
+        Self {
+            headers,
+            ..Self::default()
+        }
+    }
+
+    /// The value of one source, when present and a non-empty string.
+    pub fn get(&self, source: KeySource) -> Option<String> {
+        let value = match source {
+            KeySource::Header(name) => self
+                .headers
+                .iter()
+                .find(|(header, _)| header.eq_ignore_ascii_case(name))
+                .map(|(_, value)| (*value).to_owned()),
+            KeySource::TraceConversation => self.trace_conversation.map(str::to_owned),
+            KeySource::Body(pointer) => self
+                .body?
+                .pointer(pointer)
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+        };
+        value.filter(|value| !value.is_empty())
+    }
+
+    /// The first source of `table` present, with its value.
+    pub fn first(&self, table: &[KeySource]) -> Option<(KeySource, String)> {
+        table
+            .iter()
+            .find_map(|source| Some((*source, self.get(*source)?)))
+    }
+
+    /// The session key ([`SESSION_KEY`]).
+    pub fn session_key(&self) -> Option<String> {
+        self.first(&SESSION_KEY).map(|(_, key)| key)
+    }
+
+    /// The routing key ([`ROUTING_KEY`]).
+    pub fn routing_key(&self) -> Option<String> {
+        self.first(&ROUTING_KEY).map(|(_, key)| key)
+    }
+}
+
+/// Whether a header is one of the tables' headers: a recorder keeps its value as the
+/// conversation the client named.
+pub fn is_key_header(name: &str) -> bool {
+    SESSION_KEY.iter().chain(&ROUTING_KEY).any(
+        |source| matches!(source, KeySource::Header(header) if header.eq_ignore_ascii_case(name)),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn each_key_follows_its_own_table() {
+        let body = json!({
+            "user": "ada",
+            "metadata": {"user_id": "u-1"},
+            "prompt_cache_key": "",
+            "messages": [],
+        });
+        let carried = Carried {
+            body: Some(&body),
+            headers: &[("accept", "*/*"), ("X-SMG-ROUTING-KEY", "smg-7")],
+            trace_conversation: Some("conv-3"),
+        };
+        // The trace names the session; the header routes it.
+        assert_eq!(carried.session_key().as_deref(), Some("conv-3"));
+        assert_eq!(carried.routing_key().as_deref(), Some("smg-7"));
+        let body_only = Carried::body(&body);
+        // A user id before a prefix key for the session; an empty `prompt_cache_key` is
+        // absent for the route, so the user id is next there too.
+        assert_eq!(body_only.session_key().as_deref(), Some("u-1"));
+        assert_eq!(
+            body_only.first(&ROUTING_KEY),
+            Some((KeySource::Body("/metadata/user_id"), "u-1".to_owned()))
+        );
+        let prefix_keyed = json!({"prompt_cache_key": "p-9", "user": "ada"});
+        assert_eq!(
+            Carried::body(&prefix_keyed).session_key().as_deref(),
+            Some("ada")
+        );
+        assert_eq!(
+            Carried::body(&prefix_keyed).routing_key().as_deref(),
+            Some("p-9")
+        );
+        assert_eq!(Carried::body(&json!({"user": 7})).session_key(), None);
+        assert_eq!(Carried::default().routing_key(), None);
+    }
+
+    #[test]
+    fn key_headers_are_known_in_any_case() {
+        assert!(is_key_header("X-KVLINT-ROUTING-KEY"));
+        assert!(is_key_header("x-smg-routing-key"));
+        assert!(!is_key_header("x-request-id"));
+    }
+}
