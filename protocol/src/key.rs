@@ -5,17 +5,21 @@
 //!
 //! | | session key | routing key |
 //! |---|---|---|
-//! | 1 | a trace's conversation id (`gen_ai.conversation.id`) | header `x-kvlint-routing-key` |
-//! | 2 | body `metadata.user_id` | header `X-SMG-Routing-Key` |
-//! | 3 | body `user` | body `prompt_cache_key` |
-//! | 4 | body `safety_identifier` | body `metadata.user_id` |
-//! | 5 | body `prompt_cache_key` | body `user` |
-//! | 6 | header `x-kvlint-routing-key` | body `safety_identifier` |
-//! | 7 | header `X-SMG-Routing-Key` | |
+//! | 1 | header `x-claude-code-session-id` (Claude Code) | header `x-kvlint-routing-key` |
+//! | 2 | header `session_id` (Codex) | header `X-SMG-Routing-Key` |
+//! | 3 | header `x-session-id` (OpenCode) | body `prompt_cache_key` |
+//! | 4 | header `X-Dynamo-Session-ID` (NVIDIA Dynamo) | body `metadata.user_id` |
+//! | 5 | a trace's conversation id (`gen_ai.conversation.id`) | body `user` |
+//! | 6 | body `metadata.user_id` | body `safety_identifier` |
+//! | 7 | body `user` | |
+//! | 8 | body `safety_identifier` | |
+//! | 9 | body `prompt_cache_key` | |
+//! | 10 | header `x-kvlint-routing-key` | |
+//! | 11 | header `X-SMG-Routing-Key` | |
 //!
 //! The first source present wins; an empty string or a value that is not a string counts as
-//! absent; header names are compared without regard to case. The session key names what a
-//! client says is one conversation or one user first; the prefix keys come last, since the key
+//! absent; header names are compared without regard to case. The session key names what an
+//! agent says is its session first, then what a client says is one conversation or one user; the prefix keys come last, since the key
 //! the SDK sends covers only the tools and instructions, which every session of an application
 //! shares (it routes them to the replica that holds that prefix). The routing key names the
 //! prefix first. The session key partitions a recording or a live stream: within one key,
@@ -32,6 +36,15 @@ pub const ROUTING_KEY_HEADER: &str = "x-kvlint-routing-key";
 /// key of its `consistent_hashing` policy: requests with the same key go to the same worker.
 pub const SGLANG_ROUTING_KEY_HEADER: &str = "X-SMG-Routing-Key";
 
+/// The headers coding agents and serving frameworks name their session in: Claude Code's,
+/// Codex's, OpenCode's, NVIDIA Dynamo's.
+pub const AGENT_SESSION_HEADERS: [&str; 4] = [
+    "x-claude-code-session-id",
+    "session_id",
+    "x-session-id",
+    "X-Dynamo-Session-ID",
+];
+
 /// Where a key can be read from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KeySource {
@@ -44,7 +57,11 @@ pub enum KeySource {
 }
 
 /// Which session a request belongs to, first source first.
-pub const SESSION_KEY: [KeySource; 7] = [
+pub const SESSION_KEY: [KeySource; 11] = [
+    KeySource::Header(AGENT_SESSION_HEADERS[0]),
+    KeySource::Header(AGENT_SESSION_HEADERS[1]),
+    KeySource::Header(AGENT_SESSION_HEADERS[2]),
+    KeySource::Header(AGENT_SESSION_HEADERS[3]),
     KeySource::TraceConversation,
     KeySource::Body("/metadata/user_id"),
     KeySource::Body("/user"),
@@ -156,6 +173,16 @@ mod tests {
         };
         // The trace names the session; the header routes it.
         assert_eq!(carried.session_key().as_deref(), Some("conv-3"));
+        // An agent's own session header comes before everything else.
+        let claude_code = Carried {
+            headers: &[
+                ("X-Claude-Code-Session-Id", "cc-1"),
+                ("x-kvlint-routing-key", "r"),
+            ],
+            ..carried
+        };
+        assert_eq!(claude_code.session_key().as_deref(), Some("cc-1"));
+        assert_eq!(claude_code.routing_key().as_deref(), Some("r"));
         assert_eq!(carried.routing_key().as_deref(), Some("smg-7"));
         let body_only = Carried::body(&body);
         // A user id before a prefix key for the session; an empty `prompt_cache_key` is
@@ -182,6 +209,7 @@ mod tests {
     fn key_headers_are_known_in_any_case() {
         assert!(is_key_header("X-KVLINT-ROUTING-KEY"));
         assert!(is_key_header("x-smg-routing-key"));
+        assert!(is_key_header("x-dynamo-session-id"));
         assert!(!is_key_header("x-request-id"));
     }
 }
