@@ -3,14 +3,12 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use kvlint_core::diagnostic::Diagnostic;
 use kvlint_core::diff::RenderedRequest;
 use kvlint_core::error::InputError;
 use kvlint_core::locate::{LineColumn, Locator};
 use kvlint_core::path::PartPath;
 use kvlint_core::render::{Rendered, Renderer};
 use kvlint_core::session::{SessionFile, Turn};
-use serde::Serialize;
 use similar::TextDiff;
 
 use kvlint_protocol::EngineName;
@@ -19,6 +17,7 @@ use super::{Outcome, RenderArgs, current_config};
 use crate::config::Discovery;
 use crate::emit::{self, Output, OutputFormat, OutputKind, Terminal};
 use crate::report::REPORT_VERSION;
+use crate::report::diff::{RequestDiff, RequestSide};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -44,30 +43,6 @@ pub fn run(mut args: Args, terminal: Terminal) -> miette::Result<Outcome> {
         false,
         super::has_errors(&result.finding),
     )
-}
-
-/// The comparison of two requests.
-#[derive(Debug, Serialize)]
-pub struct RequestDiff {
-    pub version: u32,
-    pub previous: RequestSide,
-    pub current: RequestSide,
-    pub renderer: String,
-    pub reused_tokens: usize,
-    pub first_divergence: Option<kvlint_core::diff::Divergence>,
-    pub finding: Option<Diagnostic>,
-    /// A unified diff of the two rendered prompts.
-    pub rendered_diff: String,
-    /// The later request's file, which the finding points into.
-    #[serde(skip)]
-    pub current_source: Arc<str>,
-}
-
-#[derive(Debug, Serialize)]
-pub struct RequestSide {
-    pub path: String,
-    pub format: String,
-    pub prompt_tokens: usize,
 }
 
 /// The one request a file holds, and the file.

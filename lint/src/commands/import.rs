@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 
 use kvlint_core::error::InputError;
 use kvlint_core::recording::{Recording, Session};
-use serde::Serialize;
 
 use super::Outcome;
 use crate::emit::{self, Output, OutputFormat, OutputKind, Terminal};
+use crate::report::import::{ImportReport, ImportedRecording, ImportedSession, SkippedInteraction};
 use crate::report::{ErrorReport, REPORT_VERSION};
 
 #[derive(Debug, clap::Args)]
@@ -26,48 +26,6 @@ pub struct Args {
     pub force: bool,
     #[arg(long, value_enum, default_value = "human")]
     pub format: OutputFormat,
-}
-
-/// What `kvlint import` prints, JSON contract v1.
-#[derive(Debug, Serialize)]
-pub struct ImportReport {
-    pub version: u32,
-    pub recordings: Vec<ImportedRecording>,
-    pub errors: Vec<ErrorReport>,
-}
-
-#[derive(Debug, Serialize)]
-pub struct ImportedRecording {
-    pub path: String,
-    /// `vcr-yaml`, `vcr-msgpack`, `go-vcr`, `ruby-vcr`, `har` or `inspect`.
-    pub container: &'static str,
-    pub interactions: usize,
-    pub sessions: Vec<ImportedSession>,
-    /// Interactions that are not prompts, and why.
-    pub skipped: Vec<SkippedInteraction>,
-}
-
-#[derive(Debug, Serialize)]
-pub struct ImportedSession {
-    /// The session file written.
-    pub file: String,
-    pub turns: usize,
-    /// The recording's interactions (0-based) the turns came from, in order.
-    pub interactions: Vec<usize>,
-    /// Where each turn's body is in the recording.
-    pub lines: Vec<usize>,
-    /// Bodies the recorder wrote out again (pydantic-ai's `parsed_body`): their key order is
-    /// the one sent, their spacing and escapes are not.
-    pub rewritten: usize,
-    /// Whether bodies were rebuilt from what the recorder kept (a trace's span attributes):
-    /// their serialization is kvlint's.
-    pub reconstructed: bool,
-}
-
-#[derive(Debug, Serialize)]
-pub struct SkippedInteraction {
-    pub interaction: usize,
-    pub reason: String,
 }
 
 /// A file that is not a recording kvlint reads, or one it cannot read.

@@ -10,8 +10,9 @@ use kvlint_protocol::EngineName;
 
 use super::{Outcome, RenderArgs, SERVER_KINDS, engine_name};
 use crate::emit::{self, Output, OutputFormat, OutputKind, Terminal};
-use crate::probe::{self, Api, Client, Fleet, ProbeReport};
+use crate::probe::{self, Api, Client, Fleet};
 use crate::report::REPORT_VERSION;
+use crate::report::probe::ProbeReport;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

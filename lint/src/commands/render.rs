@@ -7,13 +7,13 @@ use std::path::PathBuf;
 use kvlint_core::error::InputError;
 use kvlint_core::render::{Rendered, Renderer};
 use kvlint_core::session::{SessionFile, Turn};
-use serde::{Serialize, Serializer};
 
 use kvlint_protocol::EngineName;
 
 use super::{Outcome, RenderArgs, SERVING_ENGINES, current_config, engine_name};
 use crate::config::Discovery;
 use crate::emit::{self, Output, OutputFormat, OutputKind, Terminal};
+use crate::report::render::{RenderReport, RenderedSession, RenderedTurn};
 use crate::report::{ErrorReport, REPORT_VERSION};
 
 #[derive(Debug, clap::Args)]
@@ -31,50 +31,6 @@ pub struct Args {
     pub render: RenderArgs,
     #[arg(long, value_enum, default_value = "human")]
     pub format: OutputFormat,
-}
-
-/// What `kvlint render` prints, JSON contract v1.
-#[derive(Debug, Serialize)]
-pub struct RenderReport {
-    pub version: u32,
-    pub sessions: Vec<RenderedSession>,
-    /// Files that could not be read.
-    pub errors: Vec<ErrorReport>,
-}
-
-#[derive(Debug, Serialize)]
-pub struct RenderedSession {
-    pub path: String,
-    pub renderer: String,
-    pub turns: Vec<RenderedTurn>,
-}
-
-/// One turn: the prompt the engine prefills, or why it would not.
-#[derive(Debug, Serialize)]
-pub struct RenderedTurn {
-    pub index: usize,
-    /// The API the request body was written for (`openai-chat`, `anthropic-messages`, …).
-    pub format: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub text: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub token_ids: Option<Vec<u32>>,
-    /// The engine refuses the request, or kvlint cannot render it: the reason.
-    #[serde(
-        skip_serializing_if = "Option::is_none",
-        serialize_with = "error_message"
-    )]
-    pub error: Option<ErrorReport>,
-}
-
-fn error_message<S: Serializer>(
-    error: &Option<ErrorReport>,
-    serializer: S,
-) -> Result<S::Ok, S::Error> {
-    match error {
-        Some(error) => serializer.serialize_str(&error.message),
-        None => serializer.serialize_none(),
-    }
 }
 
 /// `--turn N` past the end of a session.

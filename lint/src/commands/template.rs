@@ -13,12 +13,12 @@ use kvlint_core::template::ChatTemplate;
 use kvlint_core::template_check::check_template;
 use kvlint_core::tokenize::Tokenizer;
 use kvlint_rules::RuleInput;
-use serde::Serialize;
 
 use super::Outcome;
 use crate::config::{Config, Discovery};
 use crate::discover::template_files;
-use crate::emit::{CheckedFile, Output, OutputFormat, Terminal};
+use crate::emit::{Output, OutputFormat, Terminal};
+use crate::report::template::{TemplateReport, TemplateResult};
 use crate::report::{ErrorReport, REPORT_VERSION};
 
 #[derive(Debug, clap::Args)]
@@ -68,26 +68,6 @@ pub fn run(args: Args, terminal: Terminal) -> miette::Result<Outcome> {
                 .flat_map(|template| &template.findings),
         ),
     )
-}
-
-#[derive(Debug, Serialize)]
-pub struct TemplateReport {
-    pub version: u32,
-    pub templates: Vec<TemplateResult>,
-    pub errors: Vec<ErrorReport>,
-}
-
-#[derive(Debug, Serialize)]
-pub struct TemplateResult {
-    pub path: String,
-    /// `chat` for a model's chat template, `prompt` for an application prompt template.
-    pub kind: &'static str,
-    pub findings: Vec<Diagnostic>,
-    /// How a chat template was rendered where it is not what an engine does with the
-    /// model's own files: placeholder special tokens, parts of the conversation it refuses.
-    pub notes: Vec<String>,
-    #[serde(skip)]
-    pub source: String,
 }
 
 /// Checks each template file; directories are searched for templates.
@@ -209,25 +189,4 @@ pub(crate) fn check_template_text(
         notes,
         source: text,
     })
-}
-
-impl TemplateReport {
-    /// One line per note of each template: `note: PATH: NOTE`.
-    /// The templates as the file-based emitters read them: a template's turns are those of the
-    /// built-in conversation, up to the last one with a finding.
-    pub fn checked_files(&self) -> Vec<CheckedFile<'_>> {
-        self.templates
-            .iter()
-            .map(|template| CheckedFile {
-                path: &template.path,
-                turns: template
-                    .findings
-                    .iter()
-                    .map(|finding| finding.turn + 1)
-                    .max()
-                    .unwrap_or(1),
-                findings: &template.findings,
-            })
-            .collect()
-    }
 }

@@ -5,8 +5,7 @@ use std::fmt::Write as _;
 
 use kvlint_core::diagnostic::Severity;
 
-use super::CheckedFile;
-use crate::report::ErrorReport;
+use crate::report::{CheckedFile, ErrorReport};
 
 pub fn render(files: &[CheckedFile<'_>], errors: &[ErrorReport]) -> String {
     let mut out = String::new();

@@ -9,11 +9,11 @@ use miette::{GraphicalReportHandler, GraphicalTheme, LabeledSpan, SourceCode};
 use similar::ChangeTag;
 
 use super::{Terminal, invisible_name, printable};
-use crate::commands::diff::RequestDiff;
-use crate::commands::import::ImportReport;
-use crate::commands::render::RenderReport;
-use crate::commands::template::TemplateReport;
-use crate::probe::{Outcome, ProbeReport};
+use crate::report::diff::RequestDiff;
+use crate::report::import::ImportReport;
+use crate::report::probe::{Outcome, ProbeReport};
+use crate::report::render::RenderReport;
+use crate::report::template::TemplateReport;
 use crate::report::{Report, SessionReport};
 
 fn handler(terminal: Terminal) -> GraphicalReportHandler {

@@ -5,8 +5,7 @@ use std::fmt::Write as _;
 
 use kvlint_core::diagnostic::{Diagnostic, Severity};
 
-use super::CheckedFile;
-use crate::report::ErrorReport;
+use crate::report::{CheckedFile, ErrorReport};
 
 pub fn render(files: &[CheckedFile<'_>], errors: &[ErrorReport]) -> String {
     let tests: usize = files.iter().map(|file| file.turns).sum::<usize>() + errors.len();

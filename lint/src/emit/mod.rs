@@ -11,16 +11,15 @@ pub mod sarif;
 use std::borrow::Cow;
 
 use clap::ValueEnum;
-use kvlint_core::diagnostic::Diagnostic;
 use kvlint_core::excerpt::controls_terminal;
 use serde::Serialize;
 
-use crate::commands::diff::RequestDiff;
-use crate::commands::import::ImportReport;
-use crate::commands::render::RenderReport;
-use crate::commands::template::TemplateReport;
-use crate::probe::ProbeReport;
-use crate::report::{ErrorReport, Report};
+use crate::report::diff::RequestDiff;
+use crate::report::import::ImportReport;
+use crate::report::probe::ProbeReport;
+use crate::report::render::RenderReport;
+use crate::report::template::TemplateReport;
+use crate::report::{CheckedFile, ErrorReport, Report};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum OutputFormat {
@@ -123,14 +122,6 @@ pub struct UnsupportedFormat {
     command: &'static str,
     format: String,
     supported: &'static str,
-}
-
-/// One checked file as the file-based emitters (SARIF, GitHub, JUnit) read it: its findings,
-/// and its turns (JUnit's test cases).
-pub struct CheckedFile<'a> {
-    pub path: &'a str,
-    pub turns: usize,
-    pub findings: &'a [Diagnostic],
 }
 
 /// Renders a command's output in a format.

@@ -4,8 +4,7 @@ use kvlint_core::diagnostic::{Diagnostic, Severity};
 use kvlint_rules::RuleMeta;
 use serde_json::{Value, json};
 
-use super::CheckedFile;
-use crate::report::ErrorReport;
+use crate::report::{CheckedFile, ErrorReport};
 
 const SCHEMA: &str =
     "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json";

@@ -12,7 +12,7 @@ use super::detect::prometheus_value;
 use super::observe::observe;
 use super::predict::predicted_cached;
 use super::replay::{chat_body, engine_tokens};
-use super::report::{ProbeSession, ProbeTurn};
+use crate::report::probe::{ProbeSession, ProbeTurn};
 
 /// The replicas a fleet probe reads: llama.cpp servers, one slot each, whose
 /// `tokens_predicted_total` counter tells which one answered.

@@ -10,7 +10,7 @@ use serde_json::json;
 use super::client::Client;
 use super::observe::observed_cached;
 use super::replay::chat_body;
-use super::report::{ProbeSession, ProbeTurn};
+use crate::report::probe::{ProbeSession, ProbeTurn};
 use kvlint_protocol::EngineName;
 
 /// The Messages API version the request shapes kvlint reads are documented for.

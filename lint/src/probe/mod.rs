@@ -11,8 +11,8 @@
 //! - [`detect`]: the engine's kind, model, slots and cache settings;
 //! - [`replay`]: a session against a self-hosted engine; [`hosted`]: against a hosted API;
 //!   [`fleet`]: through a gateway in front of replicas;
-//! - [`predict`] and [`observe`]: the two numbers compared per turn;
-//! - [`report`]: the results the emitters read.
+//! - [`predict`] and [`observe`]: the two numbers compared per turn; the results the
+//!   emitters read are `crate::report::probe`.
 
 mod client;
 mod credentials;
@@ -22,7 +22,6 @@ mod hosted;
 mod observe;
 mod predict;
 mod replay;
-mod report;
 
 pub use client::Client;
 pub use credentials::Api;
@@ -30,7 +29,6 @@ pub use detect::prometheus_value;
 pub use fleet::{Fleet, probe_fleet};
 pub use hosted::probe_hosted;
 pub use replay::probe_session;
-pub use report::{Outcome, ProbeReport};
 
 pub(crate) use predict::predicted_cached;
 pub(crate) use replay::{chat_request, engine_tokens};

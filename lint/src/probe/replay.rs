@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::client::{Client, Failure};
 use super::observe::observe;
 use super::predict::predicted_cached;
-use super::report::{ProbeSession, ProbeTurn, explain_mismatch};
+use crate::report::probe::{ProbeSession, ProbeTurn, explain_mismatch};
 use kvlint_protocol::EngineName;
 
 /// Replays one session. `seen` holds the token sequences the engine already processed in

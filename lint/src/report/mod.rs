@@ -1,6 +1,15 @@
 //! The report of a run: plain data, built once, read by every emitter.
 //!
 //! Its JSON form is a contract (`version` 1): fields may be added, never renamed or removed.
+//! This file holds `kvlint check`'s report and what every report shares (the version, an
+//! input's error, a checked file as the file-based emitters read it); each other command's
+//! report has its own file. Emitters read these and nothing else; commands build them.
+
+pub mod diff;
+pub mod import;
+pub mod probe;
+pub mod render;
+pub mod template;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -10,7 +19,6 @@ use kvlint_core::cache::{Engine, MODELS};
 use kvlint_core::diff::TurnDiff;
 
 use crate::config::{Config, ConfigError};
-use crate::emit::CheckedFile;
 use kvlint_core::diagnostic::{Diagnostic, Severity, SeverityCounts};
 use kvlint_core::error::InputError;
 use kvlint_core::render::Renderer;
@@ -148,6 +156,14 @@ pub struct SessionSummary {
     pub reuse_ratio: f64,
     #[serde(flatten)]
     pub findings: SeverityCounts,
+}
+
+/// One checked file as the file-based emitters (SARIF, GitHub, JUnit) read it: its findings,
+/// and its turns (JUnit's test cases).
+pub struct CheckedFile<'a> {
+    pub path: &'a str,
+    pub turns: usize,
+    pub findings: &'a [Diagnostic],
 }
 
 /// An input that could not be analysed: its path and message (the JSON form), and the error

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::report::ErrorReport;
+use super::ErrorReport;
 use kvlint_protocol::EngineName;
 
 /// How a turn of a probe ended.
@@ -90,7 +90,7 @@ impl ProbeReport {
 impl ProbeTurn {
     /// A turn's result; a turn without a note whose numbers differ gets the explanation, and
     /// an engine that reports more cached tokens than the prompt has is called impossible.
-    pub(super) fn new(
+    pub(crate) fn new(
         index: usize,
         prompt_tokens: Option<usize>,
         predicted: Option<usize>,
@@ -129,7 +129,7 @@ impl ProbeTurn {
 }
 
 /// Why a turn's prediction and observation differ, in the likeliest cause first.
-pub(super) fn explain_mismatch(
+pub(crate) fn explain_mismatch(
     predicted: Option<usize>,
     observed: Option<usize>,
     own_rendering_matches: Option<bool>,
