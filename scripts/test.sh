@@ -42,6 +42,7 @@ export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
+scripts/semver-check.sh
 
 log="$(mktemp)"
 # A test whose oracle is missing fails under CI=true; elsewhere it appends a line here
