@@ -1,0 +1,253 @@
+use std::time::Duration;
+
+use hyper::header::HeaderMap;
+use serde_json::json;
+
+use super::sessions::LIVE_SESSIONS;
+use super::*;
+
+/// An analysis of traffic to a hosted API (no engine to ask for tokens).
+fn hosted_analysis(record: Option<PathBuf>) -> Analysis {
+    let metrics = Arc::new(Metrics::new(&[Arc::from(UPSTREAM)]));
+    let probe = EngineProbe {
+        kind: Some(EngineName::OpenAi),
+        authorities: Vec::new(),
+        predict: true,
+    };
+    let replicas = ReplicaSource::Header("x-kvlint-replica".into());
+    Analysis::new(metrics, record, false, probe, replicas)
+}
+
+const UPSTREAM: &str = "https://api.openai.com";
+
+fn first_turn(session: usize) -> Exchange {
+    let body = json!({"model": "m", "messages": [
+        {"role": "system", "content": "Be terse."},
+        {"role": "user", "content": format!("Task number {session}.")}]});
+    Exchange {
+        upstream: Arc::from(UPSTREAM),
+        received: Instant::now(),
+        received_at: std::time::SystemTime::now(),
+        method: "POST".into(),
+        path: "/v1/chat/completions".into(),
+        request_headers: HeaderMap::new(),
+        request: body.to_string().into(),
+        status: 200,
+        response_headers: HeaderMap::new(),
+        response:
+            br#"{"usage": {"prompt_tokens": 20, "prompt_tokens_details": {"cached_tokens": 0}}}"#
+                .to_vec(),
+        complete: true,
+        replica: None,
+    }
+}
+
+#[test]
+fn memory_stays_bounded_however_many_sessions_pass() {
+    let mut analysis = hosted_analysis(None);
+    let sessions = LIVE_SESSIONS + 100;
+    for session in 0..sessions {
+        analysis.observe(&first_turn(session));
+    }
+    assert_eq!(analysis.sessions.len(), sessions);
+    let kept: Vec<usize> = (0..sessions)
+        .filter(|index| analysis.sessions[*index].previous.is_some())
+        .collect();
+    // The most recent ones are kept, the oldest forgotten.
+    assert_eq!(kept.len(), LIVE_SESSIONS);
+    assert_eq!(kept[0], 100);
+    assert_eq!(analysis.live, LIVE_SESSIONS);
+    // A request looks among the sessions still kept only.
+    assert_eq!(analysis.by_key[""].len(), LIVE_SESSIONS);
+}
+
+#[test]
+fn a_long_record_goes_on_in_numbered_parts() {
+    let folder = std::env::temp_dir().join(format!("kvlint-proxy-parts-{}", std::process::id()));
+    std::fs::create_dir_all(&folder).unwrap();
+    let mut analysis = hosted_analysis(Some(folder.clone()));
+    analysis.record_part_bytes = 600;
+    // One session growing turn by turn: each line is longer than the one before.
+    let mut messages = vec![json!({"role": "user", "content": "Fix the test."})];
+    for turn in 0..6 {
+        let mut exchange = first_turn(0);
+        exchange.request = json!({"model": "m", "messages": messages})
+            .to_string()
+            .into();
+        analysis.observe(&exchange);
+        messages.push(json!({"role": "assistant", "content": format!("Step {turn} done.")}));
+        messages.push(json!({"role": "user", "content": "Go on."}));
+    }
+    drop(analysis);
+    let mut names: Vec<String> = std::fs::read_dir(&folder)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert!(names.len() > 1, "{names:?}");
+    assert_eq!(names[0], "session-0001.2.jsonl");
+    assert_eq!(names.last().unwrap(), "session-0001.jsonl");
+    let lines: usize = names
+        .iter()
+        .map(|name| {
+            std::fs::read_to_string(folder.join(name))
+                .unwrap()
+                .lines()
+                .count()
+        })
+        .sum();
+    assert_eq!(lines, 6);
+    std::fs::remove_dir_all(&folder).ok();
+}
+
+/// A turn of a hosted session: `history` user and assistant messages after a long system
+/// prompt, received `at`, answered with `usage`.
+fn hosted_turn(upstream: &str, at: Instant, history: usize, usage: Value) -> Exchange {
+    let anthropic = upstream.contains("anthropic");
+    let rules = "Answer in the style of the project's changelog, one line per change. "
+        .repeat(if history == usize::MAX { 1 } else { 100 });
+    let history = history.min(8);
+    let mut messages = vec![json!({"role": "user", "content": "Start."})];
+    for step in 0..history {
+        messages.push(json!({"role": "assistant", "content": format!("Step {step} done.")}));
+        messages.push(json!({"role": "user", "content": format!("Now step {}.", step + 1)}));
+    }
+    let body = if anthropic {
+        json!({"model": "claude-sonnet-4-5", "max_tokens": 64,
+            "system": [{"type": "text", "text": rules, "cache_control": {"type": "ephemeral"}}],
+            "messages": messages})
+    } else {
+        let mut all = vec![json!({"role": "system", "content": rules})];
+        all.extend(messages);
+        json!({"model": "gpt-4o", "messages": all})
+    };
+    let mut exchange = first_turn(0);
+    exchange.upstream = Arc::from(upstream);
+    exchange.received = at;
+    exchange.path = if anthropic {
+        "/v1/messages"
+    } else {
+        "/v1/chat/completions"
+    }
+    .into();
+    exchange.request = body.to_string().into();
+    exchange.response = json!({"usage": usage}).to_string().into_bytes();
+    exchange
+}
+
+fn lost(analysis: &Analysis, upstream: &str, cause: &str) -> u64 {
+    let text = analysis.metrics.encode();
+    let series =
+        format!("kvlint_prompt_tokens_lost_total{{upstream=\"{upstream}\",cause=\"{cause}\"}} ");
+    text.lines()
+        .find_map(|line| line.strip_prefix(&series))
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {series} in {text}"))
+}
+
+fn hosted(upstream: &str, kind: EngineName) -> Analysis {
+    let metrics = Arc::new(Metrics::new(&[Arc::from(upstream)]));
+    let probe = EngineProbe {
+        kind: Some(kind),
+        authorities: Vec::new(),
+        predict: true,
+    };
+    Analysis::new(
+        metrics,
+        None,
+        false,
+        probe,
+        ReplicaSource::Header("x".into()),
+    )
+}
+
+const OPENAI: &str = "https://api.openai.com";
+const ANTHROPIC: &str = "https://api.anthropic.com";
+
+fn openai_usage(prompt: u64, cached: u64) -> Value {
+    json!({"prompt_tokens": prompt, "completion_tokens": 5,
+        "prompt_tokens_details": {"cached_tokens": cached}})
+}
+
+#[test]
+fn a_hosted_turn_computed_again_after_the_ttl_is_an_expiry() {
+    let start = Instant::now();
+    let minutes = |count: u64| start + Duration::from_secs(count * 60);
+    let mut analysis = hosted(OPENAI, EngineName::OpenAi);
+    analysis.observe(&hosted_turn(OPENAI, start, 0, openai_usage(1400, 0)));
+    // Served as predicted a minute later: no loss.
+    analysis.observe(&hosted_turn(
+        OPENAI,
+        minutes(1),
+        1,
+        openai_usage(1420, 1280),
+    ));
+    assert_eq!(
+        lost(&analysis, OPENAI, "ttl") + lost(&analysis, OPENAI, "unknown"),
+        0
+    );
+    // Twenty minutes later, nothing served: the in-memory cache let it go.
+    analysis.observe(&hosted_turn(OPENAI, minutes(21), 2, openai_usage(1440, 0)));
+    let expired = lost(&analysis, OPENAI, "ttl");
+    assert!(expired >= 1024, "{expired}");
+    assert_eq!(lost(&analysis, OPENAI, "unknown"), 0);
+    // A minute after that, nothing served again: not the TTL.
+    analysis.observe(&hosted_turn(OPENAI, minutes(22), 3, openai_usage(1460, 0)));
+    assert!(lost(&analysis, OPENAI, "unknown") >= 1024);
+    assert_eq!(lost(&analysis, OPENAI, "ttl"), expired);
+}
+
+#[test]
+fn a_hosted_prompt_under_the_minimum_is_said_so_not_lost() {
+    let start = Instant::now();
+    let mut analysis = hosted(OPENAI, EngineName::OpenAi);
+    // One line of rules: far under OpenAI's 1,024 tokens.
+    analysis.observe(&hosted_turn(OPENAI, start, usize::MAX, openai_usage(40, 0)));
+    let mut second = hosted_turn(OPENAI, start, usize::MAX, openai_usage(52, 0));
+    let mut body: Value = serde_json::from_slice(&second.request).unwrap();
+    body["messages"].as_array_mut().unwrap().extend([
+        json!({"role": "assistant", "content": "Done."}),
+        json!({"role": "user", "content": "More."}),
+    ]);
+    second.request = body.to_string().into();
+    analysis.observe(&second);
+    assert!(lost(&analysis, OPENAI, "below_minimum") > 0);
+    assert_eq!(
+        lost(&analysis, OPENAI, "unknown") + lost(&analysis, OPENAI, "ttl"),
+        0
+    );
+}
+
+#[test]
+fn an_anthropic_breakpoint_asking_an_hour_is_not_expired_after_ten_minutes() {
+    let start = Instant::now();
+    let usage = |read: u64, written: u64| {
+        json!({"input_tokens": 12, "cache_read_input_tokens": read,
+            "cache_creation_input_tokens": written, "output_tokens": 5})
+    };
+    for (ttl, cause) in [(None, "ttl"), (Some("1h"), "unknown")] {
+        let mut analysis = hosted(ANTHROPIC, EngineName::Anthropic);
+        let mut turns = [
+            hosted_turn(ANTHROPIC, start, 0, usage(0, 1400)),
+            hosted_turn(
+                ANTHROPIC,
+                start + Duration::from_secs(600),
+                1,
+                usage(0, 1420),
+            ),
+        ];
+        if let Some(ttl) = ttl {
+            for turn in &mut turns {
+                let mut body: Value = serde_json::from_slice(&turn.request).unwrap();
+                body["system"][0]["cache_control"]["ttl"] = json!(ttl);
+                turn.request = body.to_string().into();
+            }
+        }
+        for turn in &turns {
+            analysis.observe(turn);
+        }
+        assert!(lost(&analysis, ANTHROPIC, cause) > 1000, "{ttl:?}");
+        let other = if cause == "ttl" { "unknown" } else { "ttl" };
+        assert_eq!(lost(&analysis, ANTHROPIC, other), 0, "{ttl:?}");
+    }
+}
