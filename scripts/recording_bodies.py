@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The request bodies a recording holds, read with PyYAML and Python's json: the reference
-`lint/tests/import.rs` compares `kvlint import` with.
+`lint/tests/it/import.rs` compares `kvlint import` with.
 
 Reads VCR cassettes (vcrpy / pytest-recording `interactions`, with a body string, a
 `{string: …}` mapping, pydantic-ai's `parsed_body` or a `!!binary` body; go-vcr; Ruby's and

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What SGLang prefills for recorded /v1/chat/completions bodies, computed by SGLang itself.
 
-kvlint's engine-mode parity test (lint/tests/render_engines.rs) compares `kvlint render
+kvlint's engine-mode parity test (lint/tests/it/render_engines.rs) compares `kvlint render
 --engine sglang` with this, turn by turn. Nothing here re-implements SGLang: each body goes
 through the installed SGLang's own serving path, in process, without an engine:
 

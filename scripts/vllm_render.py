@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What vLLM prefills for recorded /v1/chat/completions bodies, computed by vLLM itself.
 
-kvlint's engine-mode parity test (lint/tests/render_engines.rs) compares `kvlint render
+kvlint's engine-mode parity test (lint/tests/it/render_engines.rs) compares `kvlint render
 --engine vllm` with this, turn by turn. Nothing here re-implements vLLM: each body goes
 through the installed vLLM's own serving path, in process, without an engine:
 

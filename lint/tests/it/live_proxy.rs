@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use kvlint_fixtures::Served;
 use serde_json::{Value, json};
 
-mod common;
+use crate::common;
 
 use common::{get, metric};
 

@@ -6,7 +6,7 @@
 //! methods) without stopping.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod lsp_client;
+use crate::lsp_client;
 
 use lsp_client::Server;
 use lsp_server::{Message, Request, RequestId};

@@ -11,7 +11,7 @@ use kvlint_fixtures::Served;
 
 use serde_json::Value;
 
-mod common;
+use crate::common;
 
 fn probe(gateway: &Served, replicas: &[&Served], session: &Path) -> Value {
     let mut command = Command::new(env!("CARGO_BIN_EXE_kvlint"));

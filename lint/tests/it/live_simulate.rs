@@ -11,7 +11,7 @@
 
 use serde_json::Value;
 
-mod common;
+use crate::common;
 
 /// The engine's own template and vocabulary, for the trace (llama-server's request handling).
 fn engine_rendering() -> Vec<String> {

@@ -15,7 +15,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 
-mod common;
+use crate::common;
 use common::post;
 
 /// The vLLM venv's python and the tiny model, when `scripts/setup-vllm.sh` has run.

@@ -7,7 +7,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-mod common;
+use crate::common;
 use common::post;
 
 /// A llama-server on a free loopback port, stopped when dropped.

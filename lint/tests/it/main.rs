@@ -1,0 +1,40 @@
+//! kvlint's command-line and live integration tests, in one test crate: each file of
+//! `lint/tests/` was a crate of its own, compiled and linked on its own (23 binaries, 368 MB
+//! on disk), on a machine with two cores. One module per former file; `common` and
+//! `lsp_client` (shared with `lint/benches/lsp.rs`) stay where they were.
+//!
+//! `lint/tests/bad_inputs.rs` stays a binary of its own: it holds each case to 4 GB through
+//! `getrusage(RUSAGE_CHILDREN)`, the largest peak of all the process's children, which the
+//! children of other tests (llama-server, vLLM, kvlint runs) would raise.
+
+// Each module allows what it uses; these cover `common` and `lsp_client`, as the crate roots
+// that included them did.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+#[path = "../common/mod.rs"]
+mod common;
+#[path = "../lsp_client/mod.rs"]
+mod lsp_client;
+
+mod cli;
+mod config;
+mod corpus;
+mod engine_mode;
+mod formats;
+mod import;
+mod inputs;
+mod live_fleet;
+mod live_llamacpp;
+mod live_proxy;
+mod live_simulate;
+mod live_vllm;
+mod lsp;
+mod otel;
+mod pre_commit;
+mod probe_faults;
+mod render;
+mod render_engines;
+mod reported_usage;
+mod secrets;
+mod template;
+mod workload;
