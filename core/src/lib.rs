@@ -9,7 +9,7 @@
 //! | stage | module | main types |
 //! |---|---|---|
 //! | read a session file | [`session`] | [`SessionFile`], [`Turn`] |
-//! | read a recording (VCR cassette, HAR, Inspect log, OTLP trace) and its sessions | [`recording`] | `Recording`, `FoundSessions` |
+//! | a recorded response, a stream put back together | [`response`] | [`response::parse_response`] |
 //! | the request model | [`request`] | [`Request`], [`BodyFormat`] |
 //! | render and tokenize | [`render`], [`template`], [`tokenize`] | [`Renderer`], [`Rendered`], [`ChatTemplate`], [`Tokenizer`] |
 //! | diff two turns | [`diff`] | [`TurnDiff`], [`Divergence`] |
@@ -18,7 +18,10 @@
 //! | findings | [`diagnostic`] | [`Diagnostic`], [`Severity`], [`Span`] |
 //!
 //! The rules that name each break, and the one pipeline that runs every stage
-//! (`check_session`, `check_pair`), live in `kvlint-rules`. Chat templates are also checked
+//! (`check_session`, `check_pair`), live in `kvlint-rules`. Recordings (VCR cassettes, HAR,
+//! Inspect logs, OTLP traces) and compressed inputs are read by `kvlint-recordings`, which
+//! hands their sessions over as [`SessionFile`]s; core does no decompression and never calls
+//! into it. The protocol facts (request formats, keys, engine names) are `kvlint-protocol`'s. Chat templates are also checked
 //! before any traffic ([`template_check`]), and application prompt templates for volatile
 //! variables ([`prompt_template`]).
 //!
@@ -51,9 +54,9 @@ pub mod path;
 /// The one common-prefix count ([`kvlint_protocol::common_prefix`]).
 pub use kvlint_protocol::common_prefix as prefix;
 pub mod prompt_template;
-pub mod recording;
 pub mod render;
 pub mod request;
+pub mod response;
 pub mod routing;
 pub mod session;
 pub mod template;

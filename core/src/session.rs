@@ -2,9 +2,9 @@
 //!
 //! Accepted containers: JSONL with one request body per line, a JSON array of bodies,
 //! OpenAI Batch lines (`{custom_id, method, url, body}`) and `{request, response}` pairs. A
-//! recording (a VCR cassette, a HAR file: [`crate::recording`]) holds sessions of its own:
-//! [`SessionFile::read_all`] and [`SessionFile::parse_all`] read each, its turns placed at
-//! their bodies in the recording; the one-session readers say a recording is not a session.
+//! recording (a VCR cassette, a HAR file) holds sessions of its own: the `kvlint-recordings`
+//! crate reads each and hands it over as a [`SessionFile`] with its [`Origin`], its turns
+//! placed at their bodies in the recording.
 //!
 //! Memory: a session file is read whole and every turn is parsed once, to report a bad one
 //! before any check. Parsed turns are kept up to [`KEPT_TURNS_BUDGET`]; a turn beyond it is
@@ -99,7 +99,7 @@ pub struct SessionFile {
 /// the recording (the body's start: a recording writes a body in its own escapes).
 #[derive(Debug, Clone)]
 pub struct Origin {
-    /// `vcr-yaml`, `har`, … ([`crate::recording::Container::as_str`]).
+    /// `vcr-yaml`, `har`, … (`kvlint_recordings::Container::as_str`).
     pub container: &'static str,
     /// This session's number among the recording's (from 1), and how many it holds.
     pub session: usize,
@@ -141,74 +141,21 @@ enum Document {
     Skipped(Skipped),
 }
 
-/// The text of an input file: a session file, or a recording; a gzip-compressed one
-/// inflated, an Inspect `.eval` log as the JSON log it holds.
-pub fn read_input(path: &Path) -> Result<String, InputError> {
+/// The text of a session file (UTF-8, a byte-order mark kept for the parser to pass over).
+pub fn read_text(path: &Path) -> Result<String, InputError> {
     let display = path.display().to_string();
     let bytes = std::fs::read(path).map_err(|source| InputError::Io {
         path: display.clone(),
         source,
     })?;
-    input_text(display, bytes)
-}
-
-/// The text of an input file's bytes, as [`read_input`] reads them; `display` names the file
-/// in errors.
-pub fn input_text(display: String, bytes: Vec<u8>) -> Result<String, InputError> {
-    match crate::recording::unpack(&bytes) {
-        Ok(Some(text)) => Ok(text),
-        Ok(None) => crate::error::utf8_text(display, bytes),
-        Err(bad) => Err(bad_recording(&display, bad)),
-    }
-}
-
-/// The error for a recording given where a session file is expected, when `bytes` are one
-/// (or one that cannot be read).
-fn recording_error(path: &str, bytes: &[u8]) -> Option<InputError> {
-    match crate::recording::Recording::read(bytes) {
-        Ok(recording) => Some(InputError::Recording {
-            path: path.to_owned(),
-            container: recording?.container.as_str(),
-        }),
-        Err(error) => Some(bad_recording(path, error)),
-    }
-}
-
-fn bad_recording(path: &str, error: crate::recording::RecordingError) -> InputError {
-    InputError::BadRecording {
-        path: path.to_owned(),
-        line: error.at.line,
-        column: error.at.column,
-        message: error.message,
-    }
+    crate::error::utf8_text(display, bytes)
 }
 
 impl SessionFile {
-    /// Reads a session file. A recording (a VCR cassette, a HAR file) given instead is an
-    /// error that says so, not a JSON error.
+    /// Reads a session file (`kvlint_recordings::read_session` also inflates a compressed
+    /// one and says when the file is a recording).
     pub fn read(path: &Path) -> Result<Self, InputError> {
-        Self::parse(path.display().to_string(), Arc::from(read_input(path)?))
-    }
-
-    /// Reads a session file, or each session of a recording (a VCR cassette, gzip-compressed
-    /// or not; a HAR file; an Inspect log), reading the recording once.
-    pub fn read_all(path: &Path) -> Result<Vec<Self>, InputError> {
-        Self::parse_all(path.display().to_string(), Arc::from(read_input(path)?))
-    }
-
-    /// A session file's session, or each session of the recording `text` holds.
-    pub fn parse_all(path: String, text: Arc<str>) -> Result<Vec<Self>, InputError> {
-        match Self::parse_session(path.clone(), Arc::clone(&text), KEPT_TURNS_BUDGET) {
-            Ok(session) => Ok(vec![session]),
-            Err(error @ (InputError::Json { .. } | InputError::Body { .. })) => {
-                match crate::recording::Recording::read(text.as_bytes()) {
-                    Ok(Some(recording)) => Self::sessions_of(&path, &text, &recording),
-                    Ok(None) => Err(error),
-                    Err(bad) => Err(bad_recording(&path, bad)),
-                }
-            }
-            Err(error) => Err(error),
-        }
+        Self::parse(path.display().to_string(), Arc::from(read_text(path)?))
     }
 
     pub fn parse(path: String, text: Arc<str>) -> Result<Self, InputError> {
@@ -217,15 +164,6 @@ impl SessionFile {
 
     /// Parses a session, keeping parsed turns up to `budget` bytes (estimated).
     pub fn parse_keeping(path: String, text: Arc<str>, budget: usize) -> Result<Self, InputError> {
-        match Self::parse_session(path.clone(), Arc::clone(&text), budget) {
-            Err(error @ (InputError::Json { .. } | InputError::Body { .. })) => {
-                Err(recording_error(&path, text.as_bytes()).unwrap_or(error))
-            }
-            parsed => parsed,
-        }
-    }
-
-    fn parse_session(path: String, text: Arc<str>, budget: usize) -> Result<Self, InputError> {
         let mut reader = Reader {
             budget: Some(budget),
             shared: SharedParts::default(),
@@ -605,38 +543,6 @@ impl SessionFile {
         )
     }
 
-    /// Each session a recording holds, placed in the recording (`text`).
-    fn sessions_of(
-        path: &str,
-        text: &Arc<str>,
-        recording: &crate::recording::Recording,
-    ) -> Result<Vec<Self>, InputError> {
-        let found = recording.sessions();
-        let count = found.sessions.len();
-        found
-            .sessions
-            .into_iter()
-            .enumerate()
-            .map(|(number, found)| {
-                let mut session = Self::parse(path.to_owned(), Arc::from(found.jsonl()))?;
-                session.origin = Some(Origin {
-                    container: recording.container.as_str(),
-                    session: number + 1,
-                    sessions: count,
-                    text: Arc::clone(text),
-                    body_offsets: found
-                        .at
-                        .iter()
-                        .map(|place| offset_of_place(text, *place))
-                        .collect(),
-                    interactions: found.interactions,
-                    reconstructed: found.reconstructed,
-                });
-                Ok(session)
-            })
-            .collect()
-    }
-
     /// The text findings are placed in: the session file's, or the recording's.
     pub fn source_text(&self) -> &Arc<str> {
         self.origin
@@ -698,18 +604,6 @@ fn estimated_size(turn: &Turn) -> usize {
 }
 
 /// serde_json reports a 1-based line and column (column counted in bytes).
-/// The byte offset of a place (line, column in characters; 1-based) in a text.
-fn offset_of_place(text: &str, place: crate::recording::Place) -> usize {
-    let line_start = byte_offset_of(text, place.line, 1);
-    let line = text[line_start..].split('\n').next().unwrap_or_default();
-    line_start
-        + line
-            .chars()
-            .take(place.column.saturating_sub(1))
-            .map(char::len_utf8)
-            .sum::<usize>()
-}
-
 fn byte_offset_of(text: &str, line: usize, column: usize) -> usize {
     let line_start: usize = text
         .split_inclusive('\n')

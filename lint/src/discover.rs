@@ -103,12 +103,15 @@ pub fn looks_like_session(text: &str) -> bool {
     // A recording, or one that cannot be read (its error is reported); other YAML and JSON
     // (configuration, fixtures of other tools) is passed over. Asked only of what is not a
     // session: a session file is not parsed whole for it.
+    #[cfg(feature = "recordings")]
     let is_recording = || {
         !matches!(
-            kvlint_core::recording::Recording::read(text.as_bytes()),
+            kvlint_recordings::Recording::read(text.as_bytes()),
             Ok(None)
         )
     };
+    #[cfg(not(feature = "recordings"))]
+    let is_recording = || false;
     if !text.trim_start().starts_with(['{', '[']) {
         return is_recording();
     }

@@ -17,6 +17,7 @@ mod commands;
 mod config;
 mod discover;
 mod emit;
+mod input;
 mod lsp;
 mod probe;
 mod proxy;
@@ -63,6 +64,7 @@ enum Command {
     Simulate(commands::simulate::Args),
     /// Write the sessions a recording holds (a VCR cassette, a HAR file, an Inspect log) as
     /// session files, one request body per line.
+    #[cfg(feature = "recordings")]
     Import(commands::import::Args),
     /// Run the language server over stdin and stdout: findings in templates and sessions as
     /// they are edited, hover, code actions.
@@ -144,6 +146,7 @@ fn run_command(cli: Cli) -> miette::Result<Outcome> {
         Command::Probe(args) => commands::probe::run(args, terminal()),
         Command::Proxy(args) => commands::proxy::run(args),
         Command::Rule(args) => commands::rule::run(args),
+        #[cfg(feature = "recordings")]
         Command::Import(args) => commands::import::run(args, terminal()),
         Command::Workload(args) => commands::workload::run(args),
         Command::Simulate(args) => commands::simulate::run(args),

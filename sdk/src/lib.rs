@@ -363,8 +363,9 @@
 //!
 //! - `guard` (default): [`Guard`], [`Conversation::render`] and the volatile-value scan of the
 //!   static and session tiers: the analysis `kvlint check` runs (`kvlint-core`, `kvlint-rules`:
-//!   tokenizers, minijinja, regex, rayon): 124 crates in the build, this one and proc macros
-//!   included (`cargo tree -p kvlint-sdk -e normal`).
+//!   tokenizers, minijinja, regex, rayon): 108 crates in the build, this one and proc macros
+//!   included (`cargo tree -p kvlint-sdk -e normal`); recordings and their decompression
+//!   (`kvlint-recordings`) are not among them.
 //! - without it (`default-features = false`): prompt assembly, the three adapters, imports,
 //!   responses, fingerprints and routing keys, with `serde`, `serde_json`, `blake3`,
 //!   `unicode-normalization`, `thiserror`, `miette` and `kvlint-protocol`: 30 crates. Tiers are

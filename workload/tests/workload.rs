@@ -26,7 +26,7 @@ fn corpus() -> Vec<SessionFile> {
     paths.sort();
     paths
         .iter()
-        .flat_map(|path| SessionFile::read_all(path).unwrap())
+        .map(|path| SessionFile::read(path).unwrap())
         .collect()
 }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use kvlint_core::cache::Engine;
 use kvlint_core::render::Renderer;
-use kvlint_core::session::{SessionFile, read_input};
+use kvlint_core::session::SessionFile;
 use miette::WrapErr;
 use rayon::prelude::*;
 
@@ -14,6 +14,7 @@ use super::{Outcome, RenderArgs, serving_engine};
 use crate::config::{Config, Discovery};
 use crate::discover::{Candidate, looks_like_session, session_files};
 use crate::emit::{Output, OutputFormat, Terminal};
+use crate::input::{parse_all, read_input};
 use crate::report::{CacheOptions, ErrorReport, Report, SessionReport};
 
 #[derive(Debug, clap::Args)]
@@ -224,7 +225,7 @@ pub(crate) fn check_text(
     config: Option<&Config>,
     setup: &Setup,
 ) -> Vec<Result<SessionReport, ErrorReport>> {
-    let sessions = match SessionFile::parse_all(path.to_owned(), Arc::from(text)) {
+    let sessions = match parse_all(path.to_owned(), Arc::from(text)) {
         Ok(sessions) => sessions,
         Err(error) => return vec![Err(error.into())],
     };

@@ -9,9 +9,8 @@ use kvlint_core::locate::{LineColumn, Locator};
 use kvlint_core::path::PartPath;
 use kvlint_core::render::{Rendered, Renderer};
 use kvlint_core::session::{SessionFile, Turn};
-use similar::TextDiff;
-
 use kvlint_protocol::EngineName;
+use similar::TextDiff;
 
 use super::{Outcome, RenderArgs, current_config};
 use crate::config::Discovery;
@@ -47,7 +46,7 @@ pub fn run(mut args: Args, terminal: Terminal) -> miette::Result<Outcome> {
 
 /// The one request a file holds, and the file.
 fn single_request(path: &Path) -> Result<(SessionFile, Turn), InputError> {
-    let session = SessionFile::read(path)?;
+    let session = crate::input::read_session(path)?;
     if session.len() != 1 {
         return Err(InputError::NotOneRequest {
             path: session.path.clone(),

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use kvlint_core::error::InputError;
-use kvlint_core::recording::{Recording, Session};
+use kvlint_recordings::{Recording, Session};
 
 use super::Outcome;
 use crate::emit::{self, Output, OutputFormat, OutputKind, Terminal};

@@ -3,6 +3,7 @@
 
 pub mod check;
 pub mod diff;
+#[cfg(feature = "recordings")]
 pub mod import;
 pub mod probe;
 pub mod proxy;

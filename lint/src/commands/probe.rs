@@ -4,8 +4,6 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use kvlint_core::session::SessionFile;
-
 use kvlint_protocol::EngineName;
 
 use super::{Outcome, RenderArgs, SERVER_KINDS, engine_name};
@@ -102,7 +100,7 @@ pub fn run(args: Args, terminal: Terminal) -> miette::Result<Outcome> {
     let mut seen = Vec::new();
     // A recording is replayed session by session, each as recorded; one file at a time.
     let sessions = args.sessions.iter().flat_map(|path| {
-        SessionFile::read_all(path).map_or_else(
+        crate::input::read_all(path).map_or_else(
             |error| vec![Err(error)],
             |found| found.into_iter().map(Ok).collect(),
         )

@@ -7,7 +7,6 @@ use std::path::PathBuf;
 use kvlint_core::error::InputError;
 use kvlint_core::render::{Rendered, Renderer};
 use kvlint_core::session::{SessionFile, Turn};
-
 use kvlint_protocol::EngineName;
 
 use super::{Outcome, RenderArgs, SERVING_ENGINES, current_config, engine_name};
@@ -76,7 +75,7 @@ pub fn render_sessions(
         errors: Vec::new(),
     };
     for path in paths {
-        let sessions = match SessionFile::read_all(path) {
+        let sessions = match crate::input::read_all(path) {
             Ok(sessions) => sessions,
             Err(error) => {
                 report.errors.push(error.into());

@@ -8,18 +8,17 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use kvlint_core::render::Renderer;
-use kvlint_core::session::{SessionFile, input_text};
+use kvlint_protocol::EngineName;
 use kvlint_workload::export::{Format, dataset_trace, export};
 use kvlint_workload::html::workload_html;
 use kvlint_workload::store::{load, save, trace_key, trace_path};
 use kvlint_workload::{Distribution, Trace, WorkloadReport, build_trace, workload_report};
 use miette::{IntoDiagnostic, WrapErr};
 
-use kvlint_protocol::EngineName;
-
 use super::{Outcome, RenderArgs, SERVING_ENGINES, current_config, engine_name};
 use crate::config::Discovery;
 use crate::discover::session_files;
+use crate::input::{input_text, parse_all};
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:
@@ -154,9 +153,7 @@ pub fn traced(
     let mut parsed = Vec::new();
     for (name, bytes) in &mut inputs[..files.len()] {
         let text = input_text(name.clone(), std::mem::take(bytes)).map_err(miette::Report::new)?;
-        parsed.extend(
-            SessionFile::parse_all(name.clone(), Arc::from(text)).map_err(miette::Report::new)?,
-        );
+        parsed.extend(parse_all(name.clone(), Arc::from(text)).map_err(miette::Report::new)?);
     }
     let mut trace = build_trace(&parsed, &renderer, args.block).map_err(miette::Report::new)?;
     for (path, (name, bytes)) in datasets.iter().zip(&inputs[files.len()..]) {

@@ -44,6 +44,7 @@ pub enum Output<'a> {
     Diff(&'a RequestDiff),
     Probe(&'a ProbeReport),
     Render(&'a RenderReport),
+    #[cfg_attr(not(feature = "recordings"), allow(dead_code))]
     Import(&'a ImportReport),
 }
 

@@ -41,7 +41,7 @@ impl<'a> Sessions<'a> {
     fn get(&self) -> Option<&[SessionFile]> {
         self.parsed
             .get_or_init(|| {
-                SessionFile::parse_all(
+                crate::input::parse_all(
                     self.document.path.display().to_string(),
                     Arc::from(self.document.text.as_str()),
                 )

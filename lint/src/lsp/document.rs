@@ -209,7 +209,7 @@ impl Analysis {
         if !is_jsonl && !looks_like_session(text) {
             return Self::default();
         }
-        let sessions = match SessionFile::parse_all(path.display().to_string(), Arc::from(text)) {
+        let sessions = match crate::input::parse_all(path.display().to_string(), Arc::from(text)) {
             Ok(sessions) => sessions,
             Err(error) => return Self::failed(Problem::of(&error.into(), path, text)),
         };

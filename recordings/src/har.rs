@@ -7,7 +7,7 @@ use serde_json::Value;
 use super::{
     Body, Container, Interaction, Recording, body_text, key_headers, place_of, response_of,
 };
-use crate::path::PathSegment;
+use kvlint_core::path::PathSegment;
 
 /// The HAR `text` holds (parsed as `root`), or `None` when it is not one.
 pub(super) fn read(root: &Value, text: &str) -> Option<Recording> {
@@ -47,7 +47,7 @@ pub(super) fn read(root: &Value, text: &str) -> Option<Recording> {
                 time: entry
                     .get("startedDateTime")
                     .and_then(Value::as_str)
-                    .and_then(crate::session::unix_seconds),
+                    .and_then(kvlint_core::session::unix_seconds),
             })
         })
         .collect();

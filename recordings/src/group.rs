@@ -17,7 +17,7 @@ use kvlint_protocol::key::Carried;
 use serde_json::Value;
 
 use super::{Body, Interaction, Place};
-use crate::request::Request;
+use kvlint_core::request::Request;
 
 /// The sessions of a recording, and the requests passed over.
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -17,7 +17,7 @@
 use serde_json::{Map, Value, json};
 
 use super::{Body, Container, Interaction, Place, Recording, place_of};
-use crate::path::PathSegment;
+use kvlint_core::path::PathSegment;
 
 /// The trace one OTLP document holds (`root`, parsed from `text`); `None` when it is not one.
 pub(super) fn read_document(root: &Value, text: &str) -> Option<Recording> {
@@ -570,8 +570,8 @@ fn gen_ai_prompt(attributes: &Map<String, Value>) -> Option<Value> {
 mod tests {
     use serde_json::{Value, json};
 
-    use crate::recording::Body;
-    use crate::recording::{Container, Recording};
+    use crate::Body;
+    use crate::{Container, Recording};
 
     /// An OTLP document of spans with these attributes, started in this order.
     fn trace(spans: &[(u64, Value)]) -> String {

@@ -13,7 +13,7 @@ use std::io::Read;
 use serde_json::{Map, Value};
 
 use super::{Body, Container, Interaction, Recording, place_of};
-use crate::path::PathSegment;
+use kvlint_core::path::PathSegment;
 
 /// The eval log `text` holds (parsed as `root`), or `None` when it is not one.
 pub(super) fn read(root: &Value, text: &str) -> Option<Recording> {

@@ -18,12 +18,19 @@
 //! One recording often holds several conversations and calls that are not prompts
 //! (embeddings, token counts, tracing, other services). `Recording::sessions` keeps the
 //! requests in a known request format, and groups them into sessions (`group`).
+//!
+//! Input files are read here ([`read_all`], [`parse_all`], [`read_session`]): a session file
+//! as `kvlint-core` parses it, or each session a recording holds, placed at its bodies in the
+//! recording; a gzip-compressed file inflated, an Inspect `.eval` zip as the log it holds.
+//!
+//! This crate holds what reading recordings needs that the analysis does not (compression,
+//! zip, msgpack, base64): `kvlint-core` never calls into it, and the SDK never compiles it.
 
 mod group;
 mod har;
+mod input;
 mod inspect;
 mod otel;
-mod response;
 mod vcr;
 pub mod yaml;
 
@@ -31,17 +38,13 @@ use std::io::Read;
 
 use serde_json::Value;
 
-use crate::locate::{LineColumn, value_range};
-use crate::path::PathSegment;
+use kvlint_core::locate::{LineColumn, value_range};
+use kvlint_core::path::PathSegment;
+use kvlint_core::response::parse_response;
 
 pub use group::{FoundSessions, Session};
+pub use input::{input_text, parse_all, parse_session, read_all, read_input, read_session};
 pub use yaml::Place;
-
-/// A response as one JSON object: a JSON body as it is, a stream of server-sent events put
-/// back together as the API answers without streaming; `None` when it is neither.
-pub fn parse_response(text: &str) -> Option<Value> {
-    response::parse(text)
-}
 
 /// The kind of file a recording came in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -228,7 +231,7 @@ fn inflate(bytes: &[u8]) -> Result<Vec<u8>, String> {
 /// A recorded response body as JSON: inflated when compressed, a stream reassembled.
 fn response_of(body: Body) -> Option<Value> {
     match body {
-        Body::Sent(text) => response::parse(&text),
+        Body::Sent(text) => parse_response(&text),
         Body::Rewritten(value) | Body::Reconstructed(value) => Some(value),
         Body::None(_) => None,
     }

@@ -7,7 +7,7 @@ use serde_json::{Map, Value, json};
 
 /// The response `text` holds: JSON, or a stream of `data:` events reassembled; `None` when it is
 /// neither.
-pub(super) fn parse(text: &str) -> Option<Value> {
+pub fn parse_response(text: &str) -> Option<Value> {
     let trimmed = text.trim_start();
     if trimmed.starts_with('{') {
         return serde_json::from_str(trimmed).ok();
@@ -133,7 +133,7 @@ fn merge(usage: &mut Map<String, Value>, more: Option<&Value>) {
 mod tests {
     use serde_json::json;
 
-    use super::parse;
+    use super::parse_response;
 
     #[test]
     fn streams_come_back_as_the_response_they_stand_for() {
@@ -141,7 +141,7 @@ mod tests {
             data: {\"id\":\"c1\",\"choices\":[{\"delta\":{\"content\":\"lo\"}}]}\n\n\
             data: {\"id\":\"c1\",\"choices\":[],\"usage\":{\"prompt_tokens\":2006,\"prompt_tokens_details\":{\"cached_tokens\":1920}}}\n\n\
             data: [DONE]\n\n";
-        let response = parse(chat).unwrap();
+        let response = parse_response(chat).unwrap();
         assert_eq!(response["choices"][0]["message"]["content"], "Hello");
         assert_eq!(
             response["usage"]["prompt_tokens_details"]["cached_tokens"],
@@ -151,7 +151,7 @@ mod tests {
         let anthropic = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"usage\":{\"input_tokens\":12,\"cache_read_input_tokens\":4000,\"output_tokens\":1}}}\n\n\
             event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n\
             event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":9}}\n\n";
-        let response = parse(anthropic).unwrap();
+        let response = parse_response(anthropic).unwrap();
         assert_eq!(response["content"][0]["text"], "Hi");
         assert_eq!(
             response["usage"],
@@ -160,19 +160,19 @@ mod tests {
 
         let responses = "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"r\",\"output\":[]}}\n\n\
             event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"id\":\"r\",\"output\":[{\"type\":\"message\",\"content\":[{\"type\":\"output_text\",\"text\":\"ok\"}]}],\"usage\":{\"input_tokens\":3000,\"input_tokens_details\":{\"cached_tokens\":2944}}}}\n\n";
-        let response = parse(responses).unwrap();
+        let response = parse_response(responses).unwrap();
         assert_eq!(
             response["usage"]["input_tokens_details"]["cached_tokens"],
             2944
         );
 
         let gemini = "[{\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"A\"}]}}]},{\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"B\"}]}}],\"usageMetadata\":{\"promptTokenCount\":5000,\"cachedContentTokenCount\":4096}}]";
-        let response = parse(gemini).unwrap();
+        let response = parse_response(gemini).unwrap();
         assert_eq!(
             response["candidates"][0]["content"]["parts"][0]["text"],
             "AB"
         );
         assert_eq!(response["usageMetadata"]["cachedContentTokenCount"], 4096);
-        assert!(parse("not a response").is_none());
+        assert!(parse_response("not a response").is_none());
     }
 }
