@@ -144,6 +144,30 @@ impl<'a> Carried<'a> {
     }
 }
 
+/// Whether a body opens a conversation: one user message and no answer yet (in `messages`,
+/// or a Responses `input` of items or a string). A conversation that opens under the key of
+/// an earlier one (a prefix key covers only the tools and instructions every session shares)
+/// is a new session, not a rewrite of that one.
+pub fn opens_conversation(body: &Value) -> bool {
+    let items = body.get("messages").or_else(|| body.get("input"));
+    let Some(items) = items.and_then(Value::as_array) else {
+        return items.is_some_and(Value::is_string);
+    };
+    let roles = || {
+        items.iter().map(|item| {
+            item.get("role")
+                .or_else(|| item.get("type"))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+        })
+    };
+    let users = roles().filter(|role| *role == "user").count();
+    let answers = roles()
+        .filter(|role| !matches!(*role, "system" | "developer" | "user"))
+        .count();
+    users == 1 && answers == 0
+}
+
 /// Whether a header is one of the tables' headers: a recorder keeps its value as the
 /// conversation the client named.
 pub fn is_key_header(name: &str) -> bool {
@@ -203,6 +227,23 @@ mod tests {
         );
         assert_eq!(Carried::body(&json!({"user": 7})).session_key(), None);
         assert_eq!(Carried::default().routing_key(), None);
+    }
+
+    #[test]
+    fn a_conversation_opens_with_one_user_message_and_no_answer() {
+        let user = json!({"role": "user", "content": "hi"});
+        let system = json!({"role": "system", "content": "Be terse."});
+        let answer = json!({"role": "assistant", "content": "hello"});
+        assert!(opens_conversation(&json!({"messages": [system, user]})));
+        assert!(opens_conversation(&json!({"input": "hi"})));
+        assert!(!opens_conversation(
+            &json!({"messages": [user, answer, user]})
+        ));
+        assert!(!opens_conversation(&json!({"messages": [system]})));
+        // A Responses function call is an answer.
+        assert!(!opens_conversation(&json!({"input": [
+            user, {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"}]})));
+        assert!(!opens_conversation(&json!({"prompt": "hi"})));
     }
 
     #[test]

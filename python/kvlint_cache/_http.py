@@ -85,16 +85,10 @@ def session_key(body: Mapping[str, Any], headers: Mapping[str, str] | None = Non
 
 def starts_session(body: Mapping[str, Any]) -> bool:
     """Whether a body is the first turn of a conversation: one user message and no answer
-    yet. A new conversation that shares its key with an earlier one (the prefix key covers
-    only tools and instructions) starts a new session instead of reading as a rewrite."""
-    items = body.get("messages", body.get("input"))
-    if isinstance(items, str):
-        return True
-    if not isinstance(items, list):
-        return False
-    roles = [item.get("role") or item.get("type") for item in items if isinstance(item, Mapping)]
-    answers = [role for role in roles if role not in ("system", "developer", "user")]
-    return roles.count("user") == 1 and not answers
+    yet (the protocol crate's rule, through the native module). A new conversation that shares
+    its key with an earlier one (the prefix key covers only tools and instructions) starts a
+    new session instead of reading as a rewrite."""
+    return _kvlint.opens_conversation(body)
 
 
 class GuardSessions:

@@ -25,6 +25,7 @@ __all__ = [
     "TierChange",
     "__version__",
     "check",
+    "opens_conversation",
     "run_cli",
     "session_key",
 ]
@@ -244,6 +245,9 @@ ROUTING_KEY_HEADER: str
 PROMPT_PATHS: tuple[str, ...]
 """The path endings whose POST bodies are prompts: ``/chat/completions``, ``/responses``,
 ``/messages``."""
+
+def opens_conversation(body: Mapping[str, Any]) -> bool:
+    """Whether a body opens a conversation: one user message and no answer yet."""
 
 def session_key(body: Mapping[str, Any], headers: Sequence[tuple[str, str]] = ...) -> str:
     """The session a request belongs to, from its body and headers (name, value): the first

@@ -691,6 +691,13 @@ fn session_key(body: &Bound<'_, PyAny>, headers: Vec<(String, String)>) -> PyRes
     Ok(carried.session_key().unwrap_or_default())
 }
 
+/// Whether a body opens a conversation: one user message and no answer yet
+/// ([`kvlint_protocol::key::opens_conversation`]).
+#[pyfunction]
+fn opens_conversation(body: &Bound<'_, PyAny>) -> PyResult<bool> {
+    Ok(kvlint_protocol::key::opens_conversation(&to_value(body)?))
+}
+
 /// Runs the `kvlint` command line (`argv[0]` is the program's name); returns the exit code.
 #[pyfunction]
 fn run_cli(py: Python<'_>, argv: Vec<String>) -> u8 {
@@ -718,5 +725,6 @@ fn _kvlint(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(check, module)?)?;
     module.add_function(wrap_pyfunction!(run_cli, module)?)?;
     module.add_function(wrap_pyfunction!(session_key, module)?)?;
+    module.add_function(wrap_pyfunction!(opens_conversation, module)?)?;
     Ok(())
 }

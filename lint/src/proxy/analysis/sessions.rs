@@ -31,7 +31,7 @@ impl Analysis {
         }
         .session_key()
         .unwrap_or_default();
-        let continued = (!starts_session(body))
+        let continued = (!kvlint_protocol::key::opens_conversation(body))
             .then(|| {
                 self.by_key
                     .get(&key)?
@@ -87,27 +87,4 @@ impl Analysis {
             self.live -= 1;
         }
     }
-}
-
-/// A first turn: one user message and no answer yet.
-fn starts_session(body: &Value) -> bool {
-    let items = body.get("messages").or_else(|| body.get("input"));
-    let Some(items) = items.and_then(Value::as_array) else {
-        return items.is_some_and(Value::is_string);
-    };
-    let roles: Vec<&str> = items
-        .iter()
-        .map(|item| {
-            item.get("role")
-                .or_else(|| item.get("type"))
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-        })
-        .collect();
-    let users = roles.iter().filter(|role| **role == "user").count();
-    let answers = roles
-        .iter()
-        .filter(|role| !matches!(**role, "system" | "developer" | "user"))
-        .count();
-    users == 1 && answers == 0
 }
