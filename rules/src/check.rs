@@ -49,25 +49,29 @@ impl SessionCheck {
 /// Checks a recorded session: renders its turns, diffs each against the one before, names
 /// every break, and with `engine` predicts its cache use and audits its breakpoints.
 ///
-/// The turns are split into one contiguous range per thread, checked in parallel; inside a
-/// range each turn is rendered knowing the one before (parts sent again reuse its tokens) in
-/// the place of the one before that, so at most three renderings are held at a time. Results
-/// are joined in turn order.
+/// Where it pays ([`turns_pay_for_threads`]), the turns are split into one contiguous range
+/// per thread, checked in parallel; inside a range each turn is rendered knowing the one
+/// before (parts sent again reuse its tokens) in the place of the one before that, so at most
+/// three renderings are held at a time. Results are joined in turn order.
 pub fn check_session(
     session: &SessionFile,
     renderer: &Renderer,
     engine: Option<&Engine>,
 ) -> Result<SessionCheck, InputError> {
+    let range_count = if turns_pay_for_threads(session, renderer) {
+        rayon::current_num_threads()
+            .min(session.len() / MIN_TURNS_PER_RANGE)
+            .max(1)
+    } else {
+        1
+    };
     // Each text encoded once, in parallel: otherwise each range would encode again the head
-    // of the session that its first turn resends.
-    if renderer.encodes_part_texts_whole() {
+    // of the session that its first turn resends. One range encodes each text as it meets it.
+    if range_count > 1 && renderer.encodes_part_texts_whole() {
         session.part_texts.par_iter().for_each(|text| {
             renderer.tokenizer().encode_piece(text);
         });
     }
-    let range_count = rayon::current_num_threads()
-        .min(session.len() / MIN_TURNS_PER_RANGE)
-        .max(1);
     let check = |range| check_range(session, range, renderer, engine.is_some());
     let checked: Vec<Result<RangeCheck, InputError>> = match range_count {
         // On this thread: the memory reading the file freed is reused.
@@ -125,6 +129,18 @@ pub fn check_session(
         findings,
         predictions,
     })
+}
+
+/// Whether a session's turns are worth splitting across threads: when each turn costs about
+/// its prompt's length. An engine's template renders every turn in full. In provider mode a
+/// turn that reuses the one before costs only what it adds, and a whole session takes a few
+/// milliseconds on one thread, less than a second thread costs (waking it, a range's first
+/// turn rendered again, encodings made in another thread's memory): 200 turns of 80k tokens
+/// took longer on two threads than on one. Unless turns past the parsed-turn budget are
+/// parsed again from the file's text, which costs their length: then ranges pay again.
+/// Sessions are still checked in parallel with each other (`kvlint check`'s files).
+fn turns_pay_for_threads(session: &SessionFile, renderer: &Renderer) -> bool {
+    !renderer.encodes_part_texts_whole() || session.kept_turns() < session.len()
 }
 
 /// Splits the turns into `count` contiguous ranges of about equal work: rendering a turn costs
