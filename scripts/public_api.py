@@ -485,7 +485,7 @@ def changelog_section(changelog, version):
 def check(snapshot_path, current_path, version, changelog_path, bless):
     crate = "kvlint-sdk"
     with open(current_path, encoding="utf-8") as file:
-        current = [line for line in file.read().splitlines() if line]
+        current = sorted(line for line in file.read().splitlines() if line)
     try:
         with open(snapshot_path, encoding="utf-8") as file:
             lines = file.read().splitlines()
