@@ -1,6 +1,6 @@
 //! llama.cpp's `llama-server --jinja`, from a `/v1/chat/completions` body to the input of
 //! its chat template (checked turn by turn against llama-server's `/apply-template` by
-//! `lint/tests/live_llamacpp.rs`):
+//! `lint/tests/it/live_llamacpp.rs`):
 //!
 //! 1. `tools/server/server-common.cpp` `oaicompat_chat_params_parse`: every message but an
 //!    assistant's must have `content`, an assistant's `content` or `tool_calls`; content is a

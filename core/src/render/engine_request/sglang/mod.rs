@@ -1,6 +1,6 @@
 //! SGLang's OpenAI-compatible server, from a `/v1/chat/completions` body to the input of its
 //! chat template, as SGLang 0.5.23 does it for a Jinja template (checked turn by turn against
-//! SGLang itself by `scripts/sglang_render.py` and `lint/tests/render_engines.rs`):
+//! SGLang itself by `scripts/sglang_render.py` and `lint/tests/it/render_engines.rs`):
 //!
 //! 1. the body is validated as a `ChatCompletionRequest` (`request`; protocol.py), whose
 //!    validators set `tool_choice` (`set_tool_choice_default`) and turn `reasoning` /

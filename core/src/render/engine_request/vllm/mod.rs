@@ -1,6 +1,6 @@
 //! vLLM's OpenAI-compatible server, from a `/v1/chat/completions` body to the input of its
 //! chat template, as vLLM 0.32 does it (checked turn by turn against vLLM itself by
-//! `scripts/vllm_render.py` and `lint/tests/render_engines.rs`):
+//! `scripts/vllm_render.py` and `lint/tests/it/render_engines.rs`):
 //!
 //! 1. the body is validated as a `ChatCompletionRequest` (`request`): refused requests stop
 //!    here, tools are re-dumped with `model_dump()`;
