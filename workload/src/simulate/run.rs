@@ -1,0 +1,482 @@
+//! One point of a simulation, step by step: requests arrive ([`Arrivals`]), a policy routes
+//! each to a replica ([`Router`]), the replica's cache serves what it holds and the replica
+//! prefills the rest ([`Fleet`]), and the run's figures are summed up at the end.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use rand_distr::{Distribution as _, Gamma};
+
+use super::{Arrival, CacheSize, Latency, Policy, ReplicaLoad, Setup, SimEngine, SimulationResult};
+use crate::cache::{BlockPool, Prompt, RadixTree, ReplicaCache, Slots};
+use crate::error::SpecError;
+use crate::report::arrival_order;
+use crate::stats::Distribution;
+use crate::trace::{Trace, TraceRequest};
+
+/// An event of the simulation: a request of a session arrives.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Event {
+    time: f64,
+    /// Ties keep the order events were scheduled in.
+    sequence: u64,
+    request: usize,
+}
+
+impl Eq for Event {}
+impl PartialOrd for Event {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Event {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.time
+            .total_cmp(&other.time)
+            .then(self.sequence.cmp(&other.sequence))
+    }
+}
+
+/// Virtual points per replica on the consistent-hash ring (nginx's ketama uses 160).
+const RING_POINTS: u32 = 160;
+
+fn hash64(bytes: &[u8]) -> u64 {
+    let hash = blake3::hash(bytes);
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&hash.as_bytes()[..8]);
+    u64::from_le_bytes(first)
+}
+
+/// Leading tokens the sequence of `earlier` (its prompt and generated tokens) shares with the
+/// prompt of `later`, both of the session whose first request is `session_start`: along the
+/// session, the least of what each request shares with the one before (exact unless two of
+/// them diverge at the same token).
+fn lineage(trace: &Trace, session_start: usize, earlier: usize, later: usize) -> Option<u32> {
+    if earlier < session_start || earlier >= later {
+        return None;
+    }
+    let requests = &trace.requests;
+    let mut shared = requests[earlier + 1].shared_with_previous_sequence;
+    for request in &requests[earlier + 2..=later] {
+        shared = shared.min(request.shared_with_previous);
+    }
+    Some(shared)
+}
+
+/// Whether `index` is the last request of its session.
+fn ends_session(trace: &Trace, index: usize) -> bool {
+    let session = &trace.sessions[trace.requests[index].session as usize];
+    index + 1 >= session.requests.end as usize
+}
+
+/// Runs one point of the simulation over `trace` (whose block size must be the engine's).
+pub fn simulate(trace: &Trace, setup: &Setup) -> Result<SimulationResult, SpecError> {
+    let block = setup.engine.block_size();
+    if trace.block_size != block {
+        return Err(SpecError::new(
+            &setup.engine.to_string(),
+            format!(
+                "the trace has blocks of {} tokens, the engine {block}",
+                trace.block_size
+            ),
+        ));
+    }
+    let mut fleet = Fleet::new(trace, setup);
+    let mut rng = SmallRng::seed_from_u64(setup.seed);
+    let mut arrivals = Arrivals::start(trace, setup, &mut rng)?;
+    while let Some(Reverse(event)) = arrivals.queue.pop() {
+        let finished = fleet.serve(event, &mut rng);
+        arrivals.follow(trace, setup, event.request, finished);
+    }
+    Ok(fleet.result())
+}
+
+/// When requests arrive: the events in time order, and the sessions not started yet.
+struct Arrivals {
+    queue: BinaryHeap<Reverse<Event>>,
+    sequence: u64,
+    /// Sessions not started yet, in the order they start (closed arrivals).
+    pending_sessions: std::vec::IntoIter<usize>,
+}
+
+impl Arrivals {
+    /// The first arrivals: every request at its recorded time, the first request of each
+    /// session at Poisson gaps, or as many sessions as the concurrency at time 0.
+    fn start(trace: &Trace, setup: &Setup, rng: &mut SmallRng) -> Result<Self, SpecError> {
+        let times_known = trace.requests.iter().all(|request| request.time.is_some());
+        if setup.arrival == Arrival::Recorded && !times_known {
+            return Err(SpecError::new(
+                "recorded",
+                "some requests have no recorded time: use poisson:RATE or closed:CONCURRENCY",
+            ));
+        }
+        let origin = trace
+            .requests
+            .iter()
+            .filter_map(|request| request.time)
+            .fold(f64::INFINITY, f64::min);
+        let session_order: Vec<usize> = {
+            let mut firsts: Vec<usize> = arrival_order(trace)
+                .into_iter()
+                .filter(|request| trace.is_first(*request))
+                .collect();
+            firsts.dedup();
+            firsts
+        };
+        let mut arrivals = Self {
+            queue: BinaryHeap::new(),
+            sequence: 0,
+            pending_sessions: session_order.into_iter(),
+        };
+        match setup.arrival {
+            Arrival::Recorded => {
+                for (index, request) in trace.requests.iter().enumerate() {
+                    arrivals.schedule(request.time.unwrap_or(origin) - origin, index);
+                }
+            }
+            Arrival::Poisson { rate, burstiness } => {
+                let shape = 1.0 / (burstiness * burstiness);
+                let gaps = Gamma::new(shape, 1.0 / (rate * shape)).map_err(|error| {
+                    SpecError::new(&setup.arrival.to_string(), error.to_string())
+                })?;
+                let mut time = 0.0;
+                while let Some(first) = arrivals.pending_sessions.next() {
+                    arrivals.schedule(time, first);
+                    time += gaps.sample(rng);
+                }
+            }
+            Arrival::Closed { concurrency } => {
+                for _ in 0..concurrency {
+                    let Some(first) = arrivals.pending_sessions.next() else {
+                        break;
+                    };
+                    arrivals.schedule(0.0, first);
+                }
+            }
+        }
+        Ok(arrivals)
+    }
+
+    fn schedule(&mut self, time: f64, request: usize) {
+        self.sequence += 1;
+        self.queue.push(Reverse(Event {
+            time,
+            sequence: self.sequence,
+            request,
+        }));
+    }
+
+    /// What follows request `index`, answered at `finished`: the session's next turn after the
+    /// recorded think time, or (closed) the next session.
+    fn follow(&mut self, trace: &Trace, setup: &Setup, index: usize, finished: f64) {
+        let request = &trace.requests[index];
+        match setup.arrival {
+            Arrival::Recorded => {}
+            _ if !ends_session(trace, index) => {
+                let think = match (request.time, trace.requests[index + 1].time) {
+                    (Some(now), Some(next)) => (next - now).max(0.0),
+                    _ => 0.0,
+                };
+                self.schedule(finished + think, index + 1);
+            }
+            Arrival::Closed { .. } => {
+                if let Some(next) = self.pending_sessions.next() {
+                    self.schedule(finished, next);
+                }
+            }
+            Arrival::Poisson { .. } => {}
+        }
+    }
+}
+
+/// Which replica a request goes to, by the policy.
+struct Router {
+    policy: Policy,
+    replica_count: usize,
+    /// The consistent-hash ring of `session-hash`: points and their replicas, sorted.
+    ring: Vec<(u64, usize)>,
+    next_round_robin: usize,
+}
+
+impl Router {
+    fn new(policy: Policy, replica_count: usize) -> Self {
+        let mut ring: Vec<(u64, usize)> = (0..replica_count)
+            .flat_map(|replica| {
+                (0..RING_POINTS).map(move |point| {
+                    let key = format!("replica-{replica}-{point}");
+                    (hash64(key.as_bytes()), replica)
+                })
+            })
+            .collect();
+        ring.sort_unstable();
+        Self {
+            policy,
+            replica_count,
+            ring,
+            next_round_robin: 0,
+        }
+    }
+
+    /// The replica for `prompt` of the session named `session`, given what each replica's
+    /// cache holds and how long each is `queued`.
+    fn pick(
+        &mut self,
+        prompt: &Prompt<'_>,
+        session: &str,
+        caches: &[ReplicaCache],
+        queued: impl Fn(usize) -> f64,
+        rng: &mut SmallRng,
+    ) -> usize {
+        let replica_count = self.replica_count;
+        let least_loaded = || {
+            (0..replica_count)
+                .min_by(|left, right| queued(*left).total_cmp(&queued(*right)))
+                .unwrap_or(0)
+        };
+        match self.policy {
+            Policy::RoundRobin => {
+                self.next_round_robin += 1;
+                (self.next_round_robin - 1) % replica_count
+            }
+            Policy::Random => rng.random_range(0..replica_count),
+            Policy::LeastLoaded | Policy::Ideal => least_loaded(),
+            Policy::SessionHash => {
+                let key = hash64(session.as_bytes());
+                let point = self.ring.partition_point(|(hash, _)| *hash < key);
+                self.ring[point % self.ring.len()].1
+            }
+            Policy::PrefixAware { overload } => {
+                let best = (0..replica_count)
+                    .max_by(|left, right| {
+                        caches[*left]
+                            .peek(prompt)
+                            .cmp(&caches[*right].peek(prompt))
+                            .then(queued(*right).total_cmp(&queued(*left)))
+                    })
+                    .unwrap_or(0);
+                if queued(best) > overload {
+                    least_loaded()
+                } else {
+                    best
+                }
+            }
+        }
+    }
+}
+
+/// A new replica cache of `cache`'s size, modelled like `engine`.
+fn new_cache(engine: SimEngine, block: u32, cache: CacheSize) -> ReplicaCache {
+    match engine {
+        SimEngine::Vllm { block } => ReplicaCache::Vllm(BlockPool::new(block, cache.blocks(block))),
+        SimEngine::Sglang { page } => {
+            ReplicaCache::Sglang(RadixTree::new(page, cache.blocks(page)))
+        }
+        SimEngine::LlamaCpp { slots, .. } => ReplicaCache::LlamaCpp(Slots::new(
+            block,
+            slots as usize,
+            match cache {
+                CacheSize::Unbounded => Some(u64::MAX),
+                sized => sized.tokens(block).filter(|tokens| *tokens > 0),
+            },
+        )),
+    }
+}
+
+/// The replicas as requests reach them: their caches and queues, what each session last used,
+/// and the figures summed so far.
+struct Fleet<'a> {
+    trace: &'a Trace,
+    setup: &'a Setup,
+    replica_count: usize,
+    /// `ideal`: one cache all replicas share.
+    shared: bool,
+    caches: Vec<ReplicaCache>,
+    router: Router,
+    /// When each replica has prefilled what it was sent.
+    free_at: Vec<f64>,
+    loads: Vec<ReplicaLoad>,
+    session_blocks: HashMap<u32, Vec<u64>>,
+    session_replica: HashMap<u32, usize>,
+    ttfts: Vec<f64>,
+    served_per_request: Option<Vec<u32>>,
+    served_total: u64,
+    lost_locality: u64,
+    changes: u64,
+    evicted: u64,
+    makespan: f64,
+}
+
+impl<'a> Fleet<'a> {
+    fn new(trace: &'a Trace, setup: &'a Setup) -> Self {
+        let block = setup.engine.block_size();
+        let replica_count = setup.replicas.max(1);
+        let shared = setup.policy == Policy::Ideal;
+        let caches: Vec<ReplicaCache> = if shared {
+            vec![ReplicaCache::Ideal(BlockPool::new(block, None))]
+        } else {
+            (0..replica_count)
+                .map(|_| new_cache(setup.engine, block, setup.cache))
+                .collect()
+        };
+        Self {
+            trace,
+            setup,
+            replica_count,
+            shared,
+            caches,
+            router: Router::new(setup.policy, replica_count),
+            free_at: vec![0.0f64; replica_count],
+            loads: vec![ReplicaLoad::default(); replica_count],
+            session_blocks: HashMap::new(),
+            session_replica: HashMap::new(),
+            ttfts: Vec::with_capacity(trace.requests.len()),
+            served_per_request: setup.per_request.then(|| vec![0u32; trace.requests.len()]),
+            served_total: 0,
+            lost_locality: 0,
+            changes: 0,
+            evicted: 0,
+            makespan: 0.0f64,
+        }
+    }
+
+    /// Routes the request `event` brings, serves it from the chosen replica's cache and
+    /// queues its prefill there; returns when its answer is finished.
+    fn serve(&mut self, event: Event, rng: &mut SmallRng) -> f64 {
+        let trace = self.trace;
+        let now = event.time;
+        let index = event.request;
+        let request = &trace.requests[index];
+        let blocks = self.session_blocks.entry(request.session).or_default();
+        trace.next_prompt_blocks(index, blocks);
+        let first = trace.is_first(index);
+        let session_start = trace.sessions[request.session as usize].requests.start as usize;
+        let lineage = |earlier: usize| lineage(trace, session_start, earlier, index);
+        let prompt = Prompt {
+            lineage: &lineage,
+            request: index,
+            session: request.session,
+            previous: (!first).then(|| index - 1),
+            blocks,
+            generated_blocks: trace.generated_blocks(index),
+            tokens: request.input_tokens,
+            output_tokens: request.output_tokens,
+            shared_with_previous_sequence: request.shared_with_previous_sequence,
+        };
+        let free_at = &self.free_at;
+        let queued = |replica: usize| (free_at[replica] - now).max(0.0);
+        let session_name = &trace.sessions[request.session as usize].name;
+        let replica = self
+            .router
+            .pick(&prompt, session_name, &self.caches, queued, rng);
+        let cache_index = if self.shared { 0 } else { replica };
+        // What the session's previous replica would have served.
+        let previous_replica = self.session_replica.insert(request.session, replica);
+        let elsewhere = match previous_replica {
+            Some(before) if before != replica && !self.shared => {
+                self.changes += 1;
+                Some(self.caches[before].peek(&prompt))
+            }
+            _ => None,
+        };
+        let served = self.caches[cache_index].serve(&prompt);
+        if let Some(would) = elsewhere {
+            self.lost_locality += u64::from(would.saturating_sub(served.cached));
+        }
+        self.evicted += served.evicted;
+        self.served_total += u64::from(served.cached);
+        if let Some(per_request) = self.served_per_request.as_mut() {
+            per_request[index] = served.cached;
+        }
+        let computed = request.input_tokens.saturating_sub(served.cached);
+        let finished = self.prefill(replica, now, request, computed);
+        if ends_session(trace, index) {
+            self.session_blocks.remove(&request.session);
+            self.session_replica.remove(&request.session);
+        }
+        finished
+    }
+
+    /// Queues `request`'s `computed` prompt tokens on `replica` at `now`: counts its load and
+    /// its time to first token, and returns when its answer is finished.
+    fn prefill(&mut self, replica: usize, now: f64, request: &TraceRequest, computed: u32) -> f64 {
+        let setup = self.setup;
+        let load = &mut self.loads[replica];
+        load.requests += 1;
+        load.prompt_tokens += u64::from(request.input_tokens);
+        load.computed_tokens += u64::from(computed);
+        let start = now.max(self.free_at[replica]);
+        self.free_at[replica] = start + f64::from(computed) / setup.prefill_tps;
+        self.ttfts.push(self.free_at[replica] - now);
+        let finished = self.free_at[replica]
+            + setup
+                .decode_tps
+                .map_or(0.0, |tps| f64::from(request.output_tokens) / tps);
+        self.makespan = self.makespan.max(finished);
+        finished
+    }
+
+    /// The run's figures.
+    fn result(self) -> SimulationResult {
+        let Self {
+            trace,
+            setup,
+            replica_count,
+            loads,
+            ttfts,
+            served_per_request,
+            served_total,
+            lost_locality,
+            changes,
+            evicted,
+            makespan,
+            ..
+        } = self;
+        let prompt_tokens = trace.input_tokens();
+        let computed_tokens = prompt_tokens - served_total;
+        let mean_computed = loads
+            .iter()
+            .map(|load| load.computed_tokens as f64)
+            .sum::<f64>()
+            / replica_count as f64;
+        let busiest = loads
+            .iter()
+            .map(|load| load.computed_tokens as f64)
+            .fold(0.0, f64::max);
+        let ttft = Distribution::of(ttfts);
+        SimulationResult {
+            policy: setup.policy.to_string(),
+            cache: setup.cache.to_string(),
+            engine: setup.engine.to_string(),
+            replicas: replica_count,
+            arrival: setup.arrival.to_string(),
+            requests: trace.requests.len() as u64,
+            prompt_tokens,
+            served_tokens: served_total,
+            computed_tokens,
+            hit_rate: if prompt_tokens == 0 {
+                0.0
+            } else {
+                served_total as f64 / prompt_tokens as f64
+            },
+            lost_locality_tokens: lost_locality,
+            replica_changes: changes,
+            evicted_blocks: evicted,
+            per_replica: loads,
+            imbalance: if mean_computed > 0.0 {
+                busiest / mean_computed
+            } else {
+                1.0
+            },
+            ttft: Latency {
+                p50: ttft.p50,
+                p95: ttft.p95,
+                p99: ttft.p99,
+                max: ttft.max,
+            },
+            makespan,
+            served_per_request,
+        }
+    }
+}
