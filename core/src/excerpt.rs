@@ -191,4 +191,11 @@ mod tests {
             excerpt.text.contains(r#""messages": 3"#) && excerpt.text.contains(r#""model": "m""#)
         );
     }
+
+    /// A pattern that does not compile is `None` at run time, and secret fields would be shown
+    /// unmasked in excerpts: it fails here instead.
+    #[test]
+    fn every_static_pattern_compiles() {
+        assert!(SECRET_FIELD.is_some(), "SECRET_FIELD does not compile");
+    }
 }

@@ -226,4 +226,13 @@ mod tests {
             "\u{1} steps left, \u{1} tokens"
         );
     }
+
+    /// A pattern that does not compile is `None` at run time, and the rules reading it would
+    /// find nothing: it fails here instead.
+    #[test]
+    fn every_static_pattern_compiles() {
+        assert!(super::TIMESTAMP.is_some(), "TIMESTAMP does not compile");
+        assert!(super::ID.is_some(), "ID does not compile");
+        assert!(super::NUMBER.is_some(), "NUMBER does not compile");
+    }
 }

@@ -438,4 +438,21 @@ mod tests {
         );
         assert!(ignored_rules("{{ kvlint: ignore[volatile-id] }}").is_empty());
     }
+
+    /// A pattern that does not compile is `None` at run time, and the variables, suppression
+    /// comments or samples it reads would go unseen: it fails here instead.
+    #[test]
+    fn every_static_pattern_compiles() {
+        assert!(BRACES.is_some(), "BRACES does not compile");
+        assert!(FORMAT.is_some(), "FORMAT does not compile");
+        assert!(FRONT_MATTER.is_some(), "FRONT_MATTER does not compile");
+        assert!(SAMPLE_LINE.is_some(), "SAMPLE_LINE does not compile");
+        assert!(IGNORE.is_some(), "IGNORE does not compile");
+        assert!(
+            TIMESTAMP_SAMPLE.is_some(),
+            "TIMESTAMP_SAMPLE does not compile"
+        );
+        assert!(ID_SAMPLE.is_some(), "ID_SAMPLE does not compile");
+        assert!(SESSION_SAMPLE.is_some(), "SESSION_SAMPLE does not compile");
+    }
 }

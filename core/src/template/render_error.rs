@@ -127,3 +127,13 @@ fn exceeded_limit(error: &JinjaError) -> Option<Limit<'_>> {
 
 /// minijinja's message for nesting past the recursion limit.
 const RECURSION_EXCEEDED: &str = "recursion limit exceeded";
+
+#[cfg(test)]
+mod tests {
+    /// A pattern that does not compile is `None` at run time, and an undefined variable would
+    /// go unnamed: it fails here instead.
+    #[test]
+    fn every_static_pattern_compiles() {
+        assert!(super::UNDEFINED.is_some(), "UNDEFINED does not compile");
+    }
+}

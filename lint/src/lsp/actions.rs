@@ -383,4 +383,11 @@ mod tests {
             .all(|(title, _)| !title.starts_with("Ignore"))
         );
     }
+
+    /// A pattern that does not compile is `None` at run time, and the move-line fix would be
+    /// offered nowhere: it fails here instead.
+    #[test]
+    fn every_static_pattern_compiles() {
+        assert!(BLOCK_TAG.is_some(), "BLOCK_TAG does not compile");
+    }
 }

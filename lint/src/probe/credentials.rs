@@ -114,4 +114,14 @@ mod tests {
         assert_eq!(shown_url("http://127.0.0.1:8080"), "http://127.0.0.1:8080");
         assert_eq!(shown_url("http://127.0.0.1/a@b"), "http://127.0.0.1/a@b");
     }
+
+    /// A pattern that does not compile is `None` at run time, and the credentials echoed in an
+    /// error body would be shown unmasked: it fails here instead.
+    #[test]
+    fn every_static_pattern_compiles() {
+        assert!(
+            CREDENTIAL_ECHO.is_some(),
+            "CREDENTIAL_ECHO does not compile"
+        );
+    }
 }
