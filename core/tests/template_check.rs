@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use chrono::NaiveDateTime;
-use kvlint_core::template::ChatTemplate;
+use kvlint_core::template::{ChatTemplate, is_chat_template};
 use kvlint_core::template_check::{
     BreakCondition, Feature, TemplateBreak, TemplateBreakKind, TemplateCheck, TemplateNote,
     check_template,
@@ -91,6 +91,31 @@ fn every_template_renders_the_built_in_conversation() {
         .filter_map(|(name, result)| result.err().map(|error| format!("{name}: {error}")))
         .collect();
     assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
+
+/// `kvlint template` tells a chat template from an application prompt template by what it
+/// does: every real one is told a chat template, and so are the repository's own.
+#[test]
+fn every_real_chat_template_is_told_a_chat_template() {
+    let repository = kvlint_fixtures::repository();
+    let own = [
+        "fixtures/templates/stable.jinja",
+        "fixtures/templates/dated.jinja",
+        "fixtures/templates/system-first.jinja",
+        "fixtures/templates/clock-in-first-message.jinja",
+        "fixtures/render/flat-tools.jinja",
+        "fixtures/bad/configs/fuel/chat.jinja",
+        "fixtures/bad/templates/recursive-macro.jinja",
+        "fixtures/rules/tools-in-system/pass/zephyr-without-tool-definitions.jinja",
+    ]
+    .map(|path| repository.join(path));
+    let told_otherwise: Vec<String> = template_paths()
+        .into_iter()
+        .chain(own)
+        .filter(|path| !is_chat_template(&std::fs::read_to_string(path).unwrap()))
+        .map(|path| path.display().to_string())
+        .collect();
+    assert!(told_otherwise.is_empty(), "{told_otherwise:?}");
 }
 
 #[test]

@@ -10,7 +10,9 @@
 //! and the functions transformers adds, `message` the context a template sees,
 //! `python_list` the lists a template may change in place (as Jinja2 and llama.cpp allow),
 //! `python_json` the `json.dumps` layout its `tojson` filter writes, `source` where a
-//! template's lines are in its file and `render_error` the errors as the user reads them.
+//! template's lines are in its file, `render_error` the errors as the user reads them and
+//! `syntax_tree` what a template does, read from its parsed source (whether it is a chat
+//! template at all).
 
 mod environment;
 mod limits;
@@ -19,6 +21,7 @@ mod python_json;
 mod python_list;
 mod render_error;
 mod source;
+pub(crate) mod syntax_tree;
 
 use std::borrow::Borrow;
 use std::collections::BTreeSet;
@@ -43,6 +46,7 @@ pub use environment::Clock;
 use limits::OutputCap;
 pub use limits::TemplateLimits;
 pub use python_json::PythonJson;
+pub use syntax_tree::is_chat_template;
 
 /// A loaded chat template with the context transformers gives it.
 #[derive(Clone)]

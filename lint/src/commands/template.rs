@@ -9,7 +9,7 @@ use kvlint_core::error::read_text;
 use kvlint_core::prompt_template::{
     TemplateSyntax, check_prompt_template, check_template_syntax, ignored_rules,
 };
-use kvlint_core::template::ChatTemplate;
+use kvlint_core::template::{ChatTemplate, is_chat_template};
 use kvlint_core::template_check::check_template;
 use kvlint_core::tokenize::Tokenizer;
 use kvlint_rules::RuleInput;
@@ -120,7 +120,8 @@ pub(crate) fn check_template_text(
     tokenizer: &Tokenizer,
 ) -> Result<TemplateResult, ErrorReport> {
     let display = path.display().to_string();
-    // A tokenizer config, or Jinja that reads `messages`; Mustache, Handlebars, Dotprompt,
+    // A tokenizer config, or Jinja that renders a conversation as a chat template does (judged
+    // by its syntax tree, not by the words of its text); Mustache, Handlebars, Dotprompt,
     // Prompty and format-string files are application templates whatever they read.
     let extension = path
         .extension()
@@ -128,7 +129,7 @@ pub(crate) fn check_template_text(
         .unwrap_or_default();
     let is_config = extension == "json";
     let is_jinja = matches!(extension, "jinja" | "j2" | "jinja2");
-    let is_chat = is_config || (is_jinja && text.contains("messages"));
+    let is_chat = is_config || (is_jinja && is_chat_template(&text));
     // Suppression comments are read from template text; a tokenizer config holds its
     // template as a JSON string, where they are not looked for.
     let ignored = if is_config {
