@@ -325,7 +325,8 @@ fn dataset_entries(text: &str) -> Option<Vec<Entry>> {
 }
 
 /// A benchmark dataset as a trace: each prompt tokenized as it is (no chat template), in the
-/// file's order; entries with a `session` grouped by it, the others each their own session.
+/// file's order; entries with a `session` grouped by it (that id is the session's identity),
+/// the others each their own session (`name`, the dataset's file name, and its line).
 /// `None` when `text` is not a benchmark dataset.
 pub fn dataset_trace(
     name: &str,
@@ -355,8 +356,8 @@ pub fn dataset_trace(
         let (session, previous, previous_blocks) = open.remove(&key).unwrap_or_else(|| {
             requests_of.push(Vec::new());
             trace.sessions.push(TraceSession {
-                name: match &entry.session {
-                    Some(session) => format!("{name} session {session}"),
+                identity: match &entry.session {
+                    Some(session) => session.clone(),
                     None => format!("{name}:{}", position + 1),
                 },
                 requests: 0..0,

@@ -55,4 +55,4 @@ pub use simulate::{
     SimulationResult, simulate,
 };
 pub use stats::Distribution;
-pub use trace::{Trace, TraceRequest, TraceSession, build_trace, chain_hash};
+pub use trace::{Trace, TraceRequest, TraceSession, build_trace, chain_hash, session_identity};

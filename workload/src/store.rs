@@ -11,7 +11,7 @@ use crate::error::TraceFileError;
 use crate::trace::{Trace, TraceRequest, TraceSession};
 
 /// The first bytes of a trace file, with the format's version.
-const MAGIC: &[u8; 8] = b"KVLTRC01";
+const MAGIC: &[u8; 8] = b"KVLTRC02";
 
 /// The key of a trace: the inputs' contents, the renderer and the block size.
 pub fn trace_key(inputs: &[(String, &[u8])], renderer: &str, block_size: u32) -> String {
@@ -77,7 +77,7 @@ fn write_trace(trace: &Trace, out: &mut impl Write) -> std::io::Result<()> {
     }
     write_u64(out, trace.sessions.len() as u64)?;
     for session in &trace.sessions {
-        write_text(out, &session.name)?;
+        write_text(out, &session.identity)?;
         write_range(out, &session.requests)?;
     }
     write_u64(out, trace.requests.len() as u64)?;
@@ -119,7 +119,7 @@ fn read_trace(input: &mut impl Read) -> Result<Trace, String> {
     let sessions = (0..read_count(input)?)
         .map(|_| {
             Ok(TraceSession {
-                name: read_text(input)?,
+                identity: read_text(input)?,
                 requests: read_range(input)?,
             })
         })

@@ -44,8 +44,9 @@ pub struct TraceRequest {
 /// One session of the workload.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TraceSession {
-    /// The file (and the session's number in a recording) it came from.
-    pub name: String,
+    /// Who the session is, whatever path its file was given by: what `session-hash` routing
+    /// hashes ([`session_identity`]).
+    pub identity: String,
     /// Its requests, in [`Trace::requests`].
     pub requests: Range<u32>,
 }
@@ -125,7 +126,7 @@ pub fn chain_hash(previous: u64, tokens: &[u32]) -> u64 {
 
 /// One session, as its requests and block hashes, before joining the others.
 struct SessionTrace {
-    name: String,
+    identity: String,
     requests: Vec<TraceRequest>,
     blocks: Vec<u64>,
     rules: Vec<&'static str>,
@@ -179,7 +180,7 @@ impl Trace {
         let shift = |range: &Range<u32>, by: u32| range.start + by..range.end + by;
         self.sessions
             .extend(other.sessions.into_iter().map(|session| TraceSession {
-                name: session.name,
+                identity: session.identity,
                 requests: shift(&session.requests, requests),
             }));
         self.requests
@@ -219,7 +220,7 @@ impl Trace {
         }
         self.blocks.extend(session.blocks);
         self.sessions.push(TraceSession {
-            name: session.name,
+            identity: session.identity,
             requests: first..self.requests.len() as u32,
         });
     }
@@ -232,7 +233,7 @@ fn trace_session(
 ) -> Result<SessionTrace, InputError> {
     let size = block_size as usize;
     let mut traced = SessionTrace {
-        name: session.path.clone(),
+        identity: session_identity(session, &session.path),
         requests: Vec::with_capacity(session.len()),
         blocks: Vec::new(),
         rules: Vec::new(),
@@ -307,6 +308,25 @@ fn trace_session(
         Ok::<_, InputError>(())
     })?;
     Ok(traced)
+}
+
+/// Who a session is, for `session-hash` routing: the session key its first request carries
+/// ([`kvlint_protocol::key::SESSION_KEY`]: an agent's session id, a user id, a cache key), as
+/// a gateway hashing on that key sees it; else `file`, the name of the file it came from
+/// (relative to the folder given, so that `prod`, `./prod` and `/abs/prod` name it alike),
+/// with the session's number when a recording holds several.
+pub fn session_identity(session: &SessionFile, file: &str) -> String {
+    let key = session
+        .turn(0)
+        .ok()
+        .and_then(|turn| kvlint_protocol::key::Carried::body(&turn.request.body).session_key());
+    if let Some(key) = key {
+        return key;
+    }
+    match &session.origin {
+        Some(origin) if origin.sessions > 1 => format!("{file}#{}", origin.session),
+        _ => file.to_owned(),
+    }
 }
 
 fn count(value: usize) -> u32 {

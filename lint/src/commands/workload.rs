@@ -12,7 +12,9 @@ use kvlint_protocol::EngineName;
 use kvlint_workload::export::{Format, dataset_trace, export};
 use kvlint_workload::html::workload_html;
 use kvlint_workload::store::{load, save, trace_key, trace_path};
-use kvlint_workload::{Distribution, Trace, WorkloadReport, build_trace, workload_report};
+use kvlint_workload::{
+    Distribution, Trace, WorkloadReport, build_trace, session_identity, workload_report,
+};
 use miette::{IntoDiagnostic, WrapErr};
 
 use super::{Outcome, RenderArgs, SERVING_ENGINES, current_config, engine_name};
@@ -151,14 +153,23 @@ pub fn traced(
     let started = Instant::now();
     // The bytes read for the key, not the files again.
     let mut parsed = Vec::new();
-    for (name, bytes) in &mut inputs[..files.len()] {
+    // Each session's file, as named relative to the folder given (for its identity).
+    let mut relative_names = Vec::new();
+    for (file, (name, bytes)) in files.iter().zip(&mut inputs[..files.len()]) {
         let text = input_text(name.clone(), std::mem::take(bytes)).map_err(miette::Report::new)?;
-        parsed.extend(parse_all(name.clone(), Arc::from(text)).map_err(miette::Report::new)?);
+        let found = parse_all(name.clone(), Arc::from(text)).map_err(miette::Report::new)?;
+        let relative = relative_name(file, sessions);
+        relative_names.extend(std::iter::repeat_n(relative, found.len()));
+        parsed.extend(found);
     }
     let mut trace = build_trace(&parsed, &renderer, args.block).map_err(miette::Report::new)?;
+    for ((traced, session), file) in trace.sessions.iter_mut().zip(&parsed).zip(&relative_names) {
+        traced.identity = session_identity(session, file);
+    }
     for (path, (name, bytes)) in datasets.iter().zip(&inputs[files.len()..]) {
         let text = String::from_utf8_lossy(bytes);
-        let dataset = dataset_trace(name, &text, renderer.tokenizer(), args.block)
+        let file_name = relative_name(path, &[]);
+        let dataset = dataset_trace(&file_name, &text, renderer.tokenizer(), args.block)
             .ok_or_else(|| miette::Report::new(not_a_dataset(path)))?;
         trace.append(dataset);
     }
@@ -174,6 +185,24 @@ pub fn traced(
         renderer,
         tracing_seconds,
     })
+}
+
+/// `file`'s name relative to the folder of `roots` it was found in (a file given itself: its
+/// file name), with `/` between folders: the same whether the folder was given as `prod`,
+/// `./prod` or an absolute path.
+fn relative_name(file: &Path, roots: &[PathBuf]) -> String {
+    let relative = roots
+        .iter()
+        .filter(|root| root.is_dir())
+        .find_map(|root| file.strip_prefix(root).ok())
+        .filter(|relative| !relative.as_os_str().is_empty());
+    let relative =
+        relative.unwrap_or_else(|| Path::new(file.file_name().unwrap_or(file.as_os_str())));
+    relative
+        .components()
+        .map(|component| component.as_os_str().to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("/")
 }
 
 /// A `--dataset` file that is none of the formats read.

@@ -230,6 +230,60 @@ fn simulate_sweeps_policies_and_caches_in_one_run() {
     }
 }
 
+/// `session-hash` hashes who a session is, not how its folder was typed: `prod`, `./prod`
+/// and an absolute path route every session alike. `ideal` serves whole blocks of the
+/// engine's, as every other policy does.
+#[test]
+fn session_hash_ignores_how_the_path_was_typed_and_ideal_serves_whole_blocks() {
+    let absolute = kvlint_fixtures::repository().join(CORPUS);
+    let spellings = [
+        CORPUS.to_owned(),
+        format!("./{CORPUS}"),
+        absolute.display().to_string(),
+    ];
+    let routed: Vec<Value> = spellings
+        .iter()
+        .map(|sessions| {
+            let (code, stdout, stderr) = kvlint(&[
+                "simulate",
+                sessions,
+                "--no-trace-cache",
+                "--format",
+                "json",
+                "--replicas",
+                "4",
+                "--cache",
+                "unbounded",
+                "--engine",
+                "vllm:block=16",
+                "--routing",
+                "session-hash,ideal",
+                "--prefill-tps",
+                "5000",
+                "--per-request",
+            ]);
+            assert_eq!(code, 0, "{stderr}");
+            serde_json::from_str(&stdout).unwrap()
+        })
+        .collect();
+    for other in &routed[1..] {
+        assert_eq!(other[0]["per_replica"], routed[0][0]["per_replica"]);
+    }
+    // Four replicas share the sessions: the hash spreads them.
+    let busy = routed[0][0]["per_replica"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|replica| replica["requests"].as_u64().unwrap() > 0)
+        .count();
+    assert!(busy > 1, "{}", routed[0][0]["per_replica"]);
+    let ideal = &routed[0][1];
+    assert_eq!(ideal["policy"], "ideal");
+    for served in ideal["served_per_request"].as_array().unwrap() {
+        assert_eq!(served.as_u64().unwrap() % 16, 0, "{served}");
+    }
+}
+
 #[test]
 fn bad_settings_are_usage_errors_that_say_what_is_expected() {
     for (args, expected) in [

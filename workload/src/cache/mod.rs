@@ -66,8 +66,8 @@ pub enum ReplicaCache {
     Sglang(RadixTree),
     LlamaCpp(Slots),
     /// One unbounded cache every request shares: the upper bound. It serves the longest of
-    /// what any earlier request left (in blocks) and what the session's previous request and
-    /// its answer share with the prompt (to the token).
+    /// what any earlier request left and what the session's previous request and its answer
+    /// share with the prompt, both in whole blocks of the engine's, as every engine serves.
     Ideal(BlockPool),
 }
 
@@ -78,7 +78,9 @@ impl ReplicaCache {
             Self::Vllm(pool) => pool.peek(prompt),
             Self::Sglang(tree) => tree.peek(prompt),
             Self::LlamaCpp(slots) => slots.peek(prompt),
-            Self::Ideal(pool) => pool.peek(prompt).max(previous_share(prompt)),
+            Self::Ideal(pool) => pool
+                .peek(prompt)
+                .max(previous_share(prompt, pool.block_size())),
         }
     }
 
@@ -91,7 +93,7 @@ impl ReplicaCache {
             Self::Ideal(pool) => {
                 let served = pool.serve(prompt);
                 Served {
-                    cached: served.cached.max(previous_share(prompt)),
+                    cached: served.cached.max(previous_share(prompt, pool.block_size())),
                     evicted: 0,
                 }
             }
@@ -100,14 +102,16 @@ impl ReplicaCache {
 }
 
 /// What the session's previous request and its answer share with the prompt, less the last
-/// token.
-fn previous_share(prompt: &Prompt<'_>) -> u32 {
+/// token, in whole blocks of `block_size` tokens.
+fn previous_share(prompt: &Prompt<'_>, block_size: u32) -> u32 {
     if prompt.previous.is_none() {
         return 0;
     }
-    prompt
+    let block_size = block_size.max(1);
+    let shared = prompt
         .shared_with_previous_sequence
-        .min(prompt.tokens.saturating_sub(1))
+        .min(prompt.tokens.saturating_sub(1));
+    shared / block_size * block_size
 }
 
 /// Blocks a hit may cover: never the prompt's last token.
@@ -156,6 +160,22 @@ mod tests {
         fresh.serve(&prompt(0, 0, &a, 9));
         assert_eq!(fresh.peek(&prompt(1, 0, &a, 8)), 4);
         assert_eq!(fresh.peek(&prompt(1, 0, &a, 9)), 8);
+    }
+
+    #[test]
+    fn the_ideal_cache_serves_whole_blocks_like_the_engines() {
+        // The session's previous request and its answer share 30 tokens with a prompt of 40:
+        // one block of 16, as vLLM serves it, not 30.
+        let mut ideal = ReplicaCache::Ideal(BlockPool::new(16, None));
+        let blocks = [1, 2];
+        let mut later = prompt(1, 0, &blocks, 40);
+        later.previous = Some(0);
+        later.shared_with_previous_sequence = 30;
+        assert_eq!(ideal.peek(&later), 16);
+        assert_eq!(ideal.serve(&later).cached, 16);
+        // Tokens are blocks of one.
+        let mut per_token = ReplicaCache::Ideal(BlockPool::new(1, None));
+        assert_eq!(per_token.serve(&later).cached, 30);
     }
 
     #[test]

@@ -23,6 +23,11 @@ impl BlockPool {
         Self { block_size, blocks }
     }
 
+    /// Tokens per block.
+    pub fn block_size(&self) -> u32 {
+        self.block_size
+    }
+
     fn hit_blocks(&self, prompt: &Prompt<'_>) -> usize {
         prompt
             .blocks

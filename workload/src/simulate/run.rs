@@ -366,10 +366,10 @@ impl<'a> Fleet<'a> {
         };
         let free_at = &self.free_at;
         let queued = |replica: usize| (free_at[replica] - now).max(0.0);
-        let session_name = &trace.sessions[request.session as usize].name;
+        let session = &trace.sessions[request.session as usize].identity;
         let replica = self
             .router
-            .pick(&prompt, session_name, &self.caches, queued, rng);
+            .pick(&prompt, session, &self.caches, queued, rng);
         let cache_index = if self.shared { 0 } else { replica };
         // What the session's previous replica would have served.
         let previous_replica = self.session_replica.insert(request.session, replica);
