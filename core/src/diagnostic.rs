@@ -45,7 +45,9 @@ pub struct Diagnostic {
     pub rule: &'static str,
     pub code: &'static str,
     pub severity: Severity,
-    /// 0-based index of the later turn of the pair.
+    /// 0-based index of the later turn of the pair: turn 0 is a session's first request.
+    /// Every output (human, JSON, SARIF, JUnit, the language server, the proxy, the guards)
+    /// counts turns this way; [`Diagnostic::previous_turn`] is the earlier turn of the pair.
     pub turn: usize,
     pub part: PartPath,
     pub message: String,
@@ -56,6 +58,13 @@ pub struct Diagnostic {
     /// The diverging tokens of both turns, decoded.
     pub previous_window: String,
     pub current_window: String,
+}
+
+impl Diagnostic {
+    /// The earlier turn of the pair, whose cached prefix [`Diagnostic::turn`] breaks.
+    pub fn previous_turn(&self) -> usize {
+        self.turn.saturating_sub(1)
+    }
 }
 
 /// How many findings there are of each severity.

@@ -15,6 +15,7 @@ import os
 import pathlib
 import shutil
 import subprocess
+import tomllib
 
 import pytest
 import pytest_lsp
@@ -24,6 +25,8 @@ from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 REPOSITORY = pathlib.Path(__file__).resolve().parents[2]
 KVLINT = os.environ.get("KVLINT", str(REPOSITORY / "target" / "debug" / "kvlint"))
 FIXTURES = REPOSITORY / "fixtures" / "rules"
+# The project's address: the workspace's `repository`, which every link is derived from.
+REPOSITORY_URL = tomllib.loads((REPOSITORY / "Cargo.toml").read_text())["workspace"]["package"]["repository"]
 
 # VS Code 1.65 (pushed diagnostics), Neovim 0.11 (pulled, UTF-8), and VS Code as it is since
 # 1.67: pulling, and pulling again when the server asks (`workspace/diagnostic/refresh`).
@@ -239,7 +242,7 @@ async def test_a_volatile_variable_is_reported_at_its_exact_range(client: Langua
     assert found.range == document.range_of("{{ current_time }}")
     assert found.severity == types.DiagnosticSeverity.Error
     assert found.source == "kvlint"
-    assert found.code_description.href.endswith("/docs/rules/volatile-timestamp.md")
+    assert found.code_description.href == f"{REPOSITORY_URL}/blob/main/docs/rules/volatile-timestamp.md"
     assert (REPOSITORY / "docs" / "rules" / "volatile-timestamp.md").is_file()
 
 
@@ -340,11 +343,21 @@ async def test_a_session_break_with_its_turn_hover_and_related_turn(client: Lang
     assert found.range.start == types.Position(
         line=span["line"] - 1, character=width(start_line[: span["column"] - 1], client.encoding)
     )
-    # The same part in the turn before.
+    # The bytes this turn changed, in the turn before: from the first character where the
+    # earlier turn's line stops being the later one's.
     [related] = found.related_information
-    assert related.location.range.start.line == span["line"] - 2
+    earlier, later = lines[span["line"] - 2], lines[span["line"] - 1]
+    same = len(os.path.commonprefix([earlier, later]))
+    assert related.location.range.start == types.Position(
+        line=span["line"] - 2, character=width(earlier[:same], client.encoding)
+    )
+    assert related.location.range.end != related.location.range.start
+    # Turns counted as the command line's JSON report counts them.
+    assert related.message.startswith(f"turn {expected['turn'] - 1}:"), related.message
     hover = await document.hover(found.range.start)
     text = hover.contents.value
+    assert f"turn {expected['turn'] - 1} (cached)" in text, text
+    assert f"turn {expected['turn']} (sent)" in text, text
     assert f"{expected['tokens_lost']} tokens lost" in text
     assert expected["previous_window"] in text
     assert expected["current_window"] in text
@@ -389,6 +402,47 @@ async def test_a_session_that_stops_parsing_says_where(client: LanguageClient, t
     # Put it back: the findings return.
     document.edit([types.TextEdit(range=at, new_text=":")])
     assert any(diagnostic.code == "KV201" for diagnostic in await document.diagnostics())
+
+
+async def test_a_line_broken_while_typing_keeps_the_earlier_turns_findings(client: LanguageClient, tmp_path):
+    path = tmp_path / "session.jsonl"
+    shutil.copy(FIXTURES / "volatile-timestamp" / "fail" / "system-date-midnight.jsonl", path)
+    document = Document(client, path, "jsonl")
+    before = await document.diagnostics()
+    [expected] = kvlint_check(path)["sessions"][0]["findings"]
+    # The line after the break's: its first key loses its closing quote, as when typing.
+    line = expected["turn"] + 1
+    text = document.text.split("\n")[line]
+    quote = text.index('":')
+    at = types.Range(
+        start=types.Position(line=line, character=width(text[:quote], client.encoding)),
+        end=types.Position(line=line, character=width(text[: quote + 1], client.encoding)),
+    )
+    document.edit([types.TextEdit(range=at, new_text="")])
+    diagnostics = await document.diagnostics()
+    assert [d for d in diagnostics if d.code] == before, diagnostics
+    [problem] = [d for d in diagnostics if not d.code]
+    assert problem.severity == types.DiagnosticSeverity.Error
+    assert problem.range.start.line == line, problem
+    assert f"session.jsonl:{line + 1}:" in problem.message
+
+
+def test_exit_without_shutdown_exits_1():
+    """The protocol: `exit` exits 0 after `shutdown`, 1 without it."""
+
+    def framed(message: dict) -> bytes:
+        body = json.dumps(message).encode()
+        return b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"capabilities": {}}}
+    initialized = {"jsonrpc": "2.0", "method": "initialized", "params": {}}
+    shutdown = {"jsonrpc": "2.0", "id": 2, "method": "shutdown"}
+    exit_ = {"jsonrpc": "2.0", "method": "exit"}
+    for messages, code in [([initialize, initialized, exit_], 1), ([initialize, initialized, shutdown, exit_], 0)]:
+        run = subprocess.run(
+            [KVLINT, "lsp"], input=b"".join(map(framed, messages)), capture_output=True, timeout=PUBLISH_TIMEOUT
+        )
+        assert run.returncode == code, (messages[-2]["method"], run.stderr)
 
 
 async def test_a_cassette_is_checked_where_its_body_is(client: LanguageClient, tmp_path):

@@ -123,8 +123,11 @@ pub struct Config {
 }
 
 const FILE_NAME: &str = "kvlint.toml";
-const STARTER: &str = r#"# kvlint configuration: https://github.com/kvlint/kvlint
-# Rule levels: off | warn | error (error keeps the severity the cost gives a finding).
+const STARTER: &str = concat!(
+    "# kvlint configuration: ",
+    env!("CARGO_PKG_REPOSITORY"),
+    "#configuration\n",
+    r#"# Rule levels: off | warn | error (error keeps the severity the cost gives a finding).
 [rules]
 # volatile-counter = "warn"
 
@@ -136,7 +139,8 @@ const STARTER: &str = r#"# kvlint configuration: https://github.com/kvlint/kvlin
 # engine = "vllm:block=16"
 # tokenizer = "models/tokenizer.json"
 # chat-template = "models/tokenizer_config.json"
-"#;
+"#
+);
 
 /// Writes a starter `kvlint.toml` in `directory`, never over an existing one.
 pub fn init(directory: &Path) -> miette::Result<PathBuf> {

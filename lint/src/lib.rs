@@ -150,10 +150,10 @@ fn run_command(cli: Cli) -> miette::Result<Outcome> {
         Command::Import(args) => commands::import::run(args, terminal()),
         Command::Workload(args) => commands::workload::run(args),
         Command::Simulate(args) => commands::simulate::run(args),
-        Command::Lsp(args) => {
-            lsp::serve(args)?;
-            Ok(printed(String::new()))
-        }
+        Command::Lsp(args) => Ok(Outcome {
+            output: String::new(),
+            exit_code: lsp::serve(args)?,
+        }),
         Command::Init => {
             let path = config::init(Path::new("."))?;
             Ok(printed(format!("wrote {}\n", path.display())))

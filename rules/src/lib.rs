@@ -61,8 +61,11 @@ pub struct RuleMeta {
     pub docs: &'static str,
 }
 
+/// The project's repository: the workspace's `repository` field, the one owner of the address.
+pub const REPOSITORY: &str = env!("CARGO_PKG_REPOSITORY");
+
 /// Where each rule's documentation is published: `docs/rules/NAME.md` of the repository.
-pub const DOCUMENTATION_URL: &str = "https://github.com/kvlint/kvlint/blob/main/docs/rules";
+pub const DOCUMENTATION_URL: &str = concat!(env!("CARGO_PKG_REPOSITORY"), "/blob/main/docs/rules");
 
 impl RuleMeta {
     /// The address of the rule's documentation page.

@@ -38,7 +38,7 @@ pub fn render(files: &[CheckedFile<'_>], errors: &[ErrorReport]) -> String {
                 "driver": {
                     "name": "kvlint",
                     "version": env!("CARGO_PKG_VERSION"),
-                    "informationUri": "https://github.com/kvlint/kvlint",
+                    "informationUri": kvlint_rules::REPOSITORY,
                     "rules": rules.iter().copied().map(rule).collect::<Vec<_>>(),
                 }
             },
@@ -62,6 +62,7 @@ fn rule(meta: &RuleMeta) -> Value {
         "shortDescription": { "text": meta.summary },
         "fullDescription": { "text": meta.summary },
         "help": { "text": docs, "markdown": docs },
+        "helpUri": meta.url(),
         // Severity follows the cost of each finding, not the rule; results carry their own.
         "defaultConfiguration": { "level": "error" },
         "properties": { "code": meta.code },

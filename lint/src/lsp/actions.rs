@@ -241,8 +241,8 @@ fn restore_part(sessions: &Sessions<'_>, placed: &Placed) -> Option<Fix> {
         title: format!(
             "Restore {} as turn {} sent it, in turn {} and later (a fixture that keeps its prefix)",
             finding.part,
-            finding.turn,
-            finding.turn + 1
+            finding.previous_turn(),
+            finding.turn
         ),
         edits,
         preferred: false,
@@ -251,7 +251,7 @@ fn restore_part(sessions: &Sessions<'_>, placed: &Placed) -> Option<Fix> {
 
 /// How many bytes two texts share at their start and, after that, at their end, both cut at
 /// character boundaries.
-fn shared_ends(a: &str, b: &str) -> (usize, usize) {
+pub(super) fn shared_ends(a: &str, b: &str) -> (usize, usize) {
     let mut start = a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count();
     while !a.is_char_boundary(start) {
         start -= 1;

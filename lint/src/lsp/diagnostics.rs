@@ -109,14 +109,15 @@ fn diagnostics(document: &Document, analysis: &Analysis, uri: &Uri) -> Vec<Diagn
 
 pub(super) fn diagnostic(document: &Document, placed: &Placed, uri: &Uri) -> Diagnostic {
     let finding = &placed.finding;
-    let related = placed.previous_turn.map(|offset| {
+    let related = placed.previous_change.as_ref().map(|changed| {
         vec![DiagnosticRelatedInformation {
             location: Location {
                 uri: uri.clone(),
-                range: document.lines.range(&document.text, &(offset..offset)),
+                range: document.lines.range(&document.text, changed),
             },
             message: format!(
-                "turn {}: the same part, as the cache holds it",
+                "turn {}: what turn {} changed, as the cache holds it",
+                finding.previous_turn(),
                 finding.turn
             ),
         }]

@@ -11,6 +11,7 @@ use kvlint_core::locate::{LineColumn, Locator};
 use kvlint_core::session::SessionFile;
 use kvlint_core::tokenize::Tokenizer;
 
+use super::actions::shared_ends;
 use super::position::{Encoding, LineIndex};
 use crate::commands::check::{Setup, check_session};
 use crate::commands::template::check_template_text;
@@ -128,8 +129,9 @@ pub struct Analysis {
 pub struct Placed {
     pub finding: Diagnostic,
     pub range: Range<usize>,
-    /// The place of the same part in the turn before, for a finding between two turns.
-    pub previous_turn: Option<usize>,
+    /// For a finding between two turns, the bytes of the same part in the turn before that
+    /// this turn changed (where the file's bytes cannot tell, the start of that part).
+    pub previous_change: Option<Range<usize>>,
 }
 
 /// An input error, placed in the document where it names a place in it.
@@ -184,7 +186,7 @@ impl Analysis {
                             .span
                             .map_or(0..0, |span| span.offset..span.offset + span.len),
                         finding,
-                        previous_turn: None,
+                        previous_change: None,
                     })
                     .collect(),
                 ..Self::default()
@@ -211,7 +213,16 @@ impl Analysis {
         }
         let sessions = match crate::input::parse_all(path.display().to_string(), Arc::from(text)) {
             Ok(sessions) => sessions,
-            Err(error) => return Self::failed(Problem::of(&error.into(), path, text)),
+            Err(error) => {
+                let problem = Problem::of(&error.into(), path, text);
+                let findings =
+                    findings_above(path, text, lines, config, setup, problem.range.start);
+                return Self {
+                    findings,
+                    problems: vec![problem],
+                    ..Self::default()
+                };
+            }
         };
         let mut analysis = Self::default();
         for session in &sessions {
@@ -295,6 +306,41 @@ impl Analysis {
     }
 }
 
+/// The findings of the turns above the line that holds byte `broken` (a session file's line
+/// being typed, which does not parse yet): those turns checked as a session of their own, as
+/// the findings between two turns depend on those two turns only. None where they do not
+/// make one session file.
+fn findings_above(
+    path: &Path,
+    text: &str,
+    lines: &LineIndex,
+    config: Option<&Config>,
+    setup: &Setup,
+    broken: usize,
+) -> Vec<Placed> {
+    let broken = kvlint_core::locate::floor_char_boundary(text, broken);
+    let line_start = text[..broken].rfind('\n').map_or(0, |newline| newline + 1);
+    if line_start == 0 {
+        return Vec::new();
+    }
+    let above = crate::input::parse_all(path.display().to_string(), Arc::from(&text[..line_start]));
+    let Ok([session]) = above.as_deref() else {
+        return Vec::new();
+    };
+    if session.origin.is_some() {
+        return Vec::new();
+    }
+    check_session(session, config, setup)
+        .map(|report| {
+            report
+                .findings
+                .into_iter()
+                .map(|finding| place_in_session(finding, session, text, lines, 0))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// The bytes of each turn of `session`, read from the document's text `shift` bytes in.
 fn turn_documents(session: &SessionFile, shift: usize) -> Vec<Range<usize>> {
     (0..session.len())
@@ -304,7 +350,7 @@ fn turn_documents(session: &SessionFile, shift: usize) -> Vec<Range<usize>> {
 }
 
 /// A finding of `session` (read from the document's `text` `shift` bytes in) at its span,
-/// else on the first line of its turn; with the place of the same part in the turn before.
+/// else on the first line of its turn; with the bytes it changed in the turn before.
 fn place_in_session(
     finding: Diagnostic,
     session: &SessionFile,
@@ -319,14 +365,27 @@ fn place_in_session(
             lines.line(text, line)
         }
     };
-    let previous_turn = finding
+    let previous_change = finding
         .turn
         .checked_sub(1)
-        .and_then(|previous| session.locate(previous, &finding.part, 0))
-        .map(|offset| shift + offset);
+        .and_then(|previous| {
+            let kept = session.value_range(previous, &finding.part);
+            let sent = session.value_range(finding.turn, &finding.part);
+            kept.zip(sent)
+                .map(|(kept, sent)| {
+                    let (same_start, same_end) =
+                        shared_ends(&session.text[kept.clone()], &session.text[sent]);
+                    kept.start + same_start..kept.end - same_end
+                })
+                .or_else(|| {
+                    let start = session.locate(previous, &finding.part, 0)?;
+                    Some(start..start)
+                })
+        })
+        .map(|changed| shift + changed.start..shift + changed.end);
     Placed {
         finding,
         range,
-        previous_turn,
+        previous_change,
     }
 }

@@ -61,9 +61,9 @@ fn hover_text(placed: &Placed) -> String {
     if !finding.previous_window.is_empty() || !finding.current_window.is_empty() {
         text.push_str(&format!(
             "\n\nturn {} (cached):\n{}\nturn {} (sent):\n{}",
-            finding.turn,
+            finding.previous_turn(),
             fenced(&finding.previous_window),
-            finding.turn + 1,
+            finding.turn,
             fenced(&finding.current_window)
         ));
     }

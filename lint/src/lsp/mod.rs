@@ -8,7 +8,8 @@
 //! - diagnostics, pushed (`textDocument/publishDiagnostics`) to clients that do not pull, and
 //!   pulled (`textDocument/diagnostic`) by clients that do: the exact range, the severity,
 //!   the rule's code with a link to its documentation, and for a break between two turns the
-//!   same part of the turn before as related information;
+//!   bytes it changed in the turn before as related information (turns counted from 0, as
+//!   every output counts them);
 //! - hover over a finding: the diverging token windows of both turns and the tokens lost;
 //! - code actions where the fix is mechanical (see [`actions`]).
 //!
@@ -62,8 +63,10 @@ pub struct Args {
     pub stdio: bool,
 }
 
-/// Serves one client over stdin and stdout until it sends `exit` or closes the stream.
-pub fn serve(args: Args) -> miette::Result<()> {
+/// Serves one client over stdin and stdout until it sends `exit` or closes the stream, and
+/// returns the process's exit code: 1 for an `exit` that no `shutdown` preceded, as the
+/// protocol says, else 0.
+pub fn serve(args: Args) -> miette::Result<u8> {
     let (connection, io_threads) = Connection::stdio();
     let (id, params) = connection.initialize_start().into_diagnostic()?;
     let client = ClientSupport::of(&params);

@@ -33,26 +33,30 @@ const CONFIGURATION_FILES: [&str; 2] = ["kvlint.toml", "pyproject.toml"];
 
 enum Flow {
     Continue,
-    Exit,
+    /// `exit` arrived: the process's exit code, 1 when no `shutdown` came before it.
+    Exit(u8),
 }
 
 impl Server {
-    pub(super) fn serve(&mut self) -> miette::Result<()> {
+    /// Handles messages until `exit` (or the end of the stream) and returns the exit code the
+    /// protocol asks for: 0 when `shutdown` came first, 1 for an `exit` without it.
+    pub(super) fn serve(&mut self) -> miette::Result<u8> {
         while let Ok(message) = self.connection.receiver.recv() {
-            if let Flow::Exit = self.handle(message)? {
-                return Ok(());
+            if let Flow::Exit(code) = self.handle(message)? {
+                return Ok(code);
             }
             // Everything already waiting first (a burst of edits), then one analysis each.
             while let Ok(message) = self.connection.receiver.try_recv() {
-                if let Flow::Exit = self.handle(message)? {
-                    return Ok(());
+                if let Flow::Exit(code) = self.handle(message)? {
+                    return Ok(code);
                 }
             }
             if !self.client.pulls {
                 self.publish_changed();
             }
         }
-        Ok(())
+        // The client closed the stream: it is gone, whatever it sent before.
+        Ok(0)
     }
 
     fn handle(&mut self, message: Message) -> miette::Result<Flow> {
@@ -63,14 +67,15 @@ impl Server {
                     .handle_shutdown(&request)
                     .into_diagnostic()?
                 {
-                    return Ok(Flow::Exit);
+                    // lsp-server answered `shutdown` and read the `exit` that follows.
+                    return Ok(Flow::Exit(0));
                 }
                 let response = self.answer(request);
                 self.send(response.into());
             }
             Message::Notification(notification) => {
                 if notification.method == "exit" {
-                    return Ok(Flow::Exit);
+                    return Ok(Flow::Exit(1));
                 }
                 self.notified(notification);
             }

@@ -103,6 +103,59 @@ fn sarif_has_what_github_requires() {
     );
 }
 
+/// The workspace's `repository`, the one owner of the project's address.
+fn repository() -> String {
+    let root = kvlint_fixtures::repository();
+    let manifest: toml::Table =
+        toml::from_str(&std::fs::read_to_string(root.join("Cargo.toml")).unwrap()).unwrap();
+    manifest["workspace"]["package"]["repository"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[test]
+fn rule_links_resolve_to_the_repository_and_its_files() {
+    let repository = repository();
+    assert!(
+        repository.starts_with("https://github.com/") && !repository.contains(".invalid"),
+        "{repository}"
+    );
+    // The other manifests name the same repository.
+    let root = kvlint_fixtures::repository();
+    let package: Value = serde_json::from_str(
+        &std::fs::read_to_string(root.join("editors/vscode/package.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(package["repository"]["url"], repository.as_str());
+    let pyproject: toml::Table =
+        toml::from_str(&std::fs::read_to_string(root.join("python/pyproject.toml")).unwrap())
+            .unwrap();
+    assert_eq!(
+        pyproject["project"]["urls"]["Repository"].as_str(),
+        Some(repository.as_str())
+    );
+    // Every rule's link (SARIF `helpUri`, the language server's `codeDescription`) is a file
+    // of this tree, on the repository's main branch.
+    let sarif = sarif();
+    let driver = &sarif["runs"][0]["tool"]["driver"];
+    assert_eq!(driver["informationUri"], repository.as_str());
+    let rules = driver["rules"].as_array().unwrap();
+    assert_eq!(rules.len(), kvlint_rules::RULES.len());
+    let branch = format!("{repository}/blob/main/");
+    for rule in rules {
+        let link = rule["helpUri"].as_str().unwrap_or_default();
+        let path = link
+            .strip_prefix(&branch)
+            .unwrap_or_else(|| panic!("{}: {link} is not under {branch}", rule["id"]));
+        assert!(
+            root.join(path).is_file(),
+            "{}: {path} is missing",
+            rule["id"]
+        );
+    }
+}
+
 #[test]
 fn github_output() {
     insta::assert_snapshot!(check("github").stdout);

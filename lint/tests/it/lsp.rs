@@ -197,3 +197,127 @@ fn hostile_requests_get_answers_not_crashes() {
     );
     server.stop();
 }
+
+/// The fixture's session, opened: its text and the diagnostics published for it.
+fn open_fixture(server: &mut Server, name: &str) -> (String, String, Vec<Value>) {
+    let path = kvlint_fixtures::repository()
+        .join("fixtures/rules/volatile-timestamp/fail")
+        .join(name);
+    let text = std::fs::read_to_string(path).unwrap();
+    let uri = format!("file:///nowhere/{name}");
+    let diagnostics = server.open(&uri, &text);
+    (uri, text, diagnostics)
+}
+
+/// The turn of the fixture's one expected finding, as its `.expect.json` (the JSON report's
+/// numbering) says.
+fn expected_turn(name: &str) -> u64 {
+    let expect = kvlint_fixtures::repository()
+        .join("fixtures/rules/volatile-timestamp/fail")
+        .join(name.replace(".jsonl", ".expect.json"));
+    let expect: Value = serde_json::from_str(&std::fs::read_to_string(expect).unwrap()).unwrap();
+    expect["findings"][0]["turn"].as_u64().unwrap()
+}
+
+#[test]
+fn turns_are_counted_as_the_json_report_counts_them_and_the_earlier_turn_points_at_its_change() {
+    let name = "system-date-midnight.jsonl";
+    let turn = expected_turn(name);
+    let mut server = Server::start();
+    let (uri, text, diagnostics) = open_fixture(&mut server, name);
+    let [found] = diagnostics.as_slice() else {
+        panic!("{diagnostics:?}");
+    };
+    // Turn N is line N+1 of a session file: the earlier turn's line, and the first byte where
+    // it differs from the later turn's.
+    let lines: Vec<&str> = text.split('\n').collect();
+    let (earlier, later) = (lines[turn as usize - 1], lines[turn as usize]);
+    let first_difference = earlier
+        .bytes()
+        .zip(later.bytes())
+        .take_while(|(a, b)| a == b)
+        .count();
+    let earlier_start = text.find(earlier).unwrap();
+    let related = &found["relatedInformation"][0];
+    assert_eq!(
+        related["location"]["range"]["start"],
+        position(&text, earlier_start + first_difference)
+    );
+    assert_ne!(
+        related["location"]["range"]["start"], related["location"]["range"]["end"],
+        "the changed bytes, not a point"
+    );
+    assert!(
+        related["message"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("turn {}:", turn - 1)),
+        "{related}"
+    );
+    let id = RequestId::from(50);
+    server.send(
+        Request::new(
+            id.clone(),
+            "textDocument/hover".to_owned(),
+            json!({"textDocument": {"uri": uri}, "position": found["range"]["start"]}),
+        )
+        .into(),
+    );
+    let hover = loop {
+        if let Message::Response(response) = server.receive()
+            && response.id == id
+        {
+            break response.result.unwrap()["contents"]["value"]
+                .as_str()
+                .unwrap()
+                .to_owned();
+        }
+    };
+    assert!(
+        hover.contains(&format!("turn {} (cached)", turn - 1))
+            && hover.contains(&format!("turn {turn} (sent)")),
+        "{hover}"
+    );
+    server.stop();
+}
+
+#[test]
+fn a_line_broken_while_typing_keeps_the_earlier_turns_findings() {
+    let name = "system-date-midnight.jsonl";
+    let turn = expected_turn(name) as usize;
+    let mut server = Server::start();
+    let (uri, mut text, diagnostics) = open_fixture(&mut server, name);
+    assert_eq!(diagnostics.len(), 1);
+    // The line after the break's loses the quote that closes its first key.
+    let line = turn + 1;
+    let at = word_on_line(&text, line, "\":", 0);
+    let change = json!({"range": {"start": position(&text, at), "end": position(&text, at + 1)},
+                        "text": ""});
+    text.replace_range(at..at + 1, "");
+    server.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": uri, "version": 1}, "contentChanges": [change]}),
+    );
+    let edited = server.diagnostics(&uri, 1);
+    let (findings, problems): (Vec<&Value>, Vec<&Value>) = edited
+        .iter()
+        .partition(|diagnostic| diagnostic["code"].is_string());
+    assert_eq!(
+        findings,
+        [&diagnostics[0]],
+        "the earlier turns' finding, unchanged"
+    );
+    let [problem] = problems.as_slice() else {
+        panic!("{edited:?}");
+    };
+    assert_eq!(problem["range"]["start"]["line"], line, "{problem}");
+    server.stop();
+}
+
+#[test]
+fn exit_without_shutdown_exits_1() {
+    let status = Server::start().exit_without_shutdown();
+    assert_eq!(status.code(), Some(1));
+    // With `shutdown` first, 0 (`stop` asserts it).
+    Server::start().stop();
+}

@@ -86,6 +86,12 @@ impl Server {
         self.diagnostics(uri, 0)
     }
 
+    /// Sends `exit` with no `shutdown` before it; the server's exit status.
+    pub fn exit_without_shutdown(mut self) -> std::process::ExitStatus {
+        self.notify("exit", Value::Null);
+        self.child.wait().unwrap()
+    }
+
     pub fn stop(mut self) {
         self.send(Request::new(RequestId::from(2), "shutdown".to_owned(), ()).into());
         self.notify("exit", Value::Null);

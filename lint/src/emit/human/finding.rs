@@ -33,7 +33,7 @@ pub(super) fn render_finding(
     let _ = writeln!(
         out,
         "        turn {}: {previous}  ┃  turn {}: {current}",
-        finding.turn.saturating_sub(1),
+        finding.previous_turn(),
         finding.turn,
     );
 }
