@@ -113,6 +113,10 @@ pub struct Origin {
     /// Whether a body was rebuilt from what the recorder kept (a trace's span attributes):
     /// its JSON serialization is kvlint's, so nothing is claimed of the one sent.
     pub reconstructed: bool,
+    /// How the session was told apart from the recording's others.
+    pub grouped_by: kvlint_protocol::grouping::GroupedBy,
+    /// The number (from 1) of the session that spawned it (a sub-agent's parent).
+    pub parent: Option<usize>,
 }
 
 /// A key given twice in one object of a session file, both places in the file.

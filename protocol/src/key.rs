@@ -23,8 +23,22 @@
 //! the SDK sends covers only the tools and instructions, which every session of an application
 //! shares (it routes them to the replica that holds that prefix). The routing key names the
 //! prefix first. The session key partitions a recording or a live stream: within one key,
-//! requests are still grouped by whether they continue each other. Without a routing key, a request is routed by the [`crate::chain`]
-//! over its head.
+//! requests are still grouped by whether they continue each other ([`crate::grouping`]).
+//! Without a routing key, a request is routed by the [`crate::chain`] over its head.
+//!
+//! Sub-agents name their parent ([`SUB_AGENT_LINKS`]): Claude Code sends its session id on
+//! every request and, on a sub-agent's, `x-claude-code-agent-id` (the sub-agent's own id) and
+//! `x-claude-code-parent-agent-id` (the agent that spawned it, absent when that is the main
+//! agent), so a sub-agent's session key is its session id and agent id together; OpenCode
+//! sends `x-session-id` (the sub-agent's own session) and `x-parent-session-id`; NVIDIA Dynamo
+//! `X-Dynamo-Session-ID` and `X-Dynamo-Parent-Session-ID`. Sources: Claude Code's gateway
+//! protocol (<https://code.claude.com/docs/en/llm-gateway-protocol>) and the feature request
+//! that named the two agent headers (anthropics/claude-code#49204); OpenCode's
+//! `packages/opencode/src/session/llm.ts` (anomalyco/opencode#12932: `x-session-id` always,
+//! `x-parent-session-id` on sub-agent sessions); Dynamo's "Identify Agent Sessions"
+//! (<https://docs.nvidia.com/dynamo/dev/agents/identify-agent-sessions>) and
+//! `lib/llm/src/protocols/agents.rs` (`AGENT_HEADER_MAPPINGS`, which reads all three agents'
+//! headers the same way: a root session header, a child id, a parent id).
 
 use serde_json::Value;
 
@@ -43,6 +57,38 @@ pub const AGENT_SESSION_HEADERS: [&str; 4] = [
     "session_id",
     "x-session-id",
     "X-Dynamo-Session-ID",
+];
+
+/// How one agent names a sub-agent's session and its parent's, in its headers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SubAgentLink {
+    /// The session header (one of [`AGENT_SESSION_HEADERS`]).
+    pub session: &'static str,
+    /// A sub-agent's own id within that session, when the agent sends one (Claude Code): the
+    /// session key is then the session id and this id together.
+    pub agent: Option<&'static str>,
+    /// The parent's id: a session id, or (with [`Self::agent`]) an agent id within the same
+    /// session, the session itself when absent.
+    pub parent: &'static str,
+}
+
+/// The sub-agent links of the agents that send them: Claude Code's, OpenCode's, Dynamo's.
+pub const SUB_AGENT_LINKS: [SubAgentLink; 3] = [
+    SubAgentLink {
+        session: AGENT_SESSION_HEADERS[0],
+        agent: Some("x-claude-code-agent-id"),
+        parent: "x-claude-code-parent-agent-id",
+    },
+    SubAgentLink {
+        session: AGENT_SESSION_HEADERS[2],
+        agent: None,
+        parent: "x-parent-session-id",
+    },
+    SubAgentLink {
+        session: AGENT_SESSION_HEADERS[3],
+        agent: None,
+        parent: "X-Dynamo-Parent-Session-ID",
+    },
 ];
 
 /// Where a key can be read from.
@@ -80,6 +126,13 @@ pub const ROUTING_KEY: [KeySource; 6] = [
     KeySource::Body("/user"),
     KeySource::Body("/safety_identifier"),
 ];
+
+/// The body fields OpenAI combines with the hash of a prompt's first tokens to pick the
+/// machine that serves it, first source first: `prompt_cache_key`, and `user`, which it
+/// replaces ("Cache Routing", https://developers.openai.com/api/docs/guides/prompt-caching).
+/// Without either, requests that share a prefix may land on machines that do not hold it.
+pub const OPENAI_CACHE_ROUTING_KEY: [KeySource; 2] =
+    [KeySource::Body("/prompt_cache_key"), KeySource::Body("/user")];
 
 /// What a request carries that keys are read from. Every field may be missing: a recorded
 /// body has no headers, a header alone has no body.
@@ -133,9 +186,45 @@ impl<'a> Carried<'a> {
             .find_map(|source| Some((*source, self.get(*source)?)))
     }
 
-    /// The session key ([`SESSION_KEY`]).
+    /// The session key ([`SESSION_KEY`]); a Claude Code sub-agent's is its session id and its
+    /// agent id ([`SUB_AGENT_LINKS`]).
     pub fn session_key(&self) -> Option<String> {
-        self.first(&SESSION_KEY).map(|(_, key)| key)
+        self.session_source().map(|(_, key)| key)
+    }
+
+    /// The session key with the source it was read from.
+    pub fn session_source(&self) -> Option<(KeySource, String)> {
+        let (source, key) = self.first(&SESSION_KEY)?;
+        let agent = self
+            .link(source)
+            .and_then(|link| self.get(KeySource::Header(link.agent?)));
+        Some(match agent {
+            Some(agent) => (source, format!("{key}/{agent}")),
+            None => (source, key),
+        })
+    }
+
+    /// The session key of the session that spawned this one, when the request names it
+    /// ([`SUB_AGENT_LINKS`]): comparable with [`Self::session_key`] of the parent's requests.
+    pub fn parent_session_key(&self) -> Option<String> {
+        let (source, key) = self.first(&SESSION_KEY)?;
+        let link = self.link(source)?;
+        let parent = self.get(KeySource::Header(link.parent));
+        match link.agent {
+            // A Claude Code sub-agent: its parent is an agent of the same session, or the
+            // session's main agent when no parent agent is named.
+            Some(agent) => {
+                self.get(KeySource::Header(agent))?;
+                Some(parent.map_or_else(|| key.clone(), |parent| format!("{key}/{parent}")))
+            }
+            None => parent.filter(|parent| *parent != key),
+        }
+    }
+
+    fn link(&self, source: KeySource) -> Option<&'static SubAgentLink> {
+        SUB_AGENT_LINKS
+            .iter()
+            .find(|link| source == KeySource::Header(link.session))
     }
 
     /// The routing key ([`ROUTING_KEY`]).
@@ -168,12 +257,21 @@ pub fn opens_conversation(body: &Value) -> bool {
     users == 1 && answers == 0
 }
 
-/// Whether a header is one of the tables' headers: a recorder keeps its value as the
-/// conversation the client named.
+/// Whether a header is one of the tables' headers (the sub-agent links' too): a recorder
+/// keeps its value as the conversation the client named.
 pub fn is_key_header(name: &str) -> bool {
-    SESSION_KEY.iter().chain(&ROUTING_KEY).any(
-        |source| matches!(source, KeySource::Header(header) if header.eq_ignore_ascii_case(name)),
-    )
+    let links = SUB_AGENT_LINKS
+        .iter()
+        .flat_map(|link| link.agent.into_iter().chain([link.parent]));
+    SESSION_KEY
+        .iter()
+        .chain(&ROUTING_KEY)
+        .filter_map(|source| match source {
+            KeySource::Header(header) => Some(*header),
+            _ => None,
+        })
+        .chain(links)
+        .any(|header| header.eq_ignore_ascii_case(name))
 }
 
 #[cfg(test)]
@@ -246,11 +344,83 @@ mod tests {
         assert!(!opens_conversation(&json!({"prompt": "hi"})));
     }
 
+    /// Claude Code: the main agent sends its session id alone; a sub-agent adds its agent id,
+    /// and its parent agent's when a sub-agent spawned it (the gateway protocol's headers).
+    #[test]
+    fn claude_code_sub_agents_are_sessions_of_their_own_linked_to_their_parent() {
+        let main = [("x-claude-code-session-id", "s-1")];
+        let child = [
+            ("X-Claude-Code-Session-Id", "s-1"),
+            ("x-claude-code-agent-id", "a-7"),
+        ];
+        let grandchild = [
+            ("x-claude-code-session-id", "s-1"),
+            ("x-claude-code-agent-id", "a-9"),
+            ("x-claude-code-parent-agent-id", "a-7"),
+        ];
+        let key = |headers| Carried::headers(headers).session_key();
+        let parent = |headers| Carried::headers(headers).parent_session_key();
+        assert_eq!(key(&main).as_deref(), Some("s-1"));
+        assert_eq!(parent(&main), None);
+        assert_eq!(key(&child).as_deref(), Some("s-1/a-7"));
+        assert_eq!(parent(&child), key(&main));
+        assert_eq!(key(&grandchild).as_deref(), Some("s-1/a-9"));
+        assert_eq!(parent(&grandchild), key(&child));
+    }
+
+    /// Codex: its `session_id` header names the session; it sends no parent link here.
+    #[test]
+    fn codex_names_its_session_in_its_session_id_header() {
+        let headers = [("session_id", "019a-thread"), ("x-kvlint-routing-key", "r")];
+        let carried = Carried::headers(&headers);
+        assert_eq!(
+            carried.session_source(),
+            Some((KeySource::Header("session_id"), "019a-thread".to_owned()))
+        );
+        assert_eq!(carried.parent_session_key(), None);
+    }
+
+    /// OpenCode: every request carries its own session's id; a sub-agent's (the task tool's)
+    /// adds its parent session's.
+    #[test]
+    fn opencode_sub_agent_sessions_name_their_parent_session() {
+        let main = [("x-session-id", "ses_a")];
+        let child = [("X-Session-Id", "ses_b"), ("x-parent-session-id", "ses_a")];
+        assert_eq!(Carried::headers(&child).session_key().as_deref(), Some("ses_b"));
+        assert_eq!(
+            Carried::headers(&child).parent_session_key(),
+            Carried::headers(&main).session_key()
+        );
+        assert_eq!(Carried::headers(&main).parent_session_key(), None);
+    }
+
+    /// Dynamo: its own headers come after the agents' (an agent behind a Dynamo frontend keeps
+    /// its own id) and link a child to its parent the same way.
+    #[test]
+    fn dynamo_sessions_name_their_parent_session() {
+        let child = [
+            ("x-dynamo-session-id", "run-42:researcher"),
+            ("X-Dynamo-Parent-Session-ID", "run-42"),
+        ];
+        let carried = Carried::headers(&child);
+        assert_eq!(carried.session_key().as_deref(), Some("run-42:researcher"));
+        assert_eq!(carried.parent_session_key().as_deref(), Some("run-42"));
+        let itself = [
+            ("x-dynamo-session-id", "run-42"),
+            ("x-dynamo-parent-session-id", "run-42"),
+        ];
+        assert_eq!(Carried::headers(&itself).parent_session_key(), None);
+    }
+
     #[test]
     fn key_headers_are_known_in_any_case() {
         assert!(is_key_header("X-KVLINT-ROUTING-KEY"));
         assert!(is_key_header("x-smg-routing-key"));
         assert!(is_key_header("x-dynamo-session-id"));
+        assert!(is_key_header("X-Claude-Code-Parent-Agent-Id"));
+        assert!(is_key_header("x-claude-code-agent-id"));
+        assert!(is_key_header("x-parent-session-id"));
+        assert!(is_key_header("x-dynamo-parent-session-id"));
         assert!(!is_key_header("x-request-id"));
     }
 }

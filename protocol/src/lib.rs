@@ -6,6 +6,8 @@
 //! - [`endpoint`]: which HTTP paths carry a prompt, and which recorded calls take none.
 //! - [`key`]: the session key and the routing key a request carries, each precedence written
 //!   once as a table ([`key::SESSION_KEY`], [`key::ROUTING_KEY`]), and the routing headers.
+//! - [`grouping`]: which session a request belongs to, the one grouping of recordings and
+//!   of the proxy's live traffic.
 //! - [`engine`]: the engines and APIs by name ([`EngineName`]) and the one reader of their
 //!   specs (`vllm:block=16`, `llamacpp:slots=4`, `anthropic:MODEL`).
 //! - [`chain`]: the prefix hash chain over a prompt's blocks and the routing key derived from
@@ -30,6 +32,7 @@ pub mod common_prefix;
 pub mod endpoint;
 pub mod engine;
 pub mod format;
+pub mod grouping;
 pub mod key;
 
 pub use chain::{PrefixChain, PrefixTier, routing_key};

@@ -2,17 +2,10 @@
 //!
 //! A request is a prompt when its body is JSON in a request format kvlint reads and it is not
 //! sent to an endpoint that takes no prompt (embeddings, token counts, compaction). Prompts are
-//! grouped by continuation: a conversation is known by its endpoint, its model, the client's
-//! key for it (its session key: [`kvlint_protocol::key::SESSION_KEY`]) and its opening
-//! message (the first user
-//! message); a request joins the session of that conversation, with instructions alike (the
-//! same agent), whose last request it extends — whole, else the furthest; it has as many
-//! messages at least, and is not the same request again — and starts a session of its own
-//! otherwise. So parallel conversations, side calls (a title generated from the
-//! conversation), and two conversations that open alike but are sent again from the start
-//! each get their own session, while a turn that rewrote earlier history stays in its own.
+//! grouped by [`kvlint_protocol::grouping`], with the keys the recording kept (headers, a
+//! trace's conversation id); a sub-agent's session is linked to the session of its parent.
 
-use kvlint_protocol::common_prefix_len;
+use kvlint_protocol::grouping::{GroupedBy, Grouping, TurnReading};
 use kvlint_protocol::key::Carried;
 use serde_json::Value;
 
@@ -43,6 +36,13 @@ pub struct Session {
     /// Whether a body was rebuilt from what the recorder kept of it ([`Body::Reconstructed`]):
     /// its serialization is kvlint's, not the one sent.
     pub reconstructed: bool,
+    /// How it was told apart from the recording's other sessions.
+    pub grouped_by: GroupedBy,
+    /// The session (an index into [`FoundSessions::sessions`]) that spawned it, when its
+    /// requests name their parent and the recording holds it.
+    pub parent: Option<usize>,
+    /// Its session key, when its first request carried one.
+    key: Option<String>,
 }
 
 impl Session {
@@ -82,8 +82,7 @@ impl Session {
 
 pub(super) fn sessions(interactions: &[Interaction]) -> FoundSessions {
     let mut found = FoundSessions::default();
-    // Per session: its conversation's key, and its last request's instructions and messages.
-    let mut open: Vec<(Key, String, Vec<Value>)> = Vec::new();
+    let mut grouping = Grouping::default();
     for interaction in interactions {
         let (body, sent) = match prompt(interaction) {
             Ok(prompt) => prompt,
@@ -92,45 +91,38 @@ pub(super) fn sessions(interactions: &[Interaction]) -> FoundSessions {
                 continue;
             }
         };
-        let messages = conversation(&body);
-        let key = Key::of(interaction, &body, &messages);
-        let instructions = instructions(&body);
-        let best = open
+        let headers: Vec<(&str, &str)> = interaction
+            .key_headers
             .iter()
-            .enumerate()
-            .filter(|(_, (open_key, open_instructions, last))| {
-                *open_key == key
-                    && messages.len() >= last.len()
-                    && messages != *last
-                    && alike(open_instructions, &instructions)
-            })
-            .map(|(index, (_, _, last))| {
-                let shared = common_prefix_len(last, &messages);
-                // A request that extends the last one whole first, then the most shared.
-                ((shared == last.len(), shared), index)
-            })
-            .max_by_key(|(rank, index)| (*rank, std::cmp::Reverse(*index)));
-        let session = match best {
-            Some((_, index)) => {
-                open[index].1 = instructions;
-                open[index].2 = messages;
-                index
-            }
-            None => {
-                open.push((key, instructions, messages));
-                found.sessions.push(Session {
-                    interactions: Vec::new(),
-                    bodies: Vec::new(),
-                    sent: Vec::new(),
-                    at: Vec::new(),
-                    responses: Vec::new(),
-                    times: Vec::new(),
-                    reconstructed: false,
-                });
-                open.len() - 1
-            }
+            .map(|(name, value)| (name.as_str(), value.as_str()))
+            .collect();
+        let carried = Carried {
+            body: Some(&body),
+            headers: &headers,
+            trace_conversation: interaction.conversation.as_deref(),
         };
-        let session = &mut found.sessions[session];
+        let joined = grouping.join(&interaction.url, &body, &carried);
+        if joined.started {
+            found.sessions.push(Session {
+                interactions: Vec::new(),
+                bodies: Vec::new(),
+                sent: Vec::new(),
+                at: Vec::new(),
+                responses: Vec::new(),
+                times: Vec::new(),
+                reconstructed: false,
+                grouped_by: GroupedBy::of(&carried),
+                parent: None,
+                key: carried.session_key(),
+            });
+        }
+        let session = &mut found.sessions[joined.session];
+        if let Some(reading) = joined.reading {
+            session.grouped_by.readings.push(TurnReading {
+                turn: session.bodies.len(),
+                reading,
+            });
+        }
         session.interactions.push(interaction.index);
         session.bodies.push(body);
         session.sent.push(sent);
@@ -138,6 +130,21 @@ pub(super) fn sessions(interactions: &[Interaction]) -> FoundSessions {
         session.responses.push(interaction.response.clone());
         session.times.push(interaction.time);
         session.reconstructed |= matches!(interaction.body, Body::Reconstructed(_));
+    }
+    // A sub-agent's parent: the first session of the key its requests name.
+    let parents: Vec<Option<usize>> = found
+        .sessions
+        .iter()
+        .map(|session| {
+            let parent = session.grouped_by.parent_key.as_ref()?;
+            found
+                .sessions
+                .iter()
+                .position(|other| other.key.as_ref() == Some(parent))
+        })
+        .collect();
+    for (session, parent) in found.sessions.iter_mut().zip(parents) {
+        session.parent = parent;
     }
     found
 }
@@ -165,133 +172,9 @@ fn prompt(interaction: &Interaction) -> Result<(Value, Option<String>), String> 
     }
 }
 
-/// The conversation a body sends: its `messages`, its Responses `input` or its Gemini
-/// `contents`, without the
-/// cache markers a client moves to the newest message each turn.
-fn conversation(body: &Value) -> Vec<Value> {
-    let conversation = ["messages", "input", "contents"]
-        .iter()
-        .find_map(|key| body.get(*key));
-    match conversation {
-        Some(Value::Array(messages)) => messages.iter().map(without_cache_markers).collect(),
-        Some(input @ Value::String(_)) => vec![input.clone()],
-        _ => Vec::new(),
-    }
-}
-
-/// A value without `cache_control` and `prompt_cache_breakpoint` keys, at any depth.
-fn without_cache_markers(value: &Value) -> Value {
-    match value {
-        Value::Object(object) => Value::Object(
-            object
-                .iter()
-                .filter(|(key, _)| {
-                    !matches!(key.as_str(), "cache_control" | "prompt_cache_breakpoint")
-                })
-                .map(|(key, value)| (key.clone(), without_cache_markers(value)))
-                .collect(),
-        ),
-        Value::Array(items) => Value::Array(items.iter().map(without_cache_markers).collect()),
-        other => other.clone(),
-    }
-}
-
-/// The text of a body's leading instructions: Anthropic's and Bedrock's `system`, Responses'
-/// `instructions`, Gemini's `systemInstruction`, or a first system or developer message.
-fn instructions(body: &Value) -> String {
-    let first = body
-        .get("messages")
-        .or_else(|| body.get("input"))
-        .and_then(|messages| messages.get(0))
-        .filter(|first| {
-            matches!(
-                first.get("role").and_then(Value::as_str),
-                Some("system" | "developer")
-            )
-        })
-        .and_then(|first| first.get("content"));
-    let mut text = String::new();
-    // Gemini's system instruction is a content: its parts' texts.
-    let gemini = ["systemInstruction", "system_instruction"]
-        .iter()
-        .find_map(|key| body.get(*key))
-        .map(|instruction| instruction.get("parts").unwrap_or(instruction));
-    for value in [body.get("system"), body.get("instructions"), gemini, first]
-        .into_iter()
-        .flatten()
-    {
-        push_text(value, &mut text);
-    }
-    text
-}
-
-fn push_text(value: &Value, text: &mut String) {
-    match value {
-        Value::String(part) => text.push_str(part),
-        Value::Array(parts) => {
-            for part in parts {
-                push_text(part.get("text").unwrap_or(part), text);
-            }
-        }
-        _ => {}
-    }
-}
-
-/// Whether two requests' instructions are one agent's: equal, or alike but for a small edit
-/// (a timestamp, an id), which is a break to report within the session. Different agents of
-/// one conversation (a supervisor and its workers) have instructions of their own.
-fn alike(earlier: &str, later: &str) -> bool {
-    if earlier == later {
-        return true;
-    }
-    let (earlier, later) = (earlier.as_bytes(), later.as_bytes());
-    let prefix = common_prefix_len(earlier, later);
-    let suffix = common_prefix_len(earlier[prefix..].iter().rev(), later[prefix..].iter().rev());
-    let longer = earlier.len().max(later.len());
-    (prefix + suffix) * 5 >= longer * 4
-}
-
-/// What a conversation is known by.
-#[derive(Clone, Debug, PartialEq)]
-struct Key {
-    endpoint: String,
-    model: Option<Value>,
-    cache_key: Option<String>,
-    opening: Option<Value>,
-}
-
-impl Key {
-    fn of(interaction: &Interaction, body: &Value, messages: &[Value]) -> Self {
-        let endpoint = kvlint_protocol::endpoint::path_of(&interaction.url).to_owned();
-        // The client's own word: its session key, from its trace, body and headers.
-        let headers: Vec<(&str, &str)> = interaction
-            .key_headers
-            .iter()
-            .map(|(name, value)| (name.as_str(), value.as_str()))
-            .collect();
-        let cache_key = Carried {
-            body: Some(body),
-            headers: &headers,
-            trace_conversation: interaction.conversation.as_deref(),
-        }
-        .session_key();
-        let opening = messages
-            .iter()
-            .find(|message| {
-                message.is_string() || message.get("role").and_then(Value::as_str) == Some("user")
-            })
-            .cloned();
-        Self {
-            endpoint,
-            model: body.get("model").cloned(),
-            cache_key,
-            opening,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use kvlint_protocol::grouping::Reading;
     use serde_json::json;
 
     use super::*;
@@ -380,14 +263,15 @@ mod tests {
             interaction(3, chat, body(vec![user("Title for: a")])),
             interaction(4, chat, body(vec![user("b"), said("B"), user("b2")])),
             interaction(5, chat, body(vec![user("a"), said("A"), user("a2")])),
-            // Conversation a again, its earlier answer rewritten: still conversation a.
+            // Conversation a again, a later message rewritten, its opening exchange kept:
+            // still conversation a, read as a rewrite.
             interaction(
                 6,
                 chat,
                 body(vec![
                     user("a"),
-                    said("A!"),
-                    user("a2"),
+                    said("A"),
+                    user("a2, edited"),
                     said("x"),
                     user("a3"),
                 ]),
@@ -395,7 +279,8 @@ mod tests {
             // The same opening sent again from the start: a session of its own.
             interaction(7, chat, body(vec![user("a")])),
             // Another agent on conversation a (its own instructions), then the same agent
-            // again with a timestamp changed in its instructions: one session.
+            // again with a timestamp changed in its instructions: one session (it continues
+            // this one and the opening sent again alike; the latest is chosen).
             interaction(
                 10,
                 chat,
@@ -439,5 +324,25 @@ mod tests {
         );
         assert_eq!(found.skipped.len(), 1);
         assert_eq!(found.skipped[0].0, 2);
+        // The rewrite, and the math agent's turn that continued two sessions opened alike.
+        let readings: Vec<&[TurnReading]> = found
+            .sessions
+            .iter()
+            .map(|session| session.grouped_by.readings.as_slice())
+            .collect();
+        assert_eq!(
+            readings[0],
+            [TurnReading {
+                turn: 2,
+                reading: Reading::Rewrite
+            }]
+        );
+        assert_eq!(
+            readings[4],
+            [TurnReading {
+                turn: 1,
+                reading: Reading::SeveralSessions
+            }]
+        );
     }
 }

@@ -93,6 +93,8 @@ fn sessions_of(
                     .collect(),
                 interactions: found.interactions,
                 reconstructed: found.reconstructed,
+                grouped_by: found.grouped_by,
+                parent: found.parent.map(|parent| parent + 1),
             });
             Ok(session)
         })

@@ -119,6 +119,8 @@ fn import(
             lines: session.at.iter().map(|place| place.line).collect(),
             rewritten: session.sent.iter().filter(|sent| sent.is_none()).count(),
             reconstructed: session.reconstructed,
+            grouped_by: session.grouped_by.clone(),
+            parent: session.parent.map(|parent| parent + 1),
         });
     }
     Ok(ImportedRecording {

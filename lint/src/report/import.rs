@@ -38,6 +38,12 @@ pub struct ImportedSession {
     /// Whether bodies were rebuilt from what the recorder kept (a trace's span attributes):
     /// their serialization is kvlint's.
     pub reconstructed: bool,
+    /// How it was told apart from the recording's other sessions (as in `kvlint check`'s
+    /// report).
+    pub grouped_by: kvlint_protocol::grouping::GroupedBy,
+    /// The number of the session that spawned it (a sub-agent's parent), when the recording
+    /// holds it.
+    pub parent: Option<usize>,
 }
 
 #[derive(Debug, Serialize)]

@@ -50,6 +50,12 @@ pub struct RecordingSource {
     /// Bodies rebuilt from a trace's span attributes: findings that depend on the bytes
     /// sent (`json-reserialized`) are not claimed.
     pub reconstructed: bool,
+    /// How it was told apart from the recording's other sessions: the session key's source,
+    /// and the turns read one way where another was possible.
+    pub grouped_by: kvlint_protocol::grouping::GroupedBy,
+    /// The number of the session that spawned it (a sub-agent's parent), when the recording
+    /// holds it.
+    pub parent: Option<usize>,
 }
 
 #[derive(Debug, Serialize)]
@@ -396,6 +402,8 @@ impl SessionReport {
                 sessions: origin.sessions,
                 interactions: origin.interactions.clone(),
                 reconstructed: origin.reconstructed,
+                grouped_by: origin.grouped_by.clone(),
+                parent: origin.parent,
             }),
             source: Arc::clone(session.source_text()),
         })

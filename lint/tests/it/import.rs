@@ -21,7 +21,7 @@ fn recordings() -> PathBuf {
 
 /// Each recording and the sessions it holds, as the recording's interactions (0-based): read
 /// off the files by hand.
-const EXPECTED: [(&str, &str, &[&[usize]]); 12] = [
+const EXPECTED: [(&str, &str, &[&[usize]]); 16] = [
     (
         "pydantic-ai-anthropic-mixed-strict-tool-run.yaml",
         "vcr-yaml",
@@ -49,12 +49,13 @@ const EXPECTED: [(&str, &str, &[&[usize]]); 12] = [
     ("ellmer-parallel-tool.yml", "ruby-vcr", &[&[0, 2], &[1, 3]]),
     // One sample's five model calls, each request extending the last.
     ("inspect-ai-browser.json", "inspect", &[&[0, 1, 2, 3, 4]]),
-    // A supervisor and two agents on one shared conversation, each with its instructions and
-    // tools; interaction 2 is a web search.
+    // A supervisor hands one shared conversation to two agents and back, each with its
+    // instructions and tools; each request's messages extend the one before: one session
+    // whose instructions change at each hand-off. Interaction 2 is a web search.
     (
         "langgraph-agent-supervisor.msgpack.zlib",
         "vcr-msgpack",
-        &[&[0, 4, 8], &[1, 3], &[5, 6, 7]],
+        &[&[0, 1, 3, 4, 5, 6, 7, 8]],
     ),
     // Gemini generateContent, each request extending the last.
     (
@@ -80,6 +81,24 @@ const EXPECTED: [(&str, &str, &[&[usize]]); 12] = [
         "vcr-yaml",
         &[&[0, 1]],
     ),
+    // LangGraph's customer-support tutorial: one conversation handed between five assistants;
+    // interaction 1 is a web search, 4 an embedding.
+    (
+        "langgraph-customer-support.msgpack.zlib",
+        "vcr-msgpack",
+        &[&[
+            0, 2, 3, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24,
+            25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36,
+        ]],
+    ),
+    // ruby_llm replaces the system prompt between two turns of one conversation.
+    (
+        "ruby-llm-anthropic-system-replaced.yml",
+        "ruby-vcr",
+        &[&[0, 1]],
+    ),
+    ("ruby-llm-openai-system-replaced.yml", "ruby-vcr", &[&[0, 1]]),
+    ("ruby-llm-gemini-system-replaced.yml", "ruby-vcr", &[&[0, 1]]),
 ];
 
 fn kvlint(args: &[&str], out: &Path) -> (i32, String, String) {
@@ -358,4 +377,101 @@ fn check_finds_the_recordings_of_a_folder() {
             "{made_here}"
         );
     }
+}
+
+/// A session is kept whole across its breaks: a hand-off to another assistant (other tools,
+/// another system prompt), a system prompt re-rendered from state or replaced, each a finding
+/// of the one session at its turn, the reading said in `grouped_by`. The turns and causes are
+/// written from reading the cassettes (INDEX.json's notes), not from kvlint's output.
+#[test]
+fn sessions_are_kept_whole_across_their_breaks() {
+    let cases: [(&str, &[(usize, &str, &str)]); 4] = [
+        (
+            "langgraph-customer-support.msgpack.zlib",
+            &[
+                // The primary assistant hands off to the flight assistant: its tools first
+                // in Anthropic's order, then the system prompt.
+                (4, "tool-set-change", "tools[0]"),
+                // The flight assistant's system prompt re-rendered with the flight list.
+                (10, "prefix-edit", "system"),
+                // Back to the primary assistant, then to hotels, back, to cars, back, to
+                // excursions.
+                (11, "tool-set-change", "tools[0]"),
+                (13, "tool-set-change", "tools[0]"),
+                (17, "tool-set-change", "tools[0]"),
+                (19, "tool-set-change", "tools[0]"),
+                (25, "tool-set-change", "tools[0]"),
+                (27, "tool-set-change", "tools[0]"),
+            ],
+        ),
+        (
+            "ruby-llm-anthropic-system-replaced.yml",
+            &[(1, "prefix-edit", "system[0].text")],
+        ),
+        (
+            "ruby-llm-openai-system-replaced.yml",
+            &[(1, "prefix-edit", "instructions")],
+        ),
+        (
+            "ruby-llm-gemini-system-replaced.yml",
+            &[(1, "prefix-edit", "systemInstruction.parts[0].text")],
+        ),
+    ];
+    for (file, breaks) in cases {
+        let (code, report) = json_of("check", &[recordings().join(file)]);
+        assert_eq!(code, 1, "{file}: {report}");
+        let sessions = report["sessions"].as_array().unwrap();
+        assert_eq!(sessions.len(), 1, "{file}");
+        let found: Vec<(u64, &str, &str)> = sessions[0]["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|finding| {
+                (
+                    finding["turn"].as_u64().unwrap(),
+                    finding["rule"].as_str().unwrap(),
+                    finding["part"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        let expected: Vec<(u64, &str, &str)> = breaks
+            .iter()
+            .map(|(turn, rule, part)| (*turn as u64, *rule, *part))
+            .collect();
+        assert_eq!(found, expected, "{file}");
+        // Each break's turn is said to have been kept in the session on purpose.
+        let readings: Vec<(u64, &str)> = sessions[0]["source"]["grouped_by"]["readings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|reading| {
+                (
+                    reading["turn"].as_u64().unwrap(),
+                    reading["reading"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        let kept: Vec<(u64, &str)> = expected
+            .iter()
+            .map(|(turn, ..)| (*turn, "instructions-changed"))
+            .collect();
+        assert_eq!(readings, kept, "{file}");
+    }
+    // The human output says so in one line per session.
+    let run = kvlint_fixtures::run_kvlint(
+        env!("CARGO_BIN_EXE_kvlint"),
+        &[
+            "check",
+            recordings()
+                .join("ruby-llm-anthropic-system-replaced.yml")
+                .to_str()
+                .unwrap(),
+        ],
+    );
+    assert!(
+        run.stdout
+            .contains("turn 1 kept in the session: the conversation goes on under other instructions or tools"),
+        "{}",
+        run.stdout
+    );
 }

@@ -704,3 +704,101 @@ fn walk(folder: &Path) -> Vec<std::path::PathBuf> {
     }
     files
 }
+
+/// Two agents on one connection, their requests interleaved: Claude Code (a main agent and a
+/// sub-agent it spawned) and OpenCode, both opening with the same system prompt and task. The
+/// agents' own session headers keep them apart, and the main agent's hand-off to another
+/// system prompt stays in its session though that prompt shares more of its text with the
+/// sub-agent's than with its own before (which the tokens alone would have joined to the
+/// sub-agent's session).
+#[test]
+fn two_agents_interleaved_on_one_connection_are_told_apart_by_their_session_ids() {
+    let engine = llama_server();
+    let record = std::env::temp_dir().join(format!("kvlint-proxy-agents-{}", std::process::id()));
+    std::fs::remove_dir_all(&record).ok();
+    let metrics_port = kvlint_fixtures::free_port();
+    let proxy = proxy(&engine, &record, metrics_port);
+    // One agent: one connection, kept alive between requests.
+    let connection = ureq::Agent::new_with_defaults();
+    let main_agent = [("x-claude-code-session-id", "cc-session-1")];
+    let sub_agent = [
+        ("x-claude-code-session-id", "cc-session-1"),
+        ("x-claude-code-agent-id", "agent-7"),
+    ];
+    let opencode = [("x-session-id", "ses_open_1")];
+    let system = |text: &str| json!({"role": "system", "content": text});
+    let user = |text: &str| json!({"role": "user", "content": text});
+    let said = |text: &str| json!({"role": "assistant", "content": text});
+    let main_system = "You are the main agent. Plan the work.";
+    let send = |headers: &[(&str, &str)], messages: Vec<Value>| {
+        let mut request = connection.post(format!("{}/v1/chat/completions", proxy.url));
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let body = json!({"model": "m", "messages": messages, "max_tokens": 1, "temperature": 0});
+        assert_eq!(request.send_json(&body).unwrap().status(), 200);
+    };
+    let task = || vec![system(main_system), user("Fix the failing test.")];
+    send(&main_agent, task());
+    send(&opencode, task());
+    send(
+        &sub_agent,
+        vec![
+            system("You are a helper that searches files."),
+            user("Find the test file."),
+        ],
+    );
+    let mut next = task();
+    next.extend([said("I will look."), user("Go on.")]);
+    send(&opencode, next.clone());
+    // The main agent hands off: another system prompt on the same history.
+    next[0] = system("You are a helper that edits files.");
+    send(&main_agent, next);
+    send(
+        &sub_agent,
+        vec![
+            system("You are a helper that searches files."),
+            user("Find the test file."),
+            said("tests/test_app.py"),
+            user("Thanks."),
+        ],
+    );
+    wait_for_requests(&format!("http://127.0.0.1:{metrics_port}/metrics"), 6);
+    drop(proxy);
+    // Each recorded session's requests, by their last user message and system prompt.
+    let mut sessions: Vec<Vec<(String, String)>> = walk(&record)
+        .iter()
+        .map(|file| {
+            std::fs::read_to_string(file)
+                .unwrap()
+                .lines()
+                .map(|line| {
+                    let exchange: Value = serde_json::from_str(line).unwrap();
+                    let messages = exchange["request"]["messages"].as_array().unwrap();
+                    let text = |message: &Value| message["content"].as_str().unwrap().to_owned();
+                    (text(&messages[0]), text(messages.last().unwrap()))
+                })
+                .collect()
+        })
+        .collect();
+    sessions.sort();
+    let turn = |system: &str, user: &str| (system.to_owned(), user.to_owned());
+    assert_eq!(
+        sessions,
+        [
+            vec![
+                turn("You are a helper that searches files.", "Find the test file."),
+                turn("You are a helper that searches files.", "Thanks."),
+            ],
+            vec![
+                turn(main_system, "Fix the failing test."),
+                turn("You are a helper that edits files.", "Go on."),
+            ],
+            vec![
+                turn(main_system, "Fix the failing test."),
+                turn(main_system, "Go on."),
+            ],
+        ]
+    );
+    std::fs::remove_dir_all(&record).ok();
+}

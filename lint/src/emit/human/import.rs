@@ -41,6 +41,14 @@ pub fn render_import(report: &ImportReport, terminal: Terminal) -> String {
                     .collect::<Vec<_>>()
                     .join(", "),
             );
+            let grouped = session.grouped_by.describe();
+            let parent = session
+                .parent
+                .map(|parent| format!("a sub-agent of session {parent}"));
+            let line: Vec<String> = grouped.into_iter().chain(parent).collect();
+            if !line.is_empty() {
+                let _ = writeln!(out, "    {}", printable(&line.join("; ")));
+            }
         }
         for skipped in &recording.skipped {
             let _ = writeln!(

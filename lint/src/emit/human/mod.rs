@@ -215,8 +215,19 @@ fn session_line(session: &SessionReport) -> String {
             } else {
                 ""
             };
+            let grouped: String = found
+                .grouped_by
+                .describe()
+                .into_iter()
+                .chain(
+                    found
+                        .parent
+                        .map(|parent| format!("a sub-agent of session {parent}")),
+                )
+                .map(|part| format!("; {part}"))
+                .collect();
             format!(
-                " (session {} of {} in this {}, interactions {}{rebuilt})",
+                " (session {} of {} in this {}, interactions {}{rebuilt}{grouped})",
                 found.session,
                 found.sessions,
                 found.container,

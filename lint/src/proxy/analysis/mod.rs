@@ -74,8 +74,6 @@ pub(super) enum ReplicaSource {
 
 /// One session seen through the proxy.
 struct Session {
-    /// The id the requests carry (a user or session id, or the prefix key), if any.
-    key: String,
     previous: Option<(Request, Rendered)>,
     /// When the previous request was received.
     previous_at: Option<Instant>,
@@ -98,8 +96,8 @@ pub(super) struct Analysis {
     record: Option<PathBuf>,
     /// `--redact`: the key of this run's placeholders.
     redact: Option<std::hash::RandomState>,
-    /// Per key (empty for none), the sessions that carry it and are not forgotten.
-    by_key: HashMap<String, Vec<usize>>,
+    /// Which session each request belongs to; its sessions are `sessions`, index for index.
+    grouping: kvlint_protocol::grouping::Grouping,
     engine_probe: EngineProbe,
     /// Per upstream, set up at its first prompt; `None` inside when it offers no tokens.
     upstreams: HashMap<Arc<str>, Option<Arc<UpstreamModel>>>,
@@ -127,7 +125,7 @@ impl Analysis {
             metrics,
             record,
             redact: redact.then(std::hash::RandomState::new),
-            by_key: HashMap::new(),
+            grouping: Default::default(),
             engine_probe,
             upstreams: HashMap::new(),
             replica_source,
@@ -166,7 +164,7 @@ impl Analysis {
         let response = parse_response(&response_text);
         let usage = response.as_ref().and_then(reported_usage);
         if let Ok(rendered) = self.renderer.render(&request) {
-            let index = self.session_for(exchange, &body, &rendered);
+            let index = self.session_for(exchange, &body);
             self.exchanges += 1;
             self.sessions[index].last_seen = self.exchanges;
             let accepted = exchange.complete && (200..300).contains(&exchange.status);

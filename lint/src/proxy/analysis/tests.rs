@@ -57,8 +57,23 @@ fn memory_stays_bounded_however_many_sessions_pass() {
     assert_eq!(kept.len(), LIVE_SESSIONS);
     assert_eq!(kept[0], 100);
     assert_eq!(analysis.live, LIVE_SESSIONS);
-    // A request looks among the sessions still kept only.
-    assert_eq!(analysis.by_key[""].len(), LIVE_SESSIONS);
+    // A request looks among the sessions still kept only: the next turn of a forgotten
+    // session starts a new one, a kept session's joins it.
+    let next_turn = |session: usize| {
+        let mut exchange = first_turn(session);
+        let mut body: Value = serde_json::from_slice(&exchange.request).unwrap();
+        let messages = body["messages"].as_array_mut().unwrap();
+        messages.push(json!({"role": "assistant", "content": "Done."}));
+        messages.push(json!({"role": "user", "content": "Next."}));
+        exchange.request = body.to_string().into();
+        exchange
+    };
+    analysis.observe(&next_turn(0));
+    assert_eq!(analysis.sessions.len(), sessions + 1);
+    // (That new session made the oldest kept one, 100, forgotten in turn.)
+    analysis.observe(&next_turn(sessions - 1));
+    assert_eq!(analysis.sessions.len(), sessions + 1);
+    assert_eq!(analysis.sessions[sessions - 1].turns, 2);
 }
 
 #[test]

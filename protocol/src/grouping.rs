@@ -1,0 +1,457 @@
+//! Which session a request belongs to: the one grouping that `kvlint import`, `kvlint check`
+//! on recordings, `kvlint workload` (both through the recordings' reader) and the proxy
+//! (request by request) call.
+//!
+//! A conversation is known by its endpoint, its model, its session key ([`crate::key`]:
+//! the agent's own session id first) and its opening (its first user message). A request
+//! joins the session of that conversation whose conversation it continues — the items after
+//! the system prompt or instructions (`messages`, a Responses `input`, Gemini's `contents`,
+//! without the cache markers a client moves each turn), the session's last one whole and more
+//! — whatever happened to the system prompt, the tools or the instructions: those changes are
+//! the session's breaks, which the rules then find. A request that rewrote the history
+//! (compaction, trimming, an edited answer) joins the session it rewrote when it keeps that
+//! session's opening exchange (its first user message and what came after it) under the same
+//! key, and is reported as a rewrite. Anything else starts a session: parallel conversations,
+//! side calls (a title made from the conversation opens another), a conversation sent again
+//! from the start, and sub-agents, whose key is their own ([`crate::key::SUB_AGENT_LINKS`]).
+//!
+//! Where two readings were possible the choice is kept as a [`Reading`] of the turn: a turn
+//! that continued its session with other instructions (not another agent), a rewrite (not a
+//! new session), or a turn that continued several sessions alike (the one whose instructions
+//! are most like its own, else the earliest, was chosen).
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::key::{Carried, KeySource};
+
+/// The sessions seen so far, each with its last request's conversation.
+#[derive(Clone, Debug, Default)]
+pub struct Grouping {
+    sessions: Vec<Open>,
+}
+
+#[derive(Clone, Debug)]
+struct Open {
+    key: Key,
+    /// `None` once forgotten: no later request joins it.
+    last: Option<Last>,
+}
+
+#[derive(Clone, Debug)]
+struct Last {
+    conversation: Vec<Value>,
+    instructions: Value,
+}
+
+/// What a conversation is known by.
+#[derive(Clone, Debug, PartialEq)]
+struct Key {
+    endpoint: String,
+    model: Option<Value>,
+    session_key: Option<String>,
+    opening: Option<Value>,
+}
+
+/// Where a request went: its session (an index, in the order sessions were first seen), and
+/// the reading chosen where another was possible.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Joined {
+    pub session: usize,
+    /// Whether the request started the session.
+    pub started: bool,
+    pub reading: Option<Reading>,
+}
+
+/// A choice between two readings of a turn, said in the reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Reading {
+    /// Its conversation continues the session's while its system prompt, instructions or
+    /// tools changed: read as the session's break, not as another agent's session.
+    InstructionsChanged,
+    /// It rewrote the session's history (same key, same opening exchange): read as a rewrite
+    /// of the session, not as a session of its own.
+    Rewrite,
+    /// It continued several sessions alike: joined the one whose instructions are most like
+    /// its own, else the earliest.
+    SeveralSessions,
+}
+
+impl Reading {
+    /// The reading in words, for the human output.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::InstructionsChanged => {
+                "kept in the session: the conversation goes on under other instructions or tools"
+            }
+            Self::Rewrite => "read as a rewrite of the history: same key, same opening exchange",
+            Self::SeveralSessions => {
+                "continued more than one session alike: joined the one with the closest instructions, else the earliest"
+            }
+        }
+    }
+}
+
+/// How a session was told apart, for the reports: the key it carried and where from, the
+/// session it was spawned by, and the readings chosen for its turns.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct GroupedBy {
+    /// Where its session key was read from (`header x-claude-code-session-id`,
+    /// `body /metadata/user_id`, `trace conversation`); `None`: by continuation alone.
+    pub key: Option<String>,
+    /// The session key of the session that spawned it (a sub-agent's parent).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent_key: Option<String>,
+    /// The turns (from 0) read one way where another was possible.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub readings: Vec<TurnReading>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct TurnReading {
+    pub turn: usize,
+    pub reading: Reading,
+}
+
+impl GroupedBy {
+    /// The session's first request's keys.
+    pub fn of(carried: &Carried) -> Self {
+        Self {
+            key: carried.session_source().map(|(source, _)| match source {
+                KeySource::Header(name) => format!("header {name}"),
+                KeySource::TraceConversation => "trace conversation".to_owned(),
+                KeySource::Body(pointer) => format!("body {pointer}"),
+            }),
+            parent_key: carried.parent_session_key(),
+            readings: Vec::new(),
+        }
+    }
+
+    /// One line for the human output; `None` for a session grouped by continuation alone
+    /// with no reading to tell.
+    pub fn describe(&self) -> Option<String> {
+        if self.key.is_none() && self.readings.is_empty() {
+            return None;
+        }
+        let mut line = match &self.key {
+            Some(key) => format!("grouped by its session key ({key}) and continuation"),
+            None => "grouped by continuation".to_owned(),
+        };
+        for kind in [
+            Reading::InstructionsChanged,
+            Reading::Rewrite,
+            Reading::SeveralSessions,
+        ] {
+            let turns: Vec<String> = self
+                .readings
+                .iter()
+                .filter(|reading| reading.reading == kind)
+                .map(|reading| reading.turn.to_string())
+                .collect();
+            match turns.as_slice() {
+                [] => {}
+                [turn] => line.push_str(&format!("; turn {turn} {}", kind.describe())),
+                _ => line.push_str(&format!("; turns {} {}", turns.join(", "), kind.describe())),
+            }
+        }
+        Some(line)
+    }
+}
+
+impl Grouping {
+    /// The session `body`, sent to `endpoint` (a path or a URL) with what `carried` holds,
+    /// belongs to.
+    pub fn join(&mut self, endpoint: &str, body: &Value, carried: &Carried) -> Joined {
+        let conversation = conversation(body);
+        let key = Key {
+            endpoint: crate::endpoint::path_of(endpoint).to_owned(),
+            model: body.get("model").cloned(),
+            session_key: carried.session_key(),
+            opening: conversation.iter().find(|item| is_user(item)).cloned(),
+        };
+        let instructions = instructions(body);
+        let exchange = opening_exchange(&conversation);
+        // Per candidate: (continues whole, items shared, how alike the instructions are), its
+        // index.
+        let mut ranked: Vec<((bool, usize, Closeness), usize)> = self
+            .sessions
+            .iter()
+            .enumerate()
+            .filter(|(_, open)| open.key == key)
+            .filter_map(|(index, open)| {
+                let last = open.last.as_ref()?;
+                let shared = crate::common_prefix_len(&last.conversation, &conversation);
+                let continues =
+                    shared == last.conversation.len() && conversation.len() > shared;
+                let rewrites = !continues
+                    && conversation != last.conversation
+                    && exchange.is_some()
+                    && exchange == opening_exchange(&last.conversation);
+                let closeness = Closeness::of(&last.instructions, &instructions);
+                (continues || rewrites).then_some(((continues, shared, closeness), index))
+            })
+            .collect();
+        // The best first; of equals, the earliest (parallel requests answered in order).
+        ranked.sort_by_key(|(rank, index)| (std::cmp::Reverse(*rank), *index));
+        let last = Last {
+            conversation,
+            instructions,
+        };
+        let Some(&((continues, shared, closeness), session)) = ranked.first() else {
+            self.sessions.push(Open {
+                key,
+                last: Some(last),
+            });
+            return Joined {
+                session: self.sessions.len() - 1,
+                started: true,
+                reading: None,
+            };
+        };
+        let alike = ranked
+            .iter()
+            .filter(|((other_continues, other_shared, _), _)| {
+                (*other_continues, *other_shared) == (continues, shared)
+            })
+            .count();
+        let reading = if !continues {
+            Some(Reading::Rewrite)
+        } else if alike > 1 {
+            Some(Reading::SeveralSessions)
+        } else if closeness != Closeness::Same {
+            Some(Reading::InstructionsChanged)
+        } else {
+            None
+        };
+        self.sessions[session].last = Some(last);
+        Joined {
+            session,
+            started: false,
+            reading,
+        }
+    }
+
+    /// Forgets a session's last request: no later request joins it (the proxy's bound on
+    /// memory).
+    pub fn forget(&mut self, session: usize) {
+        if let Some(open) = self.sessions.get_mut(session) {
+            open.last = None;
+            open.key.opening = None;
+        }
+    }
+}
+
+/// How alike two requests' instructions are: a candidate with the same instructions is one
+/// agent's; alike but for a small edit (a timestamp, an id) most likely too.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Closeness {
+    Other,
+    Alike,
+    Same,
+}
+
+impl Closeness {
+    fn of(earlier: &Value, later: &Value) -> Self {
+        if earlier == later {
+            return Self::Same;
+        }
+        let (earlier, later) = (earlier.to_string(), later.to_string());
+        let (earlier, later) = (earlier.as_bytes(), later.as_bytes());
+        let prefix = crate::common_prefix_len(earlier, later);
+        let suffix =
+            crate::common_prefix_len(earlier[prefix..].iter().rev(), later[prefix..].iter().rev());
+        // Four fifths of the longer alike, from both ends.
+        if (prefix + suffix) * 5 >= earlier.len().max(later.len()) * 4 {
+            Self::Alike
+        } else {
+            Self::Other
+        }
+    }
+}
+
+/// The conversation a body sends: its `messages`, its Responses `input` or its Gemini
+/// `contents` after the leading system and developer messages, without the cache markers a
+/// client moves to the newest message each turn.
+fn conversation(body: &Value) -> Vec<Value> {
+    match conversation_items(body) {
+        Some(Value::Array(items)) => items
+            .iter()
+            .skip_while(|item| is_instruction(item))
+            .map(without_cache_markers)
+            .collect(),
+        Some(input @ Value::String(_)) => vec![input.clone()],
+        _ => Vec::new(),
+    }
+}
+
+fn conversation_items(body: &Value) -> Option<&Value> {
+    ["messages", "input", "contents"]
+        .iter()
+        .find_map(|key| body.get(*key))
+}
+
+/// The first user message and what followed it, when something did.
+fn opening_exchange(conversation: &[Value]) -> Option<&[Value]> {
+    let user = conversation.iter().position(is_user)?;
+    conversation.get(user..user + 2)
+}
+
+fn is_user(item: &Value) -> bool {
+    item.is_string() || item.get("role").and_then(Value::as_str) == Some("user")
+}
+
+fn is_instruction(item: &Value) -> bool {
+    matches!(
+        item.get("role").and_then(Value::as_str),
+        Some("system" | "developer")
+    )
+}
+
+/// What a body sends before its conversation: the system prompt or instructions (Anthropic's
+/// and Bedrock's `system`, Responses' `instructions`, Gemini's `systemInstruction`, leading
+/// system and developer messages) and the tools.
+fn instructions(body: &Value) -> Value {
+    let leading: Vec<Value> = match conversation_items(body) {
+        Some(Value::Array(items)) => items
+            .iter()
+            .take_while(|item| is_instruction(item))
+            .cloned()
+            .collect(),
+        _ => Vec::new(),
+    };
+    let fields = [
+        "system",
+        "instructions",
+        "systemInstruction",
+        "system_instruction",
+        "tools",
+        "toolConfig",
+    ]
+    .map(|key| body.get(key).cloned().unwrap_or(Value::Null));
+    without_cache_markers(&Value::Array(
+        fields.into_iter().chain([Value::Array(leading)]).collect(),
+    ))
+}
+
+/// A value without `cache_control` and `prompt_cache_breakpoint` keys, at any depth.
+fn without_cache_markers(value: &Value) -> Value {
+    match value {
+        Value::Object(object) => Value::Object(
+            object
+                .iter()
+                .filter(|(key, _)| {
+                    !matches!(key.as_str(), "cache_control" | "prompt_cache_breakpoint")
+                })
+                .map(|(key, value)| (key.clone(), without_cache_markers(value)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(without_cache_markers).collect()),
+        other => other.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    const CHAT: &str = "/v1/chat/completions";
+
+    fn user(text: &str) -> Value {
+        json!({"role": "user", "content": text})
+    }
+
+    fn said(text: &str) -> Value {
+        json!({"role": "assistant", "content": text})
+    }
+
+    fn chat(system: &str, conversation: &[Value]) -> Value {
+        let mut messages = vec![json!({"role": "system", "content": system})];
+        messages.extend_from_slice(conversation);
+        json!({"model": "m", "messages": messages})
+    }
+
+    fn join(grouping: &mut Grouping, body: &Value) -> (usize, Option<Reading>) {
+        let joined = grouping.join(CHAT, body, &Carried::body(body));
+        (joined.session, joined.reading)
+    }
+
+    #[test]
+    fn a_changed_system_prompt_or_tool_list_stays_in_its_session() {
+        let mut grouping = Grouping::default();
+        let first = chat("You are the primary assistant.", &[user("q")]);
+        assert_eq!(join(&mut grouping, &first), (0, None));
+        // The hand-off: another system prompt and tools on the same history.
+        let mut handed_off = chat(
+            "You are the flight assistant.",
+            &[user("q"), said("a"), user("q2")],
+        );
+        handed_off["tools"] = json!([{"type": "function", "function": {"name": "f"}}]);
+        assert_eq!(
+            join(&mut grouping, &handed_off),
+            (0, Some(Reading::InstructionsChanged))
+        );
+        // A side call opening another conversation is a session of its own.
+        let title = chat("Make a title.", &[user("Title for: q")]);
+        assert_eq!(join(&mut grouping, &title), (1, None));
+    }
+
+    #[test]
+    fn a_rewrite_keeping_the_opening_exchange_is_read_as_one() {
+        let mut grouping = Grouping::default();
+        let long = [user("q"), said("a"), user("q2"), said("b"), user("q3")];
+        join(&mut grouping, &chat("s", &long));
+        // Trimmed in the middle, the opening exchange kept: the same session, a rewrite.
+        let trimmed = chat("s", &[user("q"), said("a"), user("q4")]);
+        assert_eq!(
+            join(&mut grouping, &trimmed),
+            (0, Some(Reading::Rewrite))
+        );
+        // The opening sent again from the start has no exchange yet: a session of its own.
+        assert_eq!(join(&mut grouping, &chat("s", &[user("q")])), (1, None));
+        // The same request again is no continuation either.
+        assert_eq!(join(&mut grouping, &chat("s", &[user("q")])), (2, None));
+    }
+
+    #[test]
+    fn of_two_sessions_continued_alike_the_one_with_its_instructions_is_chosen() {
+        let mut grouping = Grouping::default();
+        join(&mut grouping, &chat("supervisor", &[user("q")]));
+        join(&mut grouping, &chat("worker", &[user("q")]));
+        let next = [user("q"), said("a"), user("q2")];
+        assert_eq!(
+            join(&mut grouping, &chat("supervisor", &next)),
+            (0, Some(Reading::SeveralSessions))
+        );
+        // Forgotten, a session is no candidate.
+        grouping.forget(0);
+        let further = [user("q"), said("a"), user("q2"), said("b"), user("q3")];
+        assert_eq!(
+            join(&mut grouping, &chat("supervisor", &further)),
+            (1, Some(Reading::InstructionsChanged))
+        );
+    }
+
+    #[test]
+    fn different_keys_are_different_sessions() {
+        let mut grouping = Grouping::default();
+        let body = chat("s", &[user("q")]);
+        let next = chat("s", &[user("q"), said("a"), user("q2")]);
+        let a = [("x-session-id", "ses_a")];
+        let b = [("x-session-id", "ses_b"), ("x-parent-session-id", "ses_a")];
+        let carried = |headers| Carried {
+            body: None,
+            headers,
+            trace_conversation: None,
+        };
+        assert_eq!(grouping.join(CHAT, &body, &carried(&a)).session, 0);
+        assert_eq!(grouping.join(CHAT, &body, &carried(&b)).session, 1);
+        assert_eq!(grouping.join(CHAT, &next, &carried(&b)).session, 1);
+        assert_eq!(grouping.join(CHAT, &next, &carried(&a)).session, 0);
+        let grouped = GroupedBy::of(&carried(&b));
+        assert_eq!(grouped.key.as_deref(), Some("header x-session-id"));
+        assert_eq!(grouped.parent_key.as_deref(), Some("ses_a"));
+    }
+}
