@@ -3,7 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use kvlint_core::cache::{
-    CacheTurn, Earlier, Engine, anthropic_hit, gemini_hit, llamacpp_hit, llamacpp_reuse,
+    BreakpointIssueKind, CacheTurn, audit_breakpoints, Earlier, Engine, anthropic_hit, gemini_hit, llamacpp_hit, llamacpp_reuse,
     openai_hit, sglang_hit, vllm_hit,
 };
 
@@ -134,6 +134,51 @@ fn anthropic_reads_entries_within_20_blocks_and_writes_up_to_the_last_breakpoint
     assert_eq!(
         anthropic_hit(&long, &[earlier(3000, 3000, &[1100])], 512).cached,
         1100
+    );
+}
+
+#[test]
+fn a_breakpoint_the_next_turn_never_reads_loses_what_the_engine_has_its_turn_write() {
+    // A reminder injected after the newest message each turn carries the last breakpoint;
+    // the next turn drops it (anthropics/claude-code#96101). Turn 0: system (2,000, marked),
+    // history to 4,000, reminder to 4,100 (marked). Turn 1 keeps 4,000 tokens of it and
+    // appends its own reminder, marked, ending at 4,500; turn 2 keeps 4,300 of turn 1.
+    let turns = [
+        blocks(&[2000, 4000, 4100], &[0, 2]),
+        blocks(&[2000, 4000, 4300, 4500], &[0, 3]),
+        blocks(&[2000, 4000, 4300, 4600, 4700], &[0, 4]),
+    ];
+    let engine: Engine = "anthropic:claude-sonnet-4-5".parse().unwrap();
+    // Turn 1 reads the system entry turn 0 wrote and writes the rest up to its last
+    // breakpoint: 2,500 tokens.
+    let turn_1 = engine.predict(&turns[1], &[earlier(4100, 4000, &[2000, 4100])]);
+    assert_eq!((turn_1.cached, turn_1.written), (2000, 2500));
+    // Turn 0 writes 4,100 tokens; turn 1 reads the 2,000 of its system entry: 2,100 never
+    // read.
+    let issues = audit_breakpoints(&turns, &[4000, 4300], &[0, turn_1.cached, 2000], 1024);
+    let never_read: Vec<(usize, BreakpointIssueKind)> = issues
+        .into_iter()
+        .map(|issue| (issue.turn, issue.kind))
+        .collect();
+    assert_eq!(
+        never_read,
+        vec![
+            (
+                0,
+                BreakpointIssueKind::AfterVolatile {
+                    next_turn_diverges_at: 4000,
+                    written: 2100
+                }
+            ),
+            // What the engine has turn 1 write, not the 200 tokens past the divergence.
+            (
+                1,
+                BreakpointIssueKind::AfterVolatile {
+                    next_turn_diverges_at: 4300,
+                    written: 2500
+                }
+            ),
+        ]
     );
 }
 

@@ -3,7 +3,7 @@
 //! `check_session`).
 //!
 //! session → render → tokens → turn diff → rules → diagnostics; with an engine, each turn's
-//! cache view → predicted cache use and the breakpoint audit.
+//! cache view → predicted cache use, the session's audit and the breakpoint audit.
 
 use std::ops::Range;
 
@@ -94,7 +94,17 @@ pub fn check_session(
         }
     }
     let predictions = engine.zip(cache_view).map(|(engine, view)| {
-        for issue in view.audit_breakpoints(engine) {
+        let predictions = view.predict(engine);
+        let first_body = session
+            .locate(0, &PartPath::root(), 0)
+            .map(|start| session.span(start, start + 1));
+        for issue in view.audit_session(engine) {
+            findings.extend(diagnose(&RuleInput::Session {
+                issue: &issue,
+                span: first_body,
+            }));
+        }
+        for issue in view.audit_breakpoints(engine, &predictions) {
             let span = session
                 .locate(issue.turn, &issue.block, 0)
                 .map(|start| session.span(start, start + 1));
@@ -103,7 +113,6 @@ pub fn check_session(
                 span,
             }));
         }
-        let predictions = view.predict(engine);
         for issue in audit_reported(&predictions) {
             let span = session
                 .locate(issue.turn, &PartPath::root(), 0)

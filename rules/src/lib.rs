@@ -9,7 +9,8 @@
 //! its messages, and its fixtures in `fixtures/rules/<name>/`. A rule looks at a
 //! [`RuleInput`]: a [`TurnPair`] (two consecutive turns where the later one does not extend
 //! the earlier), a break the chat-template check found, a volatile variable of an
-//! application prompt template, or an audited cache breakpoint. [`diagnose`] asks the rules
+//! application prompt template, an audited cache breakpoint, recorded usage, or what a whole
+//! session shows a hosted API's cache. [`diagnose`] asks the rules
 //! in [`RULES`] order, most specific first; `prefix-edit` takes whatever pair no other rule
 //! names. For pairs, severity follows cost, not the rule: a break that makes the engine
 //! recompute content the earlier turn had cached is an error; a dropped per-turn tail is
@@ -33,7 +34,7 @@
 //! assert_eq!((span.line, span.column), (2, 55));
 //! ```
 
-use kvlint_core::cache::{BreakpointIssue, UsageIssue};
+use kvlint_core::cache::{BreakpointIssue, SessionIssue, UsageIssue};
 use kvlint_core::diagnostic::{Diagnostic, Severity, Span};
 use kvlint_core::locate::LineColumn;
 use kvlint_core::path::PartPath;
@@ -105,6 +106,11 @@ pub enum RuleInput<'a> {
     /// A turn whose recorded usage disagrees with the prediction, with the place of its body.
     Reported {
         issue: &'a UsageIssue,
+        span: Option<Span>,
+    },
+    /// What only a whole session shows a hosted API's cache, with the place of its first body.
+    Session {
+        issue: &'a SessionIssue,
         span: Option<Span>,
     },
 }
@@ -271,6 +277,9 @@ fn diagnostic(meta: &RuleMeta, finding: Finding, input: &RuleInput<'_>) -> Diagn
             String::new(),
             String::new(),
         ),
+        RuleInput::Session { span, .. } => {
+            (0, PartPath::root(), span, String::new(), String::new())
+        }
     };
     Diagnostic {
         rule: meta.name,

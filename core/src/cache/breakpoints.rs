@@ -37,7 +37,13 @@ pub enum BreakpointIssueKind {
     /// The prefix up to the breakpoint is shorter than the model caches.
     BelowMinimum { minimum: usize },
     /// The next turn changes content before the breakpoint: what it wrote is never read.
-    AfterVolatile { next_turn_diverges_at: usize },
+    /// `written` is what the engine model has this turn write to the cache up to the
+    /// breakpoint that no later read covers: past what the turn read from cache and past
+    /// its own furthest entry the next turn reads. Billed at the write price for nothing.
+    AfterVolatile {
+        next_turn_diverges_at: usize,
+        written: usize,
+    },
     /// The next turn keeps the prefix but none of its breakpoints is within 20 blocks after
     /// this one, so the entry is not found.
     BeyondLookback { blocks: usize },
@@ -46,10 +52,12 @@ pub enum BreakpointIssueKind {
 }
 
 /// Audits each turn's breakpoints against the model minimum and the turn after it.
-/// `common_with_next[i]` is the number of leading tokens turn `i+1` shares with turn `i`.
+/// `common_with_next[i]` is the number of leading tokens turn `i+1` shares with turn `i`;
+/// `cached[i]` the tokens the engine model serves turn `i` from cache.
 pub fn audit_breakpoints(
     turns: &[CacheTurn],
     common_with_next: &[usize],
+    cached: &[usize],
     minimum: usize,
 ) -> Vec<BreakpointIssue> {
     let mut issues = Vec::new();
@@ -89,11 +97,21 @@ pub fn audit_breakpoints(
                 continue;
             };
             if position > common {
+                // Written past what the turn read and past the furthest entry it also writes
+                // that the next turn can read.
+                let read = marked
+                    .iter()
+                    .map(|(_, end)| *end)
+                    .filter(|end| *end >= minimum && *end <= common)
+                    .chain(cached.get(index).copied())
+                    .max()
+                    .unwrap_or_default();
                 issues.push(issue(
                     block,
                     position,
                     BreakpointIssueKind::AfterVolatile {
                         next_turn_diverges_at: common,
+                        written: position.saturating_sub(read),
                     },
                 ));
                 continue;

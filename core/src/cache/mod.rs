@@ -9,7 +9,8 @@
 //! The files: `engine` names a cache ([`Engine`]) and dispatches to its formula in `hits`;
 //! `turn` holds the facts every formula reads; `breakpoints` Anthropic's breakpoint
 //! positions and their audit; `models` the per-model figures; `prediction` a whole session's
-//! view and every engine's prediction over it.
+//! view and every engine's prediction over it; `session_audit` what only the whole session
+//! shows (prompts under the minimum, no breakpoint, no routing key).
 
 mod breakpoints;
 mod engine;
@@ -17,6 +18,7 @@ mod hits;
 mod models;
 mod prediction;
 mod reported;
+mod session_audit;
 mod turn;
 
 pub use breakpoints::{
@@ -31,4 +33,5 @@ pub use hits::{
 pub use models::{MODELS, ModelFigures, ModelTable};
 pub use prediction::{SessionCacheView, TurnCachePrediction};
 pub use reported::{ReportedUsage, UsageIssue, UsageIssueKind, audit_reported, reported_usage};
+pub use session_audit::{SessionIssue, audit_session};
 pub use turn::{CacheTurn, Earlier, Prediction, generated_text};

@@ -5,7 +5,8 @@ use serde_json::Value;
 
 use super::{
     BreakpointIssue, CacheTurn, Earlier, Engine, ModelFigures, Prediction, ReportedUsage,
-    audit_breakpoints, generated_text, llamacpp_reuse, reported_usage,
+    SessionIssue, audit_breakpoints, audit_session, generated_text, llamacpp_reuse,
+    reported_usage,
 };
 use crate::render::{Rendered, Renderer};
 use crate::request::Request;
@@ -139,8 +140,13 @@ impl SessionCacheView {
         predictions
     }
 
-    /// Problems with the session's Anthropic cache breakpoints, for a model minimum.
-    pub fn audit_breakpoints(&self, engine: &Engine) -> Vec<BreakpointIssue> {
+    /// Problems with the session's Anthropic cache breakpoints, for a model minimum, given
+    /// the engine's `predictions` for the session ([`Self::predict`]).
+    pub fn audit_breakpoints(
+        &self,
+        engine: &Engine,
+        predictions: &[TurnCachePrediction],
+    ) -> Vec<BreakpointIssue> {
         if !matches!(engine, Engine::Anthropic { .. }) {
             return Vec::new();
         }
@@ -149,12 +155,25 @@ impl SessionCacheView {
             .first()
             .and_then(|turn| engine.figures(turn))
             .map_or(1024, |figures| figures.min_cacheable_tokens);
-        let common_with_next: Vec<usize> = self
-            .tokens
+        let cached: Vec<usize> = predictions
+            .iter()
+            .map(|prediction| prediction.recorded.cached)
+            .collect();
+        audit_breakpoints(&self.cache_turns, &self.common_with_next(), &cached, minimum)
+    }
+
+    /// What only the whole session shows a hosted API's cache: prompts under the model's
+    /// minimum, no breakpoint (Anthropic), no cache routing key (OpenAI).
+    pub fn audit_session(&self, engine: &Engine) -> Vec<SessionIssue> {
+        audit_session(engine, &self.cache_turns, &self.common_with_next())
+    }
+
+    /// For each turn but the last, the leading tokens the next turn shares with it.
+    fn common_with_next(&self) -> Vec<usize> {
+        self.tokens
             .windows(2)
             .map(|pair| pair[0].common_prefix_len(&pair[1]))
-            .collect();
-        audit_breakpoints(&self.cache_turns, &common_with_next, minimum)
+            .collect()
     }
 }
 

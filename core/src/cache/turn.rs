@@ -1,6 +1,7 @@
 //! What a cache sees of a session: the current turn ([`CacheTurn`]), what each earlier turn
 //! left ([`Earlier`]), and what an engine serves and writes ([`Prediction`]).
 
+use kvlint_protocol::key::{Carried, OPENAI_CACHE_ROUTING_KEY};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -28,6 +29,8 @@ pub struct CacheTurn {
     pub model: Option<String>,
     /// vLLM's and SGLang's `cache_salt`: requests with another salt share nothing.
     pub cache_salt: Option<String>,
+    /// The key OpenAI routes the prompt by (`prompt_cache_key`, else `user`), when sent.
+    pub cache_routing_key: Option<String>,
 }
 
 /// What an earlier turn left in the cache, seen from the current turn.
@@ -110,6 +113,9 @@ impl CacheTurn {
                 .get("cache_salt")
                 .and_then(Value::as_str)
                 .map(str::to_owned),
+            cache_routing_key: Carried::body(&request.body)
+                .first(&OPENAI_CACHE_ROUTING_KEY)
+                .map(|(_, key)| key),
         }
     }
 }

@@ -251,6 +251,55 @@ fn an_unknown_engine_is_a_usage_error() {
 }
 
 #[test]
+fn a_session_never_marking_a_breakpoint_is_named_and_its_summary_lines_agree() {
+    // vercel/ai#5883's wire form: caching asked for in code, no `cache_control` on the wire.
+    let session = "fixtures/rules/no-cache-breakpoint/fail/cache-control-option-not-on-wire.jsonl";
+    let json = kvlint(&["check", "--format", "json", "--engine", "anthropic", session]);
+    let report: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    let checked = &report["sessions"][0];
+    let finding = &checked["findings"][0];
+    assert_eq!(finding["rule"], "no-cache-breakpoint", "{}", json.stdout);
+    // What it loses is what the turns repeat of the turn before: every shared prefix here is
+    // past the model's 1,024-token minimum.
+    assert_eq!(finding["tokens_lost"], checked["summary"]["reused_tokens"]);
+    assert_eq!(checked["summary"]["warnings"], 1);
+    let human = kvlint(&["check", "--engine", "anthropic", session]);
+    let prompt = checked["cache"]["prompt_tokens"].as_u64().unwrap();
+    let reused = checked["summary"]["reused_tokens"].as_u64().unwrap();
+    // Each line names its meaning: the engine's cache, then the prefix kept from turn to turn,
+    // and the warning is counted where the JSON counts it.
+    for line in [
+        format!("served from cache on anthropic (predicted): 0 of {prompt} prompt tokens (0%)"),
+        format!("{reused} unchanged from the turn before ("),
+        "0 errors, 1 warnings, 0 info".to_owned(),
+        "checked 1 sessions: 0 errors, 1 warnings, 0 info".to_owned(),
+        "no request".to_owned(),
+    ] {
+        assert!(human.stdout.contains(&line), "{line}\n{}", human.stdout);
+    }
+}
+
+#[test]
+fn a_reordered_tool_use_input_is_named_as_such() {
+    let run = kvlint(&[
+        "check",
+        "--format",
+        "json",
+        "fixtures/rules/json-reserialized/fail/tool-use-input-key-order.jsonl",
+    ]);
+    let report: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    let message = report["sessions"][0]["findings"][0]["message"]
+        .as_str()
+        .unwrap();
+    assert!(
+        message.starts_with(
+            "the `input` of a `tool_use` block is the same JSON value serialized with another key order"
+        ),
+        "{message}"
+    );
+}
+
+#[test]
 fn anthropic_breakpoints_are_audited() {
     // Turn 0 marks a 1-tool prefix (far under the 1,024-token minimum of Sonnet 4.5), a
     // timestamp block and the newest message, both after content turn 1 changes; turn 1

@@ -15,8 +15,10 @@ declare_rule! {
     /// ## Why is this bad?
     /// Anthropic caches only at breakpoints, in the order tools → system → messages. A request
     /// with a fifth breakpoint is rejected. A prefix under the model minimum (1,024 to 4,096
-    /// tokens) is silently not cached. A breakpoint after a timestamp or a changing memory
-    /// block pays the cache-write price every turn for an entry nobody reads. A breakpoint
+    /// tokens) is silently not cached. A breakpoint after a timestamp, a changing memory
+    /// block or a reminder injected every turn (a trailing `system` message) pays the
+    /// cache-write price every turn for an entry nobody reads: the tokens lost are the ones
+    /// the engine model has the turn write up to the breakpoint. A breakpoint
     /// looks at most 20 blocks back for an earlier entry, so an agent turn that adds more
     /// than 20 blocks misses unless it sets an intermediate breakpoint.
     ///
@@ -59,13 +61,14 @@ impl CacheBreakpoint {
             ),
             BreakpointIssueKind::AfterVolatile {
                 next_turn_diverges_at,
+                written,
             } => (
                 Severity::Warning,
                 format!(
-                    "the next turn changes the prompt at token {next_turn_diverges_at}, before this breakpoint at {}: its cache write is never read",
+                    "the next turn changes the prompt at token {next_turn_diverges_at}, before this breakpoint at {}: what this turn writes to the cache up to it, {written} tokens, is never read",
                     issue.position
                 ),
-                issue.position.saturating_sub(*next_turn_diverges_at),
+                *written,
                 "put the breakpoint before content that changes from turn to turn, and the changing content after it",
             ),
             BreakpointIssueKind::BeyondLookback { blocks } => (

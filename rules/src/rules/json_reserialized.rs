@@ -1,3 +1,4 @@
+use kvlint_core::BodyFormat;
 use kvlint_core::request::{PartKind, same_bytes};
 use serde_json::Value;
 
@@ -8,7 +9,8 @@ declare_rule! {
     /// ## What it does
     /// Finds JSON that is sent again with the same value but other bytes: tool schemas
     /// whose keys come out in another order, tool-call arguments re-serialized with other
-    /// spacing, key order or escaping.
+    /// spacing, key order or escaping (an Anthropic `tool_use` block's `input` object with
+    /// its keys in another order).
     ///
     /// ## Why is this bad?
     /// The cache matches tokens, not values. `{"a": 1}` and `{"a":1}` are the same
@@ -52,7 +54,7 @@ impl Rule for JsonReserialized {
                     return None;
                 }
                 (
-                    format!("the schema of tool `{}`", after.name),
+                    format!("the schema of tool `{}` is", after.name),
                     before.definition.to_string(),
                     after.definition.to_string(),
                 )
@@ -65,10 +67,20 @@ impl Rule for JsonReserialized {
                     return None;
                 }
                 let change = pair.change()?;
-                let what = if part.kind == PartKind::Arguments {
-                    "tool-call arguments"
-                } else {
-                    "JSON content"
+                // Where a tool call's arguments are a JSON object rather than a string, name
+                // the field the body holds them in.
+                let what = match (part.kind, pair.current.format) {
+                    (PartKind::Arguments, BodyFormat::AnthropicMessages) => {
+                        "the `input` of a `tool_use` block is"
+                    }
+                    (PartKind::Arguments, BodyFormat::BedrockConverse) => {
+                        "the `input` of a `toolUse` block is"
+                    }
+                    (PartKind::Arguments, BodyFormat::GeminiGenerateContent) => {
+                        "the `args` of a `functionCall` are"
+                    }
+                    (PartKind::Arguments, _) => "tool-call arguments are",
+                    _ => "JSON content is",
                 };
                 (
                     what.to_owned(),
@@ -83,10 +95,10 @@ impl Rule for JsonReserialized {
             return None;
         }
         let difference = if same_bytes(&before_value, &after_value) {
-            "spacing or escaping"
+            "other spacing or escaping"
         } else {
-            "key order"
+            "another key order"
         };
-        Some(Finding::of_pair(pair, &format!("{what} is the same JSON value serialized with other {difference}"), "send the exact bytes of the earlier turn: keep tool-call arguments as the model wrote them and serialize schemas once, with a fixed key order"))
+        Some(Finding::of_pair(pair, &format!("{what} the same JSON value serialized with {difference}"), "send the exact bytes of the earlier turn: keep tool-call arguments as the model wrote them and serialize schemas once, with a fixed key order"))
     }
 }

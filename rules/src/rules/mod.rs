@@ -29,6 +29,9 @@ register_rules! {
     prefix_edit::PrefixEdit,
     cache_breakpoint::CacheBreakpoint,
     reported_usage::ReportedUsage,
+    no_cache_breakpoint::NoCacheBreakpoint,
+    no_cache_routing_key::NoCacheRoutingKey,
+    below_cache_minimum::BelowCacheMinimum,
     generation_prompt::GenerationPrompt,
     tools_in_system::ToolsInSystem,
 }

@@ -126,8 +126,8 @@ fn cache_table(session: &SessionReport) -> Option<String> {
     let mut table = format!("{} on {}\n", printable(&session.path), cache.engine);
     let _ = writeln!(
         table,
-        "{:>6} {:>8} {:>8} {:>8} {:>9}  first cause",
-        "turn", "prompt", "reused", "cached", "computed"
+        "{:>6} {:>8} {:>9} {:>8} {:>9}  first cause",
+        "turn", "prompt", "unchanged", "cached", "computed"
     );
     for turn in &session.turns {
         let cause = session
@@ -138,7 +138,7 @@ fn cache_table(session: &SessionReport) -> Option<String> {
             .unwrap_or_default();
         let _ = writeln!(
             table,
-            "{:>6} {:>8} {:>8} {:>8} {:>9}  {cause}",
+            "{:>6} {:>8} {:>9} {:>8} {:>9}  {cause}",
             turn.diff.index,
             turn.diff.prompt_tokens,
             turn.diff.reused_tokens,
@@ -153,9 +153,11 @@ fn cache_table(session: &SessionReport) -> Option<String> {
             part as f64 * 100.0 / cache.prompt_tokens as f64
         }
     };
+    // The engine's cache, predicted: not the session line's prefix kept from turn to turn.
     let _ = write!(
         table,
-        "served from cache: {} of {} prompt tokens ({:.0}%); with a stable prefix {} ({:.0}%)",
+        "served from cache on {} (predicted): {} of {} prompt tokens ({:.0}%); with a stable prefix {} ({:.0}%)",
+        cache.engine,
         cache.cached_tokens,
         cache.prompt_tokens,
         percent(cache.cached_tokens),
@@ -247,19 +249,21 @@ fn session_line(session: &SessionReport) -> String {
         ),
     };
     format!(
-        "{}{found_in}: {} turns, {} prompt tokens, {} reused ({:.0}%){approximate}{on_server}, {} errors, {} info",
+        "{}{found_in}: {} turns, {} prompt tokens, {} unchanged from the turn before ({:.0}%){approximate}{on_server}, {} errors, {} warnings, {} info",
         printable(&session.path),
         summary.turns,
         summary.prompt_tokens,
         summary.reused_tokens,
         summary.reuse_ratio * 100.0,
         summary.findings.errors,
+        summary.findings.warnings,
         summary.findings.infos,
     )
 }
 
 fn totals_line(report: &Report) -> String {
     let errors = report.count(Severity::Error);
+    let warnings = report.count(Severity::Warning);
     let infos = report.count(Severity::Info);
     let unreadable = if report.errors.is_empty() {
         String::new()
@@ -267,7 +271,7 @@ fn totals_line(report: &Report) -> String {
         format!(", {} files could not be read", report.errors.len())
     };
     format!(
-        "checked {} sessions: {errors} errors, {infos} info{unreadable}",
+        "checked {} sessions: {errors} errors, {warnings} warnings, {infos} info{unreadable}",
         report.sessions.len()
     )
 }
