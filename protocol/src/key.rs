@@ -134,13 +134,6 @@ pub const ROUTING_KEY: [KeySource; 6] = [
 pub const OPENAI_CACHE_ROUTING_KEY: [KeySource; 2] =
     [KeySource::Body("/prompt_cache_key"), KeySource::Body("/user")];
 
-/// The body fields OpenAI combines with the hash of a prompt's first tokens to pick the
-/// machine that serves it, first source first: `prompt_cache_key`, and `user`, which it
-/// replaces ("Cache Routing", https://developers.openai.com/api/docs/guides/prompt-caching).
-/// Without either, requests that share a prefix may land on machines that do not hold it.
-pub const OPENAI_CACHE_ROUTING_KEY: [KeySource; 2] =
-    [KeySource::Body("/prompt_cache_key"), KeySource::Body("/user")];
-
 /// What a request carries that keys are read from. Every field may be missing: a recorded
 /// body has no headers, a header alone has no body.
 #[derive(Clone, Copy, Default)]
