@@ -308,8 +308,9 @@ impl Analysis {
 
 /// The findings of the turns above the line that holds byte `broken` (a session file's line
 /// being typed, which does not parse yet): those turns checked as a session of their own, as
-/// the findings between two turns depend on those two turns only. None where they do not
-/// make one session file.
+/// the findings between two turns depend on those two turns only. A line that lost its end
+/// runs into the next one, where the parser stops: then the turns above the line before.
+/// None where they do not make one session file.
 fn findings_above(
     path: &Path,
     text: &str,
@@ -318,27 +319,30 @@ fn findings_above(
     setup: &Setup,
     broken: usize,
 ) -> Vec<Placed> {
-    let broken = kvlint_core::locate::floor_char_boundary(text, broken);
-    let line_start = text[..broken].rfind('\n').map_or(0, |newline| newline + 1);
-    if line_start == 0 {
-        return Vec::new();
+    let line_start = |end: usize| text[..end].rfind('\n').map_or(0, |newline| newline + 1);
+    let mut cut = line_start(kvlint_core::locate::floor_char_boundary(text, broken));
+    for _ in 0..2 {
+        if cut == 0 {
+            break;
+        }
+        let above = crate::input::parse_all(path.display().to_string(), Arc::from(&text[..cut]));
+        if let Ok([session]) = above.as_deref() {
+            if session.origin.is_some() {
+                break;
+            }
+            return check_session(session, config, setup)
+                .map(|report| {
+                    report
+                        .findings
+                        .into_iter()
+                        .map(|finding| place_in_session(finding, session, text, lines, 0))
+                        .collect()
+                })
+                .unwrap_or_default();
+        }
+        cut = line_start(cut - 1);
     }
-    let above = crate::input::parse_all(path.display().to_string(), Arc::from(&text[..line_start]));
-    let Ok([session]) = above.as_deref() else {
-        return Vec::new();
-    };
-    if session.origin.is_some() {
-        return Vec::new();
-    }
-    check_session(session, config, setup)
-        .map(|report| {
-            report
-                .findings
-                .into_iter()
-                .map(|finding| place_in_session(finding, session, text, lines, 0))
-                .collect()
-        })
-        .unwrap_or_default()
+    Vec::new()
 }
 
 /// The bytes of each turn of `session`, read from the document's text `shift` bytes in.

@@ -198,33 +198,34 @@ fn hostile_requests_get_answers_not_crashes() {
     server.stop();
 }
 
-/// The fixture's session, opened: its text and the diagnostics published for it.
-fn open_fixture(server: &mut Server, name: &str) -> (String, String, Vec<Value>) {
+/// A rule fixture's session (`RULE/fail/NAME.jsonl`), opened: its URI, its text and the
+/// diagnostics published for it.
+fn open_fixture(server: &mut Server, fixture: &str) -> (String, String, Vec<Value>) {
     let path = kvlint_fixtures::repository()
-        .join("fixtures/rules/volatile-timestamp/fail")
-        .join(name);
+        .join("fixtures/rules")
+        .join(fixture);
     let text = std::fs::read_to_string(path).unwrap();
-    let uri = format!("file:///nowhere/{name}");
+    let uri = format!("file:///nowhere/{}", fixture.replace('/', "-"));
     let diagnostics = server.open(&uri, &text);
     (uri, text, diagnostics)
 }
 
-/// The turn of the fixture's one expected finding, as its `.expect.json` (the JSON report's
+/// The turn of the fixture's first expected finding, as its `.expect.json` (the JSON report's
 /// numbering) says.
-fn expected_turn(name: &str) -> u64 {
+fn expected_turn(fixture: &str) -> u64 {
     let expect = kvlint_fixtures::repository()
-        .join("fixtures/rules/volatile-timestamp/fail")
-        .join(name.replace(".jsonl", ".expect.json"));
+        .join("fixtures/rules")
+        .join(fixture.replace(".jsonl", ".expect.json"));
     let expect: Value = serde_json::from_str(&std::fs::read_to_string(expect).unwrap()).unwrap();
     expect["findings"][0]["turn"].as_u64().unwrap()
 }
 
 #[test]
 fn turns_are_counted_as_the_json_report_counts_them_and_the_earlier_turn_points_at_its_change() {
-    let name = "system-date-midnight.jsonl";
-    let turn = expected_turn(name);
+    let fixture = "volatile-timestamp/fail/system-date-midnight.jsonl";
+    let turn = expected_turn(fixture);
     let mut server = Server::start();
-    let (uri, text, diagnostics) = open_fixture(&mut server, name);
+    let (uri, text, diagnostics) = open_fixture(&mut server, fixture);
     let [found] = diagnostics.as_slice() else {
         panic!("{diagnostics:?}");
     };
@@ -283,35 +284,56 @@ fn turns_are_counted_as_the_json_report_counts_them_and_the_earlier_turn_points_
 
 #[test]
 fn a_line_broken_while_typing_keeps_the_earlier_turns_findings() {
-    let name = "system-date-midnight.jsonl";
-    let turn = expected_turn(name) as usize;
-    let mut server = Server::start();
-    let (uri, mut text, diagnostics) = open_fixture(&mut server, name);
-    assert_eq!(diagnostics.len(), 1);
-    // The line after the break's loses the quote that closes its first key.
-    let line = turn + 1;
-    let at = word_on_line(&text, line, "\":", 0);
-    let change = json!({"range": {"start": position(&text, at), "end": position(&text, at + 1)},
-                        "text": ""});
-    text.replace_range(at..at + 1, "");
-    server.notify(
-        "textDocument/didChange",
-        json!({"textDocument": {"uri": uri, "version": 1}, "contentChanges": [change]}),
-    );
-    let edited = server.diagnostics(&uri, 1);
-    let (findings, problems): (Vec<&Value>, Vec<&Value>) = edited
-        .iter()
-        .partition(|diagnostic| diagnostic["code"].is_string());
-    assert_eq!(
-        findings,
-        [&diagnostics[0]],
-        "the earlier turns' finding, unchanged"
-    );
-    let [problem] = problems.as_slice() else {
-        panic!("{edited:?}");
-    };
-    assert_eq!(problem["range"]["start"]["line"], line, "{problem}");
-    server.stop();
+    // (fixture, what the line after the break's loses, the line the parser stops on, counted
+    // from that line): the quote that closes its first key, where it stops on that line; its
+    // last character (""), the closing brace, where it runs into the next line.
+    let cases = [
+        (
+            "volatile-timestamp/fail/system-date-midnight.jsonl",
+            "\":",
+            0,
+        ),
+        ("tool-order/fail/mcp-hashmap-swap.jsonl", "", 1),
+    ];
+    for (fixture, lost, stops_after) in cases {
+        let line = expected_turn(fixture) as usize + 1;
+        let mut server = Server::start();
+        let (uri, mut text, diagnostics) = open_fixture(&mut server, fixture);
+        let above: Vec<&Value> = diagnostics
+            .iter()
+            .filter(|diagnostic| diagnostic["range"]["start"]["line"].as_u64() < Some(line as u64))
+            .collect();
+        assert!(!above.is_empty(), "{fixture}: {diagnostics:?}");
+        let at = if lost.is_empty() {
+            word_on_line(&text, line + 1, "{", 0) - 2
+        } else {
+            word_on_line(&text, line, lost, 0)
+        };
+        let change = json!({"range": {"start": position(&text, at), "end": position(&text, at + 1)},
+                            "text": ""});
+        text.replace_range(at..at + 1, "");
+        server.notify(
+            "textDocument/didChange",
+            json!({"textDocument": {"uri": uri, "version": 1}, "contentChanges": [change]}),
+        );
+        let edited = server.diagnostics(&uri, 1);
+        let (findings, problems): (Vec<&Value>, Vec<&Value>) = edited
+            .iter()
+            .partition(|diagnostic| diagnostic["code"].is_string());
+        assert_eq!(
+            findings, above,
+            "{fixture}: the earlier turns' findings, unchanged"
+        );
+        let [problem] = problems.as_slice() else {
+            panic!("{fixture}: {edited:?}");
+        };
+        assert_eq!(
+            problem["range"]["start"]["line"],
+            line + stops_after,
+            "{fixture}: {problem}"
+        );
+        server.stop();
+    }
 }
 
 #[test]
