@@ -16,7 +16,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{Body, Container, Interaction, Place, Recording, place_of};
+use super::{Body, Container, Interaction, Place, Recording, key_headers, place_of};
 use kvlint_core::path::PathSegment;
 
 /// The trace one OTLP document holds (`root`, parsed from `text`); `None` when it is not one.
@@ -72,7 +72,7 @@ fn recording(documents: Vec<(&Value, &str, usize)>) -> Recording {
             at: span.at,
             response: span.response,
             conversation: span.conversation,
-            key_headers: Vec::new(),
+            key_headers: span.key_headers,
             time: (span.start > 0).then(|| span.start as f64 / 1e9),
         })
         .collect();
@@ -90,6 +90,9 @@ struct Span {
     at: Place,
     response: Option<Value>,
     conversation: Option<String>,
+    /// The request headers the span kept (`http.request.header.<name>`, the HTTP semantic
+    /// conventions' string arrays) that keys are read from.
+    key_headers: Vec<(String, String)>,
 }
 
 /// The model calls of one OTLP document, `text` from its start, `lines_before` it in the file.
@@ -124,6 +127,14 @@ fn collect_spans(root: &Value, text: &str, lines_before: usize, spans: &mut Vec<
                         .iter()
                         .find_map(|key| attributes.get(*key)?.as_str())
                         .map(str::to_owned),
+                    key_headers: key_headers(attributes.iter().filter_map(|(key, value)| {
+                        let name = key.strip_prefix("http.request.header.")?;
+                        let value = match value {
+                            Value::Array(values) => values.first()?.as_str()?,
+                            value => value.as_str()?,
+                        };
+                        Some((name, value))
+                    })),
                 });
             }
         }

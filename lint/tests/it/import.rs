@@ -475,3 +475,82 @@ fn sessions_are_kept_whole_across_their_breaks() {
         run.stdout
     );
 }
+
+/// The agents' own session ids decide the session, recorded headers counting (a cassette's,
+/// a HAR file's, a trace's `http.request.header.*`), and a sub-agent's session is linked to
+/// its parent's, in `import`'s report and `check`'s.
+#[test]
+fn sub_agent_sessions_are_linked_to_their_parent() {
+    // (file, per session: interactions, key source, parent session)
+    type Expected = (&'static str, &'static [(&'static [usize], &'static str, Option<u64>)]);
+    let cases: [Expected; 3] = [
+        (
+            "hand-made/claude-code-sub-agent.yaml",
+            &[
+                (&[0, 3], "header x-claude-code-session-id", None),
+                (&[1, 2], "header x-claude-code-session-id", Some(1)),
+                // The title side call: another model, another opening.
+                (&[4], "header x-claude-code-session-id", None),
+            ],
+        ),
+        (
+            "hand-made/opencode-sub-agent.har",
+            &[
+                (&[0, 3], "header x-session-id", None),
+                (&[1, 2], "header x-session-id", Some(1)),
+            ],
+        ),
+        (
+            "hand-made/dynamo-sub-agent.otlp.json",
+            &[
+                (&[0, 3], "header X-Dynamo-Session-ID", None),
+                (&[1, 2], "header X-Dynamo-Session-ID", Some(1)),
+            ],
+        ),
+    ];
+    let out = std::env::temp_dir().join(format!("kvlint-import-agents-{}", std::process::id()));
+    for (file, expected) in cases {
+        let path = recordings().join(file);
+        let (code, stdout, stderr) = kvlint(
+            &["import", "--format", "json", "--force", path.to_str().unwrap()],
+            &out,
+        );
+        assert_eq!(code, 0, "{stdout}{stderr}");
+        let report: Value = serde_json::from_str(&stdout).unwrap();
+        let (_, checked) = json_of("check", std::slice::from_ref(&path));
+        let imported = report["recordings"][0]["sessions"].as_array().unwrap();
+        let checked = checked["sessions"].as_array().unwrap();
+        assert_eq!(imported.len(), expected.len(), "{file}: {report}");
+        assert_eq!(checked.len(), expected.len(), "{file}");
+        for ((session, source), (interactions, key, parent)) in
+            imported.iter().zip(checked).zip(expected)
+        {
+            assert_eq!(session["interactions"], serde_json::json!(interactions), "{file}");
+            assert_eq!(session["grouped_by"]["key"], *key, "{file}");
+            assert_eq!(session["parent"].as_u64(), *parent, "{file}");
+            assert_eq!(source["source"]["parent"].as_u64(), *parent, "{file}");
+        }
+    }
+    // The human output names the parent.
+    let run = kvlint_fixtures::run_kvlint(
+        env!("CARGO_BIN_EXE_kvlint"),
+        &[
+            "import",
+            "--force",
+            "--out",
+            out.to_str().unwrap(),
+            recordings()
+                .join("hand-made/opencode-sub-agent.har")
+                .to_str()
+                .unwrap(),
+        ],
+    );
+    assert!(
+        run.stdout.contains(
+            "grouped by its session key (header x-session-id) and continuation; a sub-agent of session 1"
+        ),
+        "{}",
+        run.stdout
+    );
+    let _ = std::fs::remove_dir_all(&out);
+}
