@@ -385,7 +385,9 @@ fn check_finds_the_recordings_of_a_folder() {
 /// written from reading the cassettes (INDEX.json's notes), not from kvlint's output.
 #[test]
 fn sessions_are_kept_whole_across_their_breaks() {
-    let cases: [(&str, &[(usize, &str, &str)]); 4] = [
+    // (file, its breaks: turn, rule, part)
+    type Breaks = (&'static str, &'static [(usize, &'static str, &'static str)]);
+    let cases: [Breaks; 4] = [
         (
             "langgraph-customer-support.msgpack.zlib",
             &[
