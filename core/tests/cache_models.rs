@@ -3,8 +3,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use kvlint_core::cache::{
-    BreakpointIssueKind, CacheTurn, audit_breakpoints, Earlier, Engine, anthropic_hit, gemini_hit, llamacpp_hit, llamacpp_reuse,
-    openai_hit, sglang_hit, vllm_hit,
+    BreakpointIssueKind, CacheTurn, Earlier, Engine, anthropic_hit, audit_breakpoints, gemini_hit,
+    llamacpp_hit, llamacpp_reuse, openai_hit, sglang_hit, vllm_hit,
 };
 
 #[test]

@@ -5,8 +5,7 @@ use serde_json::Value;
 
 use super::{
     BreakpointIssue, CacheTurn, Earlier, Engine, ModelFigures, Prediction, ReportedUsage,
-    SessionIssue, audit_breakpoints, audit_session, generated_text, llamacpp_reuse,
-    reported_usage,
+    SessionIssue, audit_breakpoints, audit_session, generated_text, llamacpp_reuse, reported_usage,
 };
 use crate::render::{Rendered, Renderer};
 use crate::request::Request;
@@ -159,7 +158,12 @@ impl SessionCacheView {
             .iter()
             .map(|prediction| prediction.recorded.cached)
             .collect();
-        audit_breakpoints(&self.cache_turns, &self.common_with_next(), &cached, minimum)
+        audit_breakpoints(
+            &self.cache_turns,
+            &self.common_with_next(),
+            &cached,
+            minimum,
+        )
     }
 
     /// What only the whole session shows a hosted API's cache: prompts under the model's

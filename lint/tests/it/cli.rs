@@ -254,7 +254,14 @@ fn an_unknown_engine_is_a_usage_error() {
 fn a_session_never_marking_a_breakpoint_is_named_and_its_summary_lines_agree() {
     // vercel/ai#5883's wire form: caching asked for in code, no `cache_control` on the wire.
     let session = "fixtures/rules/no-cache-breakpoint/fail/cache-control-option-not-on-wire.jsonl";
-    let json = kvlint(&["check", "--format", "json", "--engine", "anthropic", session]);
+    let json = kvlint(&[
+        "check",
+        "--format",
+        "json",
+        "--engine",
+        "anthropic",
+        session,
+    ]);
     let report: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
     let checked = &report["sessions"][0];
     let finding = &checked["findings"][0];
