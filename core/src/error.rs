@@ -4,6 +4,9 @@ use miette::{Diagnostic, SourceSpan};
 use thiserror::Error;
 
 use crate::excerpt::Excerpt;
+use crate::locate::Locator;
+use crate::path::PartPath;
+use crate::session::SessionFile;
 
 /// A problem with an input file, a template or a tokenizer.
 ///
@@ -87,11 +90,14 @@ pub enum InputError {
         span: SourceSpan,
     },
 
-    #[error("{path}:{line}: turn {turn} cannot be rendered")]
+    /// Built by [`InputError::turn`], which places it.
+    #[error("{}: turn {turn} cannot be rendered", file_place(path, *line, *column))]
     #[diagnostic(code(kvlint::render))]
     Turn {
         path: String,
         line: usize,
+        /// 0 when the error is about the turn as a whole (placed at its line).
+        column: usize,
         turn: usize,
         #[diagnostic_source]
         source: Box<dyn Diagnostic + Send + Sync>,
@@ -162,6 +168,18 @@ pub enum InputError {
         reason: String,
     },
 
+    /// The request refused for one of its parts (`part`, a path in the body).
+    #[error("{engine} refuses the request: {reason} (at `{part}`)")]
+    #[diagnostic(
+        code(kvlint::refused),
+        help("the engine answers this body with HTTP 400 before rendering it; fix the request")
+    )]
+    RefusedPart {
+        engine: &'static str,
+        reason: String,
+        part: PartPath,
+    },
+
     /// A request the engine accepts, through a path kvlint does not reproduce.
     #[error("kvlint does not model how {engine} renders {what}")]
     #[diagnostic(code(kvlint::not_modelled))]
@@ -213,16 +231,37 @@ impl InputError {
             | Self::TemplateLimit { path, .. }
             | Self::TemplateSyntax { path, .. } => path,
             // About a request, not a file: the `Turn` error around them names the file.
-            Self::Refused { .. } | Self::NotModelled { .. } => "",
+            Self::Refused { .. } | Self::RefusedPart { .. } | Self::NotModelled { .. } => "",
+        }
+    }
+
+    /// Turn `index` of `session` cannot be rendered because of `source`: placed at the part
+    /// of the body `source` names, or at the line the turn starts on.
+    pub fn turn(session: &SessionFile, index: usize, source: InputError) -> Self {
+        let part = match &source {
+            Self::RefusedPart { part, .. } => session.locate(index, part, 0),
+            _ => None,
+        };
+        let (line, column) = match part.map(|offset| session.line_column(offset)) {
+            Some(position) => (position.line, position.column),
+            None => (session.turn_line(index), 0),
+        };
+        Self::Turn {
+            path: session.path.clone(),
+            line,
+            column,
+            turn: index,
+            source: Box::new(source),
         }
     }
 }
 
-/// `path:line:column`, or `path` alone for an error about the whole file (line 0).
+/// `path:line:column`, `path:line` for an error about a whole line (column 0), or `path`
+/// alone for an error about the whole file (line 0).
 fn file_place(path: &str, line: usize, column: usize) -> String {
-    if line == 0 {
-        path.to_owned()
-    } else {
-        format!("{path}:{line}:{column}")
+    match (line, column) {
+        (0, _) => path.to_owned(),
+        (line, 0) => format!("{path}:{line}"),
+        (line, column) => format!("{path}:{line}:{column}"),
     }
 }

@@ -209,6 +209,25 @@ impl Config {
                 .map(|at| SourceSpan::from((at, name.len())));
             return Err(error(format!("unknown rule `{name}`"), span));
         }
+        if let Some(spec) = &options.engine
+            && let Err(problem) = spec.parse::<kvlint_core::cache::Engine>()
+        {
+            return Err(error(problem.to_string(), value_span(text, "engine")));
+        }
+        if let Some(tokenizer) = &options.tokenizer {
+            // Resolved as `resolve` does, against the configuration's folder.
+            let resolved = path
+                .parent()
+                .map_or_else(|| tokenizer.clone(), |folder| folder.join(tokenizer));
+            if !resolved.is_file() {
+                let message = format!(
+                    "tokenizer `{}`: no such file ({}: paths are read from this file's folder)",
+                    tokenizer.display(),
+                    resolved.display()
+                );
+                return Err(error(message, value_span(text, "tokenizer")));
+            }
+        }
         if let Some((key, message)) = options.template_limits.invalid() {
             // The key in its table (`[template-limits]`, `[tool.kvlint.template-limits]`).
             let table = text.find("template-limits").unwrap_or(0);
@@ -289,6 +308,24 @@ impl Config {
             })
             .collect()
     }
+}
+
+/// The span of the value a top-level `key = value` line sets (the first such line), for an
+/// error about that value.
+fn value_span(text: &str, key: &str) -> Option<SourceSpan> {
+    let mut line_start = 0;
+    for line in text.split_inclusive('\n') {
+        let assigned = line
+            .trim_start()
+            .strip_prefix(key)
+            .and_then(|rest| rest.trim_start().strip_prefix('='));
+        if let Some(assigned) = assigned {
+            let value_start = line_start + line.len() - assigned.trim_start().len();
+            return Some(SourceSpan::from((value_start, assigned.trim().len())));
+        }
+        line_start += line.len();
+    }
+    None
 }
 
 fn absolute(path: &Path) -> PathBuf {
@@ -377,6 +414,31 @@ mod tests {
         .unwrap_err();
         assert_eq!(error.message, "unknown rule `no-such-rule`");
         assert_eq!(error.span.map(|span| span.offset()), Some(8));
+    }
+
+    #[test]
+    fn an_engine_or_tokenizer_kvlint_cannot_use_points_at_its_value() {
+        let text = "min-tokens-lost = 3\nengine = \"vllm:block=0\"\n";
+        let error = Config::parse(Path::new("kvlint.toml"), text, false).unwrap_err();
+        assert!(
+            error.message.contains("`block` must be a positive integer"),
+            "{}",
+            error.message
+        );
+        assert_eq!(
+            error.span.map(|span| (span.offset(), span.len())),
+            Some((29, 14))
+        );
+        let text = "[tool.kvlint]\ntokenizer = \"nowhere/tokenizer.json\"\n";
+        let error = Config::parse(Path::new("pyproject.toml"), text, true).unwrap_err();
+        assert!(
+            error
+                .message
+                .contains("tokenizer `nowhere/tokenizer.json`: no such file"),
+            "{}",
+            error.message
+        );
+        assert_eq!(error.span.map(|span| span.offset()), Some(26));
     }
 
     #[test]

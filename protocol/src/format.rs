@@ -118,7 +118,9 @@ impl BodyFormat {
 }
 
 /// Whether a body is a Converse request: a `toolConfig` or `inferenceConfig`, or blocks keyed
-/// by kind (no `type`) in `system` or the messages' `content`.
+/// by kind (no `type`) in `system` or the messages' `content`. Converse names its model in the
+/// URL (`POST /model/{modelId}/converse`), never in the body: a body with a `model` and a block
+/// without `type` is an OpenAI or Anthropic body with a broken block, which its reader refuses.
 fn is_converse(body: &Map<String, Value>) -> bool {
     let keyed_blocks = |blocks: Option<&Value>| {
         blocks.and_then(Value::as_array).is_some_and(|blocks| {
@@ -134,15 +136,16 @@ fn is_converse(body: &Map<String, Value>) -> bool {
     };
     body.contains_key("toolConfig")
         || body.contains_key("inferenceConfig")
-        || keyed_blocks(body.get("system"))
-        || body
-            .get("messages")
-            .and_then(Value::as_array)
-            .is_some_and(|messages| {
-                messages
-                    .iter()
-                    .any(|message| keyed_blocks(message.get("content")))
-            })
+        || !body.contains_key("model")
+            && (keyed_blocks(body.get("system"))
+                || body
+                    .get("messages")
+                    .and_then(Value::as_array)
+                    .is_some_and(|messages| {
+                        messages
+                            .iter()
+                            .any(|message| keyed_blocks(message.get("content")))
+                    }))
 }
 
 #[cfg(test)]
@@ -186,6 +189,16 @@ mod tests {
             (
                 json!({"messages": [{"role": "user", "content": [{"text": "hi"}]}]}),
                 BodyFormat::BedrockConverse,
+            ),
+            // A block without `type` in a body naming its model: not Converse's, which names
+            // the model in the URL.
+            (
+                json!({"model": "gpt-4o", "messages": [{"role": "user", "content": [{"text": "hi"}]}]}),
+                BodyFormat::OpenAiChat,
+            ),
+            (
+                json!({"model": "claude-sonnet-4-5", "messages": [{"role": "user", "content": [{"text": "hi"}]}]}),
+                BodyFormat::AnthropicMessages,
             ),
             // A tool message is OpenAI's, whatever the model is called.
             (

@@ -237,12 +237,7 @@ pub fn visit_turns<E: From<InputError>>(
                   spare: Option<Rendered>| {
         renderer
             .render_reusing(&turn.request, previous, spare)
-            .map_err(|source| InputError::Turn {
-                path: session.path.clone(),
-                line: session.turn_line(index),
-                turn: index,
-                source: Box::new(source),
-            })
+            .map_err(|source| InputError::turn(session, index, source))
     };
     // The turn before the range, rendered again: the first turn of the range is diffed with it.
     let mut previous = match range.start.checked_sub(1) {

@@ -1,14 +1,15 @@
 //! Whether an application prompt template is well formed, before its placeholders are read:
-//! Mustache sections and Handlebars blocks closed in order, every `{{` closed, and the front
-//! matter of a Dotprompt or Prompty file valid YAML. A template that is not would fail where
-//! it is rendered; its placeholders cannot be placed.
+//! Mustache sections and Handlebars blocks closed in order, every `{{` closed, and front
+//! matter valid YAML. A template that is not would fail where it is rendered; its placeholders
+//! cannot be placed.
 
 use crate::error::InputError;
 use crate::excerpt::Excerpt;
 use crate::locate::LineColumn;
 
 /// Checks the syntax of the template at `path` that its extension names: block balance for
-/// Mustache, Handlebars and Dotprompt bodies; YAML for Dotprompt and Prompty front matter.
+/// Mustache, Handlebars and Dotprompt bodies; YAML for front matter, which Dotprompt, Prompty
+/// and `.prompt` files must close.
 pub fn check_template_syntax(path: &str, text: &str) -> Result<(), InputError> {
     let extension = path.rsplit('.').next().unwrap_or_default();
     let error = |offset: usize, len: usize, message: String, help: Option<String>| {
@@ -24,12 +25,11 @@ pub fn check_template_syntax(path: &str, text: &str) -> Result<(), InputError> {
             help,
         }
     };
-    let body_start = match extension {
-        "dotprompt" | "prompty" => {
-            front_matter_end(text).map_err(|(offset, message)| error(offset, 3, message, None))?
-        }
-        _ => 0,
-    };
+    // Any prompt template may open with front matter (its body is read after it); in the
+    // formats made of front matter and a body, a `---` opening none is an error too.
+    let requires_closing = matches!(extension, "dotprompt" | "prompty" | "prompt");
+    let body_start = front_matter_end(text, requires_closing)
+        .map_err(|(offset, message)| error(offset, 3, message, None))?;
     if matches!(extension, "mustache" | "hbs" | "handlebars" | "dotprompt") {
         blocks_balance(&text[body_start..]).map_err(|problem| {
             error(
@@ -44,8 +44,8 @@ pub fn check_template_syntax(path: &str, text: &str) -> Result<(), InputError> {
 }
 
 /// Where the body starts after valid front matter (`---` … `---`), or where and why it is
-/// not valid.
-fn front_matter_end(text: &str) -> Result<usize, (usize, String)> {
+/// not valid. A `---` line never closed is no front matter unless `requires_closing`.
+fn front_matter_end(text: &str, requires_closing: bool) -> Result<usize, (usize, String)> {
     let Some(rest) = text
         .strip_prefix("---\n")
         .or_else(|| text.strip_prefix("---\r\n"))
@@ -60,6 +60,9 @@ fn front_matter_end(text: &str) -> Result<usize, (usize, String)> {
         found
     });
     let Some((yaml_end, body_start)) = end else {
+        if !requires_closing {
+            return Ok(0);
+        }
         return Err((
             0,
             "the front matter opened by `---` is never closed by a `---` line".into(),
@@ -214,6 +217,8 @@ mod tests {
                 "---\nname: x\n---\n{% for m in messages %}{{ m }}{% endfor %}",
             ),
             ("a.mustache", "{{=<% %>=}}<%#a%>"),
+            // A `---` rule opening a Jinja or Markdown prompt, never closed: text.
+            ("a.j2", "---\nHi {{ name }}"),
         ] {
             assert_eq!(problem(path, text), None, "{path}: {text}");
         }
@@ -251,6 +256,16 @@ mod tests {
                 "a.prompty",
                 "---\nname: x\nHi",
                 "a.prompty:1:1: the front matter opened by `---` is never closed",
+            ),
+            (
+                "a.j2",
+                "---\nmodel: [a, b\n---\nAt {{ now }} answer.",
+                "a.j2:3:1: invalid YAML in the front matter",
+            ),
+            (
+                "a.prompt",
+                "---\nname: x\nHi {now}",
+                "a.prompt:1:1: the front matter opened by `---` is never closed",
             ),
             (
                 "a.dotprompt",

@@ -173,9 +173,10 @@ impl Renderer {
                     .iter()
                     .find(|tool| tool.is_nameless_function())
                 {
-                    return Err(InputError::Refused {
+                    return Err(InputError::RefusedPart {
                         engine: "the API",
-                        reason: format!("a function tool must have a `name` (at `{}`)", tool.path),
+                        reason: "a function tool must have a `name`".into(),
+                        part: tool.path.clone(),
                     });
                 }
                 Ok(render_parts(request, tokenizer, previous, spare))

@@ -139,12 +139,7 @@ fn render_session(
                 previous = Some((turn, rendered));
             }
             Err(source) => {
-                let error = InputError::Turn {
-                    path: session.path.clone(),
-                    line: session.turn_line(index),
-                    turn: index,
-                    source: Box::new(source),
-                };
+                let error = InputError::turn(session, index, source);
                 turns.push(RenderedTurn {
                     index,
                     format: turn.request.format.name(),

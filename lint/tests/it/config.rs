@@ -191,7 +191,7 @@ fn each_session_is_checked_with_the_defaults_of_its_own_configuration() {
         "{output}"
     );
     // A configuration naming a tokenizer that is not there: its sessions are not checked, and
-    // the error names the configuration; the other project is checked.
+    // the error names the configuration and the place of the key; the other project is checked.
     std::fs::write(
         folder.join("other/kvlint.toml"),
         "tokenizer = \"missing/tokenizer.json\"\n",
@@ -200,10 +200,10 @@ fn each_session_is_checked_with_the_defaults_of_its_own_configuration() {
     let (code, output) = kvlint(&folder, &["check", "sessions", "other"]);
     assert_eq!(code, 2, "{output}");
     assert!(
-        output.contains("other/kvlint.toml: cannot check the sessions under this"),
+        output.contains("other/kvlint.toml: tokenizer `missing/tokenizer.json`"),
         "{output}"
     );
-    assert!(output.contains("missing/tokenizer.json"), "{output}");
+    assert!(output.contains("other/kvlint.toml:1:13]"), "{output}");
     assert!(output.contains("checked 1 sessions"), "{output}");
     std::fs::remove_dir_all(&folder).ok();
 }

@@ -33,35 +33,6 @@ fn a_session_id_before_shared_instructions_is_a_warning() {
     assert_eq!(report["templates"][1]["findings"], serde_json::json!([]));
 }
 
-/// Application templates that name messages, roles and special tokens in their prose, or read a
-/// message count and a message's role, are checked as application templates: a request id
-/// before their stable text is found, as it is in the same text saying "notes".
-#[test]
-fn application_templates_that_mention_messages_are_checked_as_application_templates() {
-    let run = kvlint(&[
-        "template",
-        "--format",
-        "json",
-        "fixtures/templates/prompts/messages-in-prose.j2",
-        "fixtures/templates/prompts/message-fields.j2",
-    ]);
-    assert_eq!(run.code, 1, "{}", run.stdout);
-    let report: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
-    for (template, variable, line) in [(0, "request_id", 1), (1, "run_id", 3)] {
-        let template = &report["templates"][template];
-        assert_eq!(template["kind"], "prompt", "{template}");
-        let findings = template["findings"].as_array().unwrap();
-        assert_eq!(findings.len(), 1, "{findings:?}");
-        assert_eq!(findings[0]["code"], "KV102");
-        assert_eq!(findings[0]["span"]["line"], line);
-        let message = findings[0]["message"].as_str().unwrap();
-        assert!(
-            message.contains(&format!("`{variable}` changes every turn")),
-            "{message}"
-        );
-    }
-}
-
 #[test]
 fn a_time_of_day_in_a_chat_template_breaks_every_request() {
     let run = kvlint(&[
