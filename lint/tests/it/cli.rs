@@ -460,6 +460,9 @@ fn prompt_templates_with_volatile_variables_before_stable_text() {
     let expected = [
         ("agent.prompt", "volatile-id", 1, 9),
         ("agent.prompt", "volatile-counter", 1, 51),
+        // Jinja that names messages, roles and special tokens without rendering a conversation.
+        ("message-fields.j2", "volatile-id", 3, 5),
+        ("messages-in-prose.j2", "volatile-id", 1, 9),
         ("session.j2", "volatile-id", 1, 9),
         ("support.j2", "volatile-timestamp", 1, 55),
         ("triage.prompty", "volatile-timestamp", 8, 20),
