@@ -134,7 +134,11 @@ fn cache_table(session: &SessionReport) -> Option<String> {
             .findings
             .iter()
             .find(|finding| finding.turn == turn.diff.index)
-            .map(|finding| format!("{} at {}", finding.rule, finding.part))
+            .map(|finding| match finding.part.to_string().as_str() {
+                // A session's finding names no part.
+                "" => finding.rule.to_owned(),
+                part => format!("{} at {part}", finding.rule),
+            })
             .unwrap_or_default();
         let _ = writeln!(
             table,
