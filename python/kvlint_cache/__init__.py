@@ -21,6 +21,8 @@ from importlib.metadata import PackageNotFoundError, version as _version
 
 from kvlint_cache import _kvlint
 from kvlint_cache._kvlint import (
+    ROUTING_KEY_HEADER,
+    SUMMARY_SESSION_KEY,
     CacheWarning,
     Conversation,
     ConversationError,
@@ -40,6 +42,8 @@ except PackageNotFoundError:  # a source tree that was never installed
     __version__ = getattr(_kvlint, "__version__", "0+unknown")
 
 __all__ = [
+    "ROUTING_KEY_HEADER",
+    "SUMMARY_SESSION_KEY",
     "CacheWarning",
     "Conversation",
     "ConversationError",

@@ -87,7 +87,8 @@ def starts_session(body: Mapping[str, Any]) -> bool:
     """Whether a body is the first turn of a conversation: one user message and no answer
     yet (the protocol crate's rule, through the native module). A new conversation that shares
     its key with an earlier one (the prefix key covers only tools and instructions) starts a
-    new session instead of reading as a rewrite."""
+    new session instead of reading as a rewrite, unless its guard was told a break comes
+    (:meth:`Guard.expect_break`): a compaction down to one message is that break."""
     return _kvlint.opens_conversation(body)
 
 
@@ -131,7 +132,9 @@ class GuardSessions:
         if key is None:
             key = session_key(body, headers)
         guard = self.guard_for(key)
-        if starts_session(body):
+        # A compaction down to one user message reads as a new conversation; announced with
+        # `expect_break()`, it is the same session's break, and is counted as one.
+        if starts_session(body) and not guard.is_break_expected:
             guard.reset()
         expected_before = _expected_breaks(guard)
         outcome = guard.observe(dict(body))

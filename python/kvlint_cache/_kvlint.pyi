@@ -1,9 +1,11 @@
 """Type stubs of the native module ``kvlint_cache._kvlint`` (Rust, PyO3).
 
-Every ``dict`` here is a plain JSON-like Python object (``dict``/``list``/``str``/``int``/
-``float``/``bool``/``None``): request bodies in the OpenAI Chat Completions, OpenAI Responses
-or Anthropic Messages format, tool definitions in any of the three APIs' shapes, message
-parts in OpenAI chat or Anthropic shape.
+Every ``dict`` here is a plain JSON-like Python object (``dict``/``list``/``tuple``/``str``/
+``int``/``float``/``bool``/``None``): request bodies in the OpenAI Chat Completions, OpenAI
+Responses or Anthropic Messages format, tool definitions in any of the three APIs' shapes,
+message parts in OpenAI chat or Anthropic shape. A ``set`` or ``frozenset`` anywhere in one
+raises :class:`ConversationError` at the call: it iterates in hash-seed order, so the same
+conversation built in another process would send other bytes (pass a sorted list).
 """
 
 from collections.abc import Iterator, Mapping, Sequence
@@ -14,6 +16,7 @@ from typing_extensions import TypeAlias, disjoint_base
 __all__ = [
     "PROMPT_PATHS",
     "ROUTING_KEY_HEADER",
+    "SUMMARY_SESSION_KEY",
     "CacheWarning",
     "Conversation",
     "ConversationError",
@@ -145,7 +148,10 @@ class Conversation:
         prefix is committed, a new value is shown in the turn tier and then frozen into the
         next appended message as a note."""
     def add_tool(self, definition: Mapping[str, Any]) -> TierChange:
-        """A tool in any of the three APIs' shapes; canonicalized, rendered sorted by name."""
+        """A tool in any of the three APIs' shapes; canonicalized, rendered sorted by name.
+        Fields beside the name, description and schema (OpenAI's ``"strict": true``) are
+        kept and sent after the schema, in key order; ``cache_control`` is not (the
+        conversation places the breakpoints)."""
     def add_turn_context(self, text: str) -> None:
         """Per-request context (time, cwd, budgets): appended to the newest message, dropped
         from the next turn; cleared when the model's answer is appended."""
@@ -161,7 +167,8 @@ class Conversation:
         thinking: Sequence[Mapping[str, Any]] | None = None,
     ) -> None:
         """The model's answer. ``tool_calls``: ``{"id", "name", "arguments"}`` with arguments
-        as a JSON string (its bytes are kept) or a dict (serialized once). ``thinking``:
+        as a JSON string (its bytes are kept) or a dict (serialized once, keys sorted at every
+        depth, lists in their order; a ``set`` raises). ``thinking``:
         Anthropic ``thinking``/``redacted_thinking`` blocks, verbatim (signatures kept)."""
     def push_tool_result(
         self, call_id: str, content: str | Sequence[Mapping[str, Any]]
@@ -174,7 +181,11 @@ class Conversation:
         """Append the content blocks of an Anthropic Messages response."""
     @staticmethod
     def from_body(body: Mapping[str, Any]) -> Conversation:
-        """Rebuild a conversation from a request body of any of the three formats."""
+        """Rebuild a conversation from a request body of any of the three formats. The next
+        body extends the imported one when it was assembled as this package assembles (tools
+        sorted by name and canonical, one system message); otherwise the first body built
+        differs where the import was not (tools sorted, schemas key-sorted), once, and every
+        later one extends it."""
     def to_openai_chat(self, model: str) -> dict[str, Any]:
         """A Chat Completions body (with ``prompt_cache_key``). Commits the prefix."""
     def to_openai_responses(self, model: str) -> dict[str, Any]:
@@ -184,9 +195,11 @@ class Conversation:
         ``max_tokens``: by default the Rust SDK's ``ANTHROPIC_DEFAULT_MAX_TOKENS`` (4096)."""
     def preview(self) -> Conversation:
         """A copy to build bodies from without committing this conversation's prefix."""
-    def compact(self, keep_last: int) -> dict[str, Any]:
+    def compact(self, keep_last: int, *, summary: str | None = None) -> dict[str, Any]:
         """Drop all but the last ``keep_last`` messages (the cut moves to a user message),
-        apply the pending tier changes; returns the CacheBreak (what is lost) as a dict:
+        apply the pending tier changes; ``summary`` (of what is dropped) is folded into the
+        prefix as the session block :data:`SUMMARY_SESSION_KEY`, in the same break, without a
+        warning and in strict mode too. Returns the CacheBreak (what is lost) as a dict:
         ``dropped_messages``, ``kept_messages``, ``kept_beyond_asked``, ``reused_blocks``,
         ``lost_blocks``, ``applied_changes``. When no user message follows the cut, it moves
         back to the last one (an assistant message first is rejected): a
@@ -231,17 +244,27 @@ class Guard:
         """Check the next request body of the session against the last accepted one."""
     def expect_break(self) -> None:
         """The next request breaks the prefix on purpose (after a compaction): its findings
-        are counted as expected and ``mode="error"`` does not refuse it."""
+        are counted as expected and ``mode="error"`` does not refuse it. The guarded clients
+        keep the session when that request reads as a first turn (a compaction down to one
+        message)."""
+    @property
+    def is_break_expected(self) -> bool:
+        """Whether :meth:`expect_break` announced a break not yet observed."""
     def reset(self) -> None:
         """Forget the previous turn: the next request starts a new session."""
     @property
     def counters(self) -> dict[str, Any]:
         """``turns``, ``refused_turns``, ``prompt_tokens``, ``reused_tokens``,
-        ``recomputed_tokens``, ``dropped_tokens``, ``breaks_by_rule`` (dict), ``expected_breaks``."""
+        ``recomputed_tokens``, ``dropped_tokens``, ``breaks_by_rule`` (dict: error and
+        warning findings by rule), ``costs_by_rule`` (dict: info findings by rule, costs by
+        design such as the per-turn tail each turn drops; not breaks), ``expected_breaks``
+        (announced turns that broke the prefix)."""
 
 __version__: str
 ROUTING_KEY_HEADER: str
 """``x-kvlint-routing-key``: the header gateways route a session on."""
+SUMMARY_SESSION_KEY: str
+"""``"summary"``: the session block ``Conversation.compact(summary=...)`` folds a summary into."""
 PROMPT_PATHS: tuple[str, ...]
 """The path endings whose POST bodies are prompts: ``/chat/completions``, ``/responses``,
 ``/messages``."""

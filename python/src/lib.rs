@@ -21,7 +21,7 @@ use kvlint_sdk::{Change, ChangeReport, Effect, GuardMode, Part, Tool, ToolCall};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyIndexError, PyUserWarning, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString};
+use pyo3::types::{PyDict, PyFrozenSet, PyList, PySet, PyString, PyTuple};
 use pythonize::{depythonize, pythonize};
 use serde::Serialize;
 use serde_json::Value;
@@ -49,8 +49,36 @@ fn conversation_error(error: impl std::fmt::Display) -> PyErr {
     ConversationError::new_err(error.to_string())
 }
 
-fn to_value(object: &Bound<'_, PyAny>) -> PyResult<Value> {
+/// JSON data from a Python object. A `set` anywhere in it is refused: it iterates in hash
+/// order, which for strings changes with the process's hash seed (`PYTHONHASHSEED`), so the
+/// same conversation rebuilt in another process would send other bytes. Sorting it instead
+/// would need an order for values of mixed types that JSON does not give; the caller knows
+/// which order it means.
+fn to_value(object: &Bound<'_, PyAny>, name: &str) -> PyResult<Value> {
+    refuse_sets(object, name)?;
     depythonize(object).map_err(|error| PyValueError::new_err(format!("not JSON data: {error}")))
+}
+
+fn refuse_sets(object: &Bound<'_, PyAny>, path: &str) -> PyResult<()> {
+    if object.is_instance_of::<PySet>() || object.is_instance_of::<PyFrozenSet>() {
+        return Err(conversation_error(format!(
+            "`{path}`: a Python set has no order: it is serialized in hash-seed order, so another process sends other bytes and the cache breaks; pass a sorted list"
+        )));
+    }
+    if let Ok(dict) = object.cast::<PyDict>() {
+        for (key, value) in dict.iter() {
+            refuse_sets(&value, &format!("{path}[{}]", key.repr()?))?;
+        }
+    } else if let Ok(list) = object.cast::<PyList>() {
+        for (index, item) in list.iter().enumerate() {
+            refuse_sets(&item, &format!("{path}[{index}]"))?;
+        }
+    } else if let Ok(tuple) = object.cast::<PyTuple>() {
+        for (index, item) in tuple.iter().enumerate() {
+            refuse_sets(&item, &format!("{path}[{index}]"))?;
+        }
+    }
+    Ok(())
 }
 
 fn to_python<'py>(py: Python<'py>, value: &impl Serialize) -> PyResult<Bound<'py, PyAny>> {
@@ -219,7 +247,7 @@ impl Report {
 /// order hosted APIs cache in, tokenized with `o200k_base`).
 #[pyfunction]
 fn check(py: Python<'_>, bodies: &Bound<'_, PyAny>) -> PyResult<Py<Report>> {
-    let bodies: Vec<Value> = to_value(bodies).and_then(|value| match value {
+    let bodies: Vec<Value> = to_value(bodies, "bodies").and_then(|value| match value {
         Value::Array(bodies) => Ok(bodies),
         _ => Err(PyValueError::new_err(
             "bodies: expected a list of request bodies",
@@ -337,11 +365,11 @@ fn warn_kept_beyond_asked(py: Python<'_>, cache_break: &kvlint_sdk::CacheBreak) 
 }
 
 /// Parts from a string, or from blocks in any API's shape.
-fn parts(content: &Bound<'_, PyAny>) -> PyResult<Vec<Part>> {
+fn parts(content: &Bound<'_, PyAny>, name: &str) -> PyResult<Vec<Part>> {
     if content.is_instance_of::<PyString>() {
         return Ok(vec![Part::text(content.extract::<String>()?)]);
     }
-    match to_value(content)? {
+    match to_value(content, name)? {
         Value::Array(blocks) => blocks
             .iter()
             .map(|block| Part::from_block(block).map_err(conversation_error))
@@ -405,7 +433,8 @@ impl Conversation {
     }
 
     fn add_tool(&mut self, py: Python<'_>, definition: &Bound<'_, PyAny>) -> PyResult<TierChange> {
-        let tool = Tool::from_definition(&to_value(definition)?).map_err(conversation_error)?;
+        let tool = Tool::from_definition(&to_value(definition, "definition")?)
+            .map_err(conversation_error)?;
         tier_change(py, self.inner.add_tool(tool))
     }
 
@@ -418,7 +447,7 @@ impl Conversation {
     }
 
     fn push_user(&mut self, py: Python<'_>, content: &Bound<'_, PyAny>) -> PyResult<()> {
-        let parts = parts(content)?;
+        let parts = parts(content, "content")?;
         accepted(py, self.inner.push_user_parts(parts)).map(drop)
     }
 
@@ -431,14 +460,14 @@ impl Conversation {
         thinking: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         let calls = match tool_calls {
-            Some(calls) => match to_value(calls)? {
+            Some(calls) => match to_value(calls, "tool_calls")? {
                 Value::Array(calls) => calls.iter().map(tool_call).collect::<PyResult<_>>()?,
                 _ => return Err(conversation_error("tool_calls: expected a list")),
             },
             None => Vec::new(),
         };
         let mut answer = match thinking {
-            Some(blocks) => parts(blocks)?,
+            Some(blocks) => parts(blocks, "thinking")?,
             None => Vec::new(),
         };
         if !text.is_empty() {
@@ -453,7 +482,7 @@ impl Conversation {
         call_id: &str,
         content: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let parts = parts(content)?;
+        let parts = parts(content, "content")?;
         accepted(py, self.inner.push_tool_result_parts(call_id, parts)).map(drop)
     }
 
@@ -462,7 +491,7 @@ impl Conversation {
         py: Python<'_>,
         response: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let response = to_value(response)?;
+        let response = to_value(response, "response")?;
         accepted(py, self.inner.push_openai_response(&response)).map(drop)
     }
 
@@ -471,7 +500,7 @@ impl Conversation {
         py: Python<'_>,
         response: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let response = to_value(response)?;
+        let response = to_value(response, "response")?;
         accepted(py, self.inner.push_responses_output(&response)).map(drop)
     }
 
@@ -480,14 +509,14 @@ impl Conversation {
         py: Python<'_>,
         response: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let response = to_value(response)?;
+        let response = to_value(response, "response")?;
         accepted(py, self.inner.push_anthropic_response(&response)).map(drop)
     }
 
     #[staticmethod]
     fn from_body(body: &Bound<'_, PyAny>) -> PyResult<Self> {
-        let inner =
-            kvlint_sdk::Conversation::from_body(&to_value(body)?).map_err(conversation_error)?;
+        let inner = kvlint_sdk::Conversation::from_body(&to_value(body, "body")?)
+            .map_err(conversation_error)?;
         Ok(Self { inner })
     }
 
@@ -521,8 +550,17 @@ impl Conversation {
         }
     }
 
-    fn compact<'py>(&mut self, py: Python<'py>, keep_last: usize) -> PyResult<Bound<'py, PyAny>> {
-        let cache_break = self.inner.compact(keep_last);
+    #[pyo3(signature = (keep_last, *, summary = None))]
+    fn compact<'py>(
+        &mut self,
+        py: Python<'py>,
+        keep_last: usize,
+        summary: Option<&str>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let cache_break = match summary {
+            Some(summary) => self.inner.compact_with_summary(keep_last, summary),
+            None => self.inner.compact(keep_last),
+        };
         warn_kept_beyond_asked(py, &cache_break)?;
         to_python(py, &cache_break)
     }
@@ -635,7 +673,7 @@ impl Guard {
     }
 
     fn observe(&mut self, py: Python<'_>, body: &Bound<'_, PyAny>) -> PyResult<Outcome> {
-        let body = to_value(body)?;
+        let body = to_value(body, "body")?;
         match self.inner.observe(&body) {
             Ok(observed) => {
                 let findings = findings(&observed);
@@ -663,13 +701,20 @@ impl Guard {
         self.inner.expect_break();
     }
 
+    #[getter]
+    fn is_break_expected(&self) -> bool {
+        self.inner.is_break_expected()
+    }
+
     fn reset(&mut self) {
         self.inner.reset();
     }
 
     #[getter]
     fn counters<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        to_python(py, self.inner.counters())
+        let counters = to_python(py, self.inner.counters())?;
+        counters.set_item("costs_by_rule", to_python(py, self.inner.costs_by_rule())?)?;
+        Ok(counters)
     }
 }
 
@@ -678,7 +723,7 @@ impl Guard {
 #[pyfunction]
 #[pyo3(signature = (body, headers = Vec::new()))]
 fn session_key(body: &Bound<'_, PyAny>, headers: Vec<(String, String)>) -> PyResult<String> {
-    let body = to_value(body)?;
+    let body = to_value(body, "body")?;
     let headers: Vec<(&str, &str)> = headers
         .iter()
         .map(|(name, value)| (name.as_str(), value.as_str()))
@@ -695,7 +740,9 @@ fn session_key(body: &Bound<'_, PyAny>, headers: Vec<(String, String)>) -> PyRes
 /// ([`kvlint_protocol::key::opens_conversation`]).
 #[pyfunction]
 fn opens_conversation(body: &Bound<'_, PyAny>) -> PyResult<bool> {
-    Ok(kvlint_protocol::key::opens_conversation(&to_value(body)?))
+    Ok(kvlint_protocol::key::opens_conversation(&to_value(
+        body, "body",
+    )?))
 }
 
 /// Runs the `kvlint` command line (`argv[0]` is the program's name); returns the exit code.
@@ -709,6 +756,7 @@ fn _kvlint(module: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = module.py();
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     module.add("ROUTING_KEY_HEADER", kvlint_sdk::ROUTING_KEY_HEADER)?;
+    module.add("SUMMARY_SESSION_KEY", kvlint_sdk::SUMMARY_SESSION_KEY)?;
     module.add(
         "PROMPT_PATHS",
         pyo3::types::PyTuple::new(py, kvlint_protocol::endpoint::PROMPT_PATHS)?,

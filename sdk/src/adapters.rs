@@ -237,19 +237,20 @@ fn responses_items(message: &Message, items: &mut Vec<Value>) {
         })),
         Role::Assistant => {
             // Items in the order the model returned them: reasoning, then each run of text as
-            // one assistant message, then the calls.
+            // one assistant message, then the calls. An assistant message is an output item:
+            // `"type": "message"` with `output_text` parts, as the API returns it; llama-server
+            // takes nothing else (`server-common.cpp`, `convert_responses_to_chatcmpl`: a
+            // string content becomes `input_text`, refused for the assistant with 400).
             let mut texts: Vec<&str> = Vec::new();
             let flush = |texts: &mut Vec<&str>, items: &mut Vec<Value>| {
-                let content = match std::mem::take(texts).as_slice() {
-                    [] => return,
-                    [text] => json!(text),
-                    many => Value::Array(
-                        many.iter()
-                            .filter_map(|text| Part::text(text).block(Api::OpenAiResponses, true))
-                            .collect(),
-                    ),
-                };
-                items.push(json!({"role": "assistant", "content": content}));
+                if texts.is_empty() {
+                    return;
+                }
+                let content: Vec<Value> = std::mem::take(texts)
+                    .into_iter()
+                    .filter_map(|text| Part::text(text).block(Api::OpenAiResponses, true))
+                    .collect();
+                items.push(json!({"type": "message", "role": "assistant", "content": content}));
             };
             for part in message.parts() {
                 match part {

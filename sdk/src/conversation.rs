@@ -633,6 +633,41 @@ impl Conversation {
     /// dropped, the session tier takes its latest values (the notes that carried updates may
     /// be gone).
     pub fn compact(&mut self, keep_last: usize) -> CacheBreak {
+        self.compact_folding(keep_last, false)
+    }
+
+    /// [`Conversation::compact`], folding `summary` (of the messages it drops) into the
+    /// prefix: the session block [`SUMMARY_SESSION_KEY`] takes it, with the other changes
+    /// that waited, in the one break the compaction makes. No warning and, in strict mode, no
+    /// error: a compaction is the place for a prefix change. The summary is stable until the
+    /// next compaction, so it is not checked for volatile values.
+    ///
+    /// ```
+    /// use kvlint_sdk::{Conversation, SUMMARY_SESSION_KEY};
+    ///
+    /// let mut conversation = Conversation::strict();
+    /// conversation.add_static("Be terse.").push_user("Plan the trip.").push_assistant("Rome, then Naples.", []);
+    /// conversation.push_user("And then?");
+    /// conversation.to_openai_chat("gpt-4.1");
+    /// let cache_break = conversation.compact_with_summary(1, "The user plans a trip: Rome, then Naples.");
+    /// assert_eq!(cache_break.dropped_messages, 2);
+    /// assert_eq!(cache_break.reused_blocks, 1); // the static block is still cached
+    /// let body = conversation.to_openai_chat("gpt-4.1");
+    /// assert_eq!(body["messages"][1]["content"], "The user plans a trip: Rome, then Naples.");
+    /// # assert_eq!(SUMMARY_SESSION_KEY, "summary");
+    /// ```
+    pub fn compact_with_summary(
+        &mut self,
+        keep_last: usize,
+        summary: impl AsRef<str>,
+    ) -> CacheBreak {
+        self.session_latest
+            .insert(SUMMARY_SESSION_KEY.to_owned(), nfc(summary.as_ref()));
+        self.compact_folding(keep_last, true)
+    }
+
+    /// Compacts; `fold` applies the session tier's latest values even when nothing is dropped.
+    fn compact_folding(&mut self, keep_last: usize, fold: bool) -> CacheBreak {
         let before = self.fingerprint();
         let naive_cut = self.history.len().saturating_sub(keep_last);
         let is_user = |message: &Message| message.role == Role::User;
@@ -647,7 +682,7 @@ impl Conversation {
         };
         self.history.drain(..cut);
         let mut applied_changes = self.pending_changes();
-        if cut == 0 && self.pending_tools.is_empty() && self.pending_static.is_empty() {
+        if !fold && cut == 0 && self.pending_tools.is_empty() && self.pending_static.is_empty() {
             // Nothing dropped and no prefix change: the notes in history still carry the
             // session updates; folding them in would break the prefix for nothing.
             applied_changes.clear();
@@ -684,6 +719,9 @@ impl Conversation {
         self.fingerprint().key
     }
 }
+
+/// The session block [`Conversation::compact_with_summary`] folds a summary into.
+pub const SUMMARY_SESSION_KEY: &str = "summary";
 
 fn session_update_note(key: &str, text: &str) -> String {
     format!("Session context update ({key}):\n{text}")

@@ -45,12 +45,12 @@ pub enum ConversationError {
 
     /// Strict mode: a change to a tier after the prefix was sent.
     #[error(
-        "{change} after the first request: it waits for compaction and then recomputes {lost_blocks} cached block(s)"
+        "{change} after the first request: strict mode refuses it (it would recompute {lost_blocks} cached block(s)); the prefix changes only at a compaction, which can fold in a summary"
     )]
     #[diagnostic(
         code(kvlint_sdk::committed_tier),
         help(
-            "add it before the first request, put per-turn values in `add_turn_context`, or compact on purpose"
+            "add it before the first request, put per-turn values in `add_turn_context`, or fold a summary into the prefix when compacting (`Conversation::compact_with_summary`)"
         )
     )]
     CommittedTier {

@@ -40,9 +40,13 @@ pub struct GuardCounters {
     pub recomputed_tokens: usize,
     /// Tokens of per-turn tails the next turn drops, by design (info findings).
     pub dropped_tokens: usize,
-    /// Findings by rule name (`volatile-timestamp`, `history-rewrite`, …).
+    /// Error and warning findings by rule name (`volatile-timestamp`, `history-rewrite`, …):
+    /// breaks and likely mistakes. Costs by design (info findings, such as the per-turn tail
+    /// each turn drops) are counted apart: [`Guard::costs_by_rule`].
     pub breaks_by_rule: BTreeMap<String, usize>,
-    /// Error findings after [`Guard::expect_break`]: announced compactions.
+    /// Turns announced with [`Guard::expect_break`] that do not extend the turn before (a
+    /// finding of any severity: a compaction down to one message drops all it had cached,
+    /// and recomputes none of it): announced compactions.
     pub expected_breaks: usize,
 }
 
@@ -200,6 +204,7 @@ pub struct Guard {
     next_turn: usize,
     break_expected: bool,
     counters: GuardCounters,
+    costs_by_rule: BTreeMap<String, usize>,
 }
 
 impl Guard {
@@ -211,6 +216,7 @@ impl Guard {
             next_turn: 0,
             break_expected: false,
             counters: GuardCounters::default(),
+            costs_by_rule: BTreeMap::new(),
         }
     }
 
@@ -273,8 +279,22 @@ impl Guard {
         &self.counters
     }
 
+    /// Info findings by rule name: costs by design, such as the previous turn's per-turn tail
+    /// that the next turn drops (its tokens in [`GuardCounters::dropped_tokens`]), which a
+    /// clean session pays once a turn. Not breaks: [`GuardCounters::breaks_by_rule`] counts
+    /// those. (Kept beside the counters, not in them: a new field would break code that
+    /// builds or destructures [`GuardCounters`].)
+    pub fn costs_by_rule(&self) -> &BTreeMap<String, usize> {
+        &self.costs_by_rule
+    }
+
     pub fn mode(&self) -> GuardMode {
         self.mode
+    }
+
+    /// Whether [`Guard::expect_break`] announced a break the guard has not seen yet.
+    pub fn is_break_expected(&self) -> bool {
+        self.break_expected
     }
 
     /// Forgets the previous turn: the next request starts a new session.
@@ -296,14 +316,15 @@ impl Guard {
         counters.refused_turns += usize::from(refused);
         counters.prompt_tokens += prompt_tokens;
         counters.reused_tokens += reused_tokens;
+        counters.expected_breaks += usize::from(self.break_expected && !diagnostics.is_empty());
         for diagnostic in diagnostics {
-            *counters
-                .breaks_by_rule
-                .entry(diagnostic.rule.to_owned())
-                .or_default() += 1;
+            let by_rule = match diagnostic.severity {
+                Severity::Info => &mut self.costs_by_rule,
+                _ => &mut counters.breaks_by_rule,
+            };
+            *by_rule.entry(diagnostic.rule.to_owned()).or_default() += 1;
             if diagnostic.severity == Severity::Error {
                 counters.recomputed_tokens += diagnostic.tokens_lost;
-                counters.expected_breaks += usize::from(self.break_expected);
             } else {
                 counters.dropped_tokens += diagnostic.tokens_lost;
             }

@@ -175,7 +175,9 @@
 //! [`Tool::new`] (or [`Tool::from_definition`], which reads any of the three APIs' shapes)
 //! canonicalizes the schema: object keys sorted recursively, `required` sorted, arrays whose
 //! order carries meaning (`enum`, `oneOf`, `anyOf`, `allOf`, `prefixItems`, `examples`,
-//! tuple `items`) kept, text in NFC. See [`canonical`].
+//! tuple `items`) kept, text in NFC. See [`canonical`]. Fields beside the name, description
+//! and schema (OpenAI's `"strict": true`) are kept and sent after the schema in key order
+//! ([`Tool::with_extra_field`]).
 //!
 //! ```
 //! use kvlint_sdk::Tool;
@@ -194,7 +196,9 @@
 //! message so that no tool result loses its call), applies the tier changes that were waiting,
 //! and returns a [`CacheBreak`]. [`Conversation::enforce_window`] compacts only when history
 //! outgrows a [`HistoryWindow`], and then by a large step. Tell the guard with
-//! [`Guard::expect_break`].
+//! [`Guard::expect_break`]. [`Conversation::compact_with_summary`] folds a summary of what is
+//! dropped into the prefix in the same break (the session block [`SUMMARY_SESSION_KEY`]):
+//! the one prefix change after the first request that strict mode allows.
 //!
 //! ```
 //! use kvlint_sdk::{Conversation, HistoryWindow};
@@ -395,7 +399,9 @@ mod tool;
 pub use adapters::ANTHROPIC_DEFAULT_MAX_TOKENS;
 pub use change::{Change, ChangeReport, Effect, VolatileValue};
 pub use content::{Part, Source};
-pub use conversation::{CacheBreak, Conversation, HistoryWindow, Message, PrefixChange, Role};
+pub use conversation::{
+    CacheBreak, Conversation, HistoryWindow, Message, PrefixChange, Role, SUMMARY_SESSION_KEY,
+};
 pub use error::ConversationError;
 pub use fingerprint::{PrefixFingerprint, ROUTING_KEY_HEADER, SGLANG_ROUTING_KEY_HEADER};
 #[cfg(feature = "guard")]

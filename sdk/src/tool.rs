@@ -21,12 +21,18 @@ use crate::canonical::{canonical_json, canonical_schema, nfc};
 /// assert_eq!(a, b);
 /// assert_eq!(a.canonical_text(), b.canonical_text());
 /// ```
+///
+/// Fields other than the name, the description and the schema (OpenAI's `"strict": true`,
+/// which changes what the API does) are kept, canonical, and sent after the schema in key
+/// order ([`Tool::extra_fields`]).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(from = "ToolFields")]
 pub struct Tool {
     name: String,
     description: String,
     parameters: Value,
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    extra: Map<String, Value>,
 }
 
 /// A tool as saved: read back through [`Tool::new`], so a restored tool is canonical too.
@@ -35,13 +41,31 @@ struct ToolFields {
     name: String,
     description: String,
     parameters: Value,
+    #[serde(default)]
+    extra: Map<String, Value>,
 }
 
 impl From<ToolFields> for Tool {
     fn from(fields: ToolFields) -> Self {
-        Self::new(fields.name, fields.description, fields.parameters)
+        let tool = Self::new(fields.name, fields.description, fields.parameters);
+        fields
+            .extra
+            .into_iter()
+            .fold(tool, |tool, (key, value)| tool.with_extra_field(key, value))
     }
 }
+
+/// The fields of a definition that are not extra fields: the tool's name, description and
+/// schema (under either API's key), the wrapper's `type`, and `cache_control`, whose
+/// breakpoints the conversation places itself (a fifth one is refused by Anthropic).
+const DEFINITION_FIELDS: [&str; 6] = [
+    "name",
+    "description",
+    "parameters",
+    "input_schema",
+    "type",
+    "cache_control",
+];
 
 /// A tool definition that is not in any format [`Tool::from_definition`] reads.
 #[derive(Debug, Error, miette::Diagnostic)]
@@ -63,7 +87,32 @@ impl Tool {
             name: nfc(name.as_ref()),
             description: nfc(description.as_ref()),
             parameters: canonical_schema(&parameters),
+            extra: Map::new(),
         }
+    }
+
+    /// This tool with one more field sent beside the name, description and schema (such as
+    /// `"strict": true`), canonical ([`canonical_json`]); the fields render in key order.
+    /// The name, description, schema, `type` and `cache_control` are not extra fields: they
+    /// are ignored here.
+    ///
+    /// ```
+    /// use kvlint_sdk::Tool;
+    /// use serde_json::json;
+    ///
+    /// let strict = Tool::new("search", "Search.", json!({"type": "object"})).with_extra_field("strict", json!(true));
+    /// let read = Tool::from_definition(&json!({"type": "function", "function": {"name": "search",
+    ///     "description": "Search.", "parameters": {"type": "object"}, "strict": true}})).unwrap();
+    /// assert_eq!(strict, read);
+    /// assert_eq!(read.extra_fields()["strict"], true);
+    /// ```
+    pub fn with_extra_field(mut self, key: impl AsRef<str>, value: Value) -> Self {
+        let key = nfc(key.as_ref());
+        if !DEFINITION_FIELDS.contains(&key.as_str()) {
+            self.extra.insert(key, canonical_json(&value));
+            self.extra.sort_keys();
+        }
+        self
     }
 
     /// A tool from a definition in any of the three APIs' shapes.
@@ -84,7 +133,14 @@ impl Tool {
             .or_else(|| function.get("input_schema"))
             .cloned()
             .unwrap_or_else(|| json!({"type": "object", "properties": {}}));
-        Ok(Self::new(name, description, parameters))
+        let tool = Self::new(name, description, parameters);
+        Ok(function
+            .as_object()
+            .into_iter()
+            .flatten()
+            .fold(tool, |tool, (key, value)| {
+                tool.with_extra_field(key, value.clone())
+            }))
     }
 
     pub fn name(&self) -> &str {
@@ -100,10 +156,20 @@ impl Tool {
         &self.parameters
     }
 
+    /// Fields sent beside the name, description and schema, in key order (see
+    /// [`Tool::with_extra_field`]).
+    pub fn extra_fields(&self) -> &Map<String, Value> {
+        &self.extra
+    }
+
     /// The one serialization of this tool (canonical JSON), as the prefix fingerprint hashes it.
     pub fn canonical_text(&self) -> String {
-        json!({"description": self.description, "name": self.name, "parameters": self.parameters})
-            .to_string()
+        let mut fields = self.extra.clone();
+        fields.insert("description".into(), json!(self.description));
+        fields.insert("name".into(), json!(self.name));
+        fields.insert("parameters".into(), self.parameters.clone());
+        fields.sort_keys();
+        Value::Object(fields).to_string()
     }
 
     /// `{"type": "function", "function": {"name", "description", "parameters"}}`
@@ -134,6 +200,7 @@ impl Tool {
             );
         }
         fields.insert(schema_key.into(), self.parameters.clone());
+        fields.extend(self.extra.clone());
         fields
     }
 }

@@ -304,7 +304,38 @@ fn the_guard_refuses_breaks_in_error_mode_unless_announced() {
     assert_eq!(counters.turns, 4);
     assert!(counters.reused_tokens > 0 && counters.recomputed_tokens > 0);
     assert!(counters.dropped_tokens > 0);
-    assert_eq!(counters.breaks_by_rule["history-rewrite"], 2);
+    // The compaction is a break; the dropped turn tier, a cost by design, is counted apart.
+    assert_eq!(counters.breaks_by_rule["history-rewrite"], 1);
+    assert_eq!(guard.costs_by_rule()["history-rewrite"], 1);
+}
+
+#[test]
+fn an_announced_compaction_to_one_message_is_counted_whatever_its_findings_cost() {
+    let mut conversation = started();
+    conversation
+        .push_user("List the files.")
+        .into_result()
+        .unwrap();
+    let mut guard = Guard::new(Renderer::provider(), GuardMode::Error);
+    for turn in 0..3 {
+        guard
+            .observe(&conversation.to_openai_chat("gpt-4.1"))
+            .unwrap();
+        conversation
+            .push_assistant(format!("answer {turn}"), [])
+            .push_user(format!("question {turn}"))
+            .into_result()
+            .unwrap();
+    }
+    assert_eq!(conversation.compact(1).kept_messages, 1);
+    guard.expect_break();
+    assert!(guard.is_break_expected());
+    let findings = guard
+        .observe(&conversation.to_openai_chat("gpt-4.1"))
+        .unwrap();
+    assert!(!findings.is_empty());
+    assert!(!guard.is_break_expected());
+    assert_eq!(guard.counters().expected_breaks, 1);
 }
 
 #[test]
