@@ -20,8 +20,10 @@ macro_rules! register_rules {
 
 register_rules! {
     tool_order::ToolOrder,
+    list_order::ListOrder,
     tool_set_change::ToolSetChange,
     json_reserialized::JsonReserialized,
+    system_merged::SystemMerged,
     volatile_timestamp::VolatileTimestamp,
     volatile_id::VolatileId,
     volatile_counter::VolatileCounter,
@@ -72,4 +74,43 @@ pub(crate) fn quoted_list(names: &[&str]) -> String {
         [one] => one.clone(),
         [init @ .., last] => format!("{} and {last}", init.join(", ")),
     }
+}
+
+/// A text as messages quote it: its first line that is not a lone tag (`<system-reminder>`),
+/// cut after its last word within 40 characters.
+pub(crate) fn excerpt(text: &str) -> String {
+    let lone_tag = |line: &str| line.starts_with('<') && line.ends_with('>') && !line.contains(' ');
+    let mut lines = text.lines().map(str::trim).filter(|line| !line.is_empty());
+    let line = lines
+        .clone()
+        .find(|line| !lone_tag(line))
+        .or_else(|| lines.next())
+        .unwrap_or_default();
+    match line.char_indices().nth(40) {
+        Some((cut, _)) => {
+            let head = &line[..cut];
+            let words = if line[cut..].starts_with(' ') {
+                head
+            } else {
+                head.rsplit_once(' ').map_or(head, |(words, _)| words)
+            };
+            format!("{}…", words.trim_end())
+        }
+        None => line.to_owned(),
+    }
+}
+
+/// The messages of the findings `kvlint check` gives on a fixture session of
+/// `fixtures/rules/` (its rule, turn and place are checked by `tests/fixtures.rs`).
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+pub(crate) fn fixture_messages(fixture: &str) -> Vec<String> {
+    let path = kvlint_fixtures::root().join("rules").join(fixture);
+    let session = kvlint_core::SessionFile::read(&path).unwrap();
+    crate::check_session(&session, &kvlint_core::Renderer::provider(), None)
+        .unwrap()
+        .findings
+        .into_iter()
+        .map(|finding| finding.message)
+        .collect()
 }
