@@ -140,9 +140,11 @@ def test_a_multi_turn_responses_conversation_is_accepted_by_llama_server(llama_s
     client, http = client_for(llama_server, lambda: Guard(mode="error"), captured)
     conversation = Conversation(strict=True)
     conversation.add_static("You are a file agent. Answer in one line.")
+    conversation.add_session("memory", "The user prefers short answers.")  # a developer item
     conversation.add_tool(LIST_FILES)
     conversation.push_user("Which files are there?")
     for turn in range(3):
+        conversation.add_turn_context(OPEN_FILES[turn])
         body = conversation.to_openai_responses(MODEL)
         response = client.responses.create(**body, max_output_tokens=8)  # 400 here is the bug
         text = response.output_text or f"answer {turn}"
@@ -159,8 +161,8 @@ def test_a_multi_turn_responses_conversation_is_accepted_by_llama_server(llama_s
     for item in assistant_items:
         assert item["type"] == "message"
         assert [part["type"] for part in item["content"]] == ["output_text"]
-    for before, after in zip(sent, sent[1:]):
-        assert after["input"][: len(before["input"])] == before["input"]
+    for before, after in zip(sent, sent[1:]):  # each extends the one before, but its turn tier
+        assert after["input"][: len(before["input"]) - 1] == before["input"][:-1]
     (guard,) = http.kvlint_guard.guards.values()
     assert guard.counters["breaks_by_rule"] == {} and guard.counters["refused_turns"] == 0
 
