@@ -59,28 +59,22 @@ pub fn audit_session(
             minimum,
         }];
     }
-    // The later turn of each pair decides the minimum its read needs.
-    let shared: Vec<(usize, usize)> = common_with_next
+    // The prefixes a later turn could read: as long as its model's minimum.
+    let cacheable: Vec<usize> = common_with_next
         .iter()
-        .zip(minimums.iter().skip(1))
-        .map(|(common, minimum)| (*common, *minimum))
+        .zip(&minimums[1..])
+        .filter(|(common, minimum)| common >= minimum)
+        .map(|(common, _)| *common)
         .collect();
-    let Some(&(longest_prefix, minimum)) = shared.iter().max_by_key(|(common, _)| *common) else {
+    let Some(&longest_prefix) = cacheable.iter().max() else {
         return Vec::new();
     };
-    if longest_prefix < minimum {
-        return Vec::new();
-    }
     match engine {
         Engine::Anthropic { .. } if turns.iter().all(|turn| turn.breakpoint_blocks.is_empty()) => {
             vec![SessionIssue::NoBreakpoint {
-                repeated_tokens: shared
-                    .iter()
-                    .filter(|(common, minimum)| common >= minimum)
-                    .map(|(common, _)| common)
-                    .sum(),
+                repeated_tokens: cacheable.iter().sum(),
                 longest_prefix,
-                minimum,
+                minimum: minimums[0],
             }]
         }
         Engine::OpenAi { .. } if turns.iter().all(|turn| turn.cache_routing_key.is_none()) => {
