@@ -35,6 +35,13 @@ pub struct Args {
     /// request is read off their metrics when the gateway sends no --replica-header.
     #[arg(long, value_name = "URL")]
     pub replica_metrics: Vec<String>,
+    /// Where the proxy asks the engine for its tokens and settings (`/apply-template`,
+    /// `/tokenize`, `/metrics`, `/slots`): one replica's base URL. Default: the first
+    /// --replica-metrics, else the upstream. Behind a balancing gateway, give one (or
+    /// --replica-metrics): the proxy's own requests then do not pass through the gateway and
+    /// shift its balancing.
+    #[arg(long, value_name = "URL")]
+    pub engine_api: Option<String>,
     /// Write each session as `{request, response}` lines (what `kvlint check` reads) into
     /// this folder. Headers, and so API keys, are never written.
     #[arg(long, value_name = "DIR")]
@@ -54,8 +61,9 @@ pub struct Args {
     /// `add_header X-Kvlint-Replica $upstream_addr always;`).
     #[arg(long, default_value = "x-kvlint-replica", value_name = "NAME")]
     pub replica_header: String,
-    /// Do not ask the engine for its tokens to predict what it serves from cache (two small
-    /// requests per turn, beside the forwarding path): counts, findings and records only.
+    /// Do not ask the engine for its tokens to predict what it serves from cache (three small
+    /// requests per turn, beside the forwarding path: the prompt's template and tokens, the
+    /// answer's tokens): counts, findings and records only.
     #[arg(long)]
     pub no_prediction: bool,
     /// Print a summary line (requests, prompt tokens, served from cache, predicted, lost)
@@ -74,6 +82,7 @@ pub fn run(args: Args) -> miette::Result<Outcome> {
         balance: args.balance,
         upstream_ca: args.upstream_ca,
         replica_metrics: args.replica_metrics,
+        engine_api: args.engine_api,
         record: args.record,
         redact: args.redact,
         metrics: args.metrics,

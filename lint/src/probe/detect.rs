@@ -3,6 +3,7 @@
 
 use kvlint_core::cache::Engine;
 use kvlint_protocol::EngineName;
+use kvlint_workload::{CacheSize, SimEngine};
 use serde_json::Value;
 
 use super::client::Client;
@@ -60,6 +61,43 @@ impl Client {
                 model: model.map(str::to_owned),
             },
             EngineName::DeepSeek => Engine::DeepSeek,
+        }
+    }
+
+    /// The replica cache `kvlint simulate` models this self-hosted engine with, set up as the
+    /// engine reports: vLLM's block size and its KV cache's blocks (`num_gpu_blocks`), SGLang's
+    /// page size, llama.cpp's slots (`/slots`); `None` for a hosted API. llama-server does not
+    /// report its host prompt cache's size (`--cache-ram`, on by default at 8 GiB): it is
+    /// modelled as holding every prompt saved to it.
+    pub(crate) fn replica_cache(&self, model: &Engine) -> Option<(SimEngine, CacheSize)> {
+        let to_u32 = |value: usize| u32::try_from(value).unwrap_or(u32::MAX).max(1);
+        match model {
+            Engine::Vllm { block, .. } => {
+                let metrics = self.get_text("/metrics").unwrap_or_default();
+                let blocks = prometheus_label(&metrics, "vllm:cache_config_info", "num_gpu_blocks")
+                    .and_then(|value| value.parse().ok())
+                    .map_or(CacheSize::Unbounded, CacheSize::Blocks);
+                Some((
+                    SimEngine::Vllm {
+                        block: to_u32(*block),
+                    },
+                    blocks,
+                ))
+            }
+            Engine::Sglang { page } => Some((
+                SimEngine::Sglang {
+                    page: to_u32(*page),
+                },
+                CacheSize::Unbounded,
+            )),
+            Engine::LlamaCpp { .. } => Some((
+                SimEngine::LlamaCpp {
+                    slots: to_u32(self.slot_count().unwrap_or(1)),
+                    block: 1,
+                },
+                CacheSize::Unbounded,
+            )),
+            _ => None,
         }
     }
 

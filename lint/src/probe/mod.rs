@@ -30,5 +30,4 @@ pub use fleet::{Fleet, probe_fleet};
 pub use hosted::probe_hosted;
 pub use replay::probe_session;
 
-pub(crate) use predict::predicted_cached;
-pub(crate) use replay::{chat_request, engine_tokens};
+pub(crate) use replay::{chat_request, engine_text_tokens, engine_tokens};

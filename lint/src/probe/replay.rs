@@ -127,6 +127,20 @@ pub(crate) fn chat_request(request: &Request, model: Option<&str>) -> Value {
     body
 }
 
+/// The engine's tokens of a text it generated (no special tokens added), as the next prompt
+/// holds them.
+pub(crate) fn engine_text_tokens(
+    client: &Client,
+    kind: EngineName,
+    text: &str,
+) -> Result<Vec<u32>, Failure> {
+    let request = match kind {
+        EngineName::LlamaCpp => json!({"content": text, "add_special": false}),
+        _ => json!({"prompt": text, "add_special_tokens": false}),
+    };
+    token_ids(&client.post("/tokenize", &request)?)
+}
+
 /// The prompt tokens the engine computes for a chat request.
 pub(crate) fn engine_tokens(
     client: &Client,
@@ -156,6 +170,11 @@ pub(crate) fn engine_tokens(
             client.post("/tokenize", &request)?
         }
     };
+    token_ids(&response)
+}
+
+/// The `tokens` of a `/tokenize` response (ids, or `{id, piece}` objects).
+fn token_ids(response: &Value) -> Result<Vec<u32>, Failure> {
     response
         .get("tokens")
         .and_then(Value::as_array)

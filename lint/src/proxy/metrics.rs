@@ -5,9 +5,23 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 
-/// Why a session's reusable prefix was computed again (see the analysis).
-pub(super) const LOST_CAUSES: [&str; 5] =
-    ["locality", "eviction", "ttl", "below_minimum", "unknown"];
+/// Why a session's reusable prefix was computed again when the serving side lost it (see the
+/// analysis); an application's break is counted under its rule's name.
+pub(super) const LOST_CAUSES: [&str; 6] = [
+    "locality",
+    "eviction",
+    "locality_or_eviction",
+    "ttl",
+    "below_minimum",
+    "unknown",
+];
+
+/// Every cause `kvlint_prompt_tokens_lost` counts: the serving side's, then each rule's.
+fn all_causes() -> impl Iterator<Item = &'static str> {
+    LOST_CAUSES
+        .into_iter()
+        .chain(kvlint_rules::RULES.iter().map(|rule| rule.meta().name))
+}
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Upstream {
@@ -71,7 +85,7 @@ impl Metrics {
         let lost_tokens = Family::<Cause, Counter>::default();
         registry.register(
             "kvlint_prompt_tokens_lost",
-            "Prompt tokens a session's previous turn had made reusable that the engine computed again, by cause (locality: another replica served the turn; eviction: the replica's cache moved on; ttl: longer than the hosted cache keeps a prefix since the previous turn; below_minimum: a prompt shorter than the API caches; unknown)",
+            "Prompt tokens a session's previous turn had made reusable that the upstream computed again, by cause: the application's break, named by the kvlint rule that finds it (volatile-prefix, tool-order, ...: the tokens of the previous prompt after the first changed one); or, on the serving side, locality (another replica served the turn), eviction (the same replica, whose cache moved on), locality_or_eviction (the replica is not known: no replica header, no --replica-metrics), ttl (longer than the hosted cache keeps a prefix since the previous turn), below_minimum (a prompt shorter than the API caches), unknown",
             lost_tokens.clone(),
         );
         let findings = Family::<Rule, Counter>::default();
@@ -107,7 +121,7 @@ impl Metrics {
             ] {
                 let _created = family.get_or_create(&labels);
             }
-            for cause in LOST_CAUSES {
+            for cause in all_causes() {
                 let _created = lost_tokens.get_or_create(&Cause {
                     upstream: upstream.clone(),
                     cause: cause.to_owned(),
@@ -199,7 +213,7 @@ impl Metrics {
             .upstreams
             .iter()
             .flat_map(|upstream| {
-                LOST_CAUSES.into_iter().map(|cause| Cause {
+                all_causes().map(|cause| Cause {
                     upstream: upstream.clone(),
                     cause: cause.to_owned(),
                 })

@@ -82,6 +82,8 @@ pub struct Settings {
     pub upstream_ca: Option<PathBuf>,
     /// Replicas behind a gateway whose metrics tell which one served a request.
     pub replica_metrics: Vec<String>,
+    /// Where the engine is asked for its tokens and settings (`--engine-api`).
+    pub engine_api: Option<String>,
     pub record: Option<PathBuf>,
     /// Record placeholders of the same length and shape instead of the conversation's text.
     pub redact: bool,
@@ -184,6 +186,13 @@ pub fn serve(settings: Settings) -> Result<(), ProxyError> {
             kind: settings.engine_kind,
             authorities: authorities.clone(),
             predict: settings.predict,
+            // Behind one gateway, a replica named by --engine-api or --replica-metrics
+            // answers the proxy's own requests; several upstreams are each a replica.
+            side: settings.engine_api.clone().or_else(|| {
+                (labels.len() == 1)
+                    .then(|| settings.replica_metrics.first().cloned())
+                    .flatten()
+            }),
         },
         replicas,
     );

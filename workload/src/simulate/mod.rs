@@ -17,6 +17,7 @@ use std::str::FromStr;
 use kvlint_protocol::{EngineName, Spec};
 use serde::Serialize;
 
+use crate::cache::{BlockPool, RadixTree, ReplicaCache, Slots};
 use crate::error::SpecError;
 
 pub use run::simulate;
@@ -43,6 +44,24 @@ impl SimEngine {
             Self::Vllm { block } => block,
             Self::Sglang { page } => page,
             Self::LlamaCpp { block, .. } => block,
+        }
+    }
+
+    /// A replica's cache of `size`, modelled like this engine (what `kvlint simulate` and the
+    /// proxy's predictions both use).
+    pub fn cache(self, size: CacheSize) -> ReplicaCache {
+        let block = self.block_size();
+        match self {
+            Self::Vllm { block } => ReplicaCache::Vllm(BlockPool::new(block, size.blocks(block))),
+            Self::Sglang { page } => ReplicaCache::Sglang(RadixTree::new(page, size.blocks(page))),
+            Self::LlamaCpp { slots, .. } => ReplicaCache::LlamaCpp(Slots::new(
+                block,
+                slots as usize,
+                match size {
+                    CacheSize::Unbounded => Some(u64::MAX),
+                    sized => sized.tokens(block).filter(|tokens| *tokens > 0),
+                },
+            )),
         }
     }
 }

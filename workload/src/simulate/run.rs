@@ -9,8 +9,8 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution as _, Gamma};
 
-use super::{Arrival, CacheSize, Latency, Policy, ReplicaLoad, Setup, SimEngine, SimulationResult};
-use crate::cache::{BlockPool, Prompt, RadixTree, ReplicaCache, Slots};
+use super::{Arrival, Latency, Policy, ReplicaLoad, Setup, SimulationResult};
+use crate::cache::{BlockPool, Prompt, ReplicaCache};
 use crate::error::SpecError;
 use crate::report::arrival_order;
 use crate::stats::Distribution;
@@ -266,24 +266,6 @@ impl Router {
     }
 }
 
-/// A new replica cache of `cache`'s size, modelled like `engine`.
-fn new_cache(engine: SimEngine, block: u32, cache: CacheSize) -> ReplicaCache {
-    match engine {
-        SimEngine::Vllm { block } => ReplicaCache::Vllm(BlockPool::new(block, cache.blocks(block))),
-        SimEngine::Sglang { page } => {
-            ReplicaCache::Sglang(RadixTree::new(page, cache.blocks(page)))
-        }
-        SimEngine::LlamaCpp { slots, .. } => ReplicaCache::LlamaCpp(Slots::new(
-            block,
-            slots as usize,
-            match cache {
-                CacheSize::Unbounded => Some(u64::MAX),
-                sized => sized.tokens(block).filter(|tokens| *tokens > 0),
-            },
-        )),
-    }
-}
-
 /// The replicas as requests reach them: their caches and queues, what each session last used,
 /// and the figures summed so far.
 struct Fleet<'a> {
@@ -317,7 +299,7 @@ impl<'a> Fleet<'a> {
             vec![ReplicaCache::Ideal(BlockPool::new(block, None))]
         } else {
             (0..replica_count)
-                .map(|_| new_cache(setup.engine, block, setup.cache))
+                .map(|_| setup.engine.cache(setup.cache))
                 .collect()
         };
         Self {

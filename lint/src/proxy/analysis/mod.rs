@@ -24,7 +24,7 @@ mod sessions;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
@@ -32,13 +32,15 @@ use std::sync::Arc;
 use std::sync::mpsc::Receiver;
 use std::time::Instant;
 
-use kvlint_core::cache::reported_usage;
+use kvlint_core::cache::{ReportedUsage, reported_usage};
+use kvlint_core::diagnostic::Diagnostic;
 use kvlint_core::diff::RenderedRequest;
 use kvlint_core::locate::Unplaced;
 use kvlint_core::render::{Rendered, Renderer};
 use kvlint_core::request::Request;
 use kvlint_core::response::parse_response;
 use kvlint_protocol::EngineName;
+use kvlint_workload::cache::ReplicaCache;
 use rustls::pki_types::CertificateDer;
 use serde_json::Value;
 
@@ -59,13 +61,18 @@ pub(super) struct EngineProbe {
     pub(super) authorities: Vec<CertificateDer<'static>>,
     /// `false` (`--no-prediction`): no predictions, no requests to the engine.
     pub(super) predict: bool,
+    /// Where the engine is asked for its tokens and settings when the upstream is a gateway:
+    /// the first `--replica-metrics` replica (`None`: the upstream itself), so that the
+    /// proxy's own requests do not pass through the gateway's balancing.
+    pub(super) side: Option<String>,
 }
 
 /// How the analysis tells which replica served a request.
 pub(super) enum ReplicaSource {
     /// Several `--upstream`s: the one the proxy sent it to.
     Upstream,
-    /// A gateway's response header naming the replica; none (one engine) is one replica.
+    /// A gateway's response header naming the replica; without it the replica is not known
+    /// (one engine and a gateway that does not say look alike).
     Header(String),
     /// The gateway's header when it sends one, else the replica the exchange was found to
     /// be served by through the replicas' metrics (`--replica-metrics`).
@@ -77,9 +84,9 @@ struct Session {
     previous: Option<(Request, Rendered)>,
     /// When the previous request was received.
     previous_at: Option<Instant>,
-    /// The engine's tokens of the previous prompt, and the replica that served it (`None`:
+    /// The previous prompt in the engine's tokens, and the replica that served it (`None`:
     /// not known).
-    previous_prompt: Option<(Vec<u32>, Option<String>)>,
+    previous_prompt: Option<(predict::CachedPrompt, Option<String>)>,
     turns: usize,
     record: Option<BufWriter<File>>,
     /// Bytes in the record's current file, and which part of the record that file is.
@@ -102,8 +109,8 @@ pub(super) struct Analysis {
     /// Per upstream, set up at its first prompt; `None` inside when it offers no tokens.
     upstreams: HashMap<Arc<str>, Option<Arc<UpstreamModel>>>,
     replica_source: ReplicaSource,
-    /// Per replica, the prompts it was sent.
-    replicas: HashMap<String, VecDeque<Vec<u32>>>,
+    /// Per replica (empty: not known), its cache as modelled from the prompts it was sent.
+    replicas: HashMap<String, ReplicaCache>,
     /// Exchanges analysed so far: the clock of `Session::last_seen`.
     exchanges: u64,
     /// Sessions whose previous request is kept.
@@ -168,28 +175,36 @@ impl Analysis {
             self.exchanges += 1;
             self.sessions[index].last_seen = self.exchanges;
             let accepted = exchange.complete && (200..300).contains(&exchange.status);
+            if accepted && let Some(finding) = self.check(index, &request, &rendered) {
+                self.count_break(exchange, &finding, &rendered, usage);
+            }
             if accepted && self.engine_probe.predict {
                 let turn = Turn {
                     exchange,
                     body: &body,
                     request: &request,
                     rendered: &rendered,
+                    response: response.as_ref(),
                     usage,
                 };
                 match self.upstream_model(&exchange.upstream).as_deref() {
                     Some(UpstreamModel::SelfHosted {
                         client,
                         kind,
-                        model,
-                    }) => {
-                        self.predict_engine(index, &turn, (client, *kind, model), replica.clone())
-                    }
+                        engine,
+                        size,
+                    }) => self.predict_engine(
+                        index,
+                        &turn,
+                        (client, *kind, *engine, *size),
+                        replica.clone(),
+                    ),
                     Some(UpstreamModel::Hosted(model)) => self.predict_hosted(index, &turn, model),
                     None => {}
                 }
             }
             if accepted {
-                self.check(index, exchange, request, rendered);
+                self.advance(index, exchange, request, rendered);
             }
             let served_by = replica.filter(|name| !name.is_empty());
             self.record(
@@ -214,31 +229,53 @@ impl Analysis {
             |header_name: &str| header(&exchange.response_headers, header_name).map(str::to_owned);
         match &self.replica_source {
             ReplicaSource::Upstream => Some(exchange.upstream.to_string()),
-            ReplicaSource::Header(name) => Some(named(name).unwrap_or_default()),
+            ReplicaSource::Header(name) => named(name),
             ReplicaSource::Metrics(name) => named(name).or_else(|| exchange.replica.clone()),
         }
     }
 
-    fn check(&mut self, index: usize, exchange: &Exchange, request: Request, rendered: Rendered) {
-        let session = &mut self.sessions[index];
+    /// The finding that names the break when the request does not extend its session's
+    /// previous one.
+    fn check(&self, index: usize, request: &Request, rendered: &Rendered) -> Option<Diagnostic> {
+        let session = &self.sessions[index];
         let previous = session
             .previous
             .as_ref()
             .map(|(request, rendered)| RenderedRequest { request, rendered });
-        let current = RenderedRequest {
-            request: &request,
-            rendered: &rendered,
-        };
-        let (_, finding) = kvlint_rules::check_pair(
+        let current = RenderedRequest { request, rendered };
+        kvlint_rules::check_pair(
             previous,
             current,
             session.turns,
             self.renderer.tokenizer(),
             &Unplaced,
-        );
-        if let Some(finding) = finding {
-            self.metrics.finding(&exchange.upstream, finding.rule);
-        }
+        )
+        .1
+    }
+
+    /// An application's break: counted by its rule, and the tokens it made the upstream
+    /// compute again counted as lost with the rule as the cause, in the upstream's tokens
+    /// (kvlint's count scaled by the prompt the upstream reported: its tokenizer may differ).
+    fn count_break(
+        &self,
+        exchange: &Exchange,
+        finding: &Diagnostic,
+        rendered: &Rendered,
+        usage: Option<ReportedUsage>,
+    ) {
+        self.metrics.finding(&exchange.upstream, finding.rule);
+        let scale = usage
+            .and_then(|usage| usage.prompt_tokens)
+            .map_or(1.0, |reported| {
+                reported as f64 / rendered.tokens.len().max(1) as f64
+            });
+        let lost = (finding.tokens_lost as f64 * scale).round() as usize;
+        self.metrics.lost(&exchange.upstream, finding.rule, lost);
+    }
+
+    /// The request becomes its session's previous one.
+    fn advance(&mut self, index: usize, exchange: &Exchange, request: Request, rendered: Rendered) {
+        let session = &mut self.sessions[index];
         if session.previous.is_none() {
             self.live += 1;
         }

@@ -1,33 +1,41 @@
 //! What the upstream serves from cache, predicted per turn, and what a turn that extends its
 //! session's previous prompt lost, with the cause.
+//!
+//! A self-hosted engine's replicas are modelled as `kvlint simulate` models them (one owner:
+//! [`kvlint_workload::cache`]): vLLM's block pool, SGLang's radix tree, llama.cpp's slots
+//! chosen by prompt similarity with its host prompt cache (`--cache-ram`), which restores an
+//! older prompt a slot gave up (`server_context::get_available_slot`, `server_slot::prompt_save`
+//! and `prompt_load` in llama.cpp's `tools/server/server-context.cpp`), each holding the tokens
+//! generated for a prompt after it.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use kvlint_core::cache::{CacheTurn, Earlier, ReportedUsage};
+use kvlint_core::cache::{CacheTurn, Earlier, ReportedUsage, generated_text};
 use kvlint_core::render::Rendered;
 use kvlint_core::request::{BodyFormat, Request};
 use kvlint_protocol::EngineName;
+use kvlint_workload::cache::Prompt;
+use kvlint_workload::{CacheSize, SimEngine, chain_hash};
 use rustls::pki_types::CertificateDer;
 use serde_json::Value;
 
 use super::Analysis;
-use crate::probe::{Client, chat_request, engine_tokens, predicted_cached};
+use crate::probe::{Client, chat_request, engine_text_tokens, engine_tokens};
 use crate::proxy::Exchange;
-
-/// Prompts kept per replica to model its cache; older ones count as evicted.
-const RECENT_PROMPTS: usize = 64;
 
 /// How long the analysis waits for an engine's tokens or metrics.
 const ENGINE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What the analysis knows of an upstream.
 pub(super) enum UpstreamModel {
-    /// A self-hosted engine: its tokens and cache model.
+    /// A self-hosted engine: its tokens, and its replicas' caches as `kvlint simulate`
+    /// models them.
     SelfHosted {
         client: Client,
         kind: EngineName,
-        model: kvlint_core::cache::Engine,
+        engine: SimEngine,
+        size: CacheSize,
     },
     /// A hosted API: kvlint's rendering and the API's cache model.
     Hosted(kvlint_core::cache::Engine),
@@ -39,43 +47,100 @@ pub(super) struct Turn<'a> {
     pub(super) body: &'a Value,
     pub(super) request: &'a Request,
     pub(super) rendered: &'a Rendered,
+    pub(super) response: Option<&'a Value>,
     pub(super) usage: Option<ReportedUsage>,
+}
+
+/// A prompt as a replica's cache sees it: its blocks, and those the tokens generated for it
+/// complete (chained as [`kvlint_workload::Trace`] chains them).
+pub(super) struct CachedPrompt {
+    /// Which request it is, among those the analysis saw.
+    request: usize,
+    blocks: Vec<u64>,
+    generated_blocks: Vec<u64>,
+    tokens: u32,
+    output_tokens: u32,
+}
+
+impl CachedPrompt {
+    fn new(request: usize, tokens: &[u32], generated: &[u32], block_size: u32) -> Self {
+        let size = block_size.max(1) as usize;
+        let mut last = 0;
+        let mut chain = |block: &[u32]| {
+            last = chain_hash(last, block);
+            last
+        };
+        let blocks: Vec<u64> = tokens.chunks_exact(size).map(&mut chain).collect();
+        // The prompt's last partial block and the generated tokens but the last, which is
+        // sampled and never computed into the cache.
+        let mut sequence = tokens[tokens.len() - tokens.len() % size..].to_vec();
+        sequence.extend_from_slice(&generated[..generated.len().saturating_sub(1)]);
+        let generated_blocks = sequence.chunks_exact(size).map(&mut chain).collect();
+        let count = |length: usize| u32::try_from(length).unwrap_or(u32::MAX);
+        Self {
+            request,
+            blocks,
+            generated_blocks,
+            tokens: count(tokens.len()),
+            output_tokens: count(generated.len()),
+        }
+    }
+
+    /// As the cache models read it: matched through its blocks alone.
+    fn prompt(&self) -> Prompt<'_> {
+        Prompt {
+            lineage: &|_| None,
+            request: self.request,
+            session: 0,
+            previous: None,
+            blocks: &self.blocks,
+            generated_blocks: &self.generated_blocks,
+            tokens: self.tokens,
+            output_tokens: self.output_tokens,
+            shared_with_previous_sequence: 0,
+        }
+    }
 }
 
 impl Analysis {
     /// What `upstream` is, found once: the kind given, a hosted API by its host, else a
-    /// self-hosted engine detected from its endpoints.
+    /// self-hosted engine detected from its endpoints. The engine is asked at `side` (a replica
+    /// named with `--replica-metrics`) when given, so that these requests do not pass through
+    /// a gateway's balancing.
     pub(super) fn upstream_model(&mut self, upstream: &Arc<str>) -> Option<Arc<UpstreamModel>> {
         if let Some(known) = self.upstreams.get(upstream) {
             return known.clone();
         }
-        let client = engine_client(upstream, &self.engine_probe.authorities);
+        let side = self.engine_probe.side.as_deref().unwrap_or(upstream);
+        let client = engine_client(side, &self.engine_probe.authorities);
         let kind = self
             .engine_probe
             .kind
             .or_else(|| hosted_kind(upstream))
             .unwrap_or_else(|| client.detect());
         let model = client.cache_model(kind, None);
-        let known = Some(Arc::new(match kind {
-            _ if !kind.is_self_hosted() => UpstreamModel::Hosted(model),
-            _ => UpstreamModel::SelfHosted {
+        let known = match client.replica_cache(&model) {
+            Some((engine, size)) if kind.is_self_hosted() => UpstreamModel::SelfHosted {
                 client,
                 kind,
-                model,
+                engine,
+                size,
             },
-        }));
+            _ => UpstreamModel::Hosted(model),
+        };
+        let known = Some(Arc::new(known));
         self.upstreams.insert(Arc::clone(upstream), known.clone());
         known
     }
 
     /// A self-hosted engine: predicts the turn's cached tokens from the engine's tokens and
-    /// what its replica was sent, and counts what the session lost when the engine served
-    /// less than the session's previous prompt made reusable.
+    /// the model of the replica that served it, and counts what the session lost when the
+    /// engine served less than the session's previous turn made reusable.
     pub(super) fn predict_engine(
         &mut self,
         index: usize,
         turn: &Turn<'_>,
-        (client, kind, model): (&Client, EngineName, &kvlint_core::cache::Engine),
+        (client, kind, engine, size): (&Client, EngineName, SimEngine, CacheSize),
         replica: Option<String>,
     ) {
         let chat = match turn.request.format {
@@ -85,25 +150,42 @@ impl Analysis {
         let Ok(tokens) = engine_tokens(client, kind, chat.as_ref().unwrap_or(turn.body)) else {
             return;
         };
+        let generated = turn
+            .response
+            .and_then(generated_text)
+            .and_then(|text| engine_text_tokens(client, kind, &text).ok())
+            .unwrap_or_default();
+        let prompt = CachedPrompt::new(
+            self.exchanges as usize,
+            &tokens,
+            &generated,
+            engine.block_size(),
+        );
         let session = &mut self.sessions[index];
         // Not told which replica: modelled as the one the session was on.
         let modelled = replica
             .clone()
             .or_else(|| session.previous_prompt.as_ref()?.1.clone())
             .unwrap_or_default();
-        let seen = self.replicas.entry(modelled).or_default();
-        let predicted = predicted_cached(model, &tokens, seen.iter().map(Vec::as_slice));
+        let cache = self
+            .replicas
+            .entry(modelled)
+            .or_insert_with(|| engine.cache(size));
+        let predicted = cache.serve(&prompt.prompt()).cached as usize;
         self.metrics.predicted(&turn.exchange.upstream, predicted);
         if let Some(((previous, previous_replica), reported)) =
             session.previous_prompt.as_ref().zip(turn.usage)
         {
-            let reusable = predicted_cached(model, &tokens, [previous.as_slice()]);
+            // What a replica that served the previous turn alone would serve now.
+            let mut alone = engine.cache(CacheSize::Unbounded);
+            alone.serve(&previous.prompt());
+            let reusable = alone.peek(&prompt.prompt()) as usize;
             if reported.cached_tokens < reusable {
-                let cause = match (previous_replica, &replica) {
-                    (Some(before), Some(now)) if before != now => "locality",
-                    (Some(_), Some(_)) if predicted < reusable => "eviction",
-                    _ => "unknown",
-                };
+                let cause = loss_cause(
+                    previous_replica.as_deref(),
+                    replica.as_deref(),
+                    predicted < reusable,
+                );
                 let lost = reusable - reported.cached_tokens;
                 self.metrics.lost(&turn.exchange.upstream, cause, lost);
                 eprintln!(
@@ -115,11 +197,7 @@ impl Analysis {
                 );
             }
         }
-        seen.push_back(tokens.clone());
-        if seen.len() > RECENT_PROMPTS {
-            seen.pop_front();
-        }
-        session.previous_prompt = Some((tokens, replica));
+        session.previous_prompt = Some((prompt, replica));
     }
 
     /// A hosted API: predicts the turn's cached tokens with the API's cache model over
@@ -224,6 +302,20 @@ fn hosted_loss(turn: HostedTurn) -> Option<(&'static str, usize)> {
         .is_some_and(|(elapsed, ttl)| elapsed > ttl);
     let cause = if expired { "ttl" } else { "unknown" };
     Some((cause, turn.predicted - served))
+}
+
+/// Why a turn served less than its session's previous turn made reusable, from the replica
+/// that served each (`None`: not known) and whether the model of the serving replica's cache
+/// predicted the loss: another replica (`locality`), the same one whose cache moved on
+/// (`eviction`), the same one where the model saw no reason (`unknown`); a replica not known
+/// could be either of the first two (`locality_or_eviction`).
+fn loss_cause(previous: Option<&str>, now: Option<&str>, predicted: bool) -> &'static str {
+    match (previous, now) {
+        (Some(before), Some(now)) if before != now => "locality",
+        (Some(_), Some(_)) if predicted => "eviction",
+        (Some(_), Some(_)) => "unknown",
+        _ => "locality_or_eviction",
+    }
 }
 
 /// A client for an engine's tokens or metrics, trusting `authorities` for https.

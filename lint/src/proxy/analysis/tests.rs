@@ -13,6 +13,7 @@ fn hosted_analysis(record: Option<PathBuf>) -> Analysis {
         kind: Some(EngineName::OpenAi),
         authorities: Vec::new(),
         predict: true,
+        side: None,
     };
     let replicas = ReplicaSource::Header("x-kvlint-replica".into());
     Analysis::new(metrics, record, false, probe, replicas)
@@ -166,6 +167,7 @@ fn hosted(upstream: &str, kind: EngineName) -> Analysis {
         kind: Some(kind),
         authorities: Vec::new(),
         predict: true,
+        side: None,
     };
     Analysis::new(
         metrics,
@@ -265,4 +267,37 @@ fn an_anthropic_breakpoint_asking_an_hour_is_not_expired_after_ten_minutes() {
         let other = if cause == "ttl" { "unknown" } else { "ttl" };
         assert_eq!(lost(&analysis, ANTHROPIC, other), 0, "{ttl:?}");
     }
+}
+
+/// A timestamp in the system prompt, new each turn: the application's break, its tokens
+/// counted as lost under the rule that names it (in the API's tokens), not only as a finding.
+#[test]
+fn an_application_break_is_a_loss_with_its_rule_as_the_cause() {
+    let start = Instant::now();
+    let mut analysis = hosted(OPENAI, EngineName::OpenAi);
+    let rules = "Answer in the style of the project's changelog, one line per change. ".repeat(100);
+    for (turn, time) in ["2026-12-01T10:00:00Z", "2026-12-01T10:04:31Z"]
+        .into_iter()
+        .enumerate()
+    {
+        let mut messages = vec![
+            json!({"role": "system", "content": format!("Current time: {time}.\n{rules}")}),
+            json!({"role": "user", "content": "Start."}),
+        ];
+        if turn == 1 {
+            messages.push(json!({"role": "assistant", "content": "Started."}));
+            messages.push(json!({"role": "user", "content": "Go on."}));
+        }
+        let mut exchange = hosted_turn(OPENAI, start, 0, openai_usage(1410, 0));
+        exchange.request = json!({"model": "gpt-4o", "messages": messages})
+            .to_string()
+            .into();
+        analysis.observe(&exchange);
+    }
+    let broken = lost(&analysis, OPENAI, "volatile-timestamp");
+    // Nearly the whole previous prompt: everything after the time.
+    assert!((1300..=1410).contains(&broken), "{broken}");
+    let findings =
+        "kvlint_findings_total{upstream=\"https://api.openai.com\",rule=\"volatile-timestamp\"} 1";
+    assert!(analysis.metrics.encode().contains(findings));
 }
