@@ -358,3 +358,35 @@ fn output_tokens(turn: &Turn) -> Option<usize> {
         .find_map(|pointer| response.pointer(pointer).and_then(Value::as_u64))
         .map(|tokens| tokens as usize)
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::sync::Arc;
+
+    use super::*;
+
+    fn session(path: &str, body: &str) -> SessionFile {
+        SessionFile::parse(path.into(), Arc::from(format!("{body}\n"))).unwrap()
+    }
+
+    #[test]
+    fn a_session_is_known_by_its_key_else_by_its_file() {
+        let keyed =
+            r#"{"model": "m", "user": "ada", "messages": [{"role": "user", "content": "Hi."}]}"#;
+        let plain = r#"{"model": "m", "messages": [{"role": "user", "content": "Hi."}]}"#;
+        // The key the request carries, wherever the file is.
+        assert_eq!(
+            session_identity(&session("/abs/prod/a.jsonl", keyed), "a.jsonl"),
+            "ada"
+        );
+        assert_eq!(
+            session_identity(&session("./prod/b.jsonl", keyed), "b.jsonl"),
+            "ada"
+        );
+        // Else the file's name as given.
+        let unkeyed = session("./prod/a.jsonl", plain);
+        assert_eq!(session_identity(&unkeyed, "a.jsonl"), "a.jsonl");
+    }
+}
