@@ -97,12 +97,16 @@ pub fn replica() -> Served {
         .expect("llama-server or the tiny model missing: run scripts/build-llama-server.sh and scripts/make-tiny-model.py")
 }
 
-fn nginx() -> PathBuf {
+/// nginx's binary, when installed (Debian's package).
+pub fn nginx_binary() -> Option<PathBuf> {
     ["/usr/sbin/nginx", "/usr/bin/nginx"]
         .iter()
         .map(PathBuf::from)
         .find(|path| path.is_file())
-        .expect("nginx missing: apt-get install nginx (scripts/test.sh does)")
+}
+
+fn nginx() -> PathBuf {
+    nginx_binary().expect("nginx missing: apt-get install nginx (scripts/test.sh does)")
 }
 
 /// nginx in front of the replicas, with `balance` as the upstream's balancing line: one

@@ -451,6 +451,12 @@ fn converse(
 /// `eviction`; and a timestamp in the system prompt is a loss named by its rule.
 #[test]
 fn behind_a_silent_round_robin_gateway_the_causes_are_honest() {
+    if common::nginx_binary().is_none() {
+        return kvlint_fixtures::missing_oracle(
+            "nginx",
+            "apt-get install nginx (scripts/test.sh does)",
+        );
+    }
     let folder = std::env::temp_dir().join(format!("kvlint-proxy-silent-{}", std::process::id()));
     let (first, second) = (common::replica(), common::replica());
     let (first, second) = (
