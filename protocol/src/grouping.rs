@@ -2,12 +2,12 @@
 //! on recordings, `kvlint workload` (both through the recordings' reader) and the proxy
 //! (request by request) call.
 //!
-//! A conversation is known by its endpoint, its model, its session key ([`crate::key`]:
-//! the agent's own session id first) and its opening (its first user message). A request
-//! joins the session of that conversation whose conversation it continues — the items after
-//! the system prompt or instructions (`messages`, a Responses `input`, Gemini's `contents`,
-//! without the cache markers a client moves each turn), the session's last one whole and more
-//! — whatever happened to the system prompt, the tools or the instructions: those changes are
+//! Sessions are told apart by endpoint, model and session key ([`crate::key`]: the agent's
+//! own session id first). A request joins the session of those whose conversation it
+//! continues — the items after the system prompt or instructions (`messages`, a Responses
+//! `input`, Gemini's `contents`, without the cache markers a client moves each turn), the
+//! session's last one whole (its newest message without the per-turn tail a client drops the
+//! turn after is whole too) and more — whatever happened to the system prompt, the tools or the instructions: those changes are
 //! the session's breaks, which the rules then find. A request that rewrote the history
 //! (compaction, trimming, an edited answer) joins the session it rewrote when it keeps that
 //! session's opening exchange (its first user message and what came after it) under the same
@@ -44,13 +44,12 @@ struct Last {
     instructions: Value,
 }
 
-/// What a conversation is known by.
+/// What sessions are told apart by before their conversations are compared.
 #[derive(Clone, Debug, PartialEq)]
 struct Key {
     endpoint: String,
     model: Option<Value>,
     session_key: Option<String>,
-    opening: Option<Value>,
 }
 
 /// Where a request went: its session (an index, in the order sessions were first seen), and
@@ -168,7 +167,6 @@ impl Grouping {
             endpoint: crate::endpoint::path_of(endpoint).to_owned(),
             model: body.get("model").cloned(),
             session_key: carried.session_key(),
-            opening: conversation.iter().find(|item| is_user(item)).cloned(),
         };
         let instructions = instructions(body);
         let exchange = opening_exchange(&conversation);
@@ -182,8 +180,10 @@ impl Grouping {
             .filter_map(|(index, open)| {
                 let last = open.last.as_ref()?;
                 let shared = crate::common_prefix_len(&last.conversation, &conversation);
-                let continues =
-                    shared == last.conversation.len() && conversation.len() > shared;
+                let continues = conversation.len() > last.conversation.len()
+                    && (shared == last.conversation.len()
+                        || shared + 1 == last.conversation.len()
+                            && tail_dropped(&last.conversation[shared], &conversation[shared]));
                 let rewrites = !continues
                     && conversation != last.conversation
                     && exchange.is_some()
@@ -237,7 +237,6 @@ impl Grouping {
     pub fn forget(&mut self, session: usize) {
         if let Some(open) = self.sessions.get_mut(session) {
             open.last = None;
-            open.key.opening = None;
         }
     }
 }
@@ -272,13 +271,14 @@ impl Closeness {
 
 /// The conversation a body sends: its `messages`, its Responses `input` or its Gemini
 /// `contents` after the leading system and developer messages, without the cache markers a
-/// client moves to the newest message each turn.
+/// client moves to the newest message each turn, a content of text parts alone read as its
+/// text (the marker on the newest message is what makes a client send parts there).
 fn conversation(body: &Value) -> Vec<Value> {
     match conversation_items(body) {
         Some(Value::Array(items)) => items
             .iter()
             .skip_while(|item| is_instruction(item))
-            .map(without_cache_markers)
+            .map(|item| text_parts_as_text(without_cache_markers(item)))
             .collect(),
         Some(input @ Value::String(_)) => vec![input.clone()],
         _ => Vec::new(),
@@ -289,6 +289,42 @@ fn conversation_items(body: &Value) -> Option<&Value> {
     ["messages", "input", "contents"]
         .iter()
         .find_map(|key| body.get(*key))
+}
+
+/// A message whose content is text parts alone (`[{"type": "text", "text": …}]`), with its
+/// content as their text.
+fn text_parts_as_text(mut item: Value) -> Value {
+    let text = item
+        .get("content")
+        .and_then(Value::as_array)
+        .and_then(|parts| {
+            parts
+                .iter()
+                .map(|part| {
+                    let part = part.as_object()?;
+                    let plain = part.len() == 2
+                        && part.get("type").and_then(Value::as_str) == Some("text");
+                    plain.then(|| part.get("text")?.as_str()).flatten()
+                })
+                .collect::<Option<String>>()
+        });
+    if let (Some(text), Some(object)) = (text, item.as_object_mut()) {
+        object.insert("content".to_owned(), Value::String(text));
+    }
+    item
+}
+
+/// Whether `later` is `earlier` without the text it ended with: the per-turn tail a client
+/// adds to the newest message and drops the turn after (the SDK's turn tier, a reminder).
+fn tail_dropped(earlier: &Value, later: &Value) -> bool {
+    let text = |item: &Value| item.get("content")?.as_str().map(str::to_owned);
+    earlier.get("role") == later.get("role")
+        && match (text(earlier), text(later)) {
+            (Some(earlier), Some(later)) => {
+                !later.is_empty() && earlier.len() > later.len() && earlier.starts_with(&later)
+            }
+            _ => false,
+        }
 }
 
 /// The first user message and what followed it, when something did.
@@ -432,6 +468,30 @@ mod tests {
             join(&mut grouping, &chat("supervisor", &further)),
             (1, Some(Reading::InstructionsChanged))
         );
+    }
+
+    /// A client that marks the newest message for the cache sends it as text parts, then as
+    /// a string once the marker moved on: the same message.
+    #[test]
+    fn a_message_sent_as_text_parts_then_as_a_string_is_the_same() {
+        let mut grouping = Grouping::default();
+        let marked = json!({"role": "user", "content": [
+            {"type": "text", "text": "q", "cache_control": {"type": "ephemeral"}}]});
+        join(&mut grouping, &chat("s", &[marked]));
+        let next = chat("s", &[user("q"), said("a"), user("q2")]);
+        assert_eq!(join(&mut grouping, &next), (0, None));
+    }
+
+    /// The SDK's turn tier: a per-turn tail on the newest message, dropped the turn after.
+    #[test]
+    fn a_turn_that_dropped_the_newest_message_s_tail_continues_its_session() {
+        let mut grouping = Grouping::default();
+        join(&mut grouping, &chat("s", &[user("Fix it. Time: 10:00")]));
+        let next = [user("Fix it."), said("a"), user("Time: 10:01")];
+        assert_eq!(join(&mut grouping, &chat("s", &next)), (0, None));
+        // A message that is not the newest one's start is another conversation.
+        let other = [user("Fix that."), said("a"), user("Time: 10:02")];
+        assert_eq!(join(&mut grouping, &chat("s", &other)), (1, None));
     }
 
     #[test]
