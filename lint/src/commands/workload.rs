@@ -166,7 +166,7 @@ pub fn traced(
     for ((traced, session), file) in trace.sessions.iter_mut().zip(&parsed).zip(&relative_names) {
         traced.identity = session_identity(session, file);
     }
-    for (path, (name, bytes)) in datasets.iter().zip(&inputs[files.len()..]) {
+    for (path, (_, bytes)) in datasets.iter().zip(&inputs[files.len()..]) {
         let text = String::from_utf8_lossy(bytes);
         let file_name = relative_name(path, &[]);
         let dataset = dataset_trace(&file_name, &text, renderer.tokenizer(), args.block)
