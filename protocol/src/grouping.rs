@@ -7,8 +7,8 @@
 //! continues — the items after the system prompt or instructions (`messages`, a Responses
 //! `input`, Gemini's `contents`, without the cache markers a client moves each turn), the
 //! session's last one whole (its newest message without the per-turn tail a client drops the
-//! turn after is whole too) and more — whatever happened to the system prompt, the tools or the instructions: those changes are
-//! the session's breaks, which the rules then find. A request that rewrote the history
+//! turn after is whole too) and more — whatever happened to the system prompt, the tools or
+//! the instructions: those changes are the session's breaks, which the rules then find. A request that rewrote the history
 //! (compaction, trimming, an edited answer) joins the session it rewrote when it keeps that
 //! session's opening exchange (its first user message and what came after it) under the same
 //! key, and is reported as a rewrite. Anything else starts a session: parallel conversations,
@@ -20,6 +20,8 @@
 //! new session), or a turn that continued several sessions alike (the one whose instructions
 //! are most like its own, else the earliest, was chosen).
 
+use std::collections::HashMap;
+
 use serde::Serialize;
 use serde_json::Value;
 
@@ -29,6 +31,9 @@ use crate::key::{Carried, KeySource};
 #[derive(Clone, Debug, Default)]
 pub struct Grouping {
     sessions: Vec<Open>,
+    /// Per key, the sessions not forgotten, in the order first seen: a request is compared
+    /// with these alone, however many sessions were seen before.
+    candidates: HashMap<Key, Vec<usize>>,
 }
 
 #[derive(Clone, Debug)]
@@ -44,11 +49,12 @@ struct Last {
     instructions: Value,
 }
 
-/// What sessions are told apart by before their conversations are compared.
-#[derive(Clone, Debug, PartialEq)]
+/// What sessions are told apart by before their conversations are compared: the endpoint,
+/// the model (as JSON) and the session key.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Key {
     endpoint: String,
-    model: Option<Value>,
+    model: String,
     session_key: Option<String>,
 }
 
@@ -165,7 +171,7 @@ impl Grouping {
         let conversation = conversation(body);
         let key = Key {
             endpoint: crate::endpoint::path_of(endpoint).to_owned(),
-            model: body.get("model").cloned(),
+            model: body.get("model").map(Value::to_string).unwrap_or_default(),
             session_key: carried.session_key(),
         };
         let instructions = instructions(body);
@@ -173,12 +179,12 @@ impl Grouping {
         // Per candidate: (continues whole, items shared, how alike the instructions are), its
         // index.
         let mut ranked: Vec<((bool, usize, Closeness), usize)> = self
-            .sessions
-            .iter()
-            .enumerate()
-            .filter(|(_, open)| open.key == key)
-            .filter_map(|(index, open)| {
-                let last = open.last.as_ref()?;
+            .candidates
+            .get(&key)
+            .into_iter()
+            .flatten()
+            .filter_map(|&index| {
+                let last = self.sessions[index].last.as_ref()?;
                 let shared = crate::common_prefix_len(&last.conversation, &conversation);
                 let continues = conversation.len() > last.conversation.len()
                     && (shared == last.conversation.len()
@@ -199,12 +205,14 @@ impl Grouping {
             instructions,
         };
         let Some(&((continues, shared, closeness), session)) = ranked.first() else {
+            let session = self.sessions.len();
+            self.candidates.entry(key.clone()).or_default().push(session);
             self.sessions.push(Open {
                 key,
                 last: Some(last),
             });
             return Joined {
-                session: self.sessions.len() - 1,
+                session,
                 started: true,
                 reading: None,
             };
@@ -237,6 +245,12 @@ impl Grouping {
     pub fn forget(&mut self, session: usize) {
         if let Some(open) = self.sessions.get_mut(session) {
             open.last = None;
+            if let Some(candidates) = self.candidates.get_mut(&open.key) {
+                candidates.retain(|candidate| *candidate != session);
+                if candidates.is_empty() {
+                    self.candidates.remove(&open.key);
+                }
+            }
         }
     }
 }
