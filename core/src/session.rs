@@ -117,6 +117,9 @@ pub struct Origin {
     pub grouped_by: kvlint_protocol::grouping::GroupedBy,
     /// The number (from 1) of the session that spawned it (a sub-agent's parent).
     pub parent: Option<usize>,
+    /// The host every request was sent to, when the recording's URLs name the same one
+    /// (`kvlint_protocol::endpoint::hosted_api` tells the hosted API it is).
+    pub host: Option<String>,
 }
 
 /// A key given twice in one object of a session file, both places in the file.

@@ -43,9 +43,20 @@ pub struct Session {
     pub parent: Option<usize>,
     /// Its session key, when its first request carried one.
     key: Option<String>,
+    /// The host each request was sent to, when its URL names one.
+    hosts: Vec<Option<String>>,
 }
 
 impl Session {
+    /// The host every request was sent to, when each URL names the same one.
+    pub fn host(&self) -> Option<&str> {
+        let first = self.hosts.first()?.as_deref()?;
+        self.hosts
+            .iter()
+            .all(|host| host.as_deref() == Some(first))
+            .then_some(first)
+    }
+
     /// The session as a session file: one body per line, as sent when it is one line already,
     /// else written compactly (keys in the order sent); with its recorded response, a
     /// `{"request": …, "response": …}` pair.
@@ -114,6 +125,7 @@ pub(super) fn sessions(interactions: &[Interaction]) -> FoundSessions {
                 grouped_by: GroupedBy::of(&carried),
                 parent: None,
                 key: carried.session_key(),
+                hosts: Vec::new(),
             });
         }
         let session = &mut found.sessions[joined.session];
@@ -124,6 +136,9 @@ pub(super) fn sessions(interactions: &[Interaction]) -> FoundSessions {
             });
         }
         session.interactions.push(interaction.index);
+        session
+            .hosts
+            .push(kvlint_protocol::endpoint::host_of(&interaction.url));
         session.bodies.push(body);
         session.sent.push(sent);
         session.at.push(interaction.at);

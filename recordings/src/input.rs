@@ -82,6 +82,7 @@ fn sessions_of(
         .map(|(number, found)| {
             let mut session = SessionFile::parse(path.to_owned(), Arc::from(found.jsonl()))?;
             session.origin = Some(Origin {
+                host: found.host().map(str::to_owned),
                 container: recording.container.as_str(),
                 session: number + 1,
                 sessions: count,

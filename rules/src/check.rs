@@ -58,6 +58,36 @@ pub fn check_session(
     renderer: &Renderer,
     engine: Option<&Engine>,
 ) -> Result<SessionCheck, InputError> {
+    check(session, renderer, engine, Audits::All)
+}
+
+/// Checks a session as [`check_session`] does without an engine, and audits the whole session
+/// (KV503–KV505) under `provider`: the hosted API the input itself shows (its URLs' host, its
+/// request format) when no engine was chosen. No predicted cache use, no breakpoint or usage
+/// audit: those follow an engine the user names.
+pub fn check_session_under_implied_provider(
+    session: &SessionFile,
+    renderer: &Renderer,
+    provider: &Engine,
+) -> Result<SessionCheck, InputError> {
+    check(session, renderer, Some(provider), Audits::SessionOnly)
+}
+
+/// What an engine's cache model is asked about a session.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Audits {
+    /// Predicted cache use, the session, breakpoint and reported-usage audits.
+    All,
+    /// The session audit alone.
+    SessionOnly,
+}
+
+fn check(
+    session: &SessionFile,
+    renderer: &Renderer,
+    engine: Option<&Engine>,
+    audits: Audits,
+) -> Result<SessionCheck, InputError> {
     let range_count = if turns_pay_for_threads(session, renderer) {
         rayon::current_num_threads()
             .min(session.len() / MIN_TURNS_PER_RANGE)
@@ -93,8 +123,7 @@ pub fn check_session(
             view.append(later);
         }
     }
-    let predictions = engine.zip(cache_view).map(|(engine, view)| {
-        let predictions = view.predict(engine);
+    let predictions = engine.zip(cache_view).and_then(|(engine, view)| {
         let first_body = session
             .locate(0, &PartPath::root(), 0)
             .map(|start| session.span(start, start + 1));
@@ -104,6 +133,11 @@ pub fn check_session(
                 span: first_body,
             }));
         }
+        if audits == Audits::SessionOnly {
+            findings.sort_by_key(|finding| finding.turn);
+            return None;
+        }
+        let predictions = view.predict(engine);
         for issue in view.audit_breakpoints(engine, &predictions) {
             let span = session
                 .locate(issue.turn, &issue.block, 0)
@@ -123,7 +157,7 @@ pub fn check_session(
             }));
         }
         findings.sort_by_key(|finding| finding.turn);
-        predictions
+        Some(predictions)
     });
     if session
         .origin

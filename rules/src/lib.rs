@@ -46,7 +46,10 @@ mod pair;
 mod rules;
 pub mod volatile;
 
-pub use check::{CheckedTurn, SessionCheck, check_pair, check_session, visit_turns};
+pub use check::{
+    CheckedTurn, SessionCheck, check_pair, check_session, check_session_under_implied_provider,
+    visit_turns,
+};
 pub use pair::TurnPair;
 pub use rules::*;
 

@@ -23,6 +23,9 @@ use kvlint_core::diagnostic::{Diagnostic, Severity, SeverityCounts};
 use kvlint_core::error::InputError;
 use kvlint_core::render::Renderer;
 use kvlint_core::session::{RepeatedKey, SessionFile, Skipped};
+use kvlint_protocol::engine::EngineName;
+use kvlint_protocol::format::BodyFormat;
+use kvlint_rules::{BelowCacheMinimum, NoCacheBreakpoint, NoCacheRoutingKey};
 use serde::Serialize;
 
 pub const REPORT_VERSION: u32 = 1;
@@ -81,9 +84,58 @@ pub struct SessionReport {
     /// For a session found in a recording: how it was found.
     #[serde(rename = "source", skip_serializing_if = "Option::is_none")]
     pub recording: Option<RecordingSource>,
+    /// Without an engine: the hosted API the input itself showed, when the session audit
+    /// (KV503–KV505) found something under it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub implied_provider: Option<ImpliedProvider>,
     /// The text findings are placed in (the session file's, or the recording's).
     #[serde(skip)]
     pub source: Arc<str>,
+}
+
+/// The hosted API a session was sent to as its input shows it, when neither an engine nor a
+/// chat template was given: the session audit (KV503–KV505) runs under it, nothing else does.
+#[derive(Debug, Clone, Serialize)]
+pub struct ImpliedProvider {
+    /// `anthropic`, `openai`, `gemini` or `deepseek`.
+    pub engine: &'static str,
+    /// What showed it: `the request URL's host api.openai.com`, `the request format`.
+    pub implied_by: String,
+}
+
+impl ImpliedProvider {
+    /// The provider `session` shows, and its cache model. A recording's URLs decide when they
+    /// name a host (a host no hosted API serves from, such as a self-hosted engine's, implies
+    /// none); otherwise an Anthropic Messages body implies Anthropic. An OpenAI-format body
+    /// implies nothing: vLLM, SGLang and llama.cpp serve it too.
+    fn of(session: &SessionFile) -> Option<(Self, Engine)> {
+        let host = session
+            .origin
+            .as_ref()
+            .and_then(|origin| origin.host.as_deref());
+        let (api, implied_by) = match host {
+            Some(host) => (
+                kvlint_protocol::endpoint::hosted_api(host)?,
+                format!("the request URL's host {host}"),
+            ),
+            None if session.len() > 0
+                && session
+                    .formats()
+                    .all(|format| format == BodyFormat::AnthropicMessages) =>
+            {
+                (EngineName::Anthropic, "the request format".to_owned())
+            }
+            None => return None,
+        };
+        let engine = api.as_str().parse().ok()?;
+        Some((
+            Self {
+                engine: api.as_str(),
+                implied_by,
+            },
+            engine,
+        ))
+    }
 }
 
 /// A turn: its diff against the turn before and, with `--engine`, the predicted cache use.
@@ -322,7 +374,28 @@ impl SessionReport {
         renderer: &Renderer,
         options: &CacheOptions,
     ) -> Result<Self, InputError> {
-        let checked = kvlint_rules::check_session(session, renderer, options.engine.as_ref())?;
+        // A chat template given says a self-hosted model renders the prompts: none implied.
+        let implied = match (&options.engine, renderer) {
+            (None, Renderer::Provider { .. }) => ImpliedProvider::of(session),
+            _ => None,
+        };
+        let checked = match &implied {
+            Some((_, provider)) => {
+                kvlint_rules::check_session_under_implied_provider(session, renderer, provider)?
+            }
+            None => kvlint_rules::check_session(session, renderer, options.engine.as_ref())?,
+        };
+        let session_audit_rules = [
+            NoCacheBreakpoint::META.name,
+            NoCacheRoutingKey::META.name,
+            BelowCacheMinimum::META.name,
+        ];
+        let implied_provider = implied.map(|(implied, _)| implied).filter(|_| {
+            checked
+                .findings
+                .iter()
+                .any(|finding| session_audit_rules.contains(&finding.rule))
+        });
         let formats: Vec<_> = session.formats().collect();
         let format = match formats.first() {
             Some(first) if formats.iter().all(|format| format == first) => first.name().to_owned(),
@@ -405,6 +478,7 @@ impl SessionReport {
                 grouped_by: origin.grouped_by.clone(),
                 parent: origin.parent,
             }),
+            implied_provider,
             source: Arc::clone(session.source_text()),
         })
     }

@@ -288,6 +288,76 @@ fn a_session_never_marking_a_breakpoint_is_named_and_its_summary_lines_agree() {
     }
 }
 
+/// The rules and the implied provider of plain `kvlint check --format json FILE`'s one session.
+fn session_audit_without_engine(file: &str) -> (Vec<String>, serde_json::Value) {
+    let run = kvlint(&["check", "--format", "json", file]);
+    let report: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    let session = &report["sessions"][0];
+    let rules = session["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|finding| finding["rule"].as_str().unwrap().to_owned())
+        .collect();
+    (rules, session["implied_provider"].clone())
+}
+
+#[test]
+fn without_an_engine_the_session_audit_runs_under_the_provider_the_input_shows() {
+    // An Anthropic Messages body is Anthropic's: the breakpoint never sent is named, and
+    // which provider was assumed, from what, is said in both outputs.
+    let fail = "fixtures/rules/no-cache-breakpoint/fail/cache-control-option-not-on-wire.jsonl";
+    let (rules, implied) = session_audit_without_engine(fail);
+    assert_eq!(rules, ["no-cache-breakpoint"]);
+    assert_eq!(
+        implied,
+        serde_json::json!({"engine": "anthropic", "implied_by": "the request format"})
+    );
+    let human = kvlint(&["check", fail]);
+    assert!(
+        human.stdout.contains(
+            "(provider anthropic implied by the request format; pass --engine to choose)"
+        ),
+        "{}",
+        human.stdout
+    );
+    let pass = "fixtures/rules/no-cache-breakpoint/pass/top-level-cache-control.jsonl";
+    assert_eq!(
+        session_audit_without_engine(pass),
+        (Vec::<String>::new(), serde_json::Value::Null)
+    );
+    // An OpenAI-format body could be vLLM's, SGLang's or llama.cpp's: no provider implied.
+    let chat = "fixtures/rules/no-cache-routing-key/fail/chat-without-prompt-cache-key.jsonl";
+    assert_eq!(
+        session_audit_without_engine(chat),
+        (Vec::<String>::new(), serde_json::Value::Null)
+    );
+    // The same bodies recorded against api.openai.com are OpenAI's; against a local server,
+    // nobody's.
+    let (rules, implied) = session_audit_without_engine(
+        "fixtures/recordings/hand-made/openai-without-prompt-cache-key.yaml",
+    );
+    assert_eq!(rules, ["no-cache-routing-key"]);
+    assert_eq!(
+        implied,
+        serde_json::json!({"engine": "openai", "implied_by": "the request URL's host api.openai.com"})
+    );
+    assert_eq!(
+        session_audit_without_engine(
+            "fixtures/recordings/hand-made/local-server-without-prompt-cache-key.yaml"
+        ),
+        (Vec::<String>::new(), serde_json::Value::Null)
+    );
+    // A chosen engine wins: vLLM has no breakpoints, no minimum and no routing key.
+    let run = kvlint(&["check", "--format", "json", "--engine", "vllm", fail]);
+    let report: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(report["sessions"][0]["findings"], serde_json::json!([]));
+    assert_eq!(
+        report["sessions"][0]["implied_provider"],
+        serde_json::Value::Null
+    );
+}
+
 #[test]
 fn a_reordered_tool_use_input_is_named_as_such() {
     let run = kvlint(&[
@@ -297,9 +367,13 @@ fn a_reordered_tool_use_input_is_named_as_such() {
         "fixtures/rules/json-reserialized/fail/tool-use-input-key-order.jsonl",
     ]);
     let report: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
-    let message = report["sessions"][0]["findings"][0]["message"]
-        .as_str()
+    // Its Anthropic session also never marks a breakpoint (no-cache-breakpoint, at turn 0).
+    let findings = report["sessions"][0]["findings"].as_array().unwrap();
+    let reserialized = findings
+        .iter()
+        .find(|finding| finding["rule"] == "json-reserialized")
         .unwrap();
+    let message = reserialized["message"].as_str().unwrap();
     assert!(
         message.starts_with(
             "the `input` of a `tool_use` block is the same JSON value serialized with another key order"

@@ -290,8 +290,13 @@ fn check_reads_recordings_and_places_findings_in_them() {
         &[recordings().join("hand-made/timestamp-in-system.yaml")],
     );
     assert_eq!(code, 1);
-    let finding = &report["sessions"][0]["findings"][0];
-    assert_eq!(finding["rule"], "volatile-timestamp");
+    // Its two short prompts to api.openai.com are also under OpenAI's minimum (at turn 0).
+    let finding = report["sessions"][0]["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|finding| finding["rule"] == "volatile-timestamp")
+        .unwrap();
     assert_eq!(finding["turn"], 1);
     assert_eq!(
         (&finding["span"]["line"], &finding["span"]["column"]),

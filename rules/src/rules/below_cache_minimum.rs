@@ -5,10 +5,12 @@ use crate::{Finding, Rule, RuleInput, RuleMeta, declare_rule};
 
 declare_rule! {
     /// ## What it does
-    /// With a hosted API's `--engine` (`openai`, `anthropic`, `gemini`, `deepseek`): finds a
-    /// session every prompt of which is shorter than the model's minimum cacheable length
-    /// (per provider and model, from `core/data/models.toml`: OpenAI 1,024 tokens; Anthropic
-    /// 1,024 to 4,096 by model). One finding per session.
+    /// With a hosted API's `--engine` (`openai`, `anthropic`, `gemini`, `deepseek`), or without
+    /// `--engine` when the input shows the API (a recording's requests sent to its host, a session
+    /// file of Anthropic Messages bodies; an OpenAI-format file implies no provider; the report
+    /// names the one implied and from what): finds a session every prompt of which is shorter than
+    /// the model's minimum cacheable length (per provider and model, from `core/data/models.toml`:
+    /// OpenAI 1,024 tokens; Anthropic 1,024 to 4,096 by model). One finding per session.
     ///
     /// ## Why is this bad?
     /// Below the minimum the provider caches nothing and says nothing: no error, no write, no
@@ -37,7 +39,7 @@ impl Rule for BelowCacheMinimum {
         &Self::META
     }
 
-    /// Sessions are audited as a whole (with a hosted API's `--engine`), not per pair.
+    /// Sessions are audited as a whole (under a hosted API, chosen or implied), not per pair.
     fn check(&self, input: &RuleInput<'_>) -> Option<Finding> {
         let RuleInput::Session {
             issue:

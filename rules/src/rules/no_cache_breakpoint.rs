@@ -5,10 +5,12 @@ use crate::{Finding, Rule, RuleInput, RuleMeta, declare_rule};
 
 declare_rule! {
     /// ## What it does
-    /// With `--engine anthropic`: finds a session none of whose requests carries
-    /// `cache_control` (no marked block, no top-level automatic breakpoint) while its turns
-    /// share a prefix at least as long as the model's minimum cacheable length. The tokens
-    /// lost are the ones each turn repeats from the turn before.
+    /// With `--engine anthropic`, or without `--engine` when the input shows Anthropic (a
+    /// recording's requests sent to `api.anthropic.com`, or a session file of Anthropic Messages
+    /// bodies; the report names the provider implied and from what): finds a session none of whose
+    /// requests carries `cache_control` (no marked block, no top-level automatic breakpoint) while
+    /// its turns share a prefix at least as long as the model's minimum cacheable length. The
+    /// tokens lost are the ones each turn repeats from the turn before.
     ///
     /// ## Why is this bad?
     /// Anthropic caches only at breakpoints: without one, nothing is ever written or read,
@@ -40,7 +42,7 @@ impl Rule for NoCacheBreakpoint {
         &Self::META
     }
 
-    /// Sessions are audited as a whole (with `--engine anthropic`), not per broken pair.
+    /// Sessions are audited as a whole (under Anthropic, chosen or implied), not per broken pair.
     fn check(&self, input: &RuleInput<'_>) -> Option<Finding> {
         let RuleInput::Session {
             issue:

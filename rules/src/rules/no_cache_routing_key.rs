@@ -5,10 +5,12 @@ use crate::{Finding, Rule, RuleInput, RuleMeta, declare_rule};
 
 declare_rule! {
     /// ## What it does
-    /// With `--engine openai`: finds a session none of whose requests sends a cache routing
-    /// key (`prompt_cache_key`, or `user`, the field it replaces) while its turns share a
-    /// prefix at least as long as the minimum cacheable length. Silent for every other
-    /// engine: they do not route by such a key.
+    /// With `--engine openai`, or without `--engine` for a recording whose requests were sent to
+    /// `api.openai.com` (the report names the provider implied and from what; an OpenAI body alone
+    /// implies nothing, as vLLM, SGLang and llama.cpp serve the same API): finds a session none of
+    /// whose requests sends a cache routing key (`prompt_cache_key`, or `user`, the field it
+    /// replaces) while its turns share a prefix at least as long as the minimum cacheable length.
+    /// Silent for every other engine: they do not route by such a key.
     ///
     /// ## Why is this bad?
     /// OpenAI routes a request to a machine by a hash of the prompt's first tokens, combined
@@ -40,7 +42,7 @@ impl Rule for NoCacheRoutingKey {
         &Self::META
     }
 
-    /// Sessions are audited as a whole (with `--engine openai`), not per broken pair.
+    /// Sessions are audited as a whole (under OpenAI, chosen or implied), not per broken pair.
     fn check(&self, input: &RuleInput<'_>) -> Option<Finding> {
         let RuleInput::Session {
             issue: SessionIssue::NoCacheRoutingKey { longest_prefix },

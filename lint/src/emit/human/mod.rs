@@ -252,8 +252,19 @@ fn session_line(session: &SessionReport) -> String {
             " ({count} turns continue a response kept on the server: their history is not in the bodies, their instructions, tools and settings are checked)"
         ),
     };
+    let implied = session
+        .implied_provider
+        .as_ref()
+        .map(|implied| {
+            format!(
+                " (provider {} implied by {}; pass --engine to choose)",
+                implied.engine,
+                printable(&implied.implied_by)
+            )
+        })
+        .unwrap_or_default();
     format!(
-        "{}{found_in}: {} turns, {} prompt tokens, {} unchanged from the turn before ({:.0}%){approximate}{on_server}, {} errors, {} warnings, {} info",
+        "{}{found_in}: {} turns, {} prompt tokens, {} unchanged from the turn before ({:.0}%){approximate}{on_server}{implied}, {} errors, {} warnings, {} info",
         printable(&session.path),
         summary.turns,
         summary.prompt_tokens,
