@@ -118,7 +118,7 @@ impl ImpliedProvider {
                 kvlint_protocol::endpoint::hosted_api(host)?,
                 format!("the request URL's host {host}"),
             ),
-            None if session.len() > 0
+            None if !session.is_empty()
                 && session
                     .formats()
                     .all(|format| format == BodyFormat::AnthropicMessages) =>
