@@ -206,7 +206,10 @@ impl Grouping {
         };
         let Some(&((continues, shared, closeness), session)) = ranked.first() else {
             let session = self.sessions.len();
-            self.candidates.entry(key.clone()).or_default().push(session);
+            self.candidates
+                .entry(key.clone())
+                .or_default()
+                .push(session);
             self.sessions.push(Open {
                 key,
                 last: Some(last),
@@ -316,8 +319,8 @@ fn text_parts_as_text(mut item: Value) -> Value {
                 .iter()
                 .map(|part| {
                     let part = part.as_object()?;
-                    let plain = part.len() == 2
-                        && part.get("type").and_then(Value::as_str) == Some("text");
+                    let plain =
+                        part.len() == 2 && part.get("type").and_then(Value::as_str) == Some("text");
                     plain.then(|| part.get("text")?.as_str()).flatten()
                 })
                 .collect::<Option<String>>()
@@ -455,10 +458,7 @@ mod tests {
         join(&mut grouping, &chat("s", &long));
         // Trimmed in the middle, the opening exchange kept: the same session, a rewrite.
         let trimmed = chat("s", &[user("q"), said("a"), user("q4")]);
-        assert_eq!(
-            join(&mut grouping, &trimmed),
-            (0, Some(Reading::Rewrite))
-        );
+        assert_eq!(join(&mut grouping, &trimmed), (0, Some(Reading::Rewrite)));
         // The opening sent again from the start has no exchange yet: a session of its own.
         assert_eq!(join(&mut grouping, &chat("s", &[user("q")])), (1, None));
         // The same request again is no continuation either.

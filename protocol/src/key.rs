@@ -131,8 +131,10 @@ pub const ROUTING_KEY: [KeySource; 6] = [
 /// machine that serves it, first source first: `prompt_cache_key`, and `user`, which it
 /// replaces ("Cache Routing", https://developers.openai.com/api/docs/guides/prompt-caching).
 /// Without either, requests that share a prefix may land on machines that do not hold it.
-pub const OPENAI_CACHE_ROUTING_KEY: [KeySource; 2] =
-    [KeySource::Body("/prompt_cache_key"), KeySource::Body("/user")];
+pub const OPENAI_CACHE_ROUTING_KEY: [KeySource; 2] = [
+    KeySource::Body("/prompt_cache_key"),
+    KeySource::Body("/user"),
+];
 
 /// What a request carries that keys are read from. Every field may be missing: a recorded
 /// body has no headers, a header alone has no body.
@@ -386,7 +388,10 @@ mod tests {
     fn opencode_sub_agent_sessions_name_their_parent_session() {
         let main = [("x-session-id", "ses_a")];
         let child = [("X-Session-Id", "ses_b"), ("x-parent-session-id", "ses_a")];
-        assert_eq!(Carried::headers(&child).session_key().as_deref(), Some("ses_b"));
+        assert_eq!(
+            Carried::headers(&child).session_key().as_deref(),
+            Some("ses_b")
+        );
         assert_eq!(
             Carried::headers(&child).parent_session_key(),
             Carried::headers(&main).session_key()

@@ -87,8 +87,8 @@ const EXPECTED: [(&str, &str, &[&[usize]]); 16] = [
         "langgraph-customer-support.msgpack.zlib",
         "vcr-msgpack",
         &[&[
-            0, 2, 3, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24,
-            25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36,
+            0, 2, 3, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25,
+            26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36,
         ]],
     ),
     // ruby_llm replaces the system prompt between two turns of one conversation.
@@ -97,8 +97,16 @@ const EXPECTED: [(&str, &str, &[&[usize]]); 16] = [
         "ruby-vcr",
         &[&[0, 1]],
     ),
-    ("ruby-llm-openai-system-replaced.yml", "ruby-vcr", &[&[0, 1]]),
-    ("ruby-llm-gemini-system-replaced.yml", "ruby-vcr", &[&[0, 1]]),
+    (
+        "ruby-llm-openai-system-replaced.yml",
+        "ruby-vcr",
+        &[&[0, 1]],
+    ),
+    (
+        "ruby-llm-gemini-system-replaced.yml",
+        "ruby-vcr",
+        &[&[0, 1]],
+    ),
 ];
 
 fn kvlint(args: &[&str], out: &Path) -> (i32, String, String) {
@@ -478,8 +486,9 @@ fn sessions_are_kept_whole_across_their_breaks() {
         ],
     );
     assert!(
-        run.stdout
-            .contains("turn 1 kept in the session: the conversation goes on under other instructions or tools"),
+        run.stdout.contains(
+            "turn 1 kept in the session: the conversation goes on under other instructions or tools"
+        ),
         "{}",
         run.stdout
     );
@@ -491,7 +500,10 @@ fn sessions_are_kept_whole_across_their_breaks() {
 #[test]
 fn sub_agent_sessions_are_linked_to_their_parent() {
     // (file, per session: interactions, key source, parent session)
-    type Expected = (&'static str, &'static [(&'static [usize], &'static str, Option<u64>)]);
+    type Expected = (
+        &'static str,
+        &'static [(&'static [usize], &'static str, Option<u64>)],
+    );
     let cases: [Expected; 3] = [
         (
             "hand-made/claude-code-sub-agent.yaml",
@@ -521,7 +533,13 @@ fn sub_agent_sessions_are_linked_to_their_parent() {
     for (file, expected) in cases {
         let path = recordings().join(file);
         let (code, stdout, stderr) = kvlint(
-            &["import", "--format", "json", "--force", path.to_str().unwrap()],
+            &[
+                "import",
+                "--format",
+                "json",
+                "--force",
+                path.to_str().unwrap(),
+            ],
             &out,
         );
         assert_eq!(code, 0, "{stdout}{stderr}");
@@ -534,7 +552,11 @@ fn sub_agent_sessions_are_linked_to_their_parent() {
         for ((session, source), (interactions, key, parent)) in
             imported.iter().zip(checked).zip(expected)
         {
-            assert_eq!(session["interactions"], serde_json::json!(interactions), "{file}");
+            assert_eq!(
+                session["interactions"],
+                serde_json::json!(interactions),
+                "{file}"
+            );
             assert_eq!(session["grouped_by"]["key"], *key, "{file}");
             assert_eq!(session["parent"].as_u64(), *parent, "{file}");
             assert_eq!(source["source"]["parent"].as_u64(), *parent, "{file}");
