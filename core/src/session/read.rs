@@ -1,52 +1,19 @@
-//! Reading session files: one file is one agent session, its turns in file order.
-//!
-//! Accepted containers: JSONL with one request body per line, a JSON array of bodies,
-//! OpenAI Batch lines (`{custom_id, method, url, body}`) and `{request, response}` pairs. A
-//! recording (a VCR cassette, a HAR file) holds sessions of its own: the `kvlint-recordings`
-//! crate reads each and hands it over as a [`SessionFile`] with its [`Origin`], its turns
-//! placed at their bodies in the recording.
-//!
-//! Memory: a session file is read whole and every turn is parsed once, to report a bad one
-//! before any check. Parsed turns are kept up to [`KEPT_TURNS_BUDGET`]; a turn beyond it is
-//! parsed again from the file's text when it is used ([`SessionFile::turn`]), so a session
-//! of any length takes its text, that budget and the turns in use, not a parse of every turn.
+//! Reading a session file's documents: the containers around a request body, its turns
+//! parsed and kept while the budget lasts, a bad document placed in the file.
 
-use std::borrow::Cow;
 use std::ops::Range;
-use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::{RepeatedKey, SessionFile, Skipped, Turn, TurnRecord, unix_seconds};
 use crate::duplicate_keys::duplicate_keys;
 use crate::error::InputError;
 use crate::excerpt::Excerpt;
-use crate::json::{compact_json, heap_size, kind_of};
-use crate::locate::{LineColumn, Locator, raw_offset_in_string, value_range};
-use crate::path::{PartPath, PathSegment};
-use crate::request::{BodyError, BodyFormat, Message, Part, Request, SharedParts};
-
-/// How much memory parsed turns may keep, estimated (see [`SessionFile::turn`]): every turn
-/// of a session that fits is parsed once; a longer session parses its later turns again each
-/// time they are used.
-pub const KEPT_TURNS_BUDGET: usize = 256 << 20;
-
-/// One recorded request of a session, parsed.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Turn {
-    pub request: Request,
-    /// The engine's answer, when the file records `{request, response}` pairs.
-    pub response: Option<Value>,
-    /// When the request was sent, in seconds since the Unix epoch: the pair's `time` (a
-    /// number of seconds, or RFC 3339 text), else the response's `created`.
-    pub time: Option<f64>,
-}
-
-/// Seconds since the Unix epoch of an RFC 3339 time (`2026-12-01T05:33:53.120Z`).
-pub fn unix_seconds(text: &str) -> Option<f64> {
-    let time = chrono::DateTime::parse_from_rfc3339(text).ok()?;
-    Some(time.timestamp() as f64 + f64::from(time.timestamp_subsec_micros()) / 1e6)
-}
+use crate::json::{heap_size, kind_of};
+use crate::locate::LineColumn;
+use crate::path::PartPath;
+use crate::request::{BodyError, Message, Part, Request, SharedParts};
 
 /// A time a recording gives: seconds (milliseconds when larger than any date in seconds), or
 /// RFC 3339 text.
@@ -65,110 +32,13 @@ fn time_of(value: &Value) -> Option<f64> {
     }
 }
 
-/// Where a turn is in its file, and the turn parsed when it is kept.
-#[derive(Debug, Clone)]
-struct TurnRecord {
-    /// The JSON document holding this turn: a line of a JSONL file, or an item of an array.
-    document: Range<usize>,
-    /// From the document's root to the request body (`body`, `request`, or nothing).
-    body_path: PartPath,
-    format: BodyFormat,
-    /// The bytes of the turn's prompt text.
-    prompt_bytes: usize,
-    kept: Option<Box<Turn>>,
-}
-
-/// A session file and its turns.
-#[derive(Debug, Clone)]
-pub struct SessionFile {
-    pub path: String,
-    pub text: Arc<str>,
-    turns: Vec<TurnRecord>,
-    /// Requests the file holds that are not prompts (an OpenAI Batch line to another
-    /// endpoint): passed over, and said.
-    pub skipped: Vec<Skipped>,
-    /// Every distinct text the turns' parts hold, each once.
-    pub part_texts: Vec<Arc<str>>,
-    /// Keys a document gives twice in one object: kvlint reads the last, a provider may not.
-    pub repeated_keys: Vec<RepeatedKey>,
-    /// For a session found in a recording: the recording, and where each turn's body is.
-    pub origin: Option<Origin>,
-}
-
-/// Where a session found in a recording comes from. Its turns are placed at their bodies in
-/// the recording (the body's start: a recording writes a body in its own escapes).
-#[derive(Debug, Clone)]
-pub struct Origin {
-    /// `vcr-yaml`, `har`, … (`kvlint_recordings::Container::as_str`).
-    pub container: &'static str,
-    /// This session's number among the recording's (from 1), and how many it holds.
-    pub session: usize,
-    pub sessions: usize,
-    /// The recording's text.
-    pub text: Arc<str>,
-    /// The recording's interactions the turns came from.
-    pub interactions: Vec<usize>,
-    /// The byte offset of each turn's body in the recording's text.
-    pub body_offsets: Vec<usize>,
-    /// Whether a body was rebuilt from what the recorder kept (a trace's span attributes):
-    /// its JSON serialization is kvlint's, so nothing is claimed of the one sent.
-    pub reconstructed: bool,
-    /// How the session was told apart from the recording's others.
-    pub grouped_by: kvlint_protocol::grouping::GroupedBy,
-    /// The number (from 1) of the session that spawned it (a sub-agent's parent).
-    pub parent: Option<usize>,
-    /// The host every request was sent to, when the recording's URLs name the same one
-    /// (`kvlint_protocol::endpoint::hosted_api` tells the hosted API it is).
-    pub host: Option<String>,
-}
-
-/// A key given twice in one object of a session file, both places in the file.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct RepeatedKey {
-    pub key: String,
-    /// The object, from its document's root (`messages[1]`; empty for the root).
-    pub object: String,
-    /// Where the key is given the second time, and the first.
-    pub line: usize,
-    pub column: usize,
-    pub first_line: usize,
-    pub first_column: usize,
-}
-
-/// A request passed over, and why.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Skipped {
-    pub line: usize,
-    pub reason: String,
-}
-
 /// What a JSON document of a session file holds.
-enum Document {
+pub(super) enum Document {
     Turn(Box<Turn>, PartPath),
     Skipped(Skipped),
 }
 
-/// The text of a session file (UTF-8, a byte-order mark kept for the parser to pass over).
-pub fn read_text(path: &Path) -> Result<String, InputError> {
-    let display = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|source| InputError::Io {
-        path: display.clone(),
-        source,
-    })?;
-    crate::error::utf8_text(display, bytes)
-}
-
 impl SessionFile {
-    /// Reads a session file (`kvlint_recordings::read_session` also inflates a compressed
-    /// one and says when the file is a recording).
-    pub fn read(path: &Path) -> Result<Self, InputError> {
-        Self::parse(path.display().to_string(), Arc::from(read_text(path)?))
-    }
-
-    pub fn parse(path: String, text: Arc<str>) -> Result<Self, InputError> {
-        Self::parse_keeping(path, text, KEPT_TURNS_BUDGET)
-    }
-
     /// Parses a session, keeping parsed turns up to `budget` bytes (estimated).
     pub fn parse_keeping(path: String, text: Arc<str>, budget: usize) -> Result<Self, InputError> {
         let mut reader = Reader {
@@ -207,53 +77,6 @@ impl SessionFile {
         Ok(session)
     }
 
-    /// How many turns the session has.
-    pub fn len(&self) -> usize {
-        self.turns.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.turns.is_empty()
-    }
-
-    /// Turn `index`, parsed: the one kept, or parsed again from the file's text.
-    pub fn turn(&self, index: usize) -> Result<Cow<'_, Turn>, InputError> {
-        let record = self.record(index)?;
-        if let Some(kept) = &record.kept {
-            return Ok(Cow::Borrowed(kept));
-        }
-        let value = self.parse_json(record.document.clone())?;
-        match self.document(value, record.document.clone(), &mut SharedParts::default())? {
-            Document::Turn(turn, _) => Ok(Cow::Owned(*turn)),
-            Document::Skipped(_) => Err(self.no_turn(index)),
-        }
-    }
-
-    /// The turns in order, each parsed when it is reached.
-    pub fn turns(&self) -> impl Iterator<Item = Result<Cow<'_, Turn>, InputError>> + '_ {
-        (0..self.len()).map(|index| self.turn(index))
-    }
-
-    /// How many turns are kept parsed (the others are parsed again when used).
-    pub fn kept_turns(&self) -> usize {
-        self.turns
-            .iter()
-            .filter(|record| record.kept.is_some())
-            .count()
-    }
-
-    /// The API each turn is written for, in order.
-    pub fn formats(&self) -> impl Iterator<Item = BodyFormat> + '_ {
-        self.turns.iter().map(|record| record.format)
-    }
-
-    /// The bytes of prompt text turn `index` sends: about the work of rendering it.
-    pub fn prompt_bytes(&self, index: usize) -> usize {
-        self.turns
-            .get(index)
-            .map_or(0, |record| record.prompt_bytes)
-    }
-
     /// Every distinct text of the turns kept.
     fn kept_texts(&self) -> Vec<Arc<str>> {
         let mut texts = std::collections::HashSet::new();
@@ -261,17 +84,6 @@ impl SessionFile {
             texts.extend(kept.request.parts.iter().map(|part| Arc::clone(&part.text)));
         }
         texts.into_iter().collect()
-    }
-
-    fn record(&self, index: usize) -> Result<&TurnRecord, InputError> {
-        self.turns.get(index).ok_or_else(|| self.no_turn(index))
-    }
-
-    fn no_turn(&self, index: usize) -> InputError {
-        InputError::NoTurn {
-            path: self.path.clone(),
-            turn: index,
-        }
     }
 
     fn read_array(&mut self, start: usize, reader: &mut Reader) -> Result<(), InputError> {
@@ -370,7 +182,7 @@ impl SessionFile {
         }
     }
 
-    fn parse_json(&self, document: Range<usize>) -> Result<Value, InputError> {
+    pub(super) fn parse_json(&self, document: Range<usize>) -> Result<Value, InputError> {
         serde_json::from_str(&self.text[document.clone()])
             .map_err(|error| self.json_error(document, &error))
     }
@@ -398,7 +210,7 @@ impl SessionFile {
     }
 
     /// Unwraps the known containers around a request body and parses the body.
-    fn document(
+    pub(super) fn document(
         &self,
         value: Value,
         document: Range<usize>,
@@ -481,110 +293,6 @@ impl SessionFile {
             source_code: Excerpt::around(&self.path, &self.text, offset, 1),
             span: (offset, 1).into(),
         }
-    }
-
-    fn locate_value(
-        &self,
-        document: &Range<usize>,
-        body_path: &PartPath,
-        part: &PartPath,
-    ) -> Option<Range<usize>> {
-        let mut segments: Vec<PathSegment> = body_path.segments().to_vec();
-        segments.extend_from_slice(part.segments());
-        let range = value_range(&self.text[document.clone()], &segments)?;
-        Some(document.start + range.start..document.start + range.end)
-    }
-
-    /// The bytes of the JSON document that holds turn `index` (a line of a JSONL file, an item
-    /// of an array).
-    pub fn turn_document(&self, index: usize) -> Option<Range<usize>> {
-        self.turns.get(index).map(|turn| turn.document.clone())
-    }
-
-    /// The bytes of the file that hold `part` of turn `turn`'s body, as written (for a session
-    /// read from a recording, `None`: its bodies are the recording's, in its own escapes).
-    pub fn value_range(&self, turn: usize, part: &PartPath) -> Option<Range<usize>> {
-        if self.origin.is_some() {
-            return None;
-        }
-        let turn = self.turns.get(turn)?;
-        self.locate_value(&turn.document, &turn.body_path, part)
-    }
-
-    /// The byte offset in the file of `offset_in_part` bytes into the decoded value of `part`
-    /// of turn `turn`.
-    ///
-    /// For string values the offset is mapped through JSON escapes; for other values (a tool
-    /// schema, an object) the start of the value is returned.
-    pub fn part_offset(
-        &self,
-        turn: usize,
-        part: &PartPath,
-        offset_in_part: usize,
-    ) -> Option<usize> {
-        let turn = self.turns.get(turn)?;
-        let mut part = part.clone();
-        let mut range = self.locate_value(&turn.document, &turn.body_path, &part);
-        // A path may name a key the body left out (e.g. a message's `content: null`):
-        // fall back to the closest enclosing value that exists.
-        while range.is_none() && !part.segments().is_empty() {
-            part = part.truncated(part.segments().len() - 1);
-            range = self.locate_value(&turn.document, &turn.body_path, &part);
-        }
-        let range = range?;
-        let literal = &self.text[range.clone()];
-        if literal.starts_with('"') {
-            return Some(range.start + raw_offset_in_string(literal, offset_in_part));
-        }
-        // A tool schema or tool input is rendered compact; when the file has it compact too,
-        // offsets into the rendering are offsets into the file.
-        let compact = serde_json::from_str::<Value>(literal)
-            .is_ok_and(|value| compact_json(&value) == literal);
-        Some(
-            range.start
-                + if compact {
-                    offset_in_part.min(literal.len())
-                } else {
-                    0
-                },
-        )
-    }
-
-    /// The text findings are placed in: the session file's, or the recording's.
-    pub fn source_text(&self) -> &Arc<str> {
-        self.origin
-            .as_ref()
-            .map_or(&self.text, |origin| &origin.text)
-    }
-
-    /// The line turn `index` starts on.
-    pub fn turn_line(&self, index: usize) -> usize {
-        if let Some(origin) = &self.origin {
-            return self
-                .line_column(origin.body_offsets.get(index).copied().unwrap_or(0))
-                .line;
-        }
-        let Some(turn) = self.turns.get(index) else {
-            return 0;
-        };
-        let start = self
-            .locate_value(&turn.document, &turn.body_path, &PartPath::root())
-            .map_or(turn.document.start, |range| range.start);
-        self.line_column(start).line
-    }
-}
-
-impl Locator for SessionFile {
-    fn locate(&self, turn: usize, part: &PartPath, offset_in_part: usize) -> Option<usize> {
-        let offset = self.part_offset(turn, part, offset_in_part)?;
-        match &self.origin {
-            Some(origin) => origin.body_offsets.get(turn).copied(),
-            None => Some(offset),
-        }
-    }
-
-    fn line_column(&self, offset: usize) -> LineColumn {
-        LineColumn::of_offset(self.source_text(), offset)
     }
 }
 
