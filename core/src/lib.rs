@@ -10,8 +10,8 @@
 //! |---|---|---|
 //! | read a session file | [`session`] | [`SessionFile`], [`Turn`] |
 //! | a recorded response, a stream put back together | [`response`] | [`response::parse_response`] |
-//! | the request model | [`request`] | [`Request`], [`BodyFormat`] |
-//! | render and tokenize | [`render`], [`template`], [`tokenize`] | [`Renderer`], [`Rendered`], [`ChatTemplate`], [`Tokenizer`] |
+//! | the request model (`kvlint-request`) | [`request`] | [`Request`], [`BodyFormat`] |
+//! | render and tokenize (`kvlint-render`) | [`render`], [`template`], [`tokenize`] | [`Renderer`], [`Rendered`], [`ChatTemplate`], [`Tokenizer`] |
 //! | diff two turns | [`diff`] | [`TurnDiff`], [`Divergence`] |
 //! | place in the file | [`locate`] | [`Locator`] |
 //! | predict cache use | [`cache`] | [`Engine`], [`SessionCacheView`] |
@@ -24,6 +24,11 @@
 //! into it. The protocol facts (request formats, keys, engine names) are `kvlint-protocol`'s. Chat templates are also checked
 //! before any traffic ([`template_check`]), and application prompt templates for volatile
 //! variables ([`prompt_template`]).
+//!
+//! The request model ([`request`], [`path`], [`locate`], [`diagnostic`], [`error`]) is the
+//! `kvlint-request` crate's and rendering ([`render`], [`template`], [`tokenize`],
+//! [`template_check`]) the `kvlint-render` crate's; core re-exports them at these paths and
+//! keeps sessions, diffs and cache models.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -43,25 +48,20 @@
 //! ```
 
 pub mod cache;
-pub mod diagnostic;
 pub mod diff;
 pub mod duplicate_keys;
-pub mod error;
-pub mod excerpt;
-mod json;
-pub mod locate;
-pub mod path;
 /// The one common-prefix count ([`kvlint_protocol::common_prefix`]).
 pub use kvlint_protocol::common_prefix as prefix;
 pub mod prompt_template;
-pub mod render;
-pub mod request;
 pub mod response;
 pub mod routing;
 pub mod session;
-pub mod template;
-pub mod template_check;
-pub mod tokenize;
+
+// The request model and rendering live in crates of their own (`kvlint-request`,
+// `kvlint-render`); their modules stay reachable at their old paths here.
+pub use kvlint_render::{render, template, template_check, tokenize};
+use kvlint_request::json;
+pub use kvlint_request::{diagnostic, error, excerpt, locate, path, request};
 
 pub use cache::{Engine, SessionCacheView, TurnCachePrediction};
 pub use diagnostic::{Diagnostic, Severity, SeverityCounts, Span};

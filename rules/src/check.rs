@@ -271,7 +271,7 @@ pub fn visit_turns<E: From<InputError>>(
                   spare: Option<Rendered>| {
         renderer
             .render_reusing(&turn.request, previous, spare)
-            .map_err(|source| InputError::turn(session, index, source))
+            .map_err(|source| session.turn_error(index, source))
     };
     // The turn before the range, rendered again: the first turn of the range is diffed with it.
     let mut previous = match range.start.checked_sub(1) {

@@ -6,11 +6,32 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::SessionFile;
+use crate::error::InputError;
 use crate::json::compact_json;
 use crate::locate::{LineColumn, Locator, raw_offset_in_string, value_range};
 use crate::path::{PartPath, PathSegment};
 
 impl SessionFile {
+    /// Turn `index` of this session cannot be rendered because of `source`: placed at the
+    /// part of the body `source` names, or at the line the turn starts on.
+    pub fn turn_error(&self, index: usize, source: InputError) -> InputError {
+        let part = match &source {
+            InputError::RefusedPart { part, .. } => self.locate(index, part, 0),
+            _ => None,
+        };
+        let (line, column) = match part.map(|offset| self.line_column(offset)) {
+            Some(position) => (position.line, position.column),
+            None => (self.turn_line(index), 0),
+        };
+        InputError::Turn {
+            path: self.path.clone(),
+            line,
+            column,
+            turn: index,
+            source: Box::new(source),
+        }
+    }
+
     pub(super) fn locate_value(
         &self,
         document: &Range<usize>,

@@ -139,7 +139,7 @@ fn render_session(
                 previous = Some((turn, rendered));
             }
             Err(source) => {
-                let error = InputError::turn(session, index, source);
+                let error = session.turn_error(index, source);
                 turns.push(RenderedTurn {
                     index,
                     format: turn.request.format.name(),

@@ -133,8 +133,7 @@ mod tests {
     use serde_json::json;
 
     use crate::render::{Rendered, Renderer};
-    use crate::request::Request;
-    use crate::session::SessionFile;
+    use crate::request::{Request, SharedParts};
 
     #[test]
     fn provider_segments_cover_the_text() {
@@ -192,15 +191,13 @@ mod tests {
                 assistant("hello"),
             ],
         ];
-        let jsonl: Vec<String> = bodies
-            .iter()
-            .map(|messages| json!({"model": "gpt-4o", "messages": messages}).to_string())
-            .collect();
-        let session = SessionFile::parse("s.jsonl".into(), jsonl.join("\n").into()).unwrap();
+        // The turns of one session: their texts shared, as reading a session file shares them.
+        let mut shared = SharedParts::default();
         let renderer = Renderer::provider();
         let (mut previous, mut spare) = (None::<(Request, Rendered)>, None);
-        for turn in session.turns() {
-            let request = turn.unwrap().into_owned().request;
+        for messages in &bodies {
+            let body = json!({"model": "gpt-4o", "messages": messages});
+            let request = Request::parse(body, &mut shared).unwrap();
             let hint = previous
                 .as_ref()
                 .map(|(request, rendered)| (request, rendered));
@@ -213,5 +210,24 @@ mod tests {
                 .replace((request, reusing))
                 .map(|(_, rendered)| rendered);
         }
+    }
+
+    #[test]
+    fn a_function_tool_needs_a_name_and_a_built_in_tool_does_not() {
+        let messages = json!([{"role": "user", "content": "hi"}]);
+        for tools in [
+            json!([{"type": "function", "function": {"parameters": {}}}]),
+            json!([{"type": "function", "function": {"name": 7}}]),
+            json!([{"type": "function", "parameters": {}}]),
+        ] {
+            let body = json!({"messages": messages, "tools": tools});
+            // Read, so that an engine can refuse the request as it does; the API refuses it.
+            let request = Request::from_body(&body).unwrap();
+            let error = Renderer::provider().render(&request).unwrap_err();
+            assert!(error.to_string().contains("must have a `name`"), "{tools}");
+        }
+        let built_in = json!({"input": "hi", "tools": [{"type": "web_search"}]});
+        let request = Request::from_body(&built_in).unwrap();
+        assert!(Renderer::provider().render(&request).is_ok());
     }
 }

@@ -4,9 +4,7 @@ use miette::{Diagnostic, SourceSpan};
 use thiserror::Error;
 
 use crate::excerpt::Excerpt;
-use crate::locate::Locator;
 use crate::path::PartPath;
-use crate::session::SessionFile;
 
 /// A problem with an input file, a template or a tokenizer.
 ///
@@ -232,26 +230,6 @@ impl InputError {
             | Self::TemplateSyntax { path, .. } => path,
             // About a request, not a file: the `Turn` error around them names the file.
             Self::Refused { .. } | Self::RefusedPart { .. } | Self::NotModelled { .. } => "",
-        }
-    }
-
-    /// Turn `index` of `session` cannot be rendered because of `source`: placed at the part
-    /// of the body `source` names, or at the line the turn starts on.
-    pub fn turn(session: &SessionFile, index: usize, source: InputError) -> Self {
-        let part = match &source {
-            Self::RefusedPart { part, .. } => session.locate(index, part, 0),
-            _ => None,
-        };
-        let (line, column) = match part.map(|offset| session.line_column(offset)) {
-            Some(position) => (position.line, position.column),
-            None => (session.turn_line(index), 0),
-        };
-        Self::Turn {
-            path: session.path.clone(),
-            line,
-            column,
-            turn: index,
-            source: Box::new(source),
         }
     }
 }

@@ -14,7 +14,7 @@ pub fn same_bytes(a: &Value, b: &Value) -> bool {
 }
 
 /// A value's JSON type, as error messages name it ("found a number").
-pub(crate) fn kind_of(value: &Value) -> &'static str {
+pub fn kind_of(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
@@ -28,7 +28,7 @@ pub(crate) fn kind_of(value: &Value) -> &'static str {
 /// The heap a parsed value takes, about: serde_json's `preserve_order` objects (an index
 /// table and a vector of hash, key and value per entry), each allocation with the
 /// allocator's overhead.
-pub(crate) fn heap_size(value: &Value) -> usize {
+pub fn heap_size(value: &Value) -> usize {
     const PER_ALLOCATION: usize = 16;
     const PER_ENTRY: usize = 2 * size_of::<usize>() + size_of::<String>() + size_of::<Value>();
     match value {

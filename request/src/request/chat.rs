@@ -192,25 +192,6 @@ mod tests {
     }
 
     #[test]
-    fn a_function_tool_needs_a_name_and_a_built_in_tool_does_not() {
-        let messages = json!([{"role": "user", "content": "hi"}]);
-        for tools in [
-            json!([{"type": "function", "function": {"parameters": {}}}]),
-            json!([{"type": "function", "function": {"name": 7}}]),
-            json!([{"type": "function", "parameters": {}}]),
-        ] {
-            let body = json!({"messages": messages, "tools": tools});
-            // Read, so that an engine can refuse the request as it does; the API refuses it.
-            let request = Request::from_body(&body).unwrap();
-            let error = crate::Renderer::provider().render(&request).unwrap_err();
-            assert!(error.to_string().contains("must have a `name`"), "{tools}");
-        }
-        let built_in = json!({"input": "hi", "tools": [{"type": "web_search"}]});
-        let request = Request::from_body(&built_in).unwrap();
-        assert!(crate::Renderer::provider().render(&request).is_ok());
-    }
-
-    #[test]
     fn wrong_types_name_the_place() {
         let body = json!({"messages": [{"role": "user", "content": 3}]});
         let error = Request::from_body(&body).unwrap_err();

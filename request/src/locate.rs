@@ -29,7 +29,7 @@ impl LineColumn {
 
 /// Where the parts of a session's turns are in the user's file: what placing a finding needs.
 ///
-/// A [`SessionFile`](crate::session::SessionFile) places parts in the file it was read from;
+/// A `SessionFile` (`kvlint_core::session`) places parts in the file it was read from;
 /// requests that come from no file (the SDK's guard) use [`Unplaced`].
 pub trait Locator: Sync {
     /// The byte offset in the source of byte `offset_in_part` of `part`'s text in turn `turn`.
