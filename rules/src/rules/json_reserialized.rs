@@ -2,7 +2,7 @@ use kvlint_core::BodyFormat;
 use kvlint_core::request::{Part, PartKind, Request, same_bytes};
 use serde_json::Value;
 
-use super::diverges_in_tools;
+use super::{changed_tool, diverges_in_tools};
 use crate::{Finding, Rule, RuleInput, RuleMeta, TurnPair, declare_rule};
 
 declare_rule! {
@@ -57,14 +57,7 @@ impl Rule for JsonReserialized {
         };
         let (what, before, after) =
             if diverges_in_tools(pair) {
-                let previous_tools = &pair.previous.tools;
-                let (after, before) =
-                    pair.current.tools.iter().zip(previous_tools).find(
-                        |(after, before)| !same_bytes(&after.definition, &before.definition),
-                    )?;
-                if after.name != before.name {
-                    return None;
-                }
+                let (before, after) = changed_tool(pair)?;
                 (
                     format!("the schema of tool `{}` is", after.name),
                     before.definition.to_string(),

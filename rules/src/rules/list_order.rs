@@ -1,7 +1,6 @@
-use kvlint_core::request::same_bytes;
 use serde_json::Value;
 
-use super::{diverges_in_tools, excerpt};
+use super::{changed_tool, diverges_in_tools, excerpt};
 use crate::{Finding, Rule, RuleInput, RuleMeta, declare_rule};
 
 declare_rule! {
@@ -50,13 +49,7 @@ impl Rule for ListOrder {
         };
         let (what, before, after) =
             if diverges_in_tools(pair) {
-                let (after, before) =
-                    pair.current.tools.iter().zip(&pair.previous.tools).find(
-                        |(after, before)| !same_bytes(&after.definition, &before.definition),
-                    )?;
-                if after.name != before.name {
-                    return None;
-                }
+                let (before, after) = changed_tool(pair)?;
                 let (field, before_text, after_text) =
                     only_changed_string(&before.definition, &after.definition)?;
                 (

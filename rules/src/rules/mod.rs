@@ -66,6 +66,23 @@ pub(crate) fn diverges_in_tools(pair: &TurnPair<'_>) -> bool {
         || in_head(pair.previous_part(), &pair.previous.messages)
 }
 
+/// The first tool whose definition the current turn sends in other bytes, as (earlier,
+/// current), when it is the same tool (same name) in both turns.
+pub(crate) fn changed_tool<'a>(
+    pair: &TurnPair<'a>,
+) -> Option<(
+    &'a kvlint_core::request::Tool,
+    &'a kvlint_core::request::Tool,
+)> {
+    let (after, before) = pair
+        .current
+        .tools
+        .iter()
+        .zip(&pair.previous.tools)
+        .find(|(after, before)| !same_bytes(&after.definition, &before.definition))?;
+    (after.name == before.name).then_some((before, after))
+}
+
 /// A name list for messages: `a`, `b` and `c`.
 pub(crate) fn quoted_list(names: &[&str]) -> String {
     let quoted: Vec<String> = names.iter().map(|name| format!("`{name}`")).collect();
