@@ -116,6 +116,22 @@ fn kvlint(args: &[&str], out: &Path) -> (i32, String, String) {
     (run.code, run.stdout, run.stderr)
 }
 
+/// `kvlint import --format json --force PATH --out OUT`, which must succeed: its JSON report.
+fn imported_json(path: &Path, out: &Path) -> Value {
+    let (code, stdout, stderr) = kvlint(
+        &[
+            "import",
+            "--format",
+            "json",
+            "--force",
+            path.to_str().unwrap(),
+        ],
+        out,
+    );
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    serde_json::from_str(&stdout).unwrap()
+}
+
 /// `kvlint COMMAND --format json FILES…`: its exit code and JSON report.
 fn json_of(command: &str, files: &[PathBuf]) -> (i32, Value) {
     let mut args = vec![command, "--format", "json"];
@@ -327,18 +343,7 @@ fn inspect_logs_give_the_requests_inspect_reads_back() {
     for log in ["agent.eval", "agent.json"] {
         let out = std::env::temp_dir().join(format!("kvlint-import-{log}-{}", std::process::id()));
         let path = folder.join(log);
-        let (code, stdout, stderr) = kvlint(
-            &[
-                "import",
-                "--format",
-                "json",
-                "--force",
-                path.to_str().unwrap(),
-            ],
-            &out,
-        );
-        assert_eq!(code, 0, "{stdout}{stderr}");
-        let report: Value = serde_json::from_str(&stdout).unwrap();
+        let report = imported_json(&path, &out);
         let sessions = report["recordings"][0]["sessions"].as_array().unwrap();
         let grouped: Vec<Value> = sessions
             .iter()
@@ -532,18 +537,7 @@ fn sub_agent_sessions_are_linked_to_their_parent() {
     let out = std::env::temp_dir().join(format!("kvlint-import-agents-{}", std::process::id()));
     for (file, expected) in cases {
         let path = recordings().join(file);
-        let (code, stdout, stderr) = kvlint(
-            &[
-                "import",
-                "--format",
-                "json",
-                "--force",
-                path.to_str().unwrap(),
-            ],
-            &out,
-        );
-        assert_eq!(code, 0, "{stdout}{stderr}");
-        let report: Value = serde_json::from_str(&stdout).unwrap();
+        let report = imported_json(&path, &out);
         let (_, checked) = json_of("check", std::slice::from_ref(&path));
         let imported = report["recordings"][0]["sessions"].as_array().unwrap();
         let checked = checked["sessions"].as_array().unwrap();
