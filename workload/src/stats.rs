@@ -17,10 +17,18 @@ pub struct Distribution {
     /// Upper bounds of the histogram's bins, and how many values fall in each (a value goes
     /// into the first bin whose bound is not below it).
     pub bins: Vec<(f64, usize)>,
+    /// The cumulative distribution, for a plot: values in increasing order, each with the share
+    /// of the sample at or below it: the quantiles at every half percent (nearest rank, so the
+    /// percentiles above are among them), each distinct value once.
+    #[serde(skip)]
+    pub cdf: Vec<(f64, f64)>,
 }
 
 /// Bins of a histogram.
 const BINS: usize = 20;
+
+/// Quantile steps a cumulative distribution keeps: one value per half percent.
+const CDF_STEPS: usize = 200;
 
 impl Distribution {
     /// The distribution of `values` (no value is NaN).
@@ -51,6 +59,15 @@ impl Distribution {
         } else {
             vec![(max, values.len())]
         };
+        let mut cdf: Vec<(f64, f64)> = Vec::with_capacity(CDF_STEPS + 1);
+        for step in 0..=CDF_STEPS {
+            let value = quantile(step as f64 / CDF_STEPS as f64);
+            if cdf.last().is_some_and(|(last, _)| *last == value) {
+                continue;
+            }
+            let at_or_below = values.partition_point(|other| *other <= value);
+            cdf.push((value, at_or_below as f64 / values.len() as f64));
+        }
         Self {
             count: values.len(),
             min,
@@ -62,6 +79,7 @@ impl Distribution {
             max,
             mean: values.iter().sum::<f64>() / values.len() as f64,
             bins,
+            cdf,
         }
     }
 
@@ -115,6 +133,18 @@ mod tests {
         );
         // 1..=100 in 20 bins of width 4.95: the first holds 1 to 5.95.
         assert_eq!(distribution.bins[0].1, 5);
+    }
+
+    #[test]
+    fn the_cumulative_distribution_steps_at_each_distinct_value() {
+        let distribution = Distribution::of(vec![3.0, 1.0, 1.0, 10.0]);
+        assert_eq!(distribution.cdf, vec![(1.0, 0.5), (3.0, 0.75), (10.0, 1.0)]);
+        let many = Distribution::of((1..=1000).map(f64::from).collect());
+        assert_eq!(many.cdf.len(), CDF_STEPS + 1);
+        for percentile in [many.p50, many.p90, many.p99] {
+            assert!(many.cdf.iter().any(|(value, _)| *value == percentile));
+        }
+        assert_eq!(many.cdf.last(), Some(&(1000.0, 1.0)));
     }
 
     #[test]

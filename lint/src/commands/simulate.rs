@@ -6,6 +6,7 @@
 
 use std::path::PathBuf;
 
+use kvlint_workload::html::simulation_html;
 use kvlint_workload::{Arrival, CacheSize, Policy, Setup, SimEngine, SimulationResult, simulate};
 use miette::IntoDiagnostic;
 use rayon::prelude::*;
@@ -16,7 +17,9 @@ use super::workload::{TraceArgs, deliver, traced};
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Example:
   kvlint simulate sessions/ --replicas 4 --cache 20000 --engine vllm:block=16 \\
-      --routing round-robin,session-hash,prefix-aware,ideal --arrival poisson:2 --prefill-tps 8000")]
+      --routing round-robin,session-hash,prefix-aware,ideal --arrival poisson:2 --prefill-tps 8000
+  kvlint simulate sessions/ --replicas 2,4 --cache 5000,20000,unbounded --prefill-tps 8000 \\
+      --format html -o fleet.html")]
 pub struct Args {
     /// Session files, recordings or folders: anything `kvlint check` reads.
     pub sessions: Vec<PathBuf>,
@@ -73,6 +76,9 @@ pub struct Args {
 pub enum SimulateFormat {
     Human,
     Json,
+    /// A self-contained page with plots: served and computed tokens, TTFT percentiles, and
+    /// the sweep over replicas and cache sizes.
+    Html,
 }
 
 pub fn run(mut args: Args) -> miette::Result<Outcome> {
@@ -112,6 +118,7 @@ pub fn run(mut args: Args) -> miette::Result<Outcome> {
             json
         }
         SimulateFormat::Human => human(&results, traced.trace.input_tokens()),
+        SimulateFormat::Html => simulation_html("kvlint simulate", &results),
     };
     Ok(Outcome {
         output: deliver(args.output.as_deref(), text)?,

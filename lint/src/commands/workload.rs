@@ -27,7 +27,8 @@ use crate::input::{input_text, parse_all};
   kvlint workload sessions/                        the reuse, as a table
   kvlint workload sessions/ --format html -o workload.html
   kvlint workload sessions/ --export-benchmark vllm-custom -o bench.jsonl
-  kvlint workload --dataset bench.jsonl            a benchmark's own sharing, to compare")]
+  kvlint workload --dataset bench.jsonl            a benchmark's own sharing, to compare
+  kvlint workload prod/ --compare-dataset bench.jsonl --format html -o prod-vs-bench.html")]
 pub struct Args {
     /// Session files, recordings or folders: anything `kvlint check` reads.
     pub sessions: Vec<PathBuf>,
@@ -45,6 +46,14 @@ pub struct Args {
     /// Write a benchmark dataset of the workload's shape (random words, no text of it).
     #[arg(long, value_enum, value_name = "FORMAT")]
     pub export_benchmark: Option<ExportFormat>,
+    /// Sessions to compare the workload with (production against a benchmark's): the HTML
+    /// report draws their sharing rate and distributions over the workload's, on the same
+    /// axes; the human report follows with theirs.
+    #[arg(long, value_name = "PATH", conflicts_with = "export_benchmark")]
+    pub compare: Vec<PathBuf>,
+    /// Benchmark datasets to compare with, as `--dataset` reads them.
+    #[arg(long, value_name = "FILE", conflicts_with = "export_benchmark")]
+    pub compare_dataset: Vec<PathBuf>,
 }
 
 /// How sessions become a trace: their rendering, its block size and the trace cache.
@@ -230,6 +239,15 @@ fn shown(paths: &[PathBuf]) -> String {
         .join(", ")
 }
 
+/// The files' and folders' own names, for a legend.
+fn short_names(paths: &[PathBuf]) -> String {
+    paths
+        .iter()
+        .map(|path| relative_name(path, &[]))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 fn cache_folder(args: &TraceArgs) -> PathBuf {
     if let Some(folder) = &args.trace_cache {
         return folder.clone();
@@ -279,19 +297,57 @@ pub fn run(args: Args) -> miette::Result<Outcome> {
         });
     }
     let report = workload_report(&traced.trace);
+    let compared = compared(&args)?;
     let text = match args.format {
-        WorkloadFormat::Human => human(&report, traced.tracing_seconds),
+        WorkloadFormat::Human => {
+            let mut text = human(&report, traced.tracing_seconds);
+            if let Some((name, compared)) = &compared {
+                text.push_str(&format!("\ncompared with {name}:\n"));
+                text.push_str(&human(
+                    &workload_report(&compared.trace),
+                    compared.tracing_seconds,
+                ));
+            }
+            text
+        }
         WorkloadFormat::Json => {
             let mut json = serde_json::to_string_pretty(&report).into_diagnostic()?;
             json.push('\n');
             json
         }
-        WorkloadFormat::Html => workload_html("kvlint workload", &report, &[]),
+        WorkloadFormat::Html => {
+            let name = short_names(&[args.sessions.clone(), args.dataset.clone()].concat());
+            let compared =
+                compared.map(|(name, compared)| (name, workload_report(&compared.trace)));
+            let mut workloads = vec![(name.as_str(), &report)];
+            if let Some((name, report)) = &compared {
+                workloads.push((name.as_str(), report));
+            }
+            workload_html("kvlint workload", &workloads, &[])
+        }
     };
     Ok(Outcome {
         output: deliver(args.output.as_deref(), text)?,
         exit_code: 0,
     })
+}
+
+/// The workload `--compare` and `--compare-dataset` name, traced as the first is (its hashed
+/// traces aside), with its name.
+fn compared(args: &Args) -> miette::Result<Option<(String, Traced)>> {
+    if args.compare.is_empty() && args.compare_dataset.is_empty() {
+        return Ok(None);
+    }
+    if args.format == WorkloadFormat::Json {
+        miette::bail!(
+            "--compare is drawn in the HTML report and printed in the human one, not in JSON: run the JSON report on each workload"
+        );
+    }
+    let name = short_names(&[args.compare.clone(), args.compare_dataset.clone()].concat());
+    Ok(Some((
+        name,
+        traced(&args.compare, &args.compare_dataset, &args.trace)?,
+    )))
 }
 
 fn share(part: u64, whole: u64) -> String {

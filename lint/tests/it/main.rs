@@ -37,6 +37,7 @@ mod probe_faults;
 mod render;
 mod render_engines;
 mod reported_usage;
+mod reports_html;
 mod secrets;
 mod template;
 mod workload;

@@ -91,15 +91,17 @@ fn the_html_report_renders_in_a_headless_browser() {
         page.to_str().unwrap(),
     ]);
     assert_eq!(code, 0, "{stderr}");
-    let browser = [
+    let Some(browser) = [
         "/usr/bin/chromium",
         "/usr/bin/chromium-browser",
         "/usr/bin/google-chrome",
     ]
     .into_iter()
     .map(Path::new)
-    .find(|path| path.is_file())
-    .expect("chromium missing: apt-get install chromium (scripts/test.sh does)");
+    .find(|path| path.is_file()) else {
+        kvlint_fixtures::missing_oracle("chromium", "apt-get install chromium");
+        return;
+    };
     let url = format!("file://{}", page.display());
     let common = [
         "--headless",
@@ -129,8 +131,8 @@ fn the_html_report_renders_in_a_headless_browser() {
         );
     }
     assert!(
-        dom.matches("<rect class=\"bar\"").count() >= 60,
-        "histogram bars"
+        dom.matches("<path class=\"cdf\"").count() >= 4,
+        "the distributions' curves"
     );
     assert!(dom.contains("<polyline"), "the reuse line");
     let shot = folder.join("workload.png");

@@ -1,0 +1,270 @@
+//! `kvlint simulate`'s page: per policy and point of the sweep, the prompt tokens served from
+//! cache and computed, and the time to first token's percentiles on a logarithmic axis; when
+//! several replica counts or cache sizes were simulated, the hit rate and the TTFT p99 along
+//! the sweep, one line per policy.
+
+use std::fmt::Write;
+
+use super::plot::{
+    Axis, Frame, Lines, Scale, escape, grouped, lines_figure, page_start, percent, readable,
+};
+use crate::simulate::SimulationResult;
+
+/// The sweep's points (replicas and cache), in the order first simulated.
+fn sweep_points(results: &[SimulationResult]) -> Vec<(usize, &str)> {
+    let mut points: Vec<(usize, &str)> = Vec::new();
+    for result in results {
+        let point = (result.replicas, result.cache.as_str());
+        if !points.contains(&point) {
+            points.push(point);
+        }
+    }
+    points
+}
+
+/// A result's name on the page: its policy, and its point when there are several.
+fn row_label(result: &SimulationResult, sweep: bool) -> String {
+    if sweep {
+        format!("{} · {} × {}", result.policy, result.replicas, result.cache)
+    } else {
+        result.policy.clone()
+    }
+}
+
+const ROW_HEIGHT: f64 = 24.0;
+
+/// A frame with one row per result, labelled on the left.
+fn rows_frame(rows: usize) -> Frame {
+    let mut frame = Frame::new(900.0, 56.0 + ROW_HEIGHT * rows as f64);
+    frame.left = 300.0;
+    frame.right = 800.0;
+    frame
+}
+
+fn row_label_svg(svg: &mut String, frame: &Frame, row: usize, label: &str) -> f64 {
+    let top = frame.top + row as f64 * ROW_HEIGHT + 3.0;
+    let _ = write!(
+        svg,
+        r#"<text x="{x:.1}" y="{y:.1}" text-anchor="end">{}</text>"#,
+        escape(label),
+        x = frame.left - 8.0,
+        y = top + 13.0,
+    );
+    top
+}
+
+/// Per result, the prompt tokens served from cache and those computed, stacked.
+fn served_figure(results: &[SimulationResult], sweep: bool) -> String {
+    let frame = rows_frame(results.len());
+    let most = results
+        .iter()
+        .map(|result| result.prompt_tokens)
+        .max()
+        .unwrap_or(0);
+    let x = Axis::linear(0.0, most as f64, frame.left, frame.right);
+    let mut svg = String::new();
+    frame.open(&mut svg, "served and computed prompt tokens", "linear");
+    frame.x_axis(&mut svg, &x, "prompt tokens", |tokens| {
+        grouped(tokens.round() as u64)
+    });
+    for (row, result) in results.iter().enumerate() {
+        let top = row_label_svg(&mut svg, &frame, row, &row_label(result, sweep));
+        let served_end = x.position(result.served_tokens as f64);
+        let end = x.position((result.served_tokens + result.computed_tokens) as f64);
+        let _ = write!(
+            svg,
+            r#"<rect class="served" x="{l}" y="{top:.1}" width="{served:.1}" height="{h}"><title>served from cache: {st}</title></rect><rect class="computed" x="{served_end:.1}" y="{top:.1}" width="{computed:.1}" height="{h}"><title>computed: {ct}</title></rect><text x="{tx:.1}" y="{ty:.1}">{hit} served</text>"#,
+            l = frame.left,
+            served = served_end - frame.left,
+            computed = end - served_end,
+            h = ROW_HEIGHT - 6.0,
+            st = grouped(result.served_tokens),
+            ct = grouped(result.computed_tokens),
+            tx = end + 5.0,
+            ty = top + 13.0,
+            hit = percent(result.hit_rate),
+        );
+    }
+    svg.push_str("</svg>");
+    format!(
+        r#"<figure id="served"><figcaption>Prompt tokens served from cache and computed</figcaption>{svg}<ul class="legend"><li><span class="swatch" style="background:#1f5fa8"></span>served from cache</li><li><span class="swatch" style="background:#c9ced6"></span>computed (prefilled)</li></ul></figure>"#
+    )
+}
+
+/// Per result, the time to first token's p50, p95 and p99 on a logarithmic axis.
+fn ttft_figure(results: &[SimulationResult], sweep: bool) -> String {
+    let frame = rows_frame(results.len());
+    let x = Axis::log(
+        results
+            .iter()
+            .flat_map(|result| [result.ttft.p50, result.ttft.p95, result.ttft.p99]),
+        frame.left,
+        frame.right,
+    );
+    let mut svg = String::new();
+    frame.open(&mut svg, "time to first token", "log");
+    frame.x_axis(&mut svg, &x, "seconds", readable);
+    for (row, result) in results.iter().enumerate() {
+        let top = row_label_svg(&mut svg, &frame, row, &row_label(result, sweep));
+        let middle = top + (ROW_HEIGHT - 6.0) / 2.0;
+        let ttft = &result.ttft;
+        let (p50, p95, p99) = (
+            x.position(ttft.p50),
+            x.position(ttft.p95),
+            x.position(ttft.p99),
+        );
+        let _ = write!(
+            svg,
+            r##"<g class="ttft" data-p50="{}" data-p95="{}" data-p99="{}"><line x1="{p50:.1}" y1="{middle:.1}" x2="{p99:.1}" y2="{middle:.1}" stroke="#888" stroke-width="2"/><circle cx="{p50:.1}" cy="{middle:.1}" r="4.5" fill="#fff" stroke="#1f5fa8" stroke-width="2"/><circle cx="{p95:.1}" cy="{middle:.1}" r="4.5" fill="#8fb0d8"/><circle cx="{p99:.1}" cy="{middle:.1}" r="4.5" fill="#1f5fa8"/><text x="{tx:.1}" y="{ty:.1}">p99 {} s</text></g>"##,
+            ttft.p50,
+            ttft.p95,
+            ttft.p99,
+            readable(ttft.p99),
+            tx = p99 + 9.0,
+            ty = top + 13.0,
+        );
+    }
+    svg.push_str("</svg>");
+    format!(
+        r##"<figure id="ttft"><figcaption>Time to first token</figcaption>{svg}<ul class="legend"><li>○ p50 &nbsp; <span style="color:#8fb0d8">●</span> p95 &nbsp; <span style="color:#1f5fa8">●</span> p99 (values at or below 0 at the axis' left end)</li></ul></figure>"##
+    )
+}
+
+/// The hit rate and the TTFT p99 along the sweep, one line per policy.
+fn sweep_figures(results: &[SimulationResult], points: &[(usize, &str)]) -> String {
+    let replicas_vary = points.iter().any(|(replicas, _)| *replicas != points[0].0);
+    let caches_vary = points.iter().any(|(_, cache)| *cache != points[0].1);
+    let (labels, x_title): (Vec<String>, &str) = match (replicas_vary, caches_vary) {
+        (true, false) => (
+            points
+                .iter()
+                .map(|(replicas, _)| replicas.to_string())
+                .collect(),
+            "replicas",
+        ),
+        (false, _) => (
+            points
+                .iter()
+                .map(|(_, cache)| (*cache).to_owned())
+                .collect(),
+            "cache per replica",
+        ),
+        (true, true) => (
+            points
+                .iter()
+                .map(|(replicas, cache)| format!("{replicas} replicas\n{cache}"))
+                .collect(),
+            "replicas × cache per replica",
+        ),
+    };
+    let mut policies: Vec<&str> = Vec::new();
+    for result in results {
+        if !policies.contains(&result.policy.as_str()) {
+            policies.push(&result.policy);
+        }
+    }
+    let along = |value: fn(&SimulationResult) -> f64| -> Vec<(String, Vec<f64>)> {
+        policies
+            .iter()
+            .map(|policy| {
+                let values = points
+                    .iter()
+                    .map(|(replicas, cache)| {
+                        results
+                            .iter()
+                            .find(|result| {
+                                result.policy == *policy
+                                    && result.replicas == *replicas
+                                    && result.cache == *cache
+                            })
+                            .map_or(f64::NAN, value)
+                    })
+                    .collect();
+                ((*policy).to_owned(), values)
+            })
+            .collect()
+    };
+    let hit_rates = along(|result| result.hit_rate);
+    let p99s = along(|result| result.ttft.p99);
+    let mut figures = lines_figure(&Lines {
+        id: "sweep-hit-rate",
+        title: "Hit rate along the sweep",
+        labels: &labels,
+        series: &hit_rates,
+        y: Scale::Linear {
+            low: 0.0,
+            high: 1.0,
+        },
+        y_label: |share| format!("{:.0}%", share * 100.0),
+        x_title,
+    });
+    let p99_axis = Axis::log(
+        p99s.iter().flat_map(|(_, values)| values.iter().copied()),
+        0.0,
+        1.0,
+    );
+    figures.push_str(&lines_figure(&Lines {
+        id: "sweep-ttft",
+        title: "Time to first token, p99, along the sweep",
+        labels: &labels,
+        series: &p99s,
+        y: p99_axis.scale,
+        y_label: |seconds| format!("{} s", readable(seconds)),
+        x_title,
+    }));
+    figures
+}
+
+/// Every result's figures, grouped for reading.
+pub(super) fn table(results: &[SimulationResult]) -> String {
+    let mut table = String::from(
+        "<table id=\"simulations\"><tr><th>Routing</th><th>replicas</th><th>cache</th><th>served</th><th>computed</th><th>hit rate</th><th>lost to locality</th><th>evicted blocks</th><th>imbalance</th><th>TTFT p50</th><th>p95</th><th>p99</th></tr>",
+    );
+    for result in results {
+        let _ = write!(
+            table,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{} s</td><td>{} s</td><td>{} s</td></tr>",
+            escape(&result.policy),
+            grouped(result.replicas as u64),
+            escape(&result.cache),
+            grouped(result.served_tokens),
+            grouped(result.computed_tokens),
+            percent(result.hit_rate),
+            grouped(result.lost_locality_tokens),
+            grouped(result.evicted_blocks),
+            result.imbalance,
+            readable(result.ttft.p50),
+            readable(result.ttft.p95),
+            readable(result.ttft.p99)
+        );
+    }
+    table.push_str("</table>");
+    table
+}
+
+/// `kvlint simulate`'s results as one self-contained page.
+pub fn simulation_html(title: &str, results: &[SimulationResult]) -> String {
+    let mut page = page_start(title);
+    if let Some(first) = results.first() {
+        let _ = write!(
+            page,
+            "<p id=\"summary\">{} requests, {} prompt tokens; replicas modelled on {}, arrivals {}.</p>",
+            grouped(first.requests),
+            grouped(first.prompt_tokens),
+            escape(&first.engine),
+            escape(&first.arrival),
+        );
+    }
+    let points = sweep_points(results);
+    let sweep = points.len() > 1;
+    page.push_str("<div class=\"plots\">");
+    page.push_str(&served_figure(results, sweep));
+    page.push_str(&ttft_figure(results, sweep));
+    if sweep {
+        page.push_str(&sweep_figures(results, &points));
+    }
+    page.push_str("</div>");
+    page.push_str(&table(results));
+    page.push_str("</body></html>\n");
+    page
+}
