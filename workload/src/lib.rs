@@ -14,7 +14,9 @@
 //!    engine ([`cache`]: vLLM's block pool, SGLang's radix tree, llama.cpp's slots and prompt
 //!    cache) under a routing [`Policy`], with a queueing model of prefill for time to first
 //!    token.
-//! 4. [`export`] writes a benchmark dataset of the workload's shape with random text.
+//! 4. [`export`] writes a benchmark dataset of the workload's shape with random text;
+//!    [`hashed_trace`] writes and reads the hashed traces fleet tools exchange (Mooncake,
+//!    Qwen-Bailian, AIPerf's Claude Code conversations): block ids, no text.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -41,6 +43,7 @@
 pub mod cache;
 mod error;
 pub mod export;
+pub mod hashed_trace;
 pub mod html;
 mod report;
 mod simulate;

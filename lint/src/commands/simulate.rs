@@ -86,7 +86,7 @@ pub fn run(mut args: Args) -> miette::Result<Outcome> {
         miette::bail!("--prefill-tps must be a positive number of tokens per second");
     }
     // The trace's blocks are the engine's.
-    args.trace.block = args.engine.block_size();
+    args.trace.block = Some(args.engine.block_size());
     let traced = traced(&args.sessions, &args.dataset, &args.trace)?;
     let mut setups = Vec::new();
     for &replicas in &args.replicas {

@@ -1,7 +1,11 @@
 //! `kvlint workload SESSIONS…`: the reuse a workload creates, its distributions, and what the
 //! application's own findings cost; or a benchmark dataset of its shape
-//! (`--export-benchmark`). The sessions are traced once per renderer and block size and the
-//! trace kept on disk, so that later runs (and `kvlint simulate`) skip the rendering.
+//! (`--export-benchmark`), or its hashed trace in a fleet tool's format (`--export-trace`,
+//! in `hashed.rs`). The sessions are traced once per renderer and block size and the trace
+//! kept on disk, so that later runs (and `kvlint simulate`) skip the rendering; hashed traces
+//! are read as they are (`--hashed-trace`).
+
+mod hashed;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -17,6 +21,8 @@ use kvlint_workload::{
 };
 use miette::{IntoDiagnostic, WrapErr};
 
+pub use self::hashed::TraceFormat;
+use self::hashed::{export_trace, hashed_traces, joined};
 use super::{Outcome, RenderArgs, SERVING_ENGINES, current_config, engine_name};
 use crate::config::Discovery;
 use crate::discover::session_files;
@@ -43,6 +49,21 @@ pub struct Args {
     /// Write the report or the benchmark to this file instead of standard output.
     #[arg(long, short, value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// Write the workload's hashed trace: block ids chained as the engine's prefix cache
+    /// chains them, numbered in first-seen order, no text (`weka` with `-o DIR`: one file
+    /// per conversation).
+    #[arg(
+        long,
+        value_enum,
+        value_name = "FORMAT",
+        conflicts_with = "export_benchmark"
+    )]
+    pub export_trace: Option<TraceFormat>,
+    /// Tokens per block of the exported trace (default: the format's: mooncake 512, bailian
+    /// 16, weka 64). Sessions are traced at this size; a hashed trace read as input yields
+    /// multiples of its own.
+    #[arg(long, value_name = "TOKENS", requires = "export_trace")]
+    pub block_size: Option<u32>,
     /// Write a benchmark dataset of the workload's shape (random words, no text of it).
     #[arg(long, value_enum, value_name = "FORMAT")]
     pub export_benchmark: Option<ExportFormat>,
@@ -59,9 +80,21 @@ pub struct Args {
 /// How sessions become a trace: their rendering, its block size and the trace cache.
 #[derive(Debug, Clone, clap::Args)]
 pub struct TraceArgs {
-    /// Tokens per block: the engine's (vLLM 16 by default, SGLang's page size).
-    #[arg(long, default_value = "16", value_name = "TOKENS")]
-    pub block: u32,
+    /// Tokens per block: the engine's (vLLM 16 by default, SGLang's page size); with hashed
+    /// traces alone, the traces' own.
+    #[arg(long, value_name = "TOKENS")]
+    pub block: Option<u32>,
+    /// Hashed traces (Mooncake or Bailian JSON Lines, Claude Code conversations as AIPerf
+    /// reads them; a file or a folder of them): their block ids are the trace's blocks.
+    #[arg(long, value_name = "FILE")]
+    pub hashed_trace: Vec<PathBuf>,
+    /// The hashed traces' format (default: told by their first record).
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub hashed_format: Option<TraceFormat>,
+    /// Tokens per block id in the hashed traces (default: the format's: mooncake 512,
+    /// bailian 16; a weka file says its own).
+    #[arg(long, value_name = "TOKENS")]
+    pub hashed_block: Option<u32>,
     #[command(flatten)]
     pub render: RenderArgs,
     /// With a chat template: the engine whose request parsing is reproduced.
@@ -130,9 +163,20 @@ pub fn traced(
         .into_iter()
         .map(|candidate| candidate.path)
         .collect();
+    let hashed = hashed_traces(args)?;
     if files.is_empty() && datasets.is_empty() {
-        miette::bail!("no session file found in {}", shown(sessions));
+        let Some(first) = hashed.first() else {
+            miette::bail!("no session file found in {}", shown(sessions));
+        };
+        let block = args.block.unwrap_or(first.block_size);
+        return Ok(Traced {
+            trace: joined(Vec::new(), hashed, block)?,
+            renderer,
+            tracing_seconds: None,
+        });
     }
+    // vLLM's, when neither the command line nor a hashed trace says.
+    let block = args.block.unwrap_or(16);
     let mut inputs = Vec::new();
     for path in files.iter().chain(datasets) {
         let bytes = std::fs::read(path)
@@ -147,14 +191,14 @@ pub fn traced(
     let key = trace_key(
         &keyed,
         &format!("{} {:?}", renderer.name(), args.serving_engine),
-        args.block,
+        block,
     );
     let cached = (!args.no_trace_cache).then(|| trace_path(&cache_folder(args), &key));
     if let Some(path) = cached.as_ref().filter(|path| path.is_file())
         && let Ok(trace) = load(path)
     {
         return Ok(Traced {
-            trace,
+            trace: joined(vec![trace], hashed, block)?,
             renderer,
             tracing_seconds: None,
         });
@@ -171,14 +215,14 @@ pub fn traced(
         relative_names.extend(std::iter::repeat_n(relative, found.len()));
         parsed.extend(found);
     }
-    let mut trace = build_trace(&parsed, &renderer, args.block).map_err(miette::Report::new)?;
+    let mut trace = build_trace(&parsed, &renderer, block).map_err(miette::Report::new)?;
     for ((traced, session), file) in trace.sessions.iter_mut().zip(&parsed).zip(&relative_names) {
         traced.identity = session_identity(session, file);
     }
     for (path, (_, bytes)) in datasets.iter().zip(&inputs[files.len()..]) {
         let text = String::from_utf8_lossy(bytes);
         let file_name = relative_name(path, &[]);
-        let dataset = dataset_trace(&file_name, &text, renderer.tokenizer(), args.block)
+        let dataset = dataset_trace(&file_name, &text, renderer.tokenizer(), block)
             .ok_or_else(|| miette::Report::new(not_a_dataset(path)))?;
         trace.append(dataset);
     }
@@ -190,7 +234,7 @@ pub fn traced(
         }
     }
     Ok(Traced {
-        trace,
+        trace: joined(vec![trace], hashed, block)?,
         renderer,
         tracing_seconds,
     })
@@ -272,7 +316,23 @@ pub fn deliver(output: Option<&Path>, text: String) -> miette::Result<String> {
     }
 }
 
-pub fn run(args: Args) -> miette::Result<Outcome> {
+pub fn run(mut args: Args) -> miette::Result<Outcome> {
+    if let Some(format) = args.export_trace {
+        let block = args
+            .block_size
+            .unwrap_or(format.format().default_block_size());
+        if block == 0 {
+            miette::bail!("--block-size must be a positive number of tokens");
+        }
+        args.trace.block = Some(block);
+        let traced = traced(&args.sessions, &args.dataset, &args.trace)?;
+        return export_trace(
+            &traced.trace,
+            format.format(),
+            block,
+            args.output.as_deref(),
+        );
+    }
     let traced = traced(&args.sessions, &args.dataset, &args.trace)?;
     if let Some(format) = args.export_benchmark {
         let mut buffer = Vec::new();

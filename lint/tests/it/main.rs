@@ -23,6 +23,7 @@ mod config;
 mod corpus;
 mod engine_mode;
 mod formats;
+mod hashed_trace;
 mod import;
 mod inputs;
 mod live_fleet;
