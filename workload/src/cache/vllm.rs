@@ -11,6 +11,8 @@ use super::{Prompt, Served, hit_limit};
 pub struct BlockPool {
     block_size: u32,
     blocks: LruCache<u64, (), FxBuildHasher>,
+    /// Which of a request's blocks were cached, kept between requests to save allocations.
+    cached: Vec<bool>,
 }
 
 impl BlockPool {
@@ -20,7 +22,11 @@ impl BlockPool {
             Some(capacity) => LruCache::with_hasher(capacity, FxBuildHasher),
             None => LruCache::unbounded_with_hasher(FxBuildHasher),
         };
-        Self { block_size, blocks }
+        Self {
+            block_size,
+            blocks,
+            cached: Vec::new(),
+        }
     }
 
     /// Tokens per block.
@@ -28,48 +34,49 @@ impl BlockPool {
         self.block_size
     }
 
-    fn hit_blocks(&self, prompt: &Prompt<'_>) -> usize {
-        prompt
+    pub(super) fn peek(&self, prompt: &Prompt<'_>) -> u32 {
+        let hit = prompt
             .blocks
             .iter()
             .take(hit_limit(prompt, self.block_size))
             .take_while(|hash| self.blocks.contains(*hash))
-            .count()
-    }
-
-    pub(super) fn peek(&self, prompt: &Prompt<'_>) -> u32 {
-        self.hit_blocks(prompt) as u32 * self.block_size
+            .count();
+        hit as u32 * self.block_size
     }
 
     pub(super) fn serve(&mut self, prompt: &Prompt<'_>) -> Served {
-        let hit = self.hit_blocks(prompt);
         let full = || prompt.blocks.iter().chain(prompt.generated_blocks);
         // The request takes its cached blocks off the free queue first (`touch`).
-        let cached: Vec<bool> = full().map(|hash| self.blocks.get(hash).is_some()).collect();
+        let mut cached = std::mem::take(&mut self.cached);
+        cached.clear();
+        cached.extend(full().map(|hash| self.blocks.get(hash).is_some()));
+        let hit = cached
+            .iter()
+            .take(hit_limit(prompt, self.block_size))
+            .take_while(|cached| **cached)
+            .count();
         // Then it allocates a block for each full block not cached and for the block its last
         // tokens only partly fill: blocks without a hash, freed ones, go first (they are put
-        // back at the queue's head), then the least recently used cached ones.
-        let kv_tokens = prompt.tokens + prompt.output_tokens.saturating_sub(1);
-        let allocated = kv_tokens.div_ceil(self.block_size) as usize;
-        let uncached = cached.iter().filter(|cached| !**cached).count();
-        let partial = allocated.saturating_sub(cached.len());
+        // back at the queue's head), then the least recently used cached ones. Freed last
+        // block first to the queue's tail: the request's first block ends as the most
+        // recently used. A block not cached takes the place of the least recently used one
+        // once the pool is full (`push` returns it), which is always another request's while
+        // the request's own blocks fit in the pool: its cached ones were touched first.
         let mut evicted = 0;
-        let capacity = self.blocks.cap().get();
-        while self.blocks.len() + uncached + partial > capacity {
-            if self.blocks.pop_lru().is_none() {
-                break;
-            }
-            evicted += 1;
-        }
-        // Freed last block first to the queue's tail: the request's first block ends as the
-        // most recently used.
         for (hash, cached) in full().rev().zip(cached.iter().rev()) {
             if *cached {
                 self.blocks.promote(hash);
-            } else {
-                self.blocks.put(*hash, ());
+            } else if self.blocks.push(*hash, ()).is_some() {
+                evicted += 1;
             }
         }
+        let kv_tokens = prompt.tokens + prompt.output_tokens.saturating_sub(1);
+        let partial = (kv_tokens.div_ceil(self.block_size) as usize).saturating_sub(cached.len());
+        let capacity = self.blocks.cap().get();
+        while self.blocks.len() + partial > capacity && self.blocks.pop_lru().is_some() {
+            evicted += 1;
+        }
+        self.cached = cached;
         Served {
             cached: hit as u32 * self.block_size,
             evicted,
