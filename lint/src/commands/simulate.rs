@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 
 use kvlint_workload::html::simulation_html;
-use kvlint_workload::{Arrival, CacheSize, Policy, Setup, SimEngine, SimulationResult, simulate};
+use kvlint_workload::{Arrival, CacheSize, Policies, Setup, SimEngine, SimulationResult, simulate};
 use miette::IntoDiagnostic;
 use rayon::prelude::*;
 
@@ -37,15 +37,18 @@ pub struct Args {
     /// llamacpp[:slots=1].
     #[arg(long, default_value = "vllm", value_name = "ENGINE")]
     pub engine: SimEngine,
-    /// Routing policies: round-robin, random, least-loaded, session-hash,
-    /// prefix-aware[:overload=SECONDS], ideal.
+    /// Routing policies, comma-separated, each with its knobs after a colon: round-robin,
+    /// random, least-loaded, session-hash, prefix-aware[:overload=SECONDS], ideal,
+    /// power-of-two, sglang-cache-aware[:threshold=0.3,abs=64,rel=1.5,index=text|tokens,
+    /// evict=120,size=67108864], dynamo-kv[:scale=1,credit=1,temperature=0,busy=FRACTION],
+    /// dynamo-lmetric[:same knobs], llmd-prefix[:weights=3/2/2,chars=64,blocks=256,lru=31250],
+    /// llmd-precise[:weights=3/2/2].
     #[arg(
         long,
-        value_delimiter = ',',
         default_value = "round-robin,session-hash,prefix-aware,ideal",
         value_name = "POLICY"
     )]
-    pub routing: Vec<Policy>,
+    pub routing: Vec<Policies>,
     /// When requests arrive: recorded, poisson:RATE[,burstiness=B] (sessions per second),
     /// closed:CONCURRENCY (sessions at a time).
     #[arg(long, default_value = "closed:8", value_name = "ARRIVAL")]
@@ -91,7 +94,7 @@ pub fn run(mut args: Args) -> miette::Result<Outcome> {
     let mut setups = Vec::new();
     for &replicas in &args.replicas {
         for &cache in &args.cache {
-            for &policy in &args.routing {
+            for &policy in args.routing.iter().flat_map(|policies| &policies.0) {
                 setups.push(Setup {
                     replicas,
                     cache,
@@ -158,6 +161,26 @@ fn human(results: &[SimulationResult], prompt_tokens: u64) -> String {
             result.ttft.p50,
             result.ttft.p95,
             result.ttft.p99,
+        ));
+    }
+    let mut beliefs = String::new();
+    for result in results {
+        if let Some(belief) = &result.belief {
+            beliefs.push_str(&format!(
+                "  {:<28} {:>8} {:>16} {:>14} {:>20} {:>20}\n",
+                result.policy,
+                result.replicas,
+                result.cache,
+                belief.predicted_tokens,
+                belief.predicted_not_served_tokens,
+                belief.served_not_predicted_tokens,
+            ));
+        }
+    }
+    if !beliefs.is_empty() {
+        text.push_str(&format!(
+            "\n  the router's belief against the engines' truth, in prompt tokens:\n  {:<28} {:>8} {:>16} {:>14} {:>20} {:>20}\n{beliefs}",
+            "routing", "replicas", "cache", "predicted", "predicted not served", "served not predicted",
         ));
     }
     text

@@ -9,6 +9,7 @@
 //! throughput: the time to first token is the wait for the replica plus that prefill. Decoding
 //! runs beside prefill (continuous batching) and only delays the session's next turn.
 
+mod routers;
 mod run;
 
 use std::fmt;
@@ -20,6 +21,7 @@ use serde::Serialize;
 use crate::cache::{BlockPool, RadixTree, ReplicaCache, Slots};
 use crate::error::SpecError;
 
+pub use routers::{DynamoConfig, DynamoCost, LlmdConfig, LlmdIndex, SglangConfig, SglangIndex};
 pub use run::simulate;
 
 /// The engine whose cache each replica models: `vllm[:block=16]`, `sglang[:page=1]`,
@@ -178,7 +180,7 @@ impl FromStr for CacheSize {
     }
 }
 
-/// How a request is routed to a replica.
+/// How a request is routed to a replica: one router each, in [`routers`].
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Policy {
     RoundRobin,
@@ -194,10 +196,34 @@ pub enum Policy {
     },
     /// One infinite cache shared by every replica: the upper bound.
     Ideal,
+    /// Two replicas at random, the one with fewer requests in flight.
+    PowerOfTwo,
+    /// SGLang's router (and vllm-router's, Shepherd Model Gateway's) `cache_aware`.
+    SglangCacheAware(SglangConfig),
+    /// NVIDIA Dynamo's KV router: `dynamo-kv`, `dynamo-lmetric`.
+    Dynamo(DynamoConfig),
+    /// llm-d's scheduler with the prefix scorer: `llmd-prefix`, `llmd-precise`.
+    Llmd(LlmdConfig),
 }
 
 /// The prefix-aware policy's default overload: seconds of prefill queued.
 const DEFAULT_OVERLOAD: f64 = 5.0;
+
+/// The policies `--routing` names, with their knobs.
+const POLICY_NAMES: &str = "one of round-robin, random, least-loaded, session-hash, \
+prefix-aware[:overload=SECONDS], ideal, power-of-two, \
+sglang-cache-aware[:threshold=0.3,abs=64,rel=1.5,index=text|tokens,evict=120,size=67108864], \
+dynamo-kv[:scale=1,credit=1,temperature=0,busy=FRACTION], dynamo-lmetric[:same knobs], \
+llmd-prefix[:weights=3/2/2,chars=64,blocks=256,lru=31250], llmd-precise[:weights=3/2/2]";
+
+/// `name` alone, or `name:knob,knob`.
+fn write_spec(f: &mut fmt::Formatter<'_>, name: &str, knobs: &[String]) -> fmt::Result {
+    if knobs.is_empty() {
+        f.write_str(name)
+    } else {
+        write!(f, "{name}:{}", knobs.join(","))
+    }
+}
 
 impl fmt::Display for Policy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -208,6 +234,10 @@ impl fmt::Display for Policy {
             Self::SessionHash => f.write_str("session-hash"),
             Self::PrefixAware { overload } => write!(f, "prefix-aware:overload={overload}"),
             Self::Ideal => f.write_str("ideal"),
+            Self::PowerOfTwo => f.write_str("power-of-two"),
+            Self::SglangCacheAware(config) => config.fmt(f),
+            Self::Dynamo(config) => config.fmt(f),
+            Self::Llmd(config) => config.fmt(f),
         }
     }
 }
@@ -215,30 +245,71 @@ impl fmt::Display for Policy {
 impl FromStr for Policy {
     type Err = SpecError;
 
-    fn from_str(spec: &str) -> Result<Self, SpecError> {
-        let (name, rest) = spec.split_once(':').unwrap_or((spec, ""));
-        match (name, rest) {
-            ("round-robin", "") => Ok(Self::RoundRobin),
-            ("random", "") => Ok(Self::Random),
-            ("least-loaded", "") => Ok(Self::LeastLoaded),
-            ("session-hash", "") => Ok(Self::SessionHash),
-            ("ideal", "") => Ok(Self::Ideal),
-            ("prefix-aware", "") => Ok(Self::PrefixAware {
-                overload: DEFAULT_OVERLOAD,
-            }),
-            ("prefix-aware", option) => {
-                let overload = option
-                    .strip_prefix("overload=")
-                    .and_then(|value| value.parse::<f64>().ok())
-                    .filter(|value| *value >= 0.0)
-                    .ok_or_else(|| SpecError::new(spec, "prefix-aware:overload=SECONDS"))?;
+    fn from_str(text: &str) -> Result<Self, SpecError> {
+        let spec = Spec::parse(text);
+        let bare = |policy: Policy| -> Result<Policy, SpecError> {
+            spec.only(&[])?;
+            Ok(policy)
+        };
+        match spec.name {
+            "round-robin" => bare(Self::RoundRobin),
+            "random" => bare(Self::Random),
+            "least-loaded" => bare(Self::LeastLoaded),
+            "session-hash" => bare(Self::SessionHash),
+            "ideal" => bare(Self::Ideal),
+            "power-of-two" => bare(Self::PowerOfTwo),
+            "prefix-aware" => {
+                spec.only(&["overload"])?;
+                let overload = match spec.value("overload") {
+                    None if spec.options.is_empty() => DEFAULT_OVERLOAD,
+                    value => value
+                        .and_then(|value| value.parse::<f64>().ok())
+                        .filter(|value| *value >= 0.0)
+                        .ok_or_else(|| SpecError::new(text, "prefix-aware:overload=SECONDS"))?,
+                };
                 Ok(Self::PrefixAware { overload })
             }
-            _ => Err(SpecError::new(
-                spec,
-                "one of round-robin, random, least-loaded, session-hash, prefix-aware[:overload=SECONDS], ideal",
-            )),
+            "sglang-cache-aware" => Ok(Self::SglangCacheAware(SglangConfig::parse(&spec)?)),
+            "dynamo-kv" => Ok(Self::Dynamo(DynamoConfig::parse(DynamoCost::Kv, &spec)?)),
+            "dynamo-lmetric" => Ok(Self::Dynamo(DynamoConfig::parse(
+                DynamoCost::Lmetric,
+                &spec,
+            )?)),
+            "llmd-prefix" => Ok(Self::Llmd(LlmdConfig::parse(
+                LlmdIndex::Approximate,
+                &spec,
+            )?)),
+            "llmd-precise" => Ok(Self::Llmd(LlmdConfig::parse(LlmdIndex::Precise, &spec)?)),
+            _ => Err(SpecError::new(text, POLICY_NAMES)),
         }
+    }
+}
+
+/// Policies separated by commas, each with its knobs after a colon, also separated by
+/// commas: `round-robin,sglang-cache-aware:threshold=0.5,abs=32,ideal` — a piece with `=` and
+/// no `:` is a knob of the policy before it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Policies(pub Vec<Policy>);
+
+impl FromStr for Policies {
+    type Err = SpecError;
+
+    fn from_str(text: &str) -> Result<Self, SpecError> {
+        let mut specs: Vec<String> = Vec::new();
+        for piece in text.split(',') {
+            match specs.last_mut() {
+                Some(last) if piece.contains('=') && !piece.contains(':') => {
+                    last.push(',');
+                    last.push_str(piece);
+                }
+                _ => specs.push(piece.to_owned()),
+            }
+        }
+        specs
+            .iter()
+            .map(|spec| spec.parse())
+            .collect::<Result<_, _>>()
+            .map(Self)
     }
 }
 
@@ -342,6 +413,19 @@ pub struct Latency {
     pub max: f64,
 }
 
+/// A router's belief against the engines' truth, summed over the requests: the prompt
+/// tokens the router expected the replica it chose to serve from cache, and what was served.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Belief {
+    pub predicted_tokens: u64,
+    /// Predicted hits the engine did not serve (the router believed in a prefix the engine
+    /// had evicted, or never held).
+    pub predicted_not_served_tokens: u64,
+    /// Served tokens the router did not predict (the engine kept what the router forgot or
+    /// never saw, such as generated tokens).
+    pub served_not_predicted_tokens: u64,
+}
+
 /// What one point of a simulation found.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct SimulationResult {
@@ -367,7 +451,103 @@ pub struct SimulationResult {
     pub ttft: Latency,
     /// Simulated seconds from the first arrival to the last answer.
     pub makespan: f64,
+    /// What the router believed each chosen replica held, against what it served; `None`
+    /// for a router without an index.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub belief: Option<Belief>,
     /// Per request (trace order), the tokens served from cache, when asked.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub served_per_request: Option<Vec<u32>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn named_routers_read_their_real_defaults_and_every_knob() {
+        assert_eq!(
+            "sglang-cache-aware".parse::<Policy>().unwrap(),
+            Policy::SglangCacheAware(SglangConfig {
+                threshold: 0.3,
+                abs: 64,
+                rel: 1.5,
+                index: SglangIndex::Text,
+                evict: 120,
+                size: 67_108_864,
+            })
+        );
+        assert_eq!(
+            "llmd-prefix".parse::<Policy>().unwrap(),
+            Policy::Llmd(LlmdConfig {
+                index: LlmdIndex::Approximate,
+                weights: [3.0, 2.0, 2.0],
+                chars: 64,
+                blocks: 256,
+                lru: 31_250,
+            })
+        );
+        assert_eq!(
+            "dynamo-kv".parse::<Policy>().unwrap(),
+            Policy::Dynamo(DynamoConfig {
+                cost: DynamoCost::Kv,
+                scale: 1.0,
+                credit: 1.0,
+                temperature: 0.0,
+                busy: None,
+            })
+        );
+        // Each spec shows the knobs that differ from the defaults, and reads back the same.
+        for spec in [
+            "power-of-two",
+            "sglang-cache-aware:threshold=0.5,abs=32,rel=2,index=tokens,evict=60,size=1000",
+            "dynamo-kv:scale=2,credit=0.5,temperature=0.3,busy=0.85",
+            "dynamo-lmetric:scale=0.5",
+            "llmd-prefix:weights=3/2/0,chars=128,blocks=64,lru=1000",
+            "llmd-precise:weights=1/1/1",
+            "prefix-aware:overload=2",
+        ] {
+            let policy: Policy = spec.parse().unwrap();
+            assert_eq!(policy.to_string(), spec);
+        }
+        // Knobs separated by commas in a list of policies belong to the policy before them.
+        let Policies(list) = "round-robin,sglang-cache-aware:threshold=0.5,abs=32,ideal"
+            .parse()
+            .unwrap();
+        assert_eq!(list.len(), 3);
+        assert_eq!(
+            list[1].to_string(),
+            "sglang-cache-aware:threshold=0.5,abs=32"
+        );
+        assert_eq!(list[2], Policy::Ideal);
+    }
+
+    #[test]
+    fn a_bad_knob_says_what_is_expected() {
+        for (spec, expected) in [
+            (
+                "sglang-cache-aware:threshold=2",
+                "`threshold` must be a number from 0 to 1",
+            ),
+            (
+                "sglang-cache-aware:index=bytes",
+                "`index` is text or tokens",
+            ),
+            ("sglang-cache-aware:abs=-1", "`abs` must be a whole number"),
+            ("dynamo-kv:temp=1", "unknown option `temp=1`"),
+            ("dynamo-kv:busy=1.5", "`busy` must be a number from 0 to 1"),
+            (
+                "llmd-prefix:weights=3/2/2/1",
+                "`weights` is PREFIX/QUEUE[/KV]",
+            ),
+            ("llmd-precise:lru=10", "unknown option `lru=10`"),
+            ("llmd-prefix:lru=0", "`lru` must be a positive integer"),
+            ("power-of-two:k=3", "unknown option `k=3`"),
+            ("sticky", "sglang-cache-aware[:threshold=0.3"),
+        ] {
+            let error = spec.parse::<Policies>().unwrap_err();
+            assert_eq!(error.spec, spec);
+            assert!(error.reason.contains(expected), "{spec}: {}", error.reason);
+        }
+    }
 }

@@ -1,15 +1,16 @@
-//! One point of a simulation, step by step: requests arrive ([`Arrivals`]), a policy routes
-//! each to a replica ([`Router`]), the replica's cache serves what it holds and the replica
-//! prefills the rest ([`Fleet`]), and the run's figures are summed up at the end.
+//! One point of a simulation, step by step: requests arrive ([`Arrivals`]), a router routes
+//! each to a replica ([`super::routers`]), the replica's cache serves what it holds and the
+//! replica prefills the rest ([`Fleet`]), and the run's figures are summed up at the end.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
+use rand::SeedableRng;
 use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution as _, Gamma};
 
-use super::{Arrival, Latency, Policy, ReplicaLoad, Setup, SimulationResult};
+use super::routers::{self, ReplicaSignals, Route, View};
+use super::{Arrival, Belief, Latency, Policy, ReplicaLoad, Setup, SimulationResult};
 use crate::cache::{BlockPool, Prompt, ReplicaCache};
 use crate::error::SpecError;
 use crate::report::arrival_order;
@@ -37,16 +38,6 @@ impl Ord for Event {
             .total_cmp(&other.time)
             .then(self.sequence.cmp(&other.sequence))
     }
-}
-
-/// Virtual points per replica on the consistent-hash ring (nginx's ketama uses 160).
-const RING_POINTS: u32 = 160;
-
-fn hash64(bytes: &[u8]) -> u64 {
-    let hash = blake3::hash(bytes);
-    let mut first = [0u8; 8];
-    first.copy_from_slice(&hash.as_bytes()[..8]);
-    u64::from_le_bytes(first)
 }
 
 /// Leading tokens the sequence of `earlier` (its prompt and generated tokens) shares with the
@@ -191,79 +182,16 @@ impl Arrivals {
     }
 }
 
-/// Which replica a request goes to, by the policy.
-struct Router {
-    policy: Policy,
-    replica_count: usize,
-    /// The consistent-hash ring of `session-hash`: points and their replicas, sorted.
-    ring: Vec<(u64, usize)>,
-    next_round_robin: usize,
-}
-
-impl Router {
-    fn new(policy: Policy, replica_count: usize) -> Self {
-        let mut ring: Vec<(u64, usize)> = (0..replica_count)
-            .flat_map(|replica| {
-                (0..RING_POINTS).map(move |point| {
-                    let key = format!("replica-{replica}-{point}");
-                    (hash64(key.as_bytes()), replica)
-                })
-            })
-            .collect();
-        ring.sort_unstable();
-        Self {
-            policy,
-            replica_count,
-            ring,
-            next_round_robin: 0,
-        }
-    }
-
-    /// The replica for `prompt` of the session named `session`, given what each replica's
-    /// cache holds and how long each is `queued`.
-    fn pick(
-        &mut self,
-        prompt: &Prompt<'_>,
-        session: &str,
-        caches: &[ReplicaCache],
-        queued: impl Fn(usize) -> f64,
-        rng: &mut SmallRng,
-    ) -> usize {
-        let replica_count = self.replica_count;
-        let least_loaded = || {
-            (0..replica_count)
-                .min_by(|left, right| queued(*left).total_cmp(&queued(*right)))
-                .unwrap_or(0)
-        };
-        match self.policy {
-            Policy::RoundRobin => {
-                self.next_round_robin += 1;
-                (self.next_round_robin - 1) % replica_count
-            }
-            Policy::Random => rng.random_range(0..replica_count),
-            Policy::LeastLoaded | Policy::Ideal => least_loaded(),
-            Policy::SessionHash => {
-                let key = hash64(session.as_bytes());
-                let point = self.ring.partition_point(|(hash, _)| *hash < key);
-                self.ring[point % self.ring.len()].1
-            }
-            Policy::PrefixAware { overload } => {
-                let best = (0..replica_count)
-                    .max_by(|left, right| {
-                        caches[*left]
-                            .peek(prompt)
-                            .cmp(&caches[*right].peek(prompt))
-                            .then(queued(*right).total_cmp(&queued(*left)))
-                    })
-                    .unwrap_or(0);
-                if queued(best) > overload {
-                    least_loaded()
-                } else {
-                    best
-                }
-            }
-        }
-    }
+/// A request a replica has not answered yet.
+#[derive(Clone, Copy, Debug)]
+struct InFlight {
+    prefill_start: f64,
+    prefill_end: f64,
+    finished: f64,
+    /// Prompt tokens it prefills.
+    computed: u32,
+    /// Its prompt's blocks.
+    blocks: u32,
 }
 
 /// The replicas as requests reach them: their caches and queues, what each session last used,
@@ -275,9 +203,12 @@ struct Fleet<'a> {
     /// `ideal`: one cache all replicas share.
     shared: bool,
     caches: Vec<ReplicaCache>,
-    router: Router,
+    router: Box<dyn Route>,
     /// When each replica has prefilled what it was sent.
     free_at: Vec<f64>,
+    /// The requests each replica has not answered yet, for routers that read load.
+    in_flight: Option<Vec<Vec<InFlight>>>,
+    belief: Option<Belief>,
     loads: Vec<ReplicaLoad>,
     session_blocks: HashMap<u32, Vec<u64>>,
     session_replica: HashMap<u32, usize>,
@@ -295,6 +226,7 @@ impl<'a> Fleet<'a> {
         let block = setup.engine.block_size();
         let replica_count = setup.replicas.max(1);
         let shared = setup.policy == Policy::Ideal;
+        let router = routers::router(setup.policy, replica_count);
         let caches: Vec<ReplicaCache> = if shared {
             vec![ReplicaCache::Ideal(BlockPool::new(block, None))]
         } else {
@@ -308,8 +240,10 @@ impl<'a> Fleet<'a> {
             replica_count,
             shared,
             caches,
-            router: Router::new(setup.policy, replica_count),
             free_at: vec![0.0f64; replica_count],
+            in_flight: router.reads_load().then(|| vec![Vec::new(); replica_count]),
+            belief: None,
+            router,
             loads: vec![ReplicaLoad::default(); replica_count],
             session_blocks: HashMap::new(),
             session_replica: HashMap::new(),
@@ -330,6 +264,7 @@ impl<'a> Fleet<'a> {
         let now = event.time;
         let index = event.request;
         let request = &trace.requests[index];
+        let signals = self.signals(now);
         let blocks = self.session_blocks.entry(request.session).or_default();
         trace.next_prompt_blocks(index, blocks);
         let first = trace.is_first(index);
@@ -346,12 +281,18 @@ impl<'a> Fleet<'a> {
             output_tokens: request.output_tokens,
             shared_with_previous_sequence: request.shared_with_previous_sequence,
         };
-        let free_at = &self.free_at;
-        let queued = |replica: usize| (free_at[replica] - now).max(0.0);
-        let session = &trace.sessions[request.session as usize].identity;
-        let replica = self
-            .router
-            .pick(&prompt, session, &self.caches, queued, rng);
+        let decision = self.router.pick(
+            &View {
+                prompt: &prompt,
+                session: &trace.sessions[request.session as usize].identity,
+                caches: if self.shared { &[] } else { &self.caches },
+                signals: &signals,
+                block_size: self.setup.engine.block_size(),
+                now,
+            },
+            rng,
+        );
+        let replica = decision.replica;
         let cache_index = if self.shared { 0 } else { replica };
         // What the session's previous replica would have served.
         let previous_replica = self.session_replica.insert(request.session, replica);
@@ -368,6 +309,14 @@ impl<'a> Fleet<'a> {
         }
         self.evicted += served.evicted;
         self.served_total += u64::from(served.cached);
+        if let Some(predicted) = decision.predicted {
+            let belief = self.belief.get_or_insert_with(Belief::default);
+            belief.predicted_tokens += u64::from(predicted);
+            belief.predicted_not_served_tokens +=
+                u64::from(predicted.saturating_sub(served.cached));
+            belief.served_not_predicted_tokens +=
+                u64::from(served.cached.saturating_sub(predicted));
+        }
         if let Some(per_request) = self.served_per_request.as_mut() {
             per_request[index] = served.cached;
         }
@@ -396,7 +345,49 @@ impl<'a> Fleet<'a> {
                 .decode_tps
                 .map_or(0.0, |tps| f64::from(request.output_tokens) / tps);
         self.makespan = self.makespan.max(finished);
+        if let Some(in_flight) = self.in_flight.as_mut() {
+            in_flight[replica].push(InFlight {
+                prefill_start: start,
+                prefill_end: self.free_at[replica],
+                finished,
+                computed,
+                blocks: request
+                    .input_tokens
+                    .div_ceil(setup.engine.block_size().max(1)),
+            });
+        }
         finished
+    }
+
+    /// Each replica's load at `now`, as a router reads it.
+    fn signals(&mut self, now: f64) -> Vec<ReplicaSignals> {
+        let capacity_blocks = self
+            .setup
+            .cache
+            .blocks(self.setup.engine.block_size())
+            .map(|blocks| blocks as u64);
+        (0..self.replica_count)
+            .map(|replica| {
+                let mut signals = ReplicaSignals {
+                    queued: (self.free_at[replica] - now).max(0.0),
+                    capacity_blocks,
+                    ..ReplicaSignals::default()
+                };
+                if let Some(in_flight) = self.in_flight.as_mut() {
+                    let requests = &mut in_flight[replica];
+                    requests.retain(|request| request.finished > now);
+                    for request in requests.iter() {
+                        signals.running += 1;
+                        signals.waiting += u32::from(request.prefill_start > now);
+                        if request.prefill_end > now {
+                            signals.prefill_tokens += u64::from(request.computed);
+                        }
+                        signals.active_blocks += u64::from(request.blocks);
+                    }
+                }
+                signals
+            })
+            .collect()
     }
 
     /// The run's figures.
@@ -413,6 +404,7 @@ impl<'a> Fleet<'a> {
             changes,
             evicted,
             makespan,
+            belief,
             ..
         } = self;
         let prompt_tokens = trace.input_tokens();
@@ -458,7 +450,95 @@ impl<'a> Fleet<'a> {
                 max: ttft.max,
             },
             makespan,
+            belief,
             served_per_request,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::simulate::{CacheSize, SimEngine};
+    use crate::trace::TraceSession;
+
+    /// Three one-request sessions, a second apart, on 16-token blocks: blocks 1, 2 (40
+    /// tokens), blocks 11, 12, 13 (50 tokens), then blocks 1, 2 again (40 tokens).
+    fn trace() -> Trace {
+        let request = |session: u32, blocks: std::ops::Range<u32>, tokens: u32| TraceRequest {
+            session,
+            time: Some(f64::from(session)),
+            input_tokens: tokens,
+            output_tokens: 0,
+            shared_with_previous: 0,
+            shared_with_previous_sequence: 0,
+            previous_input_tokens: 0,
+            kept_blocks: 0,
+            generated_blocks: blocks.end..blocks.end,
+            new_blocks: blocks,
+            finding: None,
+        };
+        Trace {
+            block_size: 16,
+            renderer: String::new(),
+            sessions: (0..3)
+                .map(|session| TraceSession {
+                    identity: format!("s{session}"),
+                    requests: session..session + 1,
+                })
+                .collect(),
+            requests: vec![
+                request(0, 0..2, 40),
+                request(1, 2..5, 50),
+                request(2, 5..7, 40),
+            ],
+            blocks: vec![1, 2, 11, 12, 13, 1, 2],
+            rules: Vec::new(),
+        }
+    }
+
+    fn run(policy: &str, cache: CacheSize) -> SimulationResult {
+        let setup = Setup {
+            replicas: 1,
+            cache,
+            engine: SimEngine::Vllm { block: 16 },
+            policy: policy.parse().unwrap(),
+            arrival: Arrival::Recorded,
+            prefill_tps: 1000.0,
+            decode_tps: None,
+            seed: 0,
+            per_request: true,
+        };
+        simulate(&trace(), &setup).unwrap()
+    }
+
+    #[test]
+    fn a_router_s_belief_is_counted_against_what_the_engine_served() {
+        // A pool of three blocks: the second session's three blocks evict blocks 1 and 2, but
+        // SGLang's router still believes its replica holds them (two blocks, 32 tokens).
+        let evicted = run("sglang-cache-aware", CacheSize::Blocks(3));
+        assert_eq!(evicted.served_per_request, Some(vec![0, 0, 0]));
+        assert_eq!(
+            evicted.belief,
+            Some(Belief {
+                predicted_tokens: 32,
+                predicted_not_served_tokens: 32,
+                served_not_predicted_tokens: 0,
+            })
+        );
+        // An LRU of two hashes keeps the last two of each request's hashes, never the first,
+        // the model's: llm-d matches nothing from the head while the engine serves 32 tokens.
+        let forgotten = run("llmd-prefix:lru=2", CacheSize::Unbounded);
+        assert_eq!(forgotten.served_per_request, Some(vec![0, 0, 32]));
+        assert_eq!(
+            forgotten.belief,
+            Some(Belief {
+                predicted_tokens: 0,
+                predicted_not_served_tokens: 0,
+                served_not_predicted_tokens: 32,
+            })
+        );
+        // A router without an index has no belief to report.
+        assert_eq!(run("round-robin", CacheSize::Unbounded).belief, None);
     }
 }

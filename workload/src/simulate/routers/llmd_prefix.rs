@@ -1,0 +1,418 @@
+//! `llmd-prefix[:weights=3/2/2,chars=64,blocks=256,lru=31250]` and
+//! `llmd-precise[:weights=3/2/2]`: llm-d's inference scheduler, the Gateway API Inference
+//! Extension's endpoint picker with its scorers summed by weight and the highest total
+//! picked (equals drawn at random, the max-score picker):
+//!
+//! - the prefix scorer, `pkg/epp/scheduling/framework/plugins/multi/prefix/plugin.go`
+//!   (`Plugin::Score`, `hashPrompt`, `matchLongestPrefix`, `PreRequest`): the prompt in
+//!   blocks of `chars` characters (`DefaultHashBlockSize`, 64), at most `blocks` of them
+//!   (`DefaultMaxPrefixBlocks`, 256), chained hashes after one for the model; a pod's score
+//!   is the leading hashes its index holds over the request's hashes. After the decision the
+//!   request's hashes go into the chosen pod's LRU of `lru` entries
+//!   (`DefaultLRUCapacityPerServer`, 31,250), oldest dropped first — the prompt's head, added
+//!   first. A prompt under one block has no hashes and scores 0 everywhere.
+//! - the queue scorer (`(max − waiting) / (max − min)` of the pods' waiting requests, 1 when
+//!   all are equal) and the KV-cache utilisation scorer (1 − the share of KV blocks the
+//!   running requests hold).
+//!
+//! `weights=P/Q/K` are the prefix, queue and KV-utilisation weights; 3/2/2 is the issue's
+//! "typical" llm-d configuration (the scheduler's sample configurations vary; `K=0` drops
+//! the utilisation scorer).
+//!
+//! The approximate index is the router's belief: it learns what it routes and forgets by
+//! its LRU alone, in 64-character blocks approximated as `64 / CHARS_PER_TOKEN` tokens on
+//! the trace (see [`super`]). `llmd-precise` scores with the engines' own blocks instead (the
+//! precise prefix-cache scorer fed by vLLM's KV events): the engine-held share of the
+//! prompt's blocks, so its belief is the truth; its remaining knobs are the same.
+
+use std::fmt;
+
+use kvlint_protocol::Spec;
+use rand::rngs::SmallRng;
+
+use super::index::{PrefixIndex, Recency, units};
+use super::{CHARS_PER_TOKEN, Decision, Route, View, positive, random_lowest};
+use crate::error::SpecError;
+
+/// Where the prefix scorer's index comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LlmdIndex {
+    /// The router's own LRU of text-block hashes.
+    Approximate,
+    /// The engines' KV events.
+    Precise,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LlmdConfig {
+    pub index: LlmdIndex,
+    /// Prefix, queue and KV-utilisation weights.
+    pub weights: [f64; 3],
+    /// Characters per hashed block.
+    pub chars: u32,
+    /// Blocks hashed at most.
+    pub blocks: u32,
+    /// LRU entries per pod.
+    pub lru: u32,
+}
+
+impl LlmdConfig {
+    pub fn new(index: LlmdIndex) -> Self {
+        Self {
+            index,
+            weights: [3.0, 2.0, 2.0],
+            chars: 64,
+            blocks: 256,
+            lru: 31_250,
+        }
+    }
+
+    pub fn parse(index: LlmdIndex, spec: &Spec<'_>) -> Result<Self, SpecError> {
+        match index {
+            LlmdIndex::Approximate => spec.only(&["weights", "chars", "blocks", "lru"])?,
+            LlmdIndex::Precise => spec.only(&["weights"])?,
+        }
+        let default = Self::new(index);
+        let weights = match spec.value("weights") {
+            None => default.weights,
+            Some(text) => {
+                let parsed: Vec<f64> = text
+                    .split('/')
+                    .filter_map(|weight| weight.parse().ok())
+                    .filter(|weight: &f64| *weight >= 0.0 && weight.is_finite())
+                    .collect();
+                match parsed[..] {
+                    [prefix, queue, kv] => [prefix, queue, kv],
+                    [prefix, queue] => [prefix, queue, 0.0],
+                    _ => {
+                        return Err(spec
+                            .error("`weights` is PREFIX/QUEUE[/KV], numbers of 0 or more")
+                            .into());
+                    }
+                }
+            }
+        };
+        let small = |key: &str, default: u32| -> Result<u32, SpecError> {
+            u32::try_from(positive(spec, key, u64::from(default))?)
+                .map_err(|_| spec.error(format!("`{key}` is too large")).into())
+        };
+        Ok(Self {
+            index,
+            weights,
+            chars: small("chars", default.chars)?,
+            blocks: small("blocks", default.blocks)?,
+            lru: small("lru", default.lru)?,
+        })
+    }
+}
+
+impl fmt::Display for LlmdConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let default = Self::new(self.index);
+        let mut knobs = Vec::new();
+        if self.weights != default.weights {
+            let [prefix, queue, kv] = self.weights;
+            knobs.push(format!("weights={prefix}/{queue}/{kv}"));
+        }
+        if self.chars != default.chars {
+            knobs.push(format!("chars={}", self.chars));
+        }
+        if self.blocks != default.blocks {
+            knobs.push(format!("blocks={}", self.blocks));
+        }
+        if self.lru != default.lru {
+            knobs.push(format!("lru={}", self.lru));
+        }
+        let name = match self.index {
+            LlmdIndex::Approximate => "llmd-prefix",
+            LlmdIndex::Precise => "llmd-precise",
+        };
+        super::super::write_spec(f, name, &knobs)
+    }
+}
+
+/// The hash standing for the model, first of every request's hashes.
+const MODEL_UNIT: u64 = 0x6d6f_6465_6c00_0000;
+
+pub struct Scorers {
+    config: LlmdConfig,
+    index: PrefixIndex,
+}
+
+impl Scorers {
+    pub fn new(config: LlmdConfig, replica_count: usize) -> Self {
+        Self {
+            config,
+            index: PrefixIndex::new(replica_count),
+        }
+    }
+
+    /// Each pod's prefix score and the prompt tokens it is believed to hold; the request's
+    /// hashes.
+    fn prefix_scores(&self, view: &View<'_>) -> (Vec<f64>, Vec<u32>, Vec<u64>) {
+        let count = view.replica_count();
+        if self.config.index == LlmdIndex::Precise {
+            let full_blocks = view.prompt.blocks.len().max(1) as f64;
+            let held: Vec<u32> = (0..count).map(|replica| view.engine_hit(replica)).collect();
+            let scores = held
+                .iter()
+                .map(|tokens| f64::from(*tokens / view.block_size.max(1)) / full_blocks)
+                .collect();
+            return (scores, held, Vec::new());
+        }
+        let (mut text_blocks, unit_tokens) = units(
+            view.prompt.blocks,
+            view.block_size,
+            self.config.chars / CHARS_PER_TOKEN,
+        );
+        if text_blocks.is_empty() {
+            return (vec![0.0; count], vec![0; count], Vec::new());
+        }
+        text_blocks.truncate(self.config.blocks as usize);
+        let hashes: Vec<u64> = std::iter::once(MODEL_UNIT).chain(text_blocks).collect();
+        // `matchLongestPrefix`: every pod holding the i-th hash counts it, until none does.
+        let mut matched = vec![0usize; count];
+        for hash in &hashes {
+            let holders: Vec<usize> = (0..count)
+                .filter(|replica| self.index.contains(*replica, *hash))
+                .collect();
+            if holders.is_empty() {
+                break;
+            }
+            for holder in holders {
+                matched[holder] += 1;
+            }
+        }
+        let scores = matched
+            .iter()
+            .map(|units| *units as f64 / hashes.len() as f64)
+            .collect();
+        let held = matched
+            .iter()
+            .map(|units| {
+                (units.saturating_sub(1) as u64 * u64::from(unit_tokens))
+                    .min(u64::from(view.prompt.tokens)) as u32
+            })
+            .collect();
+        (scores, held, hashes)
+    }
+}
+
+impl Route for Scorers {
+    fn pick(&mut self, view: &View<'_>, rng: &mut SmallRng) -> Decision {
+        let (prefix, held, hashes) = self.prefix_scores(view);
+        let waiting: Vec<u32> = view.signals.iter().map(|signals| signals.waiting).collect();
+        let most = waiting.iter().copied().max().unwrap_or(0);
+        let least = waiting.iter().copied().min().unwrap_or(0);
+        let [prefix_weight, queue_weight, kv_weight] = self.config.weights;
+        let score = |replica: usize| {
+            let signals = &view.signals[replica];
+            let queue = if most == least {
+                1.0
+            } else {
+                f64::from(most - waiting[replica]) / f64::from(most - least)
+            };
+            let kv_used = match signals.capacity_blocks {
+                Some(capacity) if capacity > 0 => {
+                    (signals.active_blocks as f64 / capacity as f64).min(1.0)
+                }
+                _ => 0.0,
+            };
+            prefix_weight * prefix[replica] + queue_weight * queue + kv_weight * (1.0 - kv_used)
+        };
+        let replica =
+            random_lowest(0..view.replica_count(), |replica| -score(replica), rng).unwrap_or(0);
+        if !hashes.is_empty() {
+            self.index.insert(
+                replica,
+                &hashes,
+                Recency::TailNewest,
+                Some(self.config.lru as usize),
+            );
+        }
+        Decision {
+            replica,
+            predicted: Some(held[replica]),
+        }
+    }
+
+    fn reads_load(&self) -> bool {
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::ReplicaSignals;
+    use super::super::testing::{BLOCK, pick, prompt, rng};
+    use super::*;
+    use crate::cache::ReplicaCache;
+    use crate::simulate::{CacheSize, Policy, SimEngine};
+
+    fn router(spec: &str) -> Scorers {
+        match spec.parse::<Policy>().unwrap() {
+            Policy::Llmd(config) => Scorers::new(config, 2),
+            other => panic!("{other}"),
+        }
+    }
+
+    fn waiting(counts: [u32; 2]) -> Vec<ReplicaSignals> {
+        counts
+            .iter()
+            .map(|waiting| ReplicaSignals {
+                waiting: *waiting,
+                ..ReplicaSignals::default()
+            })
+            .collect()
+    }
+
+    /// 64-character blocks are 16 tokens: one block of the trace each.
+    #[test]
+    fn prefix_queue_and_utilisation_scores_are_summed_by_weight() {
+        let mut rng = rng(0);
+        let outcome = |spec: &str, rng: &mut SmallRng| {
+            let mut router = router(spec);
+            // No prefix anywhere, replica 0 has a request waiting: queue scores 0 and 1.
+            let first = pick(
+                &mut router,
+                &[1, 2, 3, 4],
+                64,
+                &waiting([1, 0]),
+                &[],
+                0.0,
+                rng,
+            );
+            // Replica 1 holds the model's hash and blocks 1, 2 of the five hashes: 3 / 5.
+            // Now it has the request waiting: 3 × 0.6 + 2 × 0 + 2 against 0 + 2 × 1 + 2.
+            let second = pick(
+                &mut router,
+                &[1, 2, 9, 10],
+                64,
+                &waiting([0, 1]),
+                &[],
+                0.0,
+                rng,
+            );
+            (first, second)
+        };
+        let (first, second) = outcome("llmd-prefix", &mut rng);
+        assert_eq!(
+            first,
+            Decision {
+                replica: 1,
+                predicted: Some(0)
+            }
+        );
+        assert_eq!(
+            second,
+            Decision {
+                replica: 0,
+                predicted: Some(0)
+            }
+        );
+        // A prefix weight of 5: 5 × 0.6 + 2 = 5 against 4.
+        let (_, second) = outcome("llmd-prefix:weights=5/2/2", &mut rng);
+        assert_eq!(
+            second,
+            Decision {
+                replica: 1,
+                predicted: Some(32)
+            }
+        );
+        // The KV-utilisation scorer: replica 1 holds 8 of 10 blocks for running requests.
+        let used = |active: [u64; 2]| -> Vec<ReplicaSignals> {
+            active
+                .iter()
+                .map(|active_blocks| ReplicaSignals {
+                    active_blocks: *active_blocks,
+                    capacity_blocks: Some(10),
+                    ..ReplicaSignals::default()
+                })
+                .collect()
+        };
+        let mut light = router("llmd-prefix:weights=1/2/2");
+        pick(
+            &mut light,
+            &[1, 2],
+            32,
+            &waiting([1, 0]),
+            &[],
+            0.0,
+            &mut rng,
+        );
+        // Replica 1 holds the whole prompt (1 × 1 + 2 + 2 × 0.2 = 3.4) against an empty
+        // replica 0 (0 + 2 + 2 = 4).
+        let decision = pick(&mut light, &[1, 2], 32, &used([0, 8]), &[], 0.0, &mut rng);
+        assert_eq!(decision.replica, 0);
+    }
+
+    #[test]
+    fn the_lru_forgets_the_prompt_s_head_first_and_a_short_prompt_has_no_hashes() {
+        let mut rng = rng(0);
+        // Three entries: the model's hash and block 1 go, blocks 2..4 stay; nothing matches
+        // from the head, so the router predicts nothing an engine would serve.
+        let mut forgetful = router("llmd-prefix:lru=3");
+        pick(
+            &mut forgetful,
+            &[1, 2, 3, 4],
+            64,
+            &waiting([1, 0]),
+            &[],
+            0.0,
+            &mut rng,
+        );
+        assert!(forgetful.index.contains(1, 4) && !forgetful.index.contains(1, 1));
+        let decision = pick(
+            &mut forgetful,
+            &[1, 2, 3, 4],
+            64,
+            &waiting([0, 0]),
+            &[],
+            0.0,
+            &mut rng,
+        );
+        assert_eq!(decision.predicted, Some(0));
+        // 256 hashed blocks at most: the 257th and later never match.
+        let mut short = router("llmd-prefix:blocks=2");
+        pick(
+            &mut short,
+            &[1, 2, 3, 4],
+            64,
+            &waiting([1, 0]),
+            &[],
+            0.0,
+            &mut rng,
+        );
+        assert!(short.index.contains(1, 2) && !short.index.contains(1, 3));
+        // Under 64 characters (16 tokens: no full block): no hashes, nothing learned.
+        let mut tiny = router("llmd-prefix");
+        pick(&mut tiny, &[], 10, &waiting([1, 0]), &[], 0.0, &mut rng);
+        assert!(!tiny.index.contains(1, MODEL_UNIT));
+    }
+
+    #[test]
+    fn the_precise_scorer_reads_the_engines_blocks() {
+        let engine = SimEngine::Vllm { block: BLOCK };
+        let mut warm = engine.cache(CacheSize::Unbounded);
+        warm.serve(&prompt(&[1, 2, 3], 49));
+        let caches: Vec<ReplicaCache> = vec![engine.cache(CacheSize::Unbounded), warm];
+        let mut rng = rng(0);
+        // Replica 1's engine holds 3 of 4 blocks: 3 × 0.75 + 0 + 2 = 4.25 against 0 + 2 + 2.
+        let decision = pick(
+            &mut router("llmd-precise"),
+            &[1, 2, 3, 4],
+            64,
+            &waiting([0, 1]),
+            &caches,
+            0.0,
+            &mut rng,
+        );
+        assert_eq!(
+            decision,
+            Decision {
+                replica: 1,
+                predicted: Some(48)
+            }
+        );
+    }
+}

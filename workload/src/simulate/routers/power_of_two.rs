@@ -1,0 +1,82 @@
+//! `power-of-two`: two distinct replicas drawn at random, the one with fewer requests in
+//! flight wins, the first drawn on a tie — SGLang's router, `sgl-router/src/policies/
+//! power_of_two.rs`, `PowerOfTwoPolicy::select_worker` (`choose_multiple(&mut rng, 2)`, then
+//! `worker1.load() <= worker2.load()`). One replica: that one. The load is read when the
+//! request arrives; the real router may read loads its background task cached (every
+//! `load_check_interval_secs`, 5 s): late signals are not simulated here.
+
+use rand::Rng;
+use rand::rngs::SmallRng;
+
+use super::{Decision, Route, View};
+
+pub struct PowerOfTwo;
+
+impl Route for PowerOfTwo {
+    fn pick(&mut self, view: &View<'_>, rng: &mut SmallRng) -> Decision {
+        let count = view.replica_count();
+        if count < 2 {
+            return Decision::blind(0);
+        }
+        let first = rng.random_range(0..count);
+        let mut second = rng.random_range(0..count - 1);
+        if second >= first {
+            second += 1;
+        }
+        let running = |replica: usize| view.signals[replica].running;
+        Decision::blind(if running(first) <= running(second) {
+            first
+        } else {
+            second
+        })
+    }
+
+    fn reads_load(&self) -> bool {
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{pick, rng, running};
+    use super::*;
+
+    #[test]
+    fn the_less_busy_of_two_drawn_replicas_wins() {
+        let mut router = PowerOfTwo;
+        let mut rng = rng(7);
+        // Two replicas: the pair is always both, the less busy one wins.
+        for _ in 0..100 {
+            let decision = pick(&mut router, &[], 10, &running(&[3, 1]), &[], 0.0, &mut rng);
+            assert_eq!(decision, Decision::blind(1));
+        }
+        // Three replicas with 0, 1 and 2 requests in flight: the busiest loses every pair, and
+        // the idle one wins the two pairs of three it is drawn in.
+        let mut wins = [0u32; 3];
+        for _ in 0..3000 {
+            wins[pick(
+                &mut router,
+                &[],
+                10,
+                &running(&[0, 1, 2]),
+                &[],
+                0.0,
+                &mut rng,
+            )
+            .replica] += 1;
+        }
+        assert_eq!(wins[2], 0, "{wins:?}");
+        assert!((1850..=2150).contains(&wins[0]), "{wins:?}");
+        // Equal loads: the first drawn, either one.
+        let mut tied = [0u32; 2];
+        for _ in 0..1000 {
+            tied[pick(&mut router, &[], 10, &running(&[2, 2]), &[], 0.0, &mut rng).replica] += 1;
+        }
+        assert!(tied[0] > 400 && tied[1] > 400, "{tied:?}");
+        // One replica: that one.
+        assert_eq!(
+            pick(&mut router, &[], 10, &running(&[9]), &[], 0.0, &mut rng).replica,
+            0
+        );
+    }
+}

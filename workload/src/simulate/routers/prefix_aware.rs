@@ -1,0 +1,34 @@
+//! `prefix-aware[:overload=SECONDS]`: the replica whose engine holds the longest prefix of
+//! the prompt (ties: the least loaded), unless its prefill queue is over `overload` seconds:
+//! then the least loaded (the escape hatch). It reads the engines' caches: its belief is the
+//! truth.
+
+use rand::rngs::SmallRng;
+
+use super::{Decision, Route, View};
+
+pub struct PrefixAware {
+    pub overload: f64,
+}
+
+impl Route for PrefixAware {
+    fn pick(&mut self, view: &View<'_>, _rng: &mut SmallRng) -> Decision {
+        let queued = |replica: usize| view.signals[replica].queued;
+        let best = (0..view.replica_count())
+            .max_by(|left, right| {
+                view.engine_hit(*left)
+                    .cmp(&view.engine_hit(*right))
+                    .then(queued(*right).total_cmp(&queued(*left)))
+            })
+            .unwrap_or(0);
+        let replica = if queued(best) > self.overload {
+            view.lowest(|signals| signals.queued)
+        } else {
+            best
+        };
+        Decision {
+            replica,
+            predicted: Some(view.engine_hit(replica)),
+        }
+    }
+}
