@@ -68,17 +68,18 @@
 //!   one per line (or, with `-o DIR`, one file per conversation, as AIPerf reads a folder).
 //!   64-token blocks by default.
 //!   - `id`: the session's number (`session-N`);
-//!   - `models`: the tokenizer the prompts were counted with (the trace keeps no model name);
+//!   - `models`: the renderer the prompts were counted with (the trace keeps no model name);
 //!   - `block_size`: tokens per block;
 //!   - `hash_id_scope`: `"local"`: ids are numbered within the conversation (from 0), the
 //!     only scope AIPerf reads, so sharing across conversations is not in this format;
 //!   - `requests[]`, each `{"t", "type": "n", "model", "in", "out", "hash_ids"}`: `t` seconds
-//!     since the workload's first request, `in` and `out` prompt and output tokens.
+//!     since the workload's first request (a request without a time: its session's previous
+//!     `t`, 0 for a first, as `t` is required), `in` and `out` prompt and output tokens.
 //!     `think_time` is left out: the recording does not say when an answer ended.
 //!
-//! Not done: the Mooncake agentic trace's `request_id`/`wait_for`/`tool_wait_ms` form (it
-//! needs when each answer ended and how long tools ran, which the trace does not keep), and
-//! LMCache's lookup-hash log.
+//! Not done: the agentic rows of Dynamo's `agent_trace_to_mooncake` (`request_id`,
+//! `wait_for`, `tool_wait_ms`: measured from when the awaited request ended and how long its
+//! tools ran, which the trace does not keep), and LMCache's lookup-hash log.
 
 mod bailian;
 mod mooncake;
@@ -310,19 +311,18 @@ pub fn rebinned(trace: &Trace, block_size: u32) -> Result<Trace, HashedTraceErro
         let mut blocks = Vec::new();
         for index in session.requests.start as usize..session.requests.end as usize {
             trace.next_prompt_blocks(index, &mut blocks);
-            let prompt = every_kth(&blocks);
-            // The generated blocks continue the prompt's chain over its partial block.
+            // The generated blocks continue the prompt's chain over its partial block: the
+            // coarse blocks of the two together, the prompt's first.
             let mut sequence = blocks.clone();
             sequence.extend_from_slice(trace.generated_blocks(index));
             let sequence = every_kth(&sequence);
+            let prompt = blocks.len() / factor;
             let request = &trace.requests[index];
-            let kept = (request.kept_blocks as usize / factor).min(prompt.len());
+            let kept = (request.kept_blocks as usize / factor).min(prompt);
             let new_start = coarse.blocks.len() as u32;
-            coarse.blocks.extend_from_slice(&prompt[kept..]);
+            coarse.blocks.extend_from_slice(&sequence[kept..prompt]);
             let generated_start = coarse.blocks.len() as u32;
-            coarse
-                .blocks
-                .extend_from_slice(sequence.get(prompt.len()..).unwrap_or_default());
+            coarse.blocks.extend_from_slice(&sequence[prompt..]);
             coarse.requests.push(TraceRequest {
                 kept_blocks: kept as u32,
                 new_blocks: new_start..generated_start,

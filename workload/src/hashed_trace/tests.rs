@@ -225,3 +225,38 @@ fn a_malformed_line_is_named_by_file_and_line() {
         "{error}"
     );
 }
+
+#[test]
+fn coarser_blocks_keep_the_generated_tokens_chain() {
+    // Blocks of 2: a 7-token prompt is p1 p2 p3 and one token more; the generated tokens
+    // complete g1 (that token and the first generated), g2 and g3. Blocks of 4: tokens 0..4
+    // end at p2 (the prompt's one whole block), 4..8 at g1, 8..12 at g3.
+    let (p1, p2, p3, g1, g2, g3) = (1, 2, 3, 4, 5, 6);
+    let fine = Trace {
+        block_size: 2,
+        renderer: "tiny".into(),
+        sessions: vec![TraceSession {
+            identity: "s".into(),
+            requests: 0..1,
+        }],
+        requests: vec![TraceRequest {
+            session: 0,
+            time: None,
+            input_tokens: 7,
+            output_tokens: 6,
+            shared_with_previous: 0,
+            shared_with_previous_sequence: 0,
+            previous_input_tokens: 0,
+            kept_blocks: 0,
+            new_blocks: 0..3,
+            generated_blocks: 3..6,
+            finding: None,
+        }],
+        blocks: vec![p1, p2, p3, g1, g2, g3],
+        rules: Vec::new(),
+    };
+    let coarse = rebinned(&fine, 4).unwrap();
+    assert_eq!(coarse.block_size, 4);
+    assert_eq!(coarse.prompt_blocks(0), [p2]);
+    assert_eq!(coarse.generated_blocks(0), [g1, g3]);
+}
