@@ -403,10 +403,12 @@ fn compared(args: &Args) -> miette::Result<Option<(String, Traced)>> {
             "--compare is drawn in the HTML report and printed in the human one, not in JSON: run the JSON report on each workload"
         );
     }
+    let mut trace_args = args.trace.clone();
+    trace_args.hashed_trace.clear();
     let name = short_names(&[args.compare.clone(), args.compare_dataset.clone()].concat());
     Ok(Some((
         name,
-        traced(&args.compare, &args.compare_dataset, &args.trace)?,
+        traced(&args.compare, &args.compare_dataset, &trace_args)?,
     )))
 }
 

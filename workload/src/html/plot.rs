@@ -301,21 +301,70 @@ fn quantile_value(distribution: &Distribution, name: &str) -> f64 {
 }
 
 /// The cumulative distributions of `series` on one logarithmic axis, p50, p90 and p99 of
-/// each marked, with a legend giving their values.
+/// each marked, with a legend giving their values. A series whose values are all 0 (a
+/// recording without output lengths) is said in the legend, not drawn.
 pub fn cdf_figure(id: &str, title: &str, unit: &str, series: &[Series<'_>]) -> String {
-    let drawn: Vec<(usize, &Series<'_>)> = series
+    let present: Vec<(usize, &Series<'_>)> = series
         .iter()
         .enumerate()
         .filter(|(_, series)| series.distribution.count > 0)
         .collect();
     let mut figure = format!(
-        r#"<figure id="{id}"><figcaption>{}</figcaption>"#,
+        r#"<figure id="{id}" class="distribution"><figcaption>{}</figcaption>"#,
         escape(title)
     );
-    if drawn.is_empty() {
+    if present.is_empty() {
         figure.push_str("<p class=\"empty\">no values</p></figure>");
         return figure;
     }
+    let drawn: Vec<(usize, &Series<'_>)> = present
+        .iter()
+        .copied()
+        .filter(|(_, series)| series.distribution.max > 0.0)
+        .collect();
+    if !drawn.is_empty() {
+        figure.push_str(&cdf_svg(title, unit, &drawn));
+    }
+    figure.push_str("<ul class=\"legend\">");
+    for (index, series) in &present {
+        let distribution = series.distribution;
+        let swatch = format!(
+            r#"<li><span class="swatch" style="background:{}"></span>{} <small>n = {}</small>: "#,
+            colour(*index),
+            escape(series.name),
+            grouped(distribution.count as u64),
+        );
+        figure.push_str(&swatch);
+        if distribution.max <= 0.0 {
+            let _ = write!(figure, "every value is 0 {}</li>", escape(unit));
+            continue;
+        }
+        let zeros = distribution
+            .cdf
+            .iter()
+            .take_while(|(value, _)| *value <= 0.0)
+            .last()
+            .map(|(_, share)| *share);
+        let _ = write!(
+            figure,
+            r#"p50 <b>{}</b>, p90 <b>{}</b>, p99 <b>{}</b>, max {} {}{}</li>"#,
+            readable(distribution.p50),
+            readable(distribution.p90),
+            readable(distribution.p99),
+            readable(distribution.max),
+            escape(unit),
+            zeros.map_or(String::new(), |share| format!(
+                "; {} at 0, drawn at the axis' left end",
+                percent(share)
+            )),
+        );
+    }
+    figure.push_str("</ul></figure>");
+    figure
+}
+
+/// The plot of [`cdf_figure`]: the series with a value above 0.
+fn cdf_svg(title: &str, unit: &str, drawn: &[(usize, &Series<'_>)]) -> String {
     let frame = Frame::new(560.0, 250.0);
     let x = Axis::log(
         drawn
@@ -329,7 +378,7 @@ pub fn cdf_figure(id: &str, title: &str, unit: &str, series: &[Series<'_>]) -> S
     frame.open(&mut svg, title, "log");
     frame.y_axis(&mut svg, &y, |share| format!("{:.0}%", share * 100.0));
     frame.x_axis(&mut svg, &x, unit, readable);
-    for (index, series) in &drawn {
+    for (index, series) in drawn {
         let colour = colour(*index);
         let cdf = &series.distribution.cdf;
         let mut path = String::new();
@@ -370,35 +419,7 @@ pub fn cdf_figure(id: &str, title: &str, unit: &str, series: &[Series<'_>]) -> S
         }
     }
     svg.push_str("</svg>");
-    figure.push_str(&svg);
-    figure.push_str("<ul class=\"legend\">");
-    for (index, series) in &drawn {
-        let distribution = series.distribution;
-        let zeros = distribution
-            .cdf
-            .iter()
-            .take_while(|(value, _)| *value <= 0.0)
-            .last()
-            .map(|(_, share)| *share);
-        let _ = write!(
-            figure,
-            r#"<li><span class="swatch" style="background:{}"></span>{} <small>n = {}</small>: p50 <b>{}</b>, p90 <b>{}</b>, p99 <b>{}</b>, max {} {}{}</li>"#,
-            colour(*index),
-            escape(series.name),
-            grouped(distribution.count as u64),
-            readable(distribution.p50),
-            readable(distribution.p90),
-            readable(distribution.p99),
-            readable(distribution.max),
-            escape(unit),
-            zeros.map_or(String::new(), |share| format!(
-                "; {} at 0, drawn at the axis' left end",
-                percent(share)
-            )),
-        );
-    }
-    figure.push_str("</ul></figure>");
-    figure
+    svg
 }
 
 /// One line per series over categories (`labels`, left to right): a sweep's points.
@@ -519,7 +540,7 @@ pub fn page_start(title: &str) -> String {
 body{{font:14px/1.4 system-ui,sans-serif;margin:2em;max-width:1180px;color:#222}}
 table{{border-collapse:collapse;margin:1em 0}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right;white-space:nowrap}}
 th:first-child,td:first-child{{text-align:left}}.plots{{display:flex;flex-wrap:wrap;gap:1.5em 2em}}
-figure{{margin:0}}figcaption{{font-weight:600;margin-bottom:4px}}
+figure{{margin:0}}.distribution{{width:560px}}figcaption{{font-weight:600;margin-bottom:4px}}
 .axis{{stroke:#555}}.grid{{stroke:#e4e4e4}}.minor{{stroke:#999}}
 .cdf,.line{{fill:none;stroke-width:2}}.quantile line{{stroke-dasharray:3 3;stroke-width:1}}
 .quantile text{{font-weight:600}}text{{font-size:11px;fill:#444}}.axis-title{{fill:#222}}
@@ -545,6 +566,30 @@ mod tests {
         assert_eq!(readable(1.5), "1.5");
         assert_eq!(readable(10.0), "10");
         assert_eq!(readable(0.000123), "0.000123");
+    }
+
+    #[test]
+    fn a_sample_of_zeros_is_said_not_drawn() {
+        let zeros = Distribution::of(vec![0.0; 5]);
+        let lengths = Distribution::of(vec![3.0, 30.0, 300.0]);
+        let figure = cdf_figure(
+            "output-tokens",
+            "Output length",
+            "tokens",
+            &[
+                Series {
+                    name: "recorded",
+                    distribution: &zeros,
+                },
+                Series {
+                    name: "benchmark",
+                    distribution: &lengths,
+                },
+            ],
+        );
+        assert!(figure.contains("every value is 0 tokens"), "{figure}");
+        assert!(!figure.contains(r#"<path class="cdf" data-series="0""#));
+        assert!(figure.contains(r#"<path class="cdf" data-series="1""#));
     }
 
     #[test]
