@@ -109,8 +109,10 @@ pub fn export_trace(
             std::fs::create_dir_all(folder)
                 .into_diagnostic()
                 .wrap_err_with(|| format!("creating {}", folder.display()))?;
+            // Numbers padded to one width, so that the files list in the sessions' order.
+            let width = conversations.len().saturating_sub(1).to_string().len();
             for (number, conversation) in conversations.iter().enumerate() {
-                let path = folder.join(format!("session-{number}.json"));
+                let path = folder.join(format!("session-{number:0width$}.json"));
                 let mut text = serde_json::to_string(conversation).into_diagnostic()?;
                 text.push('\n');
                 std::fs::write(&path, text)
