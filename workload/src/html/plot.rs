@@ -7,8 +7,9 @@ use std::fmt::Write;
 use crate::stats::Distribution;
 
 /// One colour per series, in order (the first workload, the one compared with, …).
-pub const COLOURS: [&str; 6] = [
-    "#1f5fa8", "#e07b00", "#2a9d4b", "#b03a8c", "#7a5c2e", "#5c6b73",
+pub const COLOURS: [&str; 10] = [
+    "#1f5fa8", "#e07b00", "#2a9d4b", "#b03a8c", "#7a5c2e", "#5c6b73", "#d62728", "#17becf",
+    "#9467bd", "#bcbd22",
 ];
 
 pub fn colour(index: usize) -> &'static str {
@@ -290,15 +291,13 @@ pub struct Series<'a> {
     pub distribution: &'a Distribution,
 }
 
-const QUANTILES: [(&str, f64); 3] = [("p50", 0.5), ("p90", 0.9), ("p99", 0.99)];
-
-fn quantile_value(distribution: &Distribution, name: &str) -> f64 {
-    match name {
-        "p50" => distribution.p50,
-        "p90" => distribution.p90,
-        _ => distribution.p99,
-    }
-}
+/// The percentiles marked: name, level, value.
+type Quantile = (&'static str, f64, fn(&Distribution) -> f64);
+const QUANTILES: [Quantile; 3] = [
+    ("p50", 0.5, |distribution| distribution.p50),
+    ("p90", 0.9, |distribution| distribution.p90),
+    ("p99", 0.99, |distribution| distribution.p99),
+];
 
 /// The cumulative distributions of `series` on one logarithmic axis, p50, p90 and p99 of
 /// each marked, with a legend giving their values. A series whose values are all 0 (a
@@ -399,8 +398,8 @@ fn cdf_svg(title: &str, unit: &str, drawn: &[(usize, &Series<'_>)]) -> String {
             svg,
             r#"<path class="cdf" data-series="{index}" d="{path}" stroke="{colour}"/>"#
         );
-        for (name, level) in QUANTILES {
-            let value = quantile_value(series.distribution, name);
+        for (name, level, quantile) in QUANTILES {
+            let value = quantile(series.distribution);
             let (px, py) = (x.position(value), y.position(level));
             // The first series labels its marks on the right, the next on the left; a mark
             // at the right end, on the left.
