@@ -291,7 +291,7 @@ fn session_hash_ignores_how_the_path_was_typed_and_ideal_serves_whole_blocks() {
 #[test]
 fn named_routers_report_their_belief_against_the_engines_truth() {
     let routing = "power-of-two,sglang-cache-aware:threshold=0.5,abs=32,dynamo-kv,\
-                   dynamo-lmetric,llmd-prefix:weights=3/2/0,llmd-precise";
+                   dynamo-lmetric,llmd-prefix:weights=3/2/0,llmd-precise,aibrix-prefix:sigma=2";
     let args = |format| {
         vec![
             "simulate",
@@ -324,7 +324,8 @@ fn named_routers_report_their_belief_against_the_engines_truth() {
             "dynamo-kv",
             "dynamo-lmetric",
             "llmd-prefix:weights=3/2/0",
-            "llmd-precise"
+            "llmd-precise",
+            "aibrix-prefix:sigma=2"
         ]
     );
     assert!(results[0].get("belief").is_none(), "{}", results[0]);

@@ -21,7 +21,9 @@ use serde::Serialize;
 use crate::cache::{BlockPool, RadixTree, ReplicaCache, Slots};
 use crate::error::SpecError;
 
-pub use routers::{DynamoConfig, DynamoCost, LlmdConfig, LlmdIndex, SglangConfig, SglangIndex};
+pub use routers::{
+    AibrixConfig, DynamoConfig, DynamoCost, LlmdConfig, LlmdIndex, SglangConfig, SglangIndex,
+};
 pub use run::simulate;
 
 /// The engine whose cache each replica models: `vllm[:block=16]`, `sglang[:page=1]`,
@@ -204,6 +206,8 @@ pub enum Policy {
     Dynamo(DynamoConfig),
     /// llm-d's scheduler with the prefix scorer: `llmd-prefix`, `llmd-precise`.
     Llmd(LlmdConfig),
+    /// AIBrix's prefix-cache routing.
+    Aibrix(AibrixConfig),
 }
 
 /// The prefix-aware policy's default overload: seconds of prefill queued.
@@ -214,7 +218,8 @@ const POLICY_NAMES: &str = "one of round-robin, random, least-loaded, session-ha
 prefix-aware[:overload=SECONDS], ideal, power-of-two, \
 sglang-cache-aware[:threshold=0.3,abs=64,rel=1.5,index=text|tokens,evict=120,size=67108864], \
 dynamo-kv[:scale=1,credit=1,temperature=0,busy=FRACTION], dynamo-lmetric[:same knobs], \
-llmd-prefix[:weights=3/2/2,chars=64,blocks=256,lru=31250], llmd-precise[:weights=3/2/2]";
+llmd-prefix[:weights=3/2/2,chars=64,blocks=256,lru=31250], llmd-precise[:weights=3/2/2], \
+aibrix-prefix[:chars=4,entries=200000,ttl=1200,factor=2,gap=8,sigma=1]";
 
 /// `name` alone, or `name:knob,knob`.
 fn write_spec(f: &mut fmt::Formatter<'_>, name: &str, knobs: &[String]) -> fmt::Result {
@@ -238,6 +243,7 @@ impl fmt::Display for Policy {
             Self::SglangCacheAware(config) => config.fmt(f),
             Self::Dynamo(config) => config.fmt(f),
             Self::Llmd(config) => config.fmt(f),
+            Self::Aibrix(config) => config.fmt(f),
         }
     }
 }
@@ -280,6 +286,7 @@ impl FromStr for Policy {
                 &spec,
             )?)),
             "llmd-precise" => Ok(Self::Llmd(LlmdConfig::parse(LlmdIndex::Precise, &spec)?)),
+            "aibrix-prefix" => Ok(Self::Aibrix(AibrixConfig::parse(&spec)?)),
             _ => Err(SpecError::new(text, POLICY_NAMES)),
         }
     }
@@ -506,6 +513,7 @@ mod tests {
             "llmd-prefix:weights=3/2/0,chars=128,blocks=64,lru=1000",
             "llmd-precise:weights=1/1/1",
             "prefix-aware:overload=2",
+            "aibrix-prefix:chars=512,entries=100,ttl=60,factor=1.5,gap=16,sigma=2",
         ] {
             let policy: Policy = spec.parse().unwrap();
             assert_eq!(policy.to_string(), spec);
@@ -543,6 +551,8 @@ mod tests {
             ("llmd-precise:lru=10", "unknown option `lru=10`"),
             ("llmd-prefix:lru=0", "`lru` must be a positive integer"),
             ("power-of-two:k=3", "unknown option `k=3`"),
+            ("aibrix-prefix:sigma=x", "`sigma` must be a number"),
+            ("aibrix-prefix:ttl=0", "`ttl` must be a positive integer"),
             ("sticky", "sglang-cache-aware[:threshold=0.3"),
         ] {
             let error = spec.parse::<Policies>().unwrap_err();

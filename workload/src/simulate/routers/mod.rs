@@ -1,7 +1,8 @@
 //! The routers `kvlint simulate --routing` replays, one file each: the generic policies
 //! (`round-robin`, `random`, `least-loaded`, `session-hash`, `prefix-aware`) and the routers
 //! as they are deployed, with their own defaults and their own index (`power-of-two`,
-//! `sglang-cache-aware`, `dynamo-kv`, `dynamo-lmetric`, `llmd-prefix`, `llmd-precise`).
+//! `sglang-cache-aware`, `dynamo-kv`, `dynamo-lmetric`, `llmd-prefix`, `llmd-precise`,
+//! `aibrix-prefix`).
 //!
 //! A router sees what the real one sees at the moment it decides ([`View`]): the prompt, the
 //! session, each replica's load, and — only where the real router reads the engines' KV
@@ -20,6 +21,7 @@
 //! token index would not (other JSON bytes, another rendering of the same messages) is not in
 //! a trace and is not simulated.
 
+mod aibrix_prefix;
 mod dynamo_kv;
 mod index;
 mod least_loaded;
@@ -34,6 +36,7 @@ mod sglang_cache_aware;
 use rand::Rng;
 use rand::rngs::SmallRng;
 
+pub use aibrix_prefix::AibrixConfig;
 pub use dynamo_kv::{DynamoConfig, DynamoCost};
 pub use llmd_prefix::{LlmdConfig, LlmdIndex};
 pub use sglang_cache_aware::{SglangConfig, SglangIndex};
@@ -139,6 +142,7 @@ pub fn router(policy: Policy, replica_count: usize) -> Box<dyn Route> {
         }
         Policy::Dynamo(config) => Box::new(dynamo_kv::KvRouter { config }),
         Policy::Llmd(config) => Box::new(llmd_prefix::Scorers::new(config, replica_count)),
+        Policy::Aibrix(config) => Box::new(aibrix_prefix::PrefixCache::new(config)),
     }
 }
 
