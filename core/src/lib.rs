@@ -67,6 +67,7 @@ pub use cache::{Engine, SessionCacheView, TurnCachePrediction};
 pub use diagnostic::{Diagnostic, Severity, SeverityCounts, Span};
 pub use diff::{Divergence, RenderedRequest, TurnDiff};
 pub use error::InputError;
+pub use kvlint_render::RenderError;
 pub use locate::{Locator, Unplaced};
 pub use path::PartPath;
 pub use prefix::common_prefix_len;

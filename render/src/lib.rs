@@ -12,13 +12,15 @@
 
 // The request model's modules, at the paths rendering names them by.
 use kvlint_protocol::common_prefix as prefix;
-use kvlint_request::{diagnostic, error, excerpt, locate, path, request};
+use kvlint_request::{diagnostic, excerpt, locate, path, request};
 
+pub mod error;
 pub mod render;
 pub mod template;
 pub mod template_check;
 pub mod tokenize;
 
+pub use error::RenderError;
 pub use render::{EngineRequest, Rendered, Renderer, VllmServer};
 pub use template::{ChatTemplate, TemplateLimits};
 pub use tokenize::{Tokenizer, Tokens};

@@ -88,7 +88,7 @@ pub enum InputError {
         span: SourceSpan,
     },
 
-    /// Built by [`InputError::turn`], which places it.
+    /// Built by `SessionFile::turn_error` (kvlint-core), which places it.
     #[error("{}: turn {turn} cannot be rendered", file_place(path, *line, *column))]
     #[diagnostic(code(kvlint::render))]
     Turn {
@@ -112,6 +112,9 @@ pub enum InputError {
     #[diagnostic(code(kvlint::no_turn))]
     NoTurn { path: String, turn: usize },
 
+    // `Tokenizer`, `Template`, `TemplateLimit`, `Refused`, `RefusedPart` and `NotModelled`:
+    // kvlint-render's `RenderError`, converted into the type the SDK's API has always named
+    // (a unit test there keeps the two printing the same).
     #[error("cannot load tokenizer {path}: {message}")]
     #[diagnostic(
         code(kvlint::tokenizer),

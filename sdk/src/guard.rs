@@ -229,7 +229,7 @@ impl Guard {
             part: error.path,
             message: error.message,
         })?;
-        let rendered = self.renderer.render(&request)?;
+        let rendered = self.renderer.render(&request).map_err(InputError::from)?;
         let previous = self.previous.as_ref().map(|previous| RenderedRequest {
             request: &previous.request,
             rendered: &previous.rendered,

@@ -46,6 +46,6 @@ impl Conversation {
             path: error.path.to_string(),
             message: error.message,
         })?;
-        Ok(renderer.render(&request)?)
+        Ok(renderer.render(&request).map_err(InputError::from)?)
     }
 }

@@ -3,6 +3,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
+use kvlint_render::RenderError;
 use serde_json::Value;
 
 use super::SessionFile;
@@ -14,9 +15,9 @@ use crate::path::{PartPath, PathSegment};
 impl SessionFile {
     /// Turn `index` of this session cannot be rendered because of `source`: placed at the
     /// part of the body `source` names, or at the line the turn starts on.
-    pub fn turn_error(&self, index: usize, source: InputError) -> InputError {
+    pub fn turn_error(&self, index: usize, source: RenderError) -> InputError {
         let part = match &source {
-            InputError::RefusedPart { part, .. } => self.locate(index, part, 0),
+            RenderError::RefusedPart { part, .. } => self.locate(index, part, 0),
             _ => None,
         };
         let (line, column) = match part.map(|offset| self.line_column(offset)) {

@@ -150,7 +150,7 @@ pub(crate) fn check_template_text(
                 None if !is_config => Ok(template.with_placeholder_special_tokens()),
                 None => Ok(template),
             })
-            .and_then(|template| check_template(&template, now))?;
+            .and_then(|template| check_template(&template, now).map_err(Into::into))?;
         notes = checked.notes.iter().map(ToString::to_string).collect();
         let findings = checked
             .breaks

@@ -21,7 +21,7 @@ mod provider;
 use std::borrow::Cow;
 use std::ops::Range;
 
-use crate::error::InputError;
+use crate::error::RenderError;
 use crate::request::{BodyFormat, Request};
 use crate::template::ChatTemplate;
 use crate::tokenize::{Tokenizer, Tokens};
@@ -143,7 +143,7 @@ impl Renderer {
         matches!(self, Self::Provider { .. })
     }
 
-    pub fn render(&self, request: &Request) -> Result<Rendered, InputError> {
+    pub fn render(&self, request: &Request) -> Result<Rendered, RenderError> {
         self.render_after(request, None)
     }
 
@@ -153,7 +153,7 @@ impl Renderer {
         &self,
         request: &Request,
         previous: Option<(&Request, &Rendered)>,
-    ) -> Result<Rendered, InputError> {
+    ) -> Result<Rendered, RenderError> {
         self.render_reusing(request, previous, None)
     }
 
@@ -165,7 +165,7 @@ impl Renderer {
         request: &Request,
         previous: Option<(&Request, &Rendered)>,
         spare: Option<Rendered>,
-    ) -> Result<Rendered, InputError> {
+    ) -> Result<Rendered, RenderError> {
         match self {
             Self::Provider { tokenizer } => {
                 if let Some(tool) = request
@@ -173,7 +173,7 @@ impl Renderer {
                     .iter()
                     .find(|tool| tool.is_nameless_function())
                 {
-                    return Err(InputError::RefusedPart {
+                    return Err(RenderError::RefusedPart {
                         engine: "the API",
                         reason: "a function tool must have a `name`".into(),
                         part: tool.path.clone(),
@@ -190,7 +190,7 @@ impl Renderer {
                 // Nothing of it is reused: freed before this rendering is made.
                 drop(spare);
                 if !request.format.is_served_by_engines() {
-                    return Err(InputError::Refused {
+                    return Err(RenderError::Refused {
                         engine: engine_request.display_name(),
                         reason: unserved(request.format),
                     });
@@ -208,7 +208,7 @@ impl Renderer {
                     engine_request.template_input(request, template, *add_generation_prompt)?;
                 let template = input.template.as_deref().unwrap_or(template);
                 let render = |tools: Option<&[Cow<'_, serde_json::Value>]>| {
-                    template.render(&input.messages, tools, input.add_generation_prompt)
+                    template.apply(&input.messages, tools, input.add_generation_prompt)
                 };
                 let rendered =
                     render(input.tools.as_deref()).or_else(|error| {
@@ -219,7 +219,7 @@ impl Renderer {
                     })?;
                 let mut text = input
                     .continued(rendered)
-                    .ok_or_else(|| InputError::Refused {
+                    .ok_or_else(|| RenderError::Refused {
                         engine: engine_request.display_name(),
                         reason:
                             "continue_final_message is set but the final message does not appear \

@@ -29,12 +29,13 @@ use std::path::Path;
 use std::sync::Arc;
 
 use chrono::NaiveDateTime;
+use kvlint_request::error::{InputError, read_text};
 use minijinja::value::{Serde, Value as JinjaValue};
 use minijinja::{Environment, Error as JinjaError};
 use serde_json::{Map, Value};
 
 use crate::diagnostic::Span;
-use crate::error::{InputError, read_text};
+use crate::error::RenderError;
 use environment::{ClockProbe, Tripwire, set_clock, transformers_environment};
 use message::{CONTEXT_VARIABLES, TemplateContext, TransformersMessage, special_tokens};
 use python_list::ListMutations;
@@ -121,7 +122,7 @@ impl ChatTemplate {
         let is_config = path
             .extension()
             .is_some_and(|extension| extension == "json");
-        if is_config {
+        let template = if is_config {
             Self::from_tokenizer_config(display, text, now)
         } else {
             let sources = vec![TemplateSource {
@@ -130,14 +131,16 @@ impl ChatTemplate {
                 origin: Origin::File,
             }];
             Self::from_sources(display, text, sources, Map::new(), now)
-        }
+        };
+        // The SDK's API names `InputError` here: rendering's own error, converted.
+        Ok(template?)
     }
 
     fn from_tokenizer_config(
         path: String,
         text: String,
         now: NaiveDateTime,
-    ) -> Result<Self, InputError> {
+    ) -> Result<Self, RenderError> {
         let config = parse_config(&path, &text)?;
         let mut sources: Vec<TemplateSource> = match config.get("chat_template") {
             Some(Value::String(source)) => vec![TemplateSource {
@@ -159,7 +162,7 @@ impl ChatTemplate {
             _ => Vec::new(),
         };
         if sources.is_empty() {
-            return Err(InputError::Template {
+            return Err(RenderError::Template {
                 path,
                 message: "no `chat_template` in this tokenizer config".into(),
                 help: Some("expected a Jinja file, or a tokenizer_config.json with a `chat_template` string or list".into()),
@@ -181,7 +184,7 @@ impl ChatTemplate {
         sources: Vec<TemplateSource>,
         special_tokens: Map<String, Value>,
         now: NaiveDateTime,
-    ) -> Result<Self, InputError> {
+    ) -> Result<Self, RenderError> {
         let list_mutations = Arc::new(ListMutations::default());
         let clock = Clock::At(now);
         let mut environment = transformers_environment(clock, Arc::clone(&list_mutations));
@@ -331,6 +334,17 @@ impl ChatTemplate {
         tools: Option<&[M]>,
         add_generation_prompt: bool,
     ) -> Result<String, InputError> {
+        Ok(self.apply(messages, tools, add_generation_prompt)?)
+    }
+
+    /// [`ChatTemplate::render`] with rendering's own error, for the renderer and the checks
+    /// (as transformers' `apply_chat_template`).
+    pub(crate) fn apply<M: Borrow<Value>>(
+        &self,
+        messages: &[M],
+        tools: Option<&[M]>,
+        add_generation_prompt: bool,
+    ) -> Result<String, RenderError> {
         self.render_jinja(messages, tools, add_generation_prompt)
             .map_err(|error| template_error(&self.path, &error, &self.sources))
     }
@@ -513,8 +527,8 @@ fn json_bytes(value: &Value) -> usize {
     }
 }
 
-fn parse_config(path: &str, text: &str) -> Result<Value, InputError> {
-    serde_json::from_str(text).map_err(|error| InputError::Template {
+fn parse_config(path: &str, text: &str) -> Result<Value, RenderError> {
+    serde_json::from_str(text).map_err(|error| RenderError::Template {
         path: path.to_owned(),
         message: format!(
             "invalid JSON at line {}, column {}: {error}",

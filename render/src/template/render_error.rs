@@ -9,7 +9,7 @@ use regex::Regex;
 use super::environment::RaisedByTemplate;
 use super::limits::OutputCapExceeded;
 use super::source::TemplateSource;
-use crate::error::InputError;
+use crate::error::RenderError;
 use crate::excerpt::without_controls;
 
 /// The special tokens a template reads from the tokenizer config.
@@ -36,7 +36,7 @@ pub(super) fn template_error(
     path: &str,
     error: &JinjaError,
     sources: &[TemplateSource],
-) -> InputError {
+) -> RenderError {
     let source = sources
         .iter()
         .find(|source| error.name().is_some_and(|name| name == source.name));
@@ -76,7 +76,7 @@ pub(super) fn template_error(
                 "loops, conditions and macro calls nest deeper than `recursion` in `[template-limits]` of kvlint.toml allows",
             ),
         };
-        return InputError::TemplateLimit {
+        return RenderError::TemplateLimit {
             path,
             message,
             help: Some(help.to_owned()),
@@ -99,7 +99,7 @@ pub(super) fn template_error(
         ),
         None => None,
     };
-    InputError::Template {
+    RenderError::Template {
         path,
         message,
         help,

@@ -10,7 +10,7 @@ use chrono::{Duration, NaiveDateTime, NaiveTime};
 use serde_json::Value;
 
 use super::{BreakCondition, TemplateBreak, TemplateBreakKind, common_prefix, divergence};
-use crate::error::InputError;
+use crate::error::RenderError;
 use crate::template::{ChatTemplate, Clock, SiteProbe, TemplateSite};
 
 /// More `strftime_now` calls than any real template makes.
@@ -26,11 +26,11 @@ pub(super) fn clock_break(
     messages: &[Value],
     tools: &[Value],
     condition: Option<BreakCondition>,
-) -> Result<Option<TemplateBreak>, InputError> {
+) -> Result<Option<TemplateBreak>, RenderError> {
     let render = |clock: Clock| {
         template
             .with_clock(clock)
-            .render(messages, Some(tools), true)
+            .apply(messages, Some(tools), true)
     };
     let later = now + Duration::days(1) + Duration::hours(1);
     let today = render(Clock::At(now))?;
@@ -78,7 +78,7 @@ fn responsible_call(
         };
         let Ok(text) = template
             .with_clock(clock)
-            .render(messages, Some(tools), true)
+            .apply(messages, Some(tools), true)
         else {
             break;
         };
@@ -129,7 +129,7 @@ fn pinning_variable(
         pinned
             .kwargs
             .insert(name.clone(), Value::String(SENTINEL_DATE.into()));
-        let render = |clock: Clock| pinned.with_clock(clock).render(messages, Some(tools), true);
+        let render = |clock: Clock| pinned.with_clock(clock).apply(messages, Some(tools), true);
         matches!((render(Clock::At(now)), render(Clock::At(later))), (Ok(a), Ok(b)) if a == b)
     })
 }
@@ -149,7 +149,7 @@ pub(super) fn date_variable_breaks(
             dated
                 .kwargs
                 .insert(name.clone(), Value::String(SENTINEL_DATE.into()));
-            let with_date = dated.render(messages, Some(tools), true).ok()?;
+            let with_date = dated.apply(messages, Some(tools), true).ok()?;
             if !with_date.contains(SENTINEL_DATE) {
                 return None;
             }

@@ -21,7 +21,7 @@ use std::fmt;
 use chrono::NaiveDateTime;
 use serde_json::Value;
 
-use crate::error::InputError;
+use crate::error::RenderError;
 use crate::template::{ChatTemplate, Clock, TemplateSite, placeholder};
 use clock::{clock_break, date_variable_breaks};
 use turns::{tools_in_system_block, turn_breaks};
@@ -183,15 +183,15 @@ const MAX_MISSING_VARIABLES: usize = 8;
 pub fn check_template(
     template: &ChatTemplate,
     now: NaiveDateTime,
-) -> Result<TemplateCheck, InputError> {
+) -> Result<TemplateCheck, RenderError> {
     let mut template = template.with_clock(Clock::At(now));
     let mut filled = Filled::default();
-    let mut refusal: Option<InputError> = None;
+    let mut refusal: Option<RenderError> = None;
     for variant in Variant::in_order_of_preference() {
         let (messages, tools) = variant.conversation();
         fill_missing_variables(&mut template, &messages, &tools, &mut filled);
         let checked = template
-            .render(&messages, Some(&tools), true)
+            .apply(&messages, Some(&tools), true)
             .and_then(|_| check_variant(&template, now, &variant));
         match checked {
             Ok(breaks) => {
@@ -220,13 +220,13 @@ pub fn check_template(
                 });
             }
             // Past a bound the template is at fault, not the conversation: no variant helps.
-            Err(error @ InputError::TemplateLimit { .. }) => return Err(error),
+            Err(error @ RenderError::TemplateLimit { .. }) => return Err(error),
             Err(error) => {
                 refusal.get_or_insert(error);
             }
         }
     }
-    Err(refusal.unwrap_or_else(|| InputError::Template {
+    Err(refusal.unwrap_or_else(|| RenderError::Template {
         path: template.path().to_owned(),
         message: "the template renders no variant of the agent conversation".into(),
         help: None,
@@ -234,9 +234,9 @@ pub fn check_template(
 }
 
 /// The message of a template error without the file name in front.
-fn refusal_reason(error: &InputError) -> String {
+fn refusal_reason(error: &RenderError) -> String {
     match error {
-        InputError::Template { message, .. } => message.clone(),
+        RenderError::Template { message, .. } => message.clone(),
         other => other.to_string(),
     }
 }
@@ -277,13 +277,13 @@ fn check_variant(
     template: &ChatTemplate,
     now: NaiveDateTime,
     variant: &Variant,
-) -> Result<Vec<TemplateBreak>, InputError> {
+) -> Result<Vec<TemplateBreak>, RenderError> {
     let (messages, tools) = variant.conversation();
     let lengths = turn_lengths(&messages);
     let prompts = lengths
         .iter()
-        .map(|length| template.render(&messages[..*length], Some(&tools), true))
-        .collect::<Result<Vec<String>, InputError>>()?;
+        .map(|length| template.apply(&messages[..*length], Some(&tools), true))
+        .collect::<Result<Vec<String>, RenderError>>()?;
     let Some((first_length, first_prompt)) = lengths.first().zip(prompts.first()) else {
         return Ok(Vec::new());
     };

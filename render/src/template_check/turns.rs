@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 use super::{TemplateBreak, TemplateBreakKind, common_prefix, divergence, role_of, window};
-use crate::error::InputError;
+use crate::error::RenderError;
 use crate::template::{ChatTemplate, SiteProbe};
 
 /// The prompts of each turn (with the generation prompt, as engines render requests) and
@@ -15,7 +15,7 @@ pub(super) fn turn_breaks(
     tools: &[Value],
     lengths: &[usize],
     prompts: &[String],
-) -> Result<Vec<TemplateBreak>, InputError> {
+) -> Result<Vec<TemplateBreak>, RenderError> {
     let mut breaks = Vec::new();
     for (turn, pair) in prompts.windows(2).enumerate() {
         let (earlier, later) = (&pair[0], &pair[1]);
@@ -24,7 +24,7 @@ pub(super) fn turn_breaks(
         }
         let history = &messages[..lengths[turn]];
         let later_history = &messages[..lengths[turn + 1]];
-        let without_generation = template.render(history, Some(tools), false)?;
+        let without_generation = template.apply(history, Some(tools), false)?;
         let (kind, probe) = classify(earlier, later, &without_generation, history);
         if let Some(mut found) = divergence(earlier, later, kind, turn + 1) {
             found.site = match probe {
@@ -70,14 +70,14 @@ pub(super) fn tools_in_system_block(
     messages: &[Value],
     tools: &[Value],
     with_tools: &str,
-) -> Result<Option<TemplateBreak>, InputError> {
+) -> Result<Option<TemplateBreak>, RenderError> {
     let Some(first_user) = messages
         .iter()
         .position(|message| role_of(message) == Some("user"))
     else {
         return Ok(None);
     };
-    let no_tools = template.render::<Value>(&messages[..=first_user], None, true)?;
+    let no_tools = template.apply::<Value>(&messages[..=first_user], None, true)?;
     let user_text = messages[first_user]
         .get("content")
         .and_then(Value::as_str)

@@ -13,7 +13,9 @@
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use crate::error::InputError;
+use kvlint_request::error::InputError;
+
+use crate::error::RenderError;
 
 mod chunk_cache;
 mod splitter;
@@ -65,7 +67,7 @@ impl Tokenizer {
     pub fn from_file(path: &Path) -> Result<Self, InputError> {
         let display = path.display().to_string();
         let tokenizer =
-            tokenizers::Tokenizer::from_file(path).map_err(|error| InputError::Tokenizer {
+            tokenizers::Tokenizer::from_file(path).map_err(|error| RenderError::Tokenizer {
                 path: display.clone(),
                 message: error.to_string(),
             })?;

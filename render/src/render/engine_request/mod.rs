@@ -16,7 +16,7 @@ use std::borrow::Cow;
 
 use serde_json::{Map, Value};
 
-use crate::error::InputError;
+use crate::error::RenderError;
 use crate::request::Request;
 use crate::template::ChatTemplate;
 use crate::tokenize::Tokens;
@@ -131,7 +131,7 @@ fn inline_system_probe(template: &ChatTemplate) -> Option<String> {
     .iter()
     .map(|(role, content)| serde_json::json!({"role": role, "content": content}))
     .collect();
-    template.bare().render(&probe, None, false).ok()
+    template.bare().apply(&probe, None, false).ok()
 }
 
 /// A pydantic validation failure: its message and where in the body.
@@ -249,7 +249,7 @@ impl EngineRequest {
 
     /// Where the engine renders the request itself ([`EngineRequest::own_format`]): the
     /// prompt's text and tokens, and the tools as the prompt declares them.
-    pub(super) fn own_prompt(&self, request: &Request) -> Option<Result<OwnPrompt, InputError>> {
+    pub(super) fn own_prompt(&self, request: &Request) -> Option<Result<OwnPrompt, RenderError>> {
         match self {
             Self::Vllm(server) => server.harmony_prompt(request),
             _ => None,
@@ -296,7 +296,7 @@ impl EngineRequest {
         request: &'a Request,
         template: &ChatTemplate,
         add_generation_prompt: bool,
-    ) -> Result<TemplateInput<'a>, InputError> {
+    ) -> Result<TemplateInput<'a>, RenderError> {
         match self {
             Self::AsSent => {
                 let (messages, tools) = chat_view(request);

@@ -32,7 +32,7 @@ use std::borrow::Cow;
 use serde_json::{Map, Value, json};
 
 use super::TemplateInput;
-use crate::error::InputError;
+use crate::error::RenderError;
 use crate::render::openai_chat_body;
 use crate::request::{BodyFormat, Request};
 use crate::template::ChatTemplate;
@@ -54,8 +54,8 @@ pub struct LlamaCppServer {
 /// The variable llama-server passes every template.
 const ENABLE_THINKING: &str = "enable_thinking";
 
-fn refused(reason: impl Into<String>) -> InputError {
-    InputError::Refused {
+fn refused(reason: impl Into<String>) -> RenderError {
+    RenderError::Refused {
         engine: DISPLAY_NAME,
         reason: reason.into(),
     }
@@ -85,7 +85,7 @@ impl LlamaCppServer {
         request: &'a Request,
         template: &ChatTemplate,
         add_generation_prompt: bool,
-    ) -> Result<TemplateInput<'a>, InputError> {
+    ) -> Result<TemplateInput<'a>, RenderError> {
         // A chat body is read where it is; other APIs are converted first.
         let converted = match (&request.format, &request.body) {
             (BodyFormat::OpenAiChat, Value::Object(_)) => None,

@@ -10,7 +10,7 @@ fn chat_template(source: &str) -> ChatTemplate {
     super::super::template_file(source).1
 }
 
-fn input(source: &str, body: Value) -> Result<Input, InputError> {
+fn input(source: &str, body: Value) -> Result<Input, RenderError> {
     let request = Request::from_body(&body).map_err(|error| refused(error.message))?;
     let mut template = chat_template(source);
     let server = LlamaCppServer::serving(&mut template);
@@ -111,7 +111,7 @@ fn what_llama_server_refuses_is_refused_with_its_reason() {
         ),
     ] {
         let error = input(STRING_TEMPLATE, body).unwrap_err();
-        let InputError::Refused { reason: got, .. } = &error else {
+        let RenderError::Refused { reason: got, .. } = &error else {
             panic!("{error:?}");
         };
         assert!(got.contains(reason), "{got}");

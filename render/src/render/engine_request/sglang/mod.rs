@@ -54,7 +54,7 @@ use std::borrow::Cow;
 use serde_json::{Map, Value};
 
 use super::{TemplateInput, with_variables};
-use crate::error::InputError;
+use crate::error::RenderError;
 use crate::request::{BodyFormat, Request};
 use crate::template::ChatTemplate;
 use request::{MEDIA_PART_TYPES, dumped_message, dumped_tools, invalid};
@@ -77,8 +77,8 @@ pub struct SglangServer {
     gpt_oss: bool,
 }
 
-fn refused(reason: impl Into<String>) -> InputError {
-    InputError::Refused {
+fn refused(reason: impl Into<String>) -> RenderError {
+    RenderError::Refused {
         engine: DISPLAY_NAME,
         reason: reason.into(),
     }
@@ -113,8 +113,8 @@ impl SglangServer {
         request: &'a Request,
         template: &ChatTemplate,
         add_generation_prompt: bool,
-    ) -> Result<TemplateInput<'a>, InputError> {
-        let not_modelled = |what| InputError::NotModelled {
+    ) -> Result<TemplateInput<'a>, RenderError> {
+        let not_modelled = |what| RenderError::NotModelled {
             engine: DISPLAY_NAME,
             what,
         };

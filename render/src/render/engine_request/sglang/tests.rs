@@ -6,7 +6,7 @@ const STRING_TEMPLATE: &str = "{% for m in messages %}{{ m.content }}{% endfor %
 const PARTS_TEMPLATE: &str =
     "{% for m in messages %}{% for p in m.content %}{{ p.text }}{% endfor %}{% endfor %}";
 
-fn input(source: &str, body: Value) -> Result<(Vec<Value>, Option<Vec<Value>>), InputError> {
+fn input(source: &str, body: Value) -> Result<(Vec<Value>, Option<Vec<Value>>), RenderError> {
     let (_, mut template) = super::super::template_file(source);
     let server = SglangServer::serving(&mut template);
     let request = Request::from_body(&body).unwrap();
@@ -97,7 +97,7 @@ fn tools_reach_the_template_unless_tool_choice_is_none() {
     named["tool_choice"] = json!({"type": "function", "function": {"name": "g"}});
     assert!(matches!(
         input(STRING_TEMPLATE, named),
-        Err(InputError::Refused { .. })
+        Err(RenderError::Refused { .. })
     ));
 }
 
@@ -112,7 +112,7 @@ fn requests_sglang_refuses_are_refused() {
     ] {
         let result = input(STRING_TEMPLATE, body.clone());
         assert!(
-            matches!(result, Err(InputError::Refused { .. })),
+            matches!(result, Err(RenderError::Refused { .. })),
             "{body}: {result:?}"
         );
     }
@@ -143,12 +143,12 @@ fn gpt_oss_refuses_no_reasoning_and_its_responses_are_not_modelled() {
         json!({"messages": user, "chat_template_kwargs": {"reasoning_effort": "none"}}),
     ] {
         assert!(
-            matches!(render(body.clone()), Err(InputError::Refused { .. })),
+            matches!(render(body.clone()), Err(RenderError::Refused { .. })),
             "{body}"
         );
     }
     assert!(matches!(
         render(json!({"model": "m", "input": "x"})),
-        Err(InputError::NotModelled { .. })
+        Err(RenderError::NotModelled { .. })
     ));
 }

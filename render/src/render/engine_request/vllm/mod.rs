@@ -40,7 +40,7 @@ use std::borrow::Cow;
 use serde_json::{Map, Value};
 
 use super::{OwnPrompt, TemplateInput};
-use crate::error::InputError;
+use crate::error::RenderError;
 use crate::request::{BodyFormat, Request};
 use crate::template::ChatTemplate;
 use crate::tokenize::Tokenizer;
@@ -94,14 +94,14 @@ impl Failure {
     }
 }
 
-impl From<Failure> for InputError {
+impl From<Failure> for RenderError {
     fn from(failure: Failure) -> Self {
         match failure {
-            Failure::Refused(reason) => InputError::Refused {
+            Failure::Refused(reason) => RenderError::Refused {
                 engine: DISPLAY_NAME,
                 reason,
             },
-            Failure::NotModelled(what) => InputError::NotModelled {
+            Failure::NotModelled(what) => RenderError::NotModelled {
                 engine: DISPLAY_NAME,
                 what,
             },
@@ -144,7 +144,7 @@ impl VllmServer {
     pub(in crate::render) fn harmony_prompt(
         &self,
         request: &Request,
-    ) -> Option<Result<OwnPrompt, InputError>> {
+    ) -> Option<Result<OwnPrompt, RenderError>> {
         let harmony = self.harmony.as_ref()?;
         let prompt = match request.format {
             BodyFormat::OpenAiChat => harmony::chat_prompt(&request.body, &harmony.start_date),
@@ -162,7 +162,7 @@ impl VllmServer {
                 Err(Failure::Refused(crate::render::unserved(format)))
             }
         };
-        Some(prompt.map_err(InputError::from).map(|prompt| {
+        Some(prompt.map_err(RenderError::from).map(|prompt| {
             let (text, tokens) =
                 crate::render::harmony::encode(&prompt.pieces, &harmony.text_tokenizer);
             OwnPrompt {
@@ -196,7 +196,7 @@ impl VllmServer {
         request: &'a Request,
         template: &ChatTemplate,
         add_generation_prompt: bool,
-    ) -> Result<TemplateInput<'a>, InputError> {
+    ) -> Result<TemplateInput<'a>, RenderError> {
         match request.format {
             BodyFormat::OpenAiChat => {
                 self.chat_input(&request.body, template, add_generation_prompt)
@@ -223,7 +223,7 @@ impl VllmServer {
         body: &'a Value,
         template: &ChatTemplate,
         add_generation_prompt: bool,
-    ) -> Result<TemplateInput<'a>, InputError> {
+    ) -> Result<TemplateInput<'a>, RenderError> {
         let Value::Object(body) = body else {
             return Err(Failure::Refused("Input should be a valid dictionary".into()).into());
         };
@@ -279,7 +279,7 @@ impl VllmServer {
         request: &Request,
         template: &ChatTemplate,
         add_generation_prompt: bool,
-    ) -> Result<TemplateInput<'static>, InputError> {
+    ) -> Result<TemplateInput<'static>, RenderError> {
         let converted = responses::convert(&request.body)?;
         let tools = request::dumped_tools(converted.tools.as_ref()).map_err(Failure::Refused)?;
         let facts = self.facts(tools.is_some());

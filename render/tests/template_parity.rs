@@ -12,8 +12,8 @@
 use std::path::{Path, PathBuf};
 
 use chrono::NaiveDateTime;
-use kvlint_core::template::{ChatTemplate, placeholder};
-use kvlint_core::template_check::{Feature, TemplateNote, Variant, check_template, turn_lengths};
+use kvlint_render::template::{ChatTemplate, placeholder};
+use kvlint_render::template_check::{Feature, TemplateNote, Variant, check_template, turn_lengths};
 use serde_json::{Map, Value, json};
 
 fn now() -> NaiveDateTime {

@@ -9,10 +9,10 @@
 use std::path::{Path, PathBuf};
 
 use chrono::NaiveDateTime;
-use kvlint_core::render::chat_view;
-use kvlint_core::request::Request;
-use kvlint_core::template::ChatTemplate;
-use kvlint_core::tokenize::Tokenizer;
+use kvlint_render::render::chat_view;
+use kvlint_render::template::ChatTemplate;
+use kvlint_render::tokenize::Tokenizer;
+use kvlint_request::request::Request;
 use serde_json::{Value, json};
 
 fn assets() -> PathBuf {
