@@ -36,6 +36,30 @@ pub fn grouped(number: u64) -> String {
     text
 }
 
+/// `text` with each run of four digits or more grouped (`4000 blocks`: `4,000 blocks`), a
+/// decimal fraction's digits aside.
+pub fn grouped_in(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 4);
+    let mut rest = text;
+    while let Some(start) = rest.find(|c: char| c.is_ascii_digit()) {
+        let (before, from) = rest.split_at(start);
+        out.push_str(before);
+        let end = from
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(from.len());
+        let (digits, after) = from.split_at(end);
+        match digits.parse::<u64>() {
+            Ok(number) if digits.len() >= 4 && !out.ends_with('.') => {
+                out.push_str(&grouped(number))
+            }
+            _ => out.push_str(digits),
+        }
+        rest = after;
+    }
+    out.push_str(rest);
+    out
+}
+
 /// `value` for reading: a whole number from 100 on (grouped), else three significant digits
 /// without trailing zeros (`0.25`, `1.5`, `12.5`).
 pub fn readable(value: f64) -> String {
@@ -258,6 +282,14 @@ impl Frame {
 
     /// The vertical axis along the left: grid lines, ticks and labels.
     pub fn y_axis(&self, svg: &mut String, axis: &Axis, label: impl Fn(f64) -> String) {
+        for value in axis.minor_ticks() {
+            let _ = write!(
+                svg,
+                r#"<line class="minor" x1="{l:.1}" y1="{y:.1}" x2="{l}" y2="{y:.1}"/>"#,
+                l = self.left - 3.0,
+                y = axis.position(value),
+            );
+        }
         for value in axis.ticks() {
             let y = axis.position(value);
             let _ = write!(
@@ -565,6 +597,11 @@ mod tests {
         assert_eq!(readable(1.5), "1.5");
         assert_eq!(readable(10.0), "10");
         assert_eq!(readable(0.000123), "0.000123");
+        assert_eq!(grouped_in("4000 blocks"), "4,000 blocks");
+        assert_eq!(
+            grouped_in("2 × 65536 tokens, 1.2345"),
+            "2 × 65,536 tokens, 1.2345"
+        );
     }
 
     #[test]

@@ -6,7 +6,8 @@
 use std::fmt::Write;
 
 use super::plot::{
-    Axis, Frame, Lines, Scale, escape, grouped, lines_figure, page_start, percent, readable,
+    Axis, Frame, Lines, Scale, escape, grouped, grouped_in, lines_figure, page_start, percent,
+    readable,
 };
 use crate::simulate::SimulationResult;
 
@@ -25,7 +26,12 @@ fn sweep_points(results: &[SimulationResult]) -> Vec<(usize, &str)> {
 /// A result's name on the page: its policy, and its point when there are several.
 fn row_label(result: &SimulationResult, sweep: bool) -> String {
     if sweep {
-        format!("{} · {} × {}", result.policy, result.replicas, result.cache)
+        format!(
+            "{} · {} × {}",
+            result.policy,
+            result.replicas,
+            grouped_in(&result.cache)
+        )
     } else {
         result.policy.clone()
     }
@@ -33,11 +39,17 @@ fn row_label(result: &SimulationResult, sweep: bool) -> String {
 
 const ROW_HEIGHT: f64 = 24.0;
 
-/// A frame with one row per result, labelled on the left.
-fn rows_frame(rows: usize) -> Frame {
-    let mut frame = Frame::new(900.0, 56.0 + ROW_HEIGHT * rows as f64);
-    frame.left = 300.0;
-    frame.right = 800.0;
+/// A frame with one row per label, the labels on the left (about 6.2 pixels a character).
+fn rows_frame(labels: &[String]) -> Frame {
+    let longest = labels
+        .iter()
+        .map(|label| label.chars().count())
+        .max()
+        .unwrap_or(0);
+    let left = (longest as f64 * 6.2 + 16.0).max(140.0);
+    let mut frame = Frame::new(left + 600.0, 56.0 + ROW_HEIGHT * labels.len() as f64);
+    frame.left = left;
+    frame.right = left + 500.0;
     frame
 }
 
@@ -54,8 +66,8 @@ fn row_label_svg(svg: &mut String, frame: &Frame, row: usize, label: &str) -> f6
 }
 
 /// Per result, the prompt tokens served from cache and those computed, stacked.
-fn served_figure(results: &[SimulationResult], sweep: bool) -> String {
-    let frame = rows_frame(results.len());
+fn served_figure(results: &[SimulationResult], labels: &[String]) -> String {
+    let frame = rows_frame(labels);
     let most = results
         .iter()
         .map(|result| result.prompt_tokens)
@@ -67,8 +79,8 @@ fn served_figure(results: &[SimulationResult], sweep: bool) -> String {
     frame.x_axis(&mut svg, &x, "prompt tokens", |tokens| {
         grouped(tokens.round() as u64)
     });
-    for (row, result) in results.iter().enumerate() {
-        let top = row_label_svg(&mut svg, &frame, row, &row_label(result, sweep));
+    for (row, (result, label)) in results.iter().zip(labels).enumerate() {
+        let top = row_label_svg(&mut svg, &frame, row, label);
         let served_end = x.position(result.served_tokens as f64);
         let end = x.position((result.served_tokens + result.computed_tokens) as f64);
         let _ = write!(
@@ -92,8 +104,8 @@ fn served_figure(results: &[SimulationResult], sweep: bool) -> String {
 }
 
 /// Per result, the time to first token's p50, p95 and p99 on a logarithmic axis.
-fn ttft_figure(results: &[SimulationResult], sweep: bool) -> String {
-    let frame = rows_frame(results.len());
+fn ttft_figure(results: &[SimulationResult], labels: &[String]) -> String {
+    let frame = rows_frame(labels);
     let x = Axis::log(
         results
             .iter()
@@ -104,8 +116,8 @@ fn ttft_figure(results: &[SimulationResult], sweep: bool) -> String {
     let mut svg = String::new();
     frame.open(&mut svg, "time to first token", "log");
     frame.x_axis(&mut svg, &x, "seconds", readable);
-    for (row, result) in results.iter().enumerate() {
-        let top = row_label_svg(&mut svg, &frame, row, &row_label(result, sweep));
+    for (row, (result, label)) in results.iter().zip(labels).enumerate() {
+        let top = row_label_svg(&mut svg, &frame, row, label);
         let middle = top + (ROW_HEIGHT - 6.0) / 2.0;
         let ttft = &result.ttft;
         let (p50, p95, p99) = (
@@ -143,16 +155,13 @@ fn sweep_figures(results: &[SimulationResult], points: &[(usize, &str)]) -> Stri
             "replicas",
         ),
         (false, _) => (
-            points
-                .iter()
-                .map(|(_, cache)| (*cache).to_owned())
-                .collect(),
+            points.iter().map(|(_, cache)| grouped_in(cache)).collect(),
             "cache per replica",
         ),
         (true, true) => (
             points
                 .iter()
-                .map(|(replicas, cache)| format!("{replicas} replicas\n{cache}"))
+                .map(|(replicas, cache)| format!("{replicas} replicas\n{}", grouped_in(cache)))
                 .collect(),
             "replicas × cache per replica",
         ),
@@ -226,7 +235,7 @@ pub(super) fn table(results: &[SimulationResult]) -> String {
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{} s</td><td>{} s</td><td>{} s</td></tr>",
             escape(&result.policy),
             grouped(result.replicas as u64),
-            escape(&result.cache),
+            escape(&grouped_in(&result.cache)),
             grouped(result.served_tokens),
             grouped(result.computed_tokens),
             percent(result.hit_rate),
@@ -258,8 +267,12 @@ pub fn simulation_html(title: &str, results: &[SimulationResult]) -> String {
     let points = sweep_points(results);
     let sweep = points.len() > 1;
     page.push_str("<div class=\"plots\">");
-    page.push_str(&served_figure(results, sweep));
-    page.push_str(&ttft_figure(results, sweep));
+    let labels: Vec<String> = results
+        .iter()
+        .map(|result| row_label(result, sweep))
+        .collect();
+    page.push_str(&served_figure(results, &labels));
+    page.push_str(&ttft_figure(results, &labels));
     if sweep {
         page.push_str(&sweep_figures(results, &points));
     }
