@@ -9,6 +9,11 @@
 //! parsing included, against the session file's size (target: under 4×). The run fails when
 //! a target is missed.
 //!
+//! Engine mode also prints, not gated, how close kvlint on one thread comes to the work it
+//! cannot avoid, measured in the same rounds on the same thread: the chat template alone
+//! rendering each turn's prompt once (from messages already in chat form), and the last
+//! prompt, which holds every text of the session, encoded once whole.
+//!
 //! `cargo bench -p kvlint-rules --bench long_session` (provider mode, embedded o200k_base);
 //! with `KVLINT_BENCH_TOKENIZER=path/tokenizer.json` and `KVLINT_BENCH_TEMPLATE=path.jinja`
 //! also engine mode. `KVLINT_BENCH_PROFILE=provider` (or `engine`) runs only kvlint's check,
@@ -25,6 +30,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::NaiveDateTime;
+use kvlint_core::render::chat_view;
 use kvlint_core::{ChatTemplate, EngineRequest, Renderer, SessionFile, Tokenizer};
 use peak_alloc::PeakAlloc;
 use rayon::{ThreadPool, ThreadPoolBuilder};
@@ -63,6 +69,54 @@ struct Round {
     parallel: Duration,
     baseline_reused: usize,
     reused: usize,
+    /// Engine mode: the work kvlint cannot avoid, on one thread.
+    lower_bounds: Option<LowerBounds>,
+}
+
+/// The least an engine-mode check can do: render each turn's prompt once with the template
+/// alone, and encode each text of the session once.
+#[derive(Clone, Copy)]
+struct LowerBounds {
+    /// The template rendering every turn's messages, given in chat form (building them is
+    /// not timed), and nothing else.
+    render_each_turn_once: Duration,
+    /// The last turn's prompt, which holds every earlier text, encoded once whole.
+    encode_last_prompt_once: Duration,
+}
+
+impl LowerBounds {
+    /// In the same rounds as kvlint's check, on the same thread.
+    fn measure(session: &SessionFile, renderer: &Renderer) -> Option<Self> {
+        let Renderer::Engine {
+            template,
+            tokenizer,
+            add_generation_prompt,
+            request: EngineRequest::AsSent,
+        } = renderer
+        else {
+            return None;
+        };
+        let mut render_each_turn_once = Duration::ZERO;
+        let mut last_prompt = String::new();
+        for turn in session.turns() {
+            let turn = turn.unwrap();
+            let (messages, tools) = chat_view(&turn.request);
+            let start = Instant::now();
+            last_prompt = template
+                .render(&messages, tools.as_deref(), *add_generation_prompt)
+                .unwrap();
+            render_each_turn_once += start.elapsed();
+        }
+        let (encode_last_prompt_once, _) = timed(|| tokenizer.encode_uncached(&last_prompt).len());
+        Some(Self {
+            render_each_turn_once,
+            encode_last_prompt_once,
+        })
+    }
+
+    fn both(&self) -> Duration {
+        self.render_each_turn_once + self.encode_last_prompt_once
+    }
 }
 
 impl Round {
@@ -128,6 +182,7 @@ fn measure(
         .map(|_| {
             let (baseline, baseline_reused) =
                 one_thread.install(|| timed(|| baseline(session, renderer)));
+            let lower_bounds = one_thread.install(|| LowerBounds::measure(session, renderer));
             let (mut alone, mut parallel) = (Vec::new(), Vec::new());
             let mut reused = Vec::new();
             for _ in 0..CHECKS_PER_ROUND {
@@ -148,6 +203,7 @@ fn measure(
                 parallel: median(&mut parallel, Ord::cmp),
                 baseline_reused,
                 reused: reused[0],
+                lower_bounds,
             }
         })
         .collect();
@@ -192,6 +248,19 @@ fn measure(
         peak as f64 / 1e6,
         jsonl.len() as f64 / 1e6,
     );
+    if let Some(bounds) = median_round.lower_bounds {
+        let times =
+            |duration: Duration| median_round.one_thread.as_secs_f64() / duration.as_secs_f64();
+        println!(
+            "{name}: on one thread, the template alone rendering each turn once {:.1} ms and the last prompt encoded once {:.1} ms: \
+             kvlint's {:.1} ms is {:.2}× rendering each turn once, {:.2}× both (not gated)",
+            milliseconds(bounds.render_each_turn_once),
+            milliseconds(bounds.encode_last_prompt_once),
+            milliseconds(median_round.one_thread),
+            times(bounds.render_each_turn_once),
+            times(bounds.both()),
+        );
+    }
     assert_eq!(
         median_round.reused, median_round.baseline_reused,
         "{name}: both ways must find the same reuse"

@@ -19,10 +19,7 @@ pub fn openai_chat_body(request: &Request) -> (Vec<Value>, Option<Vec<Value>>) {
         .filter_map(Value::as_array_mut)
         .flatten()
     {
-        if let Some(arguments) = call
-            .pointer_mut("/function/arguments")
-            .filter(|arguments| !arguments.is_string())
-        {
+        if let Some(arguments) = arguments_mut(call).filter(|arguments| !arguments.is_string()) {
             *arguments = Value::String(arguments.to_string());
         }
     }
@@ -69,10 +66,9 @@ fn openai_chat_message(original: &Value) -> Cow<'_, Value> {
         .get("tool_calls")
         .and_then(Value::as_array)
         .is_some_and(|calls| {
-            calls.iter().any(|call| {
-                call.pointer("/function/arguments")
-                    .is_some_and(Value::is_string)
-            })
+            calls
+                .iter()
+                .any(|call| arguments(call).is_some_and(Value::is_string))
         });
     if !has_blocks && !has_string_arguments {
         return Cow::Borrowed(original);
@@ -85,7 +81,7 @@ fn openai_chat_message(original: &Value) -> Cow<'_, Value> {
     }
     if let Some(Value::Array(calls)) = message.get_mut("tool_calls") {
         for call in calls {
-            if let Some(arguments) = call.pointer_mut("/function/arguments")
+            if let Some(arguments) = arguments_mut(call)
                 && let Some(parsed) = arguments
                     .as_str()
                     .and_then(|text| serde_json::from_str::<Value>(text).ok())
@@ -95,6 +91,16 @@ fn openai_chat_message(original: &Value) -> Cow<'_, Value> {
         }
     }
     Cow::Owned(Value::Object(message))
+}
+
+/// A tool call's `function.arguments`, found without `pointer`, which builds each step's key
+/// anew: this runs for every message of every turn.
+fn arguments(call: &Value) -> Option<&Value> {
+    call.get("function")?.get("arguments")
+}
+
+fn arguments_mut(call: &mut Value) -> Option<&mut Value> {
+    call.get_mut("function")?.get_mut("arguments")
 }
 
 /// The text of content blocks that are all text, joined by newlines; `None` otherwise.
