@@ -411,3 +411,44 @@ fn the_simulate_report_plots_policies_percentiles_and_the_sweep() {
     }
     screenshot(&page_path, 2100);
 }
+
+/// `--compare` takes sessions as the positional arguments do: the human report follows with
+/// theirs, the HTML page draws them as a second series; JSON, one report per document, refuses
+/// it as a usage error.
+#[test]
+fn compare_takes_sessions_and_json_refuses_it() {
+    let corpus = "fixtures/corpus/sessions";
+    let one = "fixtures/corpus/sessions/crewai-1.jsonl";
+    let run = |format: &str| {
+        kvlint(&[
+            "workload",
+            "--no-trace-cache",
+            corpus,
+            "--compare",
+            one,
+            "--format",
+            format,
+        ])
+    };
+    let (code, human, stderr) = run("human");
+    assert_eq!(code, 0, "{stderr}");
+    let (_, alone, _) = kvlint(&["workload", "--no-trace-cache", one]);
+    let compared = human
+        .split_once("\ncompared with crewai-1.jsonl:\n")
+        .unwrap_or_else(|| panic!("{human}"))
+        .1;
+    // The compared workload's own report, as run alone (its tracing time aside).
+    let first_line = |text: &str| text.lines().next().unwrap().to_owned();
+    assert_eq!(first_line(compared), first_line(&alone));
+    assert!(first_line(compared).starts_with("1 sessions"), "{compared}");
+    let (code, page, stderr) = run("html");
+    assert_eq!(code, 0, "{stderr}");
+    assert!(page.contains("<b>crewai-1.jsonl</b>: 1 sessions"), "{page}");
+    assert!(figure(&page, "input-tokens").contains("data-series=\"1\""));
+    let (code, _, stderr) = run("json");
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("--compare is drawn in the HTML report"),
+        "{stderr}"
+    );
+}
