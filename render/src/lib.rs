@@ -4,7 +4,8 @@
 //! and the engines' request layers (vLLM, SGLang, llama.cpp) with gpt-oss's harmony
 //! ([`render`]), chat templates rendered as transformers renders them ([`template`]), the
 //! tokenizers with their per-chunk cache ([`tokenize`]), and the checks of a chat template
-//! before any traffic ([`template_check`]).
+//! before any traffic ([`template_check`]). What they fail on is a [`RenderError`], which
+//! converts into the request model's `InputError` for callers that report bad input.
 //!
 //! It reads the request model of `kvlint-request` and knows nothing of sessions, diffs or
 //! cache models (`kvlint-core`'s, which re-exports these modules at their old paths:
