@@ -77,11 +77,26 @@
 //!     `t`, 0 for a first, as `t` is required), `in` and `out` prompt and output tokens.
 //!     `think_time` is left out: the recording does not say when an answer ended.
 //!
+//! - **`lmcache`**: LMCache's lookup-hash log (`LMCache/LMCache`,
+//!   `lmcache/tools/cache_simulator/README.md`, "Step 1: Enable Lookup Hash Logging"), read by
+//!   its cache simulator (`simulator.py`, `load_lookup_events`). 256-token chunks by default.
+//!   - `timestamp`: seconds since the workload's first request (left out without a time);
+//!   - `request_id`: `request-N`, the request's number in the file;
+//!   - `model_name`: the renderer the prompts were counted with;
+//!   - `chunk_size`, `seq_len`: tokens per chunk, prompt tokens;
+//!   - `dtypes`, `shapes`: empty (the KV cache's layout is the model's, not the workload's:
+//!     give the simulator `--kv-bytes-per-chunk`);
+//!   - `chunk_hashes`: the full chunks' ids as hex strings (`"0x2a"`): LMCache looks up whole
+//!     chunks only, so a prompt's partial chunk has none.
+//!
+//!   Each line is a session of its own when read back (the log has none).
+//!
 //! Not done: the agentic rows of Dynamo's `agent_trace_to_mooncake` (`request_id`,
 //! `wait_for`, `tool_wait_ms`: measured from when the awaited request ended and how long its
-//! tools ran, which the trace does not keep), and LMCache's lookup-hash log.
+//! tools ran, which the trace does not keep).
 
 mod bailian;
+mod lmcache;
 mod mooncake;
 mod weka;
 
@@ -100,6 +115,7 @@ pub enum HashedFormat {
     MooncakeAgentic,
     Bailian,
     Weka,
+    Lmcache,
 }
 
 impl HashedFormat {
@@ -109,6 +125,7 @@ impl HashedFormat {
             Self::MooncakeAgentic => "mooncake-agentic",
             Self::Bailian => "bailian",
             Self::Weka => "weka",
+            Self::Lmcache => "lmcache",
         }
     }
 
@@ -118,6 +135,8 @@ impl HashedFormat {
             Self::Mooncake | Self::MooncakeAgentic => 512,
             Self::Bailian => 16,
             Self::Weka => 64,
+            // LMCache's default chunk size.
+            Self::Lmcache => 256,
         }
     }
 }
@@ -129,7 +148,7 @@ pub enum HashedTraceError {
     #[diagnostic(
         code(kvlint::workload::hashed_trace),
         help(
-            "a hashed trace is JSON Lines of Mooncake or Bailian requests, or Claude Code (weka) conversations"
+            "a hashed trace is JSON Lines of Mooncake or Bailian requests, LMCache lookups, or Claude Code (weka) conversations"
         )
     )]
     Line {
@@ -137,7 +156,9 @@ pub enum HashedTraceError {
         line: usize,
         reason: String,
     },
-    #[error("{path}: not a hashed trace (Mooncake, Bailian or Claude Code conversations)")]
+    #[error(
+        "{path}: not a hashed trace (Mooncake, Bailian, Claude Code conversations, LMCache lookups)"
+    )]
     #[diagnostic(code(kvlint::workload::hashed_trace))]
     Unknown { path: String },
     #[error("blocks of {requested} tokens cannot be derived from a trace of {trace}-token blocks")]
@@ -264,6 +285,7 @@ pub fn export_hashed(
             mooncake::write(&requests, format == HashedFormat::MooncakeAgentic, out)?;
         }
         HashedFormat::Bailian => bailian::write(&requests, out)?,
+        HashedFormat::Lmcache => lmcache::write(&requests, &trace.renderer, block_size, out)?,
         HashedFormat::Weka => {
             for conversation in weka::conversations(&requests, &trace.renderer, block_size) {
                 serde_json::to_writer(&mut *out, &conversation).map_err(std::io::Error::other)?;
@@ -372,6 +394,7 @@ pub fn read_hashed(
             let (requests, block) = weka::read(path, text)?;
             (requests, Some(block))
         }
+        HashedFormat::Lmcache => lmcache::read(path, text)?,
     };
     let block_size = block_size
         .or(file_block)
@@ -389,6 +412,8 @@ fn detect(text: &str) -> Option<HashedFormat> {
     let record = first.as_object()?;
     if record.contains_key("chat_id") && record.contains_key("parent_chat_id") {
         Some(HashedFormat::Bailian)
+    } else if record.contains_key("chunk_hashes") {
+        Some(HashedFormat::Lmcache)
     } else if record.get("requests").is_some_and(Value::is_array) {
         Some(HashedFormat::Weka)
     } else if record.contains_key("input_length") {

@@ -119,6 +119,19 @@ fn weka_conversations_number_their_ids_within_each() {
 }
 
 #[test]
+fn lmcache_lines_hold_the_full_chunks_alone() {
+    // A1's 10 tokens fill 2 chunks of 4, B1's 8 two, A2's 13 three: their partial chunks have
+    // no hash.
+    assert_eq!(
+        written(HashedFormat::Lmcache, 4),
+        r#"{"timestamp": 0, "request_id": "request-0", "model_name": "tiny", "chunk_size": 4, "seq_len": 10, "dtypes": [], "shapes": [], "chunk_hashes": ["0x0", "0x1"]}
+{"timestamp": 1, "request_id": "request-1", "model_name": "tiny", "chunk_size": 4, "seq_len": 8, "dtypes": [], "shapes": [], "chunk_hashes": ["0x0", "0x1"]}
+{"timestamp": 2.5, "request_id": "request-2", "model_name": "tiny", "chunk_size": 4, "seq_len": 13, "dtypes": [], "shapes": [], "chunk_hashes": ["0x0", "0x3", "0x4"]}
+"#
+    );
+}
+
+#[test]
 fn a_multiple_of_the_block_is_derived_and_any_other_size_refused() {
     // At 8 tokens: A1 is a2's prefix (id 0) and a partial block (1), B1 the same a2 (0), A2
     // b2's prefix (2) and a partial block (3).
@@ -146,6 +159,7 @@ fn read_back_the_blocks_and_the_sharing_are_the_workloads() {
         HashedFormat::Mooncake,
         HashedFormat::MooncakeAgentic,
         HashedFormat::Bailian,
+        HashedFormat::Lmcache,
     ] {
         let text = written(format, 4);
         let read = read_hashed("tiny.jsonl", &text, None, Some(4)).unwrap();

@@ -25,6 +25,9 @@ pub enum TraceFormat {
     Bailian,
     /// Claude Code conversations as AIPerf reads them: requests[] of t, in, out, hash_ids.
     Weka,
+    /// LMCache's lookup-hash log: timestamp (s), request_id, chunk_size, seq_len,
+    /// chunk_hashes (full chunks, hex strings).
+    Lmcache,
 }
 
 impl TraceFormat {
@@ -34,6 +37,7 @@ impl TraceFormat {
             Self::MooncakeAgentic => HashedFormat::MooncakeAgentic,
             Self::Bailian => HashedFormat::Bailian,
             Self::Weka => HashedFormat::Weka,
+            Self::Lmcache => HashedFormat::Lmcache,
         }
     }
 }
