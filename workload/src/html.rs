@@ -13,8 +13,8 @@ use crate::report::WorkloadReport;
 use crate::simulate::SimulationResult;
 use crate::stats::Distribution;
 use plot::{
-    Axis, Frame, Lines, Scale, Series, cdf_figure, colour, escape, grouped, lines_figure,
-    page_start, percent,
+    Axis, Lines, ROW_HEIGHT, Scale, Series, cdf_figure, colour, escape, grouped, lines_figure,
+    page_start, percent, row_label_svg, rows_frame,
 };
 pub use simulation::simulation_html;
 
@@ -40,10 +40,8 @@ fn sharing_figure(workloads: &[(&str, &WorkloadReport)]) -> String {
             rows
         })
         .collect();
-    let row_height = 24.0;
-    let mut frame = Frame::new(900.0, 56.0 + row_height * rows.len() as f64);
-    frame.left = 300.0;
-    frame.right = 840.0;
+    let labels: Vec<String> = rows.iter().map(|(_, label, _)| label.clone()).collect();
+    let frame = rows_frame(&labels);
     let x = Axis::linear(0.0, 1.0, frame.left, frame.right);
     let mut svg = String::new();
     frame.open(&mut svg, "prefix-sharing rate", "linear");
@@ -54,18 +52,16 @@ fn sharing_figure(workloads: &[(&str, &WorkloadReport)]) -> String {
         |share| format!("{:.0}%", share * 100.0),
     );
     for (row, (index, label, rate)) in rows.iter().enumerate() {
-        let top = frame.top + row as f64 * row_height + 3.0;
+        let top = row_label_svg(&mut svg, &frame, row, label);
         let _ = write!(
             svg,
-            r#"<text x="{lx:.1}" y="{ty:.1}" text-anchor="end">{}</text><rect class="sharing" data-series="{index}" data-rate="{rate}" x="{l}" y="{top:.1}" width="{w:.1}" height="{h:.1}" fill="{}" fill-opacity="{opacity}"/><text x="{vx:.1}" y="{ty:.1}">{}</text>"#,
-            escape(label),
+            r#"<rect class="sharing" data-series="{index}" data-rate="{rate}" x="{l}" y="{top:.1}" width="{w:.1}" height="{h:.1}" fill="{}" fill-opacity="{opacity}"/><text x="{vx:.1}" y="{ty:.1}">{}</text>"#,
             colour(*index),
             percent(*rate),
-            lx = frame.left - 8.0,
             ty = top + 13.0,
             l = frame.left,
             w = x.position(*rate) - frame.left,
-            h = row_height - 6.0,
+            h = ROW_HEIGHT - 6.0,
             opacity = if label.ends_with("as recorded") {
                 1.0
             } else {

@@ -6,8 +6,8 @@
 use std::fmt::Write;
 
 use super::plot::{
-    Axis, Frame, Lines, Scale, escape, grouped, grouped_in, lines_figure, page_start, percent,
-    readable,
+    Axis, Lines, ROW_HEIGHT, Scale, escape, grouped, grouped_in, lines_figure, page_start, percent,
+    readable, row_label_svg, rows_frame,
 };
 use crate::simulate::SimulationResult;
 
@@ -35,34 +35,6 @@ fn row_label(result: &SimulationResult, sweep: bool) -> String {
     } else {
         result.policy.clone()
     }
-}
-
-const ROW_HEIGHT: f64 = 24.0;
-
-/// A frame with one row per label, the labels on the left (about 6.2 pixels a character).
-fn rows_frame(labels: &[String]) -> Frame {
-    let longest = labels
-        .iter()
-        .map(|label| label.chars().count())
-        .max()
-        .unwrap_or(0);
-    let left = (longest as f64 * 6.2 + 16.0).max(140.0);
-    let mut frame = Frame::new(left + 600.0, 56.0 + ROW_HEIGHT * labels.len() as f64);
-    frame.left = left;
-    frame.right = left + 500.0;
-    frame
-}
-
-fn row_label_svg(svg: &mut String, frame: &Frame, row: usize, label: &str) -> f64 {
-    let top = frame.top + row as f64 * ROW_HEIGHT + 3.0;
-    let _ = write!(
-        svg,
-        r#"<text x="{x:.1}" y="{y:.1}" text-anchor="end">{}</text>"#,
-        escape(label),
-        x = frame.left - 8.0,
-        y = top + 13.0,
-    );
-    top
 }
 
 /// Per result, the prompt tokens served from cache and those computed, stacked.
