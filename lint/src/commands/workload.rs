@@ -60,7 +60,7 @@ pub struct Args {
     )]
     pub export_trace: Option<TraceFormat>,
     /// Tokens per block of the exported trace (default: the format's: mooncake 512, bailian
-    /// 16, weka 64). Sessions are traced at this size; a hashed trace read as input yields
+    /// 16, weka 64, lmcache 256). Sessions are traced at this size; a hashed trace read as input yields
     /// multiples of its own.
     #[arg(long, value_name = "TOKENS", requires = "export_trace")]
     pub block_size: Option<u32>,
@@ -85,14 +85,15 @@ pub struct TraceArgs {
     #[arg(long, value_name = "TOKENS")]
     pub block: Option<u32>,
     /// Hashed traces (Mooncake or Bailian JSON Lines, Claude Code conversations as AIPerf
-    /// reads them; a file or a folder of them): their block ids are the trace's blocks.
+    /// reads them, LMCache lookup-hash logs; a file or a folder of them): their block ids are
+    /// the trace's blocks.
     #[arg(long, value_name = "FILE")]
     pub hashed_trace: Vec<PathBuf>,
     /// The hashed traces' format (default: told by their first record).
     #[arg(long, value_enum, value_name = "FORMAT")]
     pub hashed_format: Option<TraceFormat>,
     /// Tokens per block id in the hashed traces (default: the format's: mooncake 512,
-    /// bailian 16; a weka file says its own).
+    /// bailian 16; weka and lmcache files say their own).
     #[arg(long, value_name = "TOKENS")]
     pub hashed_block: Option<u32>,
     #[command(flatten)]
