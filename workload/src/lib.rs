@@ -55,7 +55,7 @@ pub use error::{SpecError, TraceFileError};
 pub use report::{FindingCost, Reuse, WorkloadReport, arrival_order, workload_report};
 pub use simulate::{
     AibrixConfig, Arrival, Belief, CacheSize, DynamoConfig, DynamoCost, LLAMACPP_TRACE_BLOCK,
-    Latency, LlmdConfig, LlmdIndex, Policies, Policy, ReplicaLoad, Setup, SglangConfig,
+    Latency, LlmdConfig, LlmdIndex, Policies, Policy, RayConfig, ReplicaLoad, Setup, SglangConfig,
     SglangIndex, SimEngine, SimulationResult, simulate,
 };
 pub use stats::Distribution;

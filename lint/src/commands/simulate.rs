@@ -43,7 +43,8 @@ pub struct Args {
     /// evict=120,size=67108864], dynamo-kv[:scale=1,credit=1,temperature=0,busy=FRACTION],
     /// dynamo-lmetric[:same knobs], llmd-prefix[:weights=3/2/2,chars=64,blocks=256,lru=31250],
     /// llmd-precise[:weights=3/2/2],
-    /// aibrix-prefix[:chars=4,entries=200000,ttl=1200,factor=2,gap=8,sigma=1].
+    /// aibrix-prefix[:chars=4,entries=200000,ttl=1200,factor=2,gap=8,sigma=1],
+    /// ray-prefix[:imbalance=10,match=0.1,evict=CHARS,target=CHARS,interval=10].
     #[arg(
         long,
         default_value = "round-robin,session-hash,prefix-aware,ideal",

@@ -291,7 +291,8 @@ fn session_hash_ignores_how_the_path_was_typed_and_ideal_serves_whole_blocks() {
 #[test]
 fn named_routers_report_their_belief_against_the_engines_truth() {
     let routing = "power-of-two,sglang-cache-aware:threshold=0.5,abs=32,dynamo-kv,\
-                   dynamo-lmetric,llmd-prefix:weights=3/2/0,llmd-precise,aibrix-prefix:sigma=2";
+                   dynamo-lmetric,llmd-prefix:weights=3/2/0,llmd-precise,aibrix-prefix:sigma=2,\
+                   ray-prefix:match=0.2";
     let args = |format| {
         vec![
             "simulate",
@@ -325,7 +326,8 @@ fn named_routers_report_their_belief_against_the_engines_truth() {
             "dynamo-lmetric",
             "llmd-prefix:weights=3/2/0",
             "llmd-precise",
-            "aibrix-prefix:sigma=2"
+            "aibrix-prefix:sigma=2",
+            "ray-prefix:match=0.2"
         ]
     );
     assert!(results[0].get("belief").is_none(), "{}", results[0]);

@@ -22,7 +22,8 @@ use crate::cache::{BlockPool, RadixTree, ReplicaCache, Slots};
 use crate::error::SpecError;
 
 pub use routers::{
-    AibrixConfig, DynamoConfig, DynamoCost, LlmdConfig, LlmdIndex, SglangConfig, SglangIndex,
+    AibrixConfig, DynamoConfig, DynamoCost, LlmdConfig, LlmdIndex, RayConfig, SglangConfig,
+    SglangIndex,
 };
 pub use run::simulate;
 
@@ -208,6 +209,8 @@ pub enum Policy {
     Llmd(LlmdConfig),
     /// AIBrix's prefix-cache routing.
     Aibrix(AibrixConfig),
+    /// Ray Serve LLM's prefix-aware router.
+    Ray(RayConfig),
 }
 
 /// The prefix-aware policy's default overload: seconds of prefill queued.
@@ -219,7 +222,8 @@ prefix-aware[:overload=SECONDS], ideal, power-of-two, \
 sglang-cache-aware[:threshold=0.3,abs=64,rel=1.5,index=text|tokens,evict=120,size=67108864], \
 dynamo-kv[:scale=1,credit=1,temperature=0,busy=FRACTION], dynamo-lmetric[:same knobs], \
 llmd-prefix[:weights=3/2/2,chars=64,blocks=256,lru=31250], llmd-precise[:weights=3/2/2], \
-aibrix-prefix[:chars=4,entries=200000,ttl=1200,factor=2,gap=8,sigma=1]";
+aibrix-prefix[:chars=4,entries=200000,ttl=1200,factor=2,gap=8,sigma=1], \
+ray-prefix[:imbalance=10,match=0.1,evict=CHARS,target=CHARS,interval=10]";
 
 /// `name` alone, or `name:knob,knob`.
 fn write_spec(f: &mut fmt::Formatter<'_>, name: &str, knobs: &[String]) -> fmt::Result {
@@ -244,6 +248,7 @@ impl fmt::Display for Policy {
             Self::Dynamo(config) => config.fmt(f),
             Self::Llmd(config) => config.fmt(f),
             Self::Aibrix(config) => config.fmt(f),
+            Self::Ray(config) => config.fmt(f),
         }
     }
 }
@@ -287,6 +292,7 @@ impl FromStr for Policy {
             )?)),
             "llmd-precise" => Ok(Self::Llmd(LlmdConfig::parse(LlmdIndex::Precise, &spec)?)),
             "aibrix-prefix" => Ok(Self::Aibrix(AibrixConfig::parse(&spec)?)),
+            "ray-prefix" => Ok(Self::Ray(RayConfig::parse(&spec)?)),
             _ => Err(SpecError::new(text, POLICY_NAMES)),
         }
     }
@@ -514,6 +520,7 @@ mod tests {
             "llmd-precise:weights=1/1/1",
             "prefix-aware:overload=2",
             "aibrix-prefix:chars=512,entries=100,ttl=60,factor=1.5,gap=16,sigma=2",
+            "ray-prefix:imbalance=4,match=0.3,evict=1000,target=900,interval=5",
         ] {
             let policy: Policy = spec.parse().unwrap();
             assert_eq!(policy.to_string(), spec);
@@ -553,6 +560,11 @@ mod tests {
             ("power-of-two:k=3", "unknown option `k=3`"),
             ("aibrix-prefix:sigma=x", "`sigma` must be a number"),
             ("aibrix-prefix:ttl=0", "`ttl` must be a positive integer"),
+            ("ray-prefix:target=10", "`target` needs `evict`"),
+            (
+                "ray-prefix:evict=10,target=20",
+                "`target` is at most `evict`",
+            ),
             ("sticky", "sglang-cache-aware[:threshold=0.3"),
         ] {
             let error = spec.parse::<Policies>().unwrap_err();

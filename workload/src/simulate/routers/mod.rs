@@ -2,7 +2,7 @@
 //! (`round-robin`, `random`, `least-loaded`, `session-hash`, `prefix-aware`) and the routers
 //! as they are deployed, with their own defaults and their own index (`power-of-two`,
 //! `sglang-cache-aware`, `dynamo-kv`, `dynamo-lmetric`, `llmd-prefix`, `llmd-precise`,
-//! `aibrix-prefix`).
+//! `aibrix-prefix`, `ray-prefix`).
 //!
 //! A router sees what the real one sees at the moment it decides ([`View`]): the prompt, the
 //! session, each replica's load, and — only where the real router reads the engines' KV
@@ -29,6 +29,7 @@ mod llmd_prefix;
 mod power_of_two;
 mod prefix_aware;
 mod random;
+mod ray_prefix;
 mod round_robin;
 mod session_hash;
 mod sglang_cache_aware;
@@ -39,6 +40,7 @@ use rand::rngs::SmallRng;
 pub use aibrix_prefix::AibrixConfig;
 pub use dynamo_kv::{DynamoConfig, DynamoCost};
 pub use llmd_prefix::{LlmdConfig, LlmdIndex};
+pub use ray_prefix::RayConfig;
 pub use sglang_cache_aware::{SglangConfig, SglangIndex};
 
 use super::Policy;
@@ -143,6 +145,7 @@ pub fn router(policy: Policy, replica_count: usize) -> Box<dyn Route> {
         Policy::Dynamo(config) => Box::new(dynamo_kv::KvRouter { config }),
         Policy::Llmd(config) => Box::new(llmd_prefix::Scorers::new(config, replica_count)),
         Policy::Aibrix(config) => Box::new(aibrix_prefix::PrefixCache::new(config)),
+        Policy::Ray(config) => Box::new(ray_prefix::PrefixAffinity::new(config, replica_count)),
     }
 }
 

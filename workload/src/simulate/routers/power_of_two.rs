@@ -14,25 +14,31 @@ pub struct PowerOfTwo;
 
 impl Route for PowerOfTwo {
     fn pick(&mut self, view: &View<'_>, rng: &mut SmallRng) -> Decision {
-        let count = view.replica_count();
-        if count < 2 {
-            return Decision::blind(0);
-        }
-        let first = rng.random_range(0..count);
-        let mut second = rng.random_range(0..count - 1);
-        if second >= first {
-            second += 1;
-        }
-        let running = |replica: usize| view.signals[replica].running;
-        Decision::blind(if running(first) <= running(second) {
-            first
-        } else {
-            second
-        })
+        Decision::blind(two_choices(view, rng))
     }
 
     fn reads_load(&self) -> bool {
         true
+    }
+}
+
+/// Of two distinct replicas drawn at random, the one with fewer requests in flight, the first
+/// drawn on a tie.
+pub fn two_choices(view: &View<'_>, rng: &mut SmallRng) -> usize {
+    let count = view.replica_count();
+    if count < 2 {
+        return 0;
+    }
+    let first = rng.random_range(0..count);
+    let mut second = rng.random_range(0..count - 1);
+    if second >= first {
+        second += 1;
+    }
+    let running = |replica: usize| view.signals[replica].running;
+    if running(first) <= running(second) {
+        first
+    } else {
+        second
     }
 }
 
