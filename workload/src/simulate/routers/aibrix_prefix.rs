@@ -37,7 +37,7 @@ use rand::seq::SliceRandom;
 use rustc_hash::FxHashMap;
 
 use super::index::units;
-use super::{CHARS_PER_TOKEN, Decision, Route, View, number, positive, random_lowest};
+use super::{CHARS_PER_TOKEN, Decision, Route, View, number, random_lowest};
 use crate::error::SpecError;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -74,10 +74,10 @@ impl AibrixConfig {
         spec.only(&["chars", "entries", "ttl", "factor", "gap", "sigma"])?;
         let default = Self::default();
         Ok(Self {
-            chars: u32::try_from(positive(spec, "chars", u64::from(default.chars))?)
+            chars: u32::try_from(spec.positive("chars", u64::from(default.chars))?)
                 .map_err(|_| spec.error("`chars` is too large"))?,
-            entries: positive(spec, "entries", default.entries)?,
-            ttl: positive(spec, "ttl", default.ttl)?,
+            entries: spec.positive("entries", default.entries)?,
+            ttl: spec.positive("ttl", default.ttl)?,
             factor: number(spec, "factor", default.factor, 0.0..=f64::MAX)?,
             gap: spec.whole("gap", default.gap)?,
             sigma: number(spec, "sigma", default.sigma, 0.0..=f64::MAX)?,

@@ -31,7 +31,7 @@ use kvlint_protocol::Spec;
 use rand::rngs::SmallRng;
 
 use super::index::{PrefixIndex, Recency, units};
-use super::{CHARS_PER_TOKEN, Decision, Route, View, positive, random_lowest};
+use super::{CHARS_PER_TOKEN, Decision, Route, View, random_lowest};
 use crate::error::SpecError;
 
 /// Where the prefix scorer's index comes from.
@@ -93,7 +93,7 @@ impl LlmdConfig {
             }
         };
         let small = |key: &str, default: u32| -> Result<u32, SpecError> {
-            u32::try_from(positive(spec, key, u64::from(default))?)
+            u32::try_from(spec.positive(key, u64::from(default))?)
                 .map_err(|_| spec.error(format!("`{key}` is too large")).into())
         };
         Ok(Self {

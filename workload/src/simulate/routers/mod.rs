@@ -201,11 +201,6 @@ fn number(
     }
 }
 
-/// `key=N`, a whole number above zero, or `default`.
-fn positive(spec: &Spec<'_>, key: &str, default: u64) -> Result<u64, SpecError> {
-    Ok(spec.positive(key, default)?)
-}
-
 /// Requests and replicas built by hand for the routers' tests.
 #[cfg(test)]
 mod testing {

@@ -26,7 +26,7 @@ use rand::rngs::SmallRng;
 
 use super::index::{PrefixIndex, Recency, units};
 use super::power_of_two::two_choices;
-use super::{CHARS_PER_TOKEN, Decision, Route, View, number, positive, random_lowest};
+use super::{CHARS_PER_TOKEN, Decision, Route, View, number, random_lowest};
 use crate::error::SpecError;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -60,8 +60,8 @@ impl RayConfig {
             (None, None) => None,
             (None, Some(_)) => return Err(spec.error("`target` needs `evict`").into()),
             (Some(_), _) => {
-                let threshold = positive(spec, "evict", 400_000)?;
-                let target = positive(spec, "target", threshold.min(360_000))?;
+                let threshold = spec.positive("evict", 400_000)?;
+                let target = spec.positive("target", threshold.min(360_000))?;
                 if target > threshold {
                     return Err(spec.error("`target` is at most `evict`").into());
                 }
@@ -72,7 +72,7 @@ impl RayConfig {
             imbalance: spec.whole("imbalance", default.imbalance)?,
             matched: number(spec, "match", default.matched, 0.0..=1.0)?,
             evict,
-            interval: positive(spec, "interval", default.interval)?,
+            interval: spec.positive("interval", default.interval)?,
         })
     }
 }

@@ -36,7 +36,7 @@ use kvlint_protocol::Spec;
 use rand::rngs::SmallRng;
 
 use super::index::{PrefixIndex, Recency, units};
-use super::{CHARS_PER_TOKEN, Decision, Route, View, number, positive};
+use super::{CHARS_PER_TOKEN, Decision, Route, View, number};
 use crate::error::SpecError;
 
 /// What the router's tree is over.
@@ -88,7 +88,7 @@ impl SglangConfig {
                 Some(_) => return Err(spec.error("`index` is text or tokens").into()),
             },
             evict: spec.whole("evict", default.evict)?,
-            size: positive(spec, "size", default.size)?,
+            size: spec.positive("size", default.size)?,
         })
     }
 }
