@@ -220,7 +220,7 @@ const DEFAULT_OVERLOAD: f64 = 5.0;
 const POLICY_NAMES: &str = "one of round-robin, random, least-loaded, session-hash, \
 prefix-aware[:overload=SECONDS], ideal, power-of-two, \
 sglang-cache-aware[:threshold=0.3,abs=64,rel=1.5,index=text|tokens,evict=120,size=67108864], \
-dynamo-kv[:scale=1,credit=1,temperature=0,busy=FRACTION], dynamo-lmetric[:same knobs], \
+dynamo-kv[:scale=1,credit=1,temperature=0,busy=FRACTION,ttl=SECONDS], dynamo-lmetric[:same knobs], \
 llmd-prefix[:weights=3/2/2,chars=64,blocks=256,lru=31250], llmd-precise[:weights=3/2/2], \
 aibrix-prefix[:chars=4,entries=200000,ttl=1200,factor=2,gap=8,sigma=1], \
 ray-prefix[:imbalance=10,match=0.1,evict=CHARS,target=CHARS,interval=10]";
@@ -508,13 +508,14 @@ mod tests {
                 credit: 1.0,
                 temperature: 0.0,
                 busy: None,
+                ttl: None,
             })
         );
         // Each spec shows the knobs that differ from the defaults, and reads back the same.
         for spec in [
             "power-of-two",
             "sglang-cache-aware:threshold=0.5,abs=32,rel=2,index=tokens,evict=60,size=1000",
-            "dynamo-kv:scale=2,credit=0.5,temperature=0.3,busy=0.85",
+            "dynamo-kv:scale=2,credit=0.5,temperature=0.3,busy=0.85,ttl=120",
             "dynamo-lmetric:scale=0.5",
             "llmd-prefix:weights=3/2/0,chars=128,blocks=64,lru=1000",
             "llmd-precise:weights=1/1/1",

@@ -1,4 +1,5 @@
-//! `dynamo-kv[:scale=1.0,credit=1.0,temperature=0,busy=FRACTION]` and `dynamo-lmetric[:…]`:
+//! `dynamo-kv[:scale=1.0,credit=1.0,temperature=0,busy=FRACTION,ttl=SECONDS]` and
+//! `dynamo-lmetric[:…]`:
 //! NVIDIA Dynamo's KV router, `lib/kv-router/src/scheduling/selector/default.rs`
 //! (`DefaultWorkerScorer::worker_logit`, `minimum_cost_index`, `softmax_sample_index`; the
 //! same formula as `lib/llm/src/kv_router/scheduler.rs` of earlier releases). Per worker:
@@ -23,7 +24,10 @@
 //!
 //! The overlap is what the engines' KV events published: Dynamo's indexer follows each
 //! engine's stored and removed blocks, so the router reads the engine caches here (belief
-//! equals truth, both in the engine's blocks), without the events' delay. The active tokens
+//! equals truth, both in the engine's blocks), without the events' delay. `ttl=SECONDS` is
+//! `--no-kv-events` instead: the router's own index (`ApproxKvIndexer`), the prompt's blocks
+//! recorded under the chosen worker when routed and forgotten `ttl` seconds later (Dynamo's
+//! default 120), whatever the engine evicted meanwhile or kept longer. The active tokens
 //! and blocks are those of the requests the simulation has in flight on the worker (prompt
 //! blocks summed, not deduplicated across requests sharing a prefix as Dynamo's
 //! `ActiveSequences` does; output blocks not tracked, `--router-track-output-blocks` off).
@@ -36,6 +40,7 @@ use std::fmt;
 use kvlint_protocol::Spec;
 use rand::Rng;
 use rand::rngs::SmallRng;
+use rustc_hash::FxHashMap;
 
 use super::{Decision, Route, View, number, random_lowest};
 use crate::error::SpecError;
@@ -58,6 +63,8 @@ pub struct DynamoConfig {
     pub temperature: f64,
     /// `active_decode_blocks_threshold`: a share of the worker's KV blocks.
     pub busy: Option<f64>,
+    /// `--no-kv-events`: seconds a routed block is believed held; `None`: KV events.
+    pub ttl: Option<u64>,
 }
 
 impl DynamoConfig {
@@ -68,11 +75,12 @@ impl DynamoConfig {
             credit: 1.0,
             temperature: 0.0,
             busy: None,
+            ttl: None,
         }
     }
 
     pub fn parse(cost: DynamoCost, spec: &Spec<'_>) -> Result<Self, SpecError> {
-        spec.only(&["scale", "credit", "temperature", "busy"])?;
+        spec.only(&["scale", "credit", "temperature", "busy", "ttl"])?;
         let default = Self::new(cost);
         Ok(Self {
             cost,
@@ -82,6 +90,10 @@ impl DynamoConfig {
             busy: match spec.value("busy") {
                 None => None,
                 Some(_) => Some(number(spec, "busy", 1.0, 0.0..=1.0)?),
+            },
+            ttl: match spec.value("ttl") {
+                None => None,
+                Some(_) => Some(spec.positive("ttl", 120)?),
             },
         })
     }
@@ -111,6 +123,9 @@ impl fmt::Display for DynamoConfig {
         if let Some(busy) = self.busy {
             knobs.push(format!("busy={busy}"));
         }
+        if let Some(ttl) = self.ttl {
+            knobs.push(format!("ttl={ttl}"));
+        }
         let name = match self.cost {
             DynamoCost::Kv => "dynamo-kv",
             DynamoCost::Lmetric => "dynamo-lmetric",
@@ -120,7 +135,33 @@ impl fmt::Display for DynamoConfig {
 }
 
 pub struct KvRouter {
-    pub config: DynamoConfig,
+    config: DynamoConfig,
+    /// Without KV events: per worker, when each routed block is forgotten.
+    approximate: Vec<FxHashMap<u64, f64>>,
+}
+
+impl KvRouter {
+    pub fn new(config: DynamoConfig, replica_count: usize) -> Self {
+        Self {
+            config,
+            approximate: vec![FxHashMap::default(); replica_count],
+        }
+    }
+
+    /// Prompt tokens the router believes `replica` holds.
+    fn overlap(&self, view: &View<'_>, replica: usize) -> u32 {
+        if self.config.ttl.is_none() {
+            return view.engine_hit(replica);
+        }
+        let held = &self.approximate[replica];
+        let blocks = view
+            .prompt
+            .blocks
+            .iter()
+            .take_while(|block| held.get(*block).is_some_and(|until| *until > view.now))
+            .count();
+        (blocks as u64 * u64::from(view.block_size)).min(u64::from(view.prompt.tokens)) as u32
+    }
 }
 
 impl Route for KvRouter {
@@ -129,7 +170,7 @@ impl Route for KvRouter {
         let prompt_tokens = f64::from(view.prompt.tokens);
         let prompt_blocks = (prompt_tokens / block).ceil();
         let overlaps: Vec<u32> = (0..view.replica_count())
-            .map(|replica| view.engine_hit(replica))
+            .map(|replica| self.overlap(view, replica))
             .collect();
         let costs: Vec<f64> = view
             .signals
@@ -164,6 +205,13 @@ impl Route for KvRouter {
         } else {
             random_lowest(candidates.iter().copied(), |replica| costs[replica], rng).unwrap_or(0)
         };
+        if let Some(ttl) = self.config.ttl {
+            let held = &mut self.approximate[replica];
+            held.retain(|_, until| *until > view.now);
+            for block in view.prompt.blocks {
+                held.insert(*block, view.now + ttl as f64);
+            }
+        }
         Decision {
             replica,
             predicted: Some(overlaps[replica]),
@@ -221,7 +269,7 @@ mod tests {
 
     fn router(spec: &str) -> KvRouter {
         match spec.parse::<Policy>().unwrap() {
-            Policy::Dynamo(config) => KvRouter { config },
+            Policy::Dynamo(config) => KvRouter::new(config, 2),
             other => panic!("{other}"),
         }
     }
@@ -294,6 +342,64 @@ mod tests {
             route("dynamo-kv:scale=4,busy=0.5", &loads([10, 9], Some(16))).replica,
             0
         );
+    }
+
+    #[test]
+    fn without_kv_events_the_router_believes_what_it_routed_for_the_ttl() {
+        let engine = SimEngine::Vllm { block: BLOCK };
+        // The engines hold nothing: the router's own index is all it reads.
+        let cold = [
+            engine.cache(CacheSize::Unbounded),
+            engine.cache(CacheSize::Unbounded),
+        ];
+        let mut rng = rng(0);
+        let mut router = router("dynamo-kv:ttl=120");
+        // Replica 1 is the cheaper (ten blocks active on replica 0): it gets blocks 1..4.
+        let first = pick(
+            &mut router,
+            &[1, 2, 3, 4],
+            64,
+            &loads([10, 0], None),
+            &cold,
+            0.0,
+            &mut rng,
+        );
+        assert_eq!(
+            first,
+            Decision {
+                replica: 1,
+                predicted: Some(0)
+            }
+        );
+        // At 119 s it believes replica 1 holds them (cost 0 + 4 against 4 + 4): so the
+        // engine, which holds nothing here, will not serve its prediction.
+        let kept = pick(
+            &mut router,
+            &[1, 2, 3, 4],
+            64,
+            &loads([0, 0], None),
+            &cold,
+            119.0,
+            &mut rng,
+        );
+        assert_eq!(
+            kept,
+            Decision {
+                replica: 1,
+                predicted: Some(64)
+            }
+        );
+        // Refreshed at 119 s, forgotten at 239 s: equal costs, no belief either way.
+        let forgotten = pick(
+            &mut router,
+            &[1, 2, 3, 4],
+            64,
+            &loads([0, 0], None),
+            &cold,
+            239.0,
+            &mut rng,
+        );
+        assert_eq!(forgotten.predicted, Some(0));
     }
 
     #[test]

@@ -142,7 +142,7 @@ pub fn router(policy: Policy, replica_count: usize) -> Box<dyn Route> {
         Policy::SglangCacheAware(config) => {
             Box::new(sglang_cache_aware::CacheAware::new(config, replica_count))
         }
-        Policy::Dynamo(config) => Box::new(dynamo_kv::KvRouter { config }),
+        Policy::Dynamo(config) => Box::new(dynamo_kv::KvRouter::new(config, replica_count)),
         Policy::Llmd(config) => Box::new(llmd_prefix::Scorers::new(config, replica_count)),
         Policy::Aibrix(config) => Box::new(aibrix_prefix::PrefixCache::new(config)),
         Policy::Ray(config) => Box::new(ray_prefix::PrefixAffinity::new(config, replica_count)),
