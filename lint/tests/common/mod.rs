@@ -373,3 +373,18 @@ pub fn get(url: &str) -> String {
         .read_to_string()
         .unwrap()
 }
+
+/// Runs the `kvlint` binary in the repository with `args`: its exit code, standard output and
+/// standard error.
+pub fn kvlint(args: &[&str]) -> (i32, String, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_kvlint"))
+        .current_dir(kvlint_fixtures::repository())
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}

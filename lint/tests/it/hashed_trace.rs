@@ -7,22 +7,10 @@
 
 use std::collections::HashSet;
 use std::path::PathBuf;
-use std::process::Command;
 
 use serde_json::Value;
 
-fn kvlint(args: &[&str]) -> (i32, String, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_kvlint"))
-        .current_dir(kvlint_fixtures::repository())
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
+use crate::common::kvlint;
 
 fn scratch(name: &str) -> PathBuf {
     let folder = std::env::temp_dir().join(format!("kvlint-hashed-{name}-{}", std::process::id()));

@@ -12,18 +12,7 @@ use std::process::Command;
 use regex::Regex;
 use serde_json::{Value, json};
 
-fn kvlint(args: &[&str]) -> (i32, String, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_kvlint"))
-        .current_dir(kvlint_fixtures::repository())
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
+use crate::common::kvlint;
 
 /// Where the pages and their screenshots are kept: in the target folder, for a person to look
 /// at after the run.
