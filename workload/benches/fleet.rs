@@ -10,11 +10,13 @@
 //!   over one thread are reported, not gated.
 //! - The trace is written to disk and read back, as `kvlint simulate` does on a second run.
 //! - Each simulation point (one thread) is measured against a baseline replay of the same
-//!   trace on the same thread, run just before it: the requests in arrival order, each
-//!   prompt's blocks looked up in one hash set and added to it (an unbounded cache that never
-//!   evicts). The ratio is gated, so the target holds on a slower or busier machine; the
-//!   seconds a point took are reported beside it (the design target, under a minute on a
-//!   2-core machine of the project's kind, is reported, not gated).
+//!   trace on the same thread, run once before each point: the requests in arrival order,
+//!   each prompt's blocks looked up in one hash set and added to it (an unbounded cache that
+//!   never evicts). One replay varies by half from run to run (what the allocator holds after
+//!   the point before), so the median of the replays is the yardstick. The slowest point's
+//!   ratio to it is gated, so the target holds on a slower or busier machine; the seconds a
+//!   point took are reported beside it (the design target, under a minute on a 2-core machine
+//!   of the project's kind, is reported, not gated).
 //!
 //! `KVLINT_FLEET_SESSIONS` makes the workload smaller (for a quick look).
 #![allow(clippy::print_stdout, clippy::panic)]
@@ -40,11 +42,12 @@ const TURNS: usize = 20;
 /// their blocks). A 2-core machine of the project's kind measured 2.3–2.6×, busy.
 const MAX_TRACE_RATIO: f64 = 5.0;
 const BATCH: usize = 2_000;
-/// A simulation point may cost at most this many times the baseline replay of the same trace,
-/// both on one thread. The slowest point (round-robin over 8 caches of 200,000 blocks, where a
-/// session's blocks move to another replica every turn) measured 13.1× on a busy 2-core
-/// machine of the project's kind (57.6 s, the baseline 4.4 s); the others 5–8×.
-const MAX_POINT_RATIO: f64 = 20.0;
+/// The slowest simulation point may cost at most this many times the baseline replay of the
+/// same trace, both on one thread. The slowest (round-robin over 8 caches of 200,000 blocks,
+/// where a session's blocks move to another replica every turn) measured 13.1× on a busy 2-core
+/// machine of the project's kind and 14.4–15.4× on an idle one (32.5 s against a median replay
+/// of 2.1 s; one replay ranged over 1.8–3.0 s in a run); the other points 4–8×.
+const MAX_POINT_RATIO: f64 = 25.0;
 /// Rounds of the bound and the trace on one thread, alternating, each over the same sessions.
 const ROUNDS: usize = 3;
 const WORDS: &[&str] = &[
@@ -229,8 +232,8 @@ fn main() {
         100.0 * report.reuse.cross_session_block_tokens as f64 / prompt_tokens as f64,
     );
 
-    let mut slowest_seconds: f64 = 0.0;
-    let mut slowest_ratio: f64 = 0.0;
+    let mut points: Vec<(String, f64)> = Vec::new();
+    let mut replays: Vec<f64> = Vec::new();
     for cache in [CacheSize::Blocks(20_000), CacheSize::Blocks(200_000)] {
         for policy in [
             Policy::RoundRobin,
@@ -251,15 +254,14 @@ fn main() {
             };
             let started = Instant::now();
             std::hint::black_box(replay_baseline(&trace));
-            let baseline = started.elapsed().as_secs_f64();
+            let replay = started.elapsed().as_secs_f64();
+            replays.push(replay);
             let started = Instant::now();
             let result = simulate(&trace, &setup).unwrap_or_else(|error| panic!("{error:?}"));
             let seconds = started.elapsed().as_secs_f64();
-            let ratio = seconds / baseline;
-            slowest_seconds = slowest_seconds.max(seconds);
-            slowest_ratio = slowest_ratio.max(ratio);
+            points.push((format!("{policy} × {cache}"), seconds));
             println!(
-                "fleet: {policy} × {cache}: {seconds:.1} s, {ratio:.1}× the baseline replay ({baseline:.2} s); \
+                "fleet: {policy} × {cache}: {seconds:.1} s (the baseline replay before it {replay:.2} s); \
                  hit {:.1}%, lost to locality {}, evicted {}, TTFT p50 {:.3} s p99 {:.3} s",
                 100.0 * result.hit_rate,
                 result.lost_locality_tokens,
@@ -269,12 +271,21 @@ fn main() {
             );
         }
     }
+    replays.sort_by(f64::total_cmp);
+    let replay = replays[replays.len() / 2];
+    let Some((slowest, seconds)) = points
+        .into_iter()
+        .max_by(|(_, left), (_, right)| left.total_cmp(right))
+    else {
+        return;
+    };
+    let ratio = seconds / replay;
     println!(
-        "fleet: slowest point {slowest_ratio:.1}× the baseline replay (target < {MAX_POINT_RATIO}×), \
-         {slowest_seconds:.1} s (design target < 60 s on a 2-core machine, not gated)"
+        "fleet: slowest point {slowest}: {ratio:.1}× the median baseline replay ({replay:.2} s; target < {MAX_POINT_RATIO}×), \
+         {seconds:.1} s (design target < 60 s on a 2-core machine, not gated)"
     );
     assert!(
-        slowest_ratio < MAX_POINT_RATIO,
-        "a simulation point took {slowest_ratio:.1}× the baseline replay (target < {MAX_POINT_RATIO}×)"
+        ratio < MAX_POINT_RATIO,
+        "the slowest simulation point took {ratio:.1}× the median baseline replay (target < {MAX_POINT_RATIO}×)"
     );
 }
