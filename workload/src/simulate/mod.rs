@@ -219,8 +219,9 @@ const DEFAULT_OVERLOAD: f64 = 5.0;
 /// The policies `--routing` names, with their knobs.
 const POLICY_NAMES: &str = "one of round-robin, random, least-loaded, session-hash, \
 prefix-aware[:overload=SECONDS], ideal, power-of-two, \
-sglang-cache-aware[:threshold=0.3,abs=64,rel=1.5,index=text|tokens,evict=120,size=67108864], \
-dynamo-kv[:scale=1,credit=1,temperature=0,busy=FRACTION,ttl=SECONDS], dynamo-lmetric[:same knobs], \
+sglang-cache-aware[:threshold=0.3,abs=64,rel=1.5,index=text|tokens,evict=60,size=67108864], \
+dynamo-kv[:scale=1,credit=1,temperature=0,busy=FRACTION,ttl=SECONDS], \
+dynamo-lmetric[:credit=1,temperature=0,busy=FRACTION,ttl=SECONDS], \
 llmd-prefix[:weights=3/2/2,chars=64,blocks=256,lru=31250], llmd-precise[:weights=3/2/2], \
 aibrix-prefix[:chars=4,entries=200000,ttl=1200,factor=2,gap=8,sigma=1], \
 ray-prefix[:imbalance=10,match=0.1,evict=CHARS,target=CHARS,interval=10]";
@@ -486,7 +487,7 @@ mod tests {
                 abs: 64,
                 rel: 1.5,
                 index: SglangIndex::Text,
-                evict: 120,
+                evict: 60,
                 size: 67_108_864,
             })
         );
@@ -514,9 +515,9 @@ mod tests {
         // Each spec shows the knobs that differ from the defaults, and reads back the same.
         for spec in [
             "power-of-two",
-            "sglang-cache-aware:threshold=0.5,abs=32,rel=2,index=tokens,evict=60,size=1000",
+            "sglang-cache-aware:threshold=0.5,abs=32,rel=2,index=tokens,evict=120,size=1000",
             "dynamo-kv:scale=2,credit=0.5,temperature=0.3,busy=0.85,ttl=120",
-            "dynamo-lmetric:scale=0.5",
+            "dynamo-lmetric:credit=0.5,ttl=60",
             "llmd-prefix:weights=3/2/0,chars=128,blocks=64,lru=1000",
             "llmd-precise:weights=1/1/1",
             "prefix-aware:overload=2",
@@ -552,6 +553,8 @@ mod tests {
             ("sglang-cache-aware:abs=-1", "`abs` must be a whole number"),
             ("dynamo-kv:temp=1", "unknown option `temp=1`"),
             ("dynamo-kv:busy=1.5", "`busy` must be a number from 0 to 1"),
+            // The pull request's lmetric cost does not scale the prefill term.
+            ("dynamo-lmetric:scale=2", "unknown option `scale=2`"),
             (
                 "llmd-prefix:weights=3/2/2/1",
                 "`weights` is PREFIX/QUEUE[/KV]",

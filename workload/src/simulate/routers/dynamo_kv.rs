@@ -1,15 +1,16 @@
 //! `dynamo-kv[:scale=1.0,credit=1.0,temperature=0,busy=FRACTION,ttl=SECONDS]` and
-//! `dynamo-lmetric[:…]`:
+//! `dynamo-lmetric[:credit=1.0,temperature=0,busy=FRACTION,ttl=SECONDS]`:
 //! NVIDIA Dynamo's KV router, `lib/kv-router/src/scheduling/selector/default.rs`
-//! (`DefaultWorkerScorer::worker_logit`, `minimum_cost_index`, `softmax_sample_index`; the
-//! same formula as `lib/llm/src/kv_router/scheduler.rs` of earlier releases). Per worker:
+//! (ai-dynamo/dynamo `07a6c9ce`: `DefaultWorkerScorer::worker_logit`, `minimum_cost_index`,
+//! `softmax_sample_index`; the same formula as `lib/llm/src/kv_router/scheduler.rs` of
+//! earlier releases). Per worker:
 //!
 //! ```text
 //! prefill blocks = (the worker's active prefill tokens + the prompt's tokens) / block
 //! adjusted       = max(prefill blocks − credit × overlap blocks, 0)
 //! decode blocks  = the worker's active blocks + the prompt's blocks
 //! cost           = scale × adjusted + decode blocks                     (dynamo-kv)
-//! cost           = scale × adjusted × (decode blocks + 1)               (dynamo-lmetric)
+//! cost           = adjusted × (decode blocks + 1)                       (dynamo-lmetric)
 //! ```
 //!
 //! The lowest cost wins, equals drawn at random (`minimum_cost_index`); with
@@ -32,8 +33,15 @@
 //! blocks summed, not deduplicated across requests sharing a prefix as Dynamo's
 //! `ActiveSequences` does; output blocks not tracked, `--router-track-output-blocks` off).
 //!
-//! `dynamo-lmetric` follows the issue's description (prefill multiplied by decode + 1); its
-//! source was not found among the stored Dynamo sources, so its exact form is unverified.
+//! `dynamo-lmetric` is not in any Dynamo release (Dynamo 1.6.1 has no such policy among its
+//! `--router-mode` choices, `dynamo/common/configuration/groups/router_args.py:224-246` in
+//! the ai-dynamo 1.6.1 wheel): it is ai-dynamo/dynamo pull request #11028, open and
+//! unreleased (`--router-selection-policy lmetric`; issue #11029), after "Simple is Better:
+//! Multiplication May Be All You Need for LLM Request Scheduling" (arXiv:2603.15202). The
+//! formula the pull request states is the one above: the adjusted prefill blocks are not
+//! multiplied by `prefill_load_scale`, so `scale` is refused here. It requires prefill-token tracking,
+//! which this simulation always does (Dynamo's default, `--router-track-prefill-tokens`).
+//! With no release to run, it is checked against that formula only.
 
 use std::fmt;
 
@@ -80,7 +88,10 @@ impl DynamoConfig {
     }
 
     pub fn parse(cost: DynamoCost, spec: &Spec<'_>) -> Result<Self, SpecError> {
-        spec.only(&["scale", "credit", "temperature", "busy", "ttl"])?;
+        match cost {
+            DynamoCost::Kv => spec.only(&["scale", "credit", "temperature", "busy", "ttl"])?,
+            DynamoCost::Lmetric => spec.only(&["credit", "temperature", "busy", "ttl"])?,
+        }
         let default = Self::new(cost);
         Ok(Self {
             cost,
@@ -102,7 +113,7 @@ impl DynamoConfig {
         let adjusted = (prefill_blocks - self.credit * overlap_blocks).max(0.0);
         match self.cost {
             DynamoCost::Kv => self.scale * adjusted + decode_blocks,
-            DynamoCost::Lmetric => self.scale * adjusted * (decode_blocks + 1.0),
+            DynamoCost::Lmetric => adjusted * (decode_blocks + 1.0),
         }
     }
 }
@@ -328,6 +339,11 @@ mod tests {
         );
         // lmetric multiplies: 1 × (14 + 1) = 15 against 4 × (4 + 1) = 20.
         assert_eq!(route("dynamo-lmetric", &loads([10, 0], None)).replica, 0);
+        // Without credit for the overlap: 4 × (14 + 1) = 60 against 20.
+        assert_eq!(
+            route("dynamo-lmetric:credit=0", &loads([10, 0], None)).replica,
+            1
+        );
         // Busy over half of 16 blocks (10 active): replica 0 is left out, cheaper or not.
         assert_eq!(
             route("dynamo-kv:scale=4,busy=0.5", &loads([10, 0], Some(16))).replica,

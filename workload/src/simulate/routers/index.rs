@@ -106,15 +106,19 @@ impl PrefixIndex {
         }
     }
 
-    /// Drops the replica's least recently used units until at most `capacity` are left.
-    pub fn evict_to(&mut self, replica: usize, capacity: usize) {
+    /// Drops the replica's least recently used units until at most `capacity` are left;
+    /// returns the units dropped.
+    pub fn evict_to(&mut self, replica: usize, capacity: usize) -> Vec<u64> {
         let index = &mut self.replicas[replica];
+        let mut dropped = Vec::new();
         while index.last_use.len() > capacity {
             let Some((_, unit)) = index.lru.pop_first() else {
                 break;
             };
             index.last_use.remove(&unit);
+            dropped.push(unit);
         }
+        dropped
     }
 }
 

@@ -1,23 +1,47 @@
-//! `sglang-cache-aware[:threshold=0.3,abs=64,rel=1.5,index=text|tokens,evict=120,size=67108864]`:
-//! the `cache_aware` policy of SGLang's router (and of vllm-router, its fork, and Shepherd
-//! Model Gateway), `sgl-router/src/policies/cache_aware.rs`, `CacheAwarePolicy::select_worker`:
+//! `sglang-cache-aware[:threshold=0.3,abs=64,rel=1.5,index=text|tokens,evict=60,size=67108864]`:
+//! the `cache_aware` policy of sglang-router 0.3.2 (its `.so` names itself
+//! `sgl-model-gateway 0.3.2`) and of vllm-router 0.1.17, its fork. Both binaries are newer
+//! than the sources read; each step cites the nearest one.
 //!
 //! 1. The load of a worker is its requests in flight (`worker.load()`). When
 //!    `max − min > abs` (`balance_abs_threshold`) and `max > rel × min`
-//!    (`balance_rel_threshold`), the least loaded worker (the first of equals) takes the
-//!    request, and the request still goes into the tree under that worker.
-//! 2. Else the tree's longest prefix match (`Tree::prefix_match`, `tree.rs`): when matched
-//!    characters over the request's characters exceed `threshold` (`cache_threshold`), the
-//!    worker holding that match; else the worker whose tree is smallest
-//!    (`get_smallest_tenant`). The request's text goes into the tree under the chosen worker.
+//!    (`balance_rel_threshold`) over all workers, the least loaded worker, the first of equals
+//!    in `--worker-urls` order (replica *i* is the *i*-th URL), takes the request, and the
+//!    request still goes into the tree under that worker (`CacheAwarePolicy::select_worker`,
+//!    `sgl-router/src/policies/cache_aware.rs`, sgl-project/sglang `026f853b`).
+//! 2. Else the tree's longest prefix match: when matched characters over the request's
+//!    characters exceed `threshold` (`cache_threshold`), the worker the deepest matched node
+//!    names, its `last_tenant` (`Tree::prefix_match_with_counts`,
+//!    `sgl-model-gateway/src/policies/tree.rs`, sgl-project/sglang `03744dbe`; both wheels'
+//!    `.so` contain `last_tenant`): the tenant whose insert created the node (a new leaf takes
+//!    its inserter, a split copies it to the new parent, another tenant's later insert leaves
+//!    it), as long as it is still a tenant of the node; else the first key of the node's
+//!    tenant `DashMap`, cached as `last_tenant` from then on. Here: the replica that first
+//!    inserted the last matched unit while it still holds the whole match; else the
+//!    lowest-numbered replica that does, which the unit names from then on. That replaces the
+//!    source's `DashMap` order, by a hash seeded per process (fixed in a run, different
+//!    between runs: effectively random). A unit no replica holds any more is forgotten (its
+//!    node is removed), and the next replica to insert it creates it anew. Below the
+//!    threshold, the worker whose tree is smallest (`get_smallest_tenant`, `tree.rs`
+//!    `8613c481`), here the lowest-numbered of equals where the source's `DashMap` order is
+//!    again effectively random. The request's text goes into the tree under the chosen worker.
 //! 3. Every `evict` seconds (`eviction_interval_secs`), each worker's tree over `size`
 //!    characters (`max_tree_size`) loses its least recently used leaves
 //!    (`evict_tenant_by_size`).
 //!
-//! Defaults: 0.3 / 64 / 1.5 / 67,108,864, as the issue says and `parse_policy_config` in
-//! vllm-router's `main.rs` sets; the eviction interval is 120 s there and in SGLang's router,
-//! 60 s in Shepherd Model Gateway 1.13 (its start-up log) — set `evict=60` for it. The issue's
-//! other smg changes (a warm-up slice, the spill gate against the mean load) are not modelled.
+//! Defaults are sglang-router 0.3.2's (`sglang_router/router_args.py` in its wheel): 0.3 / 64 /
+//! 1.5, eviction every 60 s, trees of 2^26 = 67,108,864 characters. vllm-router 0.1.17
+//! (`router_args.py` in its wheel) has the same thresholds and evicts every 120 s down to 2^25:
+//! `sglang-cache-aware:evict=120,size=33554432`.
+//!
+//! Shepherd Model Gateway (smg 1.x) keeps the policy's name but not its algorithm, and is not
+//! modelled (smg-project/smg `f8daa883`, `model_gateway/src/policies/cache_aware.rs`): a hit
+//! goes to the least loaded of all the deepest node's tenants, random among equals
+//! (`select_matched_candidate`, lines 1195-1244; `argmax_with_random_ties`, 1412-1438), then
+//! spills to the least loaded when its load exceeds both `rel ×` and `abs +` the fleet's mean
+//! (`gate_selected_candidate`, 1172-1186); there is no max/min gate; a miss goes to the least
+//! loaded by (load, requests routed, index) (`select_worker`, 1001-1098), not to the smallest
+//! tree; and smg 1.13 adds a warm-up slice for new workers (`--worker-warmup-secs 60`).
 //!
 //! The tree is the router's belief, kept apart from the engines' caches: it learns a prompt
 //! when it routes it (never the tokens generated, never an engine's eviction) and forgets only
@@ -25,15 +49,12 @@
 //! `index=tokens` the gRPC router's tree over token ids; both are approximated on the trace's
 //! blocks (see [`super`]), so they choose alike and differ only in what `size` counts
 //! (characters, `CHARS_PER_TOKEN` per token, or tokens).
-//!
-//! Where the source is not deterministic the simulation is: the worker holding the longest
-//! match is the first tenant of the deepest node's `DashMap` (an order by hash) — here the
-//! lowest-numbered replica holding it; the smallest tree's ties likewise.
 
 use std::fmt;
 
 use kvlint_protocol::Spec;
 use rand::rngs::SmallRng;
+use rustc_hash::FxHashMap;
 
 use super::index::{PrefixIndex, Recency, units};
 use super::{CHARS_PER_TOKEN, Decision, Route, View, number};
@@ -68,7 +89,7 @@ impl Default for SglangConfig {
             abs: 64,
             rel: 1.5,
             index: SglangIndex::Text,
-            evict: 120,
+            evict: 60,
             size: 67_108_864,
         }
     }
@@ -123,6 +144,8 @@ impl fmt::Display for SglangConfig {
 pub struct CacheAware {
     config: SglangConfig,
     tree: PrefixIndex,
+    /// The replica each unit held by any names (its node's `last_tenant`).
+    creators: FxHashMap<u64, usize>,
     next_eviction: f64,
 }
 
@@ -131,6 +154,7 @@ impl CacheAware {
         Self {
             config,
             tree: PrefixIndex::new(replica_count),
+            creators: FxHashMap::default(),
             next_eviction: config.evict as f64,
         }
     }
@@ -147,10 +171,30 @@ impl CacheAware {
         let capacity = (self.config.size / (u64::from(unit_tokens) * per_token).max(1)) as usize;
         while now >= self.next_eviction {
             for replica in 0..replica_count {
-                self.tree.evict_to(replica, capacity);
+                for unit in self.tree.evict_to(replica, capacity) {
+                    if !(0..replica_count).any(|holder| self.tree.contains(holder, unit)) {
+                        self.creators.remove(&unit);
+                    }
+                }
             }
             self.next_eviction += self.config.evict as f64;
         }
+    }
+
+    /// The replica the deepest matched unit names: its creator while that holds all
+    /// `longest` units, else the lowest-numbered replica that does, named from then on.
+    fn match_holder(&mut self, deepest: u64, longest: usize, matched: &[usize]) -> usize {
+        if let Some(&creator) = self.creators.get(&deepest)
+            && matched[creator] == longest
+        {
+            return creator;
+        }
+        let holder = matched
+            .iter()
+            .position(|units| *units == longest)
+            .unwrap_or(0);
+        self.creators.insert(deepest, holder);
+        holder
     }
 }
 
@@ -176,18 +220,20 @@ impl Route for CacheAware {
             } else {
                 (longest as u64 * u64::from(unit_tokens)) as f32 / view.prompt.tokens as f32
             };
-            if rate > self.config.threshold as f32 {
-                matched
-                    .iter()
-                    .position(|units| *units == longest)
-                    .unwrap_or(0)
-            } else {
-                (0..count)
+            let deepest = longest.checked_sub(1).and_then(|last| units.get(last));
+            match deepest {
+                Some(&deepest) if rate > self.config.threshold as f32 => {
+                    self.match_holder(deepest, longest, &matched)
+                }
+                _ => (0..count)
                     .min_by_key(|replica| self.tree.len(*replica))
-                    .unwrap_or(0)
+                    .unwrap_or(0),
             }
         };
         self.tree.insert(replica, &units, Recency::HeadNewest, None);
+        for unit in &units {
+            self.creators.entry(*unit).or_insert(replica);
+        }
         let predicted = (matched[replica] as u64 * u64::from(unit_tokens))
             .min(u64::from(view.prompt.tokens)) as u32;
         Decision {
@@ -320,6 +366,104 @@ mod tests {
             &mut rng,
         );
         assert_eq!(router.tree.matched(1, &[1, 2]), 2);
+    }
+
+    #[test]
+    fn a_hit_goes_to_the_replica_whose_insert_created_the_deepest_matched_unit() {
+        // 128 characters a tree: two 16-token units; evicted at 10 s.
+        let mut router = router("sglang-cache-aware:evict=10,size=128");
+        let mut rng = rng(0);
+        let mut route = |blocks: &[u64], tokens, loads: &[u32], now| {
+            pick(
+                &mut router,
+                blocks,
+                tokens,
+                &running(loads),
+                &[],
+                now,
+                &mut rng,
+            )
+        };
+        // Both trees empty: replica 0 takes block 9.
+        assert_eq!(route(&[9], 20, &[0, 0], 0.0).replica, 0);
+        // No match: the smaller tree, replica 1's, whose insert creates units 1 and 2.
+        assert_eq!(route(&[1, 2], 40, &[0, 0], 0.0).replica, 1);
+        // 70 apart: the least loaded, replica 0, which now holds units 1 and 2 too.
+        assert_eq!(route(&[1, 2], 40, &[0, 70], 0.0).replica, 0);
+        // Both hold the 32 matched tokens of 50 (0.64): the creator, replica 1, not the
+        // lowest-numbered holder.
+        let hit = route(&[1, 2, 3], 50, &[0, 0], 0.0);
+        assert_eq!(
+            hit,
+            Decision {
+                replica: 1,
+                predicted: Some(32)
+            }
+        );
+        // A unit nobody holds is forgotten with its creator. Replica 0 takes 7, 8 (trees of
+        // three units each: the first), replica 1 takes 5, 6 (the smaller tree); at 10 s each
+        // keeps its two most recent units, and nobody holds 1 or 2.
+        assert_eq!(route(&[7, 8], 40, &[0, 0], 0.0).replica, 0);
+        assert_eq!(route(&[5, 6], 40, &[0, 0], 0.0).replica, 1);
+        // Trees of two units each: replica 0 creates 1 and 2 anew; replica 1 gets them
+        // through the gate; the hit goes to the new creator, replica 0.
+        assert_eq!(route(&[1, 2], 40, &[0, 0], 10.0).replica, 0);
+        assert_eq!(route(&[1, 2], 40, &[70, 0], 10.0).replica, 1);
+        assert_eq!(
+            route(&[1, 2, 4], 50, &[0, 0], 10.0),
+            Decision {
+                replica: 0,
+                predicted: Some(32)
+            }
+        );
+    }
+
+    #[test]
+    fn a_creator_that_lost_the_match_hands_it_to_the_lowest_numbered_holder_for_good() {
+        let mut rng = rng(0);
+        // Four units a tree (size 256), evicted at 10 s.
+        let mut router = router("sglang-cache-aware:evict=10,size=256");
+        let mut route = |blocks: &[u64], tokens, loads: &[u32], now| {
+            pick(
+                &mut router,
+                blocks,
+                tokens,
+                &running(loads),
+                &[],
+                now,
+                &mut rng,
+            )
+        };
+        assert_eq!(route(&[9], 20, &[0, 0], 0.0).replica, 0);
+        // Replica 1 creates units 1 and 2; replica 0 gets them through the load gate.
+        assert_eq!(route(&[1, 2], 40, &[0, 0], 0.0).replica, 1);
+        assert_eq!(route(&[1, 2], 40, &[0, 70], 0.0).replica, 0);
+        // Replica 1 fills up with four newer units (through the gate), and at 10 s loses
+        // 1 and 2, its least recently used; replica 0 (9, 1, 2) keeps them.
+        assert_eq!(route(&[3, 4, 5, 6], 80, &[70, 0], 0.0).replica, 1);
+        let fallback = route(&[1, 2, 7], 50, &[0, 0], 10.0);
+        assert_eq!(
+            fallback,
+            Decision {
+                replica: 0,
+                predicted: Some(32)
+            }
+        );
+        // Replica 1 gets 1 and 2 again through the gate, yet unit 2 now names replica 0.
+        assert_eq!(route(&[1, 2], 40, &[70, 0], 10.0).replica, 1);
+        assert_eq!(route(&[1, 2, 8], 50, &[0, 0], 10.0).replica, 0);
+    }
+
+    #[test]
+    fn the_tree_is_evicted_every_60_seconds_by_default() {
+        let mut router = router("sglang-cache-aware:size=128");
+        let mut rng = rng(0);
+        let idle = running(&[0, 0]);
+        pick(&mut router, &[1, 2, 3], 60, &idle, &[], 0.0, &mut rng);
+        let before = pick(&mut router, &[1, 2, 3], 60, &idle, &[], 59.0, &mut rng);
+        assert_eq!(before.predicted, Some(48));
+        let after = pick(&mut router, &[1, 2, 3], 60, &idle, &[], 60.0, &mut rng);
+        assert_eq!(after.predicted, Some(32));
     }
 
     #[test]
