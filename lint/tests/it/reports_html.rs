@@ -398,7 +398,7 @@ fn the_simulate_report_plots_policies_percentiles_and_the_sweep() {
         assert_eq!(sweep.matches("<polyline").count(), 4, "#{id}");
         assert_eq!(sweep.matches("<text class=\"x-tick\"").count(), 6, "#{id}");
     }
-    screenshot(&page_path, 2100);
+    screenshot(&page_path, 2700);
 }
 
 /// `--compare` takes sessions as the positional arguments do: the human report follows with
@@ -440,4 +440,89 @@ fn compare_takes_sessions_and_json_refuses_it() {
         stderr.contains("--compare is drawn in the HTML report"),
         "{stderr}"
     );
+}
+
+/// A router with an index of its own (`sglang-cache-aware`) shows its belief against what the
+/// engines served, in a figure and in the table, its numbers grouped as the JSON run has them;
+/// round-robin, without an index, shows none. 200 blocks a replica: the tree predicts hits
+/// the engines have evicted.
+#[test]
+fn the_simulate_report_shows_a_routers_belief_against_the_engines_truth() {
+    let page_path = kept("simulate-belief.html");
+    let run = |format: &str| {
+        let (code, stdout, stderr) = kvlint(&[
+            "simulate",
+            "fixtures/corpus/sessions",
+            "--no-trace-cache",
+            "--replicas",
+            "2",
+            "--cache",
+            "200",
+            "--routing",
+            "sglang-cache-aware,round-robin",
+            "--arrival",
+            "poisson:2,burstiness=2",
+            "--prefill-tps",
+            "2000",
+            "--format",
+            format,
+        ]);
+        assert_eq!(code, 0, "{stderr}");
+        stdout
+    };
+    let results: Vec<Value> = serde_json::from_str(&run("json")).unwrap();
+    let page = run("html");
+    std::fs::write(&page_path, &page).unwrap();
+    assert_eq!(results.len(), 2);
+    let (sglang, round_robin) = (&results[0], &results[1]);
+    assert_eq!(sglang["policy"], "sglang-cache-aware");
+    assert_eq!(round_robin["policy"], "round-robin");
+    assert!(round_robin.get("belief").is_none(), "{round_robin}");
+    let belief = |field: &str| grouped(sglang["belief"][field].as_u64().unwrap());
+    let (predicted, not_served, unpredicted) = (
+        belief("predicted_tokens"),
+        belief("predicted_not_served_tokens"),
+        belief("served_not_predicted_tokens"),
+    );
+    // Enough tokens for grouping to show, and a belief that parts from the truth.
+    assert!(
+        predicted.contains(',') && not_served.contains(','),
+        "{sglang}"
+    );
+
+    // The figure: one row, sglang's, its three numbers grouped.
+    let drawn = figure(&page, "belief");
+    assert!(drawn.contains("Router's belief vs the engines' truth"));
+    assert_eq!(drawn.matches("<g class=\"belief\"").count(), 1, "{drawn}");
+    assert!(drawn.contains(">sglang-cache-aware</text>"), "{drawn}");
+    assert!(!drawn.contains("round-robin"), "{drawn}");
+    assert!(
+        drawn.contains(&format!(
+            "predicted {predicted} · not served {not_served} · served, not predicted {unpredicted}"
+        )),
+        "{drawn}"
+    );
+
+    // The table: sglang's row with the three numbers, round-robin's saying it has no index.
+    let table_start = page.find("<table id=\"simulations\"").unwrap();
+    let row = |policy: &str| {
+        let start = table_start
+            + page[table_start..]
+                .find(&format!("<tr><td>{policy}</td>"))
+                .unwrap();
+        &page[start..start + page[start..].find("</tr>").unwrap()]
+    };
+    assert!(
+        row("sglang-cache-aware").ends_with(&format!(
+            "<td>{predicted}</td><td>{not_served}</td><td>{unpredicted}</td>"
+        )),
+        "{}",
+        row("sglang-cache-aware")
+    );
+    assert!(
+        row("round-robin").ends_with("<td colspan=\"3\">no index of its own</td>"),
+        "{}",
+        row("round-robin")
+    );
+    screenshot(&page_path, 1100);
 }

@@ -598,7 +598,7 @@ pub fn page_start(title: &str) -> String {
     format!(
         r#"<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{title}</title><style>
 body{{font:14px/1.4 system-ui,sans-serif;margin:2em;max-width:1180px;color:#222}}
-table{{border-collapse:collapse;margin:1em 0}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right;white-space:nowrap}}
+table{{border-collapse:collapse;margin:1em 0;font-size:13px}}td,th{{border:1px solid #ccc;padding:4px 6px;text-align:right;white-space:nowrap}}th{{white-space:normal}}
 th:first-child,td:first-child{{text-align:left}}.plots{{display:flex;flex-wrap:wrap;gap:1.5em 2em}}
 figure{{margin:0}}.distribution{{width:560px}}figcaption{{font-weight:600;margin-bottom:4px}}
 .axis{{stroke:#555}}.grid{{stroke:#e4e4e4}}.minor{{stroke:#999}}

@@ -1,7 +1,8 @@
 //! `kvlint simulate`'s page: per policy and point of the sweep, the prompt tokens served from
 //! cache and computed, and the time to first token's percentiles on a logarithmic axis; when
 //! several replica counts or cache sizes were simulated, the hit rate and the TTFT p99 along
-//! the sweep, one line per policy.
+//! the sweep, one line per policy; for routers with an index of their own, their belief
+//! against what the engines served.
 
 use std::fmt::Write;
 
@@ -9,7 +10,7 @@ use super::plot::{
     Axis, Lines, ROW_HEIGHT, Scale, escape, grouped, grouped_in, lines_figure, page_start, percent,
     readable, row_label_svg, rows_frame,
 };
-use crate::simulate::SimulationResult;
+use crate::simulate::{Belief, SimulationResult};
 
 /// The sweep's points (replicas and cache), in the order first simulated.
 fn sweep_points(results: &[SimulationResult]) -> Vec<(usize, &str)> {
@@ -74,6 +75,94 @@ fn served_figure(results: &[SimulationResult], labels: &[String]) -> String {
         r#"<figure id="served"><figcaption>Prompt tokens served from cache and computed</figcaption>{svg}<ul class="legend"><li><span class="swatch" style="background:#1f5fa8"></span>served from cache</li><li><span class="swatch" style="background:#c9ced6"></span>computed (prefilled)</li></ul></figure>"#
     )
 }
+
+/// Per result whose router keeps an index of its own, what it predicted the chosen replica
+/// would serve from cache against what the engine served: the predicted hits served, those
+/// not served, and the served tokens it did not predict, stacked; nothing when no router
+/// has an index.
+fn belief_figure(results: &[SimulationResult], labels: &[String]) -> String {
+    let (beliefs, labels): (Vec<&Belief>, Vec<String>) = results
+        .iter()
+        .zip(labels)
+        .filter_map(|(result, label)| Some((result.belief.as_ref()?, label.clone())))
+        .unzip();
+    if beliefs.is_empty() {
+        return String::new();
+    }
+    let mut frame = rows_frame(&labels);
+    // Room for the three numbers after the bar.
+    frame.width += 300.0;
+    let most = beliefs
+        .iter()
+        .map(|belief| belief.predicted_tokens + belief.served_not_predicted_tokens)
+        .max()
+        .unwrap_or(0);
+    let x = Axis::linear(0.0, most as f64, frame.left, frame.right);
+    let mut svg = String::new();
+    frame.open(&mut svg, "router's belief vs the engines' truth", "linear");
+    frame.x_axis(&mut svg, &x, "prompt tokens", |tokens| {
+        grouped(tokens.round() as u64)
+    });
+    for (row, (belief, label)) in beliefs.iter().zip(&labels).enumerate() {
+        let top = row_label_svg(&mut svg, &frame, row, label);
+        let predicted_served = belief
+            .predicted_tokens
+            .saturating_sub(belief.predicted_not_served_tokens);
+        let segments = [
+            (predicted_served, BELIEF_COLOURS[0], "predicted and served"),
+            (
+                belief.predicted_not_served_tokens,
+                BELIEF_COLOURS[1],
+                "predicted, not served",
+            ),
+            (
+                belief.served_not_predicted_tokens,
+                BELIEF_COLOURS[2],
+                "served, not predicted",
+            ),
+        ];
+        let _ = write!(
+            svg,
+            r#"<g class="belief" data-predicted="{}" data-predicted-not-served="{}" data-served-not-predicted="{}">"#,
+            belief.predicted_tokens,
+            belief.predicted_not_served_tokens,
+            belief.served_not_predicted_tokens,
+        );
+        let mut start = 0;
+        for (tokens, colour, name) in segments {
+            let (from, to) = (
+                x.position(start as f64),
+                x.position((start + tokens) as f64),
+            );
+            let _ = write!(
+                svg,
+                r#"<rect x="{from:.1}" y="{top:.1}" width="{:.1}" height="{h}" fill="{colour}"><title>{name}: {}</title></rect>"#,
+                to - from,
+                grouped(tokens),
+                h = ROW_HEIGHT - 6.0,
+            );
+            start += tokens;
+        }
+        let _ = write!(
+            svg,
+            r#"<text x="{tx:.1}" y="{ty:.1}">predicted {} · not served {} · served, not predicted {}</text></g>"#,
+            grouped(belief.predicted_tokens),
+            grouped(belief.predicted_not_served_tokens),
+            grouped(belief.served_not_predicted_tokens),
+            tx = x.position(start as f64) + 5.0,
+            ty = top + 13.0,
+        );
+    }
+    svg.push_str("</svg>");
+    format!(
+        r#"<figure id="belief"><figcaption>Router's belief vs the engines' truth (routers with an index of their own)</figcaption>{svg}<ul class="legend"><li><span class="swatch" style="background:{}"></span>predicted and served</li><li><span class="swatch" style="background:{}"></span>predicted, not served (the engine no longer or never held it)</li><li><span class="swatch" style="background:{}"></span>served, not predicted</li></ul></figure>"#,
+        BELIEF_COLOURS[0], BELIEF_COLOURS[1], BELIEF_COLOURS[2],
+    )
+}
+
+/// The belief figure's colours: predicted and served, predicted and not served, served and
+/// not predicted.
+const BELIEF_COLOURS: [&str; 3] = ["#1f5fa8", "#d62728", "#e07b00"];
 
 /// Per result, the time to first token's p50, p95 and p99 on a logarithmic axis.
 fn ttft_figure(results: &[SimulationResult], labels: &[String]) -> String {
@@ -199,12 +288,12 @@ fn sweep_figures(results: &[SimulationResult], points: &[(usize, &str)]) -> Stri
 /// Every result's figures, grouped for reading.
 pub(super) fn table(results: &[SimulationResult]) -> String {
     let mut table = String::from(
-        "<table id=\"simulations\"><tr><th>Routing</th><th>replicas</th><th>cache</th><th>served</th><th>computed</th><th>hit rate</th><th>lost to locality</th><th>evicted blocks</th><th>imbalance</th><th>TTFT p50</th><th>p95</th><th>p99</th></tr>",
+        "<table id=\"simulations\"><tr><th>Routing</th><th>replicas</th><th>cache</th><th>served</th><th>computed</th><th>hit rate</th><th>lost to locality</th><th>evicted blocks</th><th>imbalance</th><th>TTFT p50</th><th>p95</th><th>p99</th><th>router predicted</th><th>predicted, not served</th><th>served, not predicted</th></tr>",
     );
     for result in results {
         let _ = write!(
             table,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{} s</td><td>{} s</td><td>{} s</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{} s</td><td>{} s</td><td>{} s</td>",
             escape(&result.policy),
             grouped(result.replicas as u64),
             escape(&grouped_in(&result.cache)),
@@ -218,6 +307,18 @@ pub(super) fn table(results: &[SimulationResult]) -> String {
             readable(result.ttft.p95),
             readable(result.ttft.p99)
         );
+        match &result.belief {
+            Some(belief) => {
+                let _ = write!(
+                    table,
+                    "<td>{}</td><td>{}</td><td>{}</td></tr>",
+                    grouped(belief.predicted_tokens),
+                    grouped(belief.predicted_not_served_tokens),
+                    grouped(belief.served_not_predicted_tokens),
+                );
+            }
+            None => table.push_str("<td colspan=\"3\">no index of its own</td></tr>"),
+        }
     }
     table.push_str("</table>");
     table
@@ -245,6 +346,7 @@ pub fn simulation_html(title: &str, results: &[SimulationResult]) -> String {
         .collect();
     page.push_str(&served_figure(results, &labels));
     page.push_str(&ttft_figure(results, &labels));
+    page.push_str(&belief_figure(results, &labels));
     if sweep {
         page.push_str(&sweep_figures(results, &points));
     }
