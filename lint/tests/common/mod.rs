@@ -388,3 +388,20 @@ pub fn kvlint(args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&output.stderr).into_owned(),
     )
 }
+
+/// Headless Chromium's binary, or `None` after [`kvlint_fixtures::missing_oracle`] (which
+/// fails under CI).
+pub fn chromium() -> Option<&'static Path> {
+    let found = [
+        "/usr/bin/chromium",
+        "/usr/bin/chromium-browser",
+        "/usr/bin/google-chrome",
+    ]
+    .into_iter()
+    .map(Path::new)
+    .find(|path| path.is_file());
+    if found.is_none() {
+        kvlint_fixtures::missing_oracle("chromium", "apt-get install chromium");
+    }
+    found
+}

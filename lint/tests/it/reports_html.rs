@@ -12,7 +12,7 @@ use std::process::Command;
 use regex::Regex;
 use serde_json::{Value, json};
 
-use crate::common::kvlint;
+use crate::common::{chromium, kvlint};
 
 /// Where the pages and their screenshots are kept: in the target folder, for a person to look
 /// at after the run.
@@ -25,15 +25,7 @@ fn kept(name: &str) -> PathBuf {
 /// Renders `page` in headless Chromium to `page` with `.png`, and says it is no blank page.
 /// Without Chromium: [`kvlint_fixtures::missing_oracle`] (fails under CI).
 pub fn screenshot(page: &Path, height: u32) {
-    let Some(browser) = [
-        "/usr/bin/chromium",
-        "/usr/bin/chromium-browser",
-        "/usr/bin/google-chrome",
-    ]
-    .into_iter()
-    .map(Path::new)
-    .find(|path| path.is_file()) else {
-        kvlint_fixtures::missing_oracle("chromium", "apt-get install chromium");
+    let Some(browser) = chromium() else {
         return;
     };
     let shot = page.with_extension("png");

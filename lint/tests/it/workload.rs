@@ -4,12 +4,12 @@
 //! errors.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use serde_json::Value;
 
-use crate::common::kvlint;
+use crate::common::{chromium, kvlint};
 
 fn scratch(name: &str) -> PathBuf {
     let folder =
@@ -80,15 +80,7 @@ fn the_html_report_renders_in_a_headless_browser() {
         page.to_str().unwrap(),
     ]);
     assert_eq!(code, 0, "{stderr}");
-    let Some(browser) = [
-        "/usr/bin/chromium",
-        "/usr/bin/chromium-browser",
-        "/usr/bin/google-chrome",
-    ]
-    .into_iter()
-    .map(Path::new)
-    .find(|path| path.is_file()) else {
-        kvlint_fixtures::missing_oracle("chromium", "apt-get install chromium");
+    let Some(browser) = chromium() else {
         return;
     };
     let url = format!("file://{}", page.display());
