@@ -317,20 +317,14 @@ fn the_workload_report_draws_log_cdfs_with_percentiles_over_a_compared_benchmark
     screenshot(&page_path, 2350);
 }
 
-#[test]
-fn the_simulate_report_plots_policies_percentiles_and_the_sweep() {
-    let page_path = kept("simulate.html");
+/// `kvlint simulate` on the corpus with `settings` (Poisson arrivals at 2 per second, bursty,
+/// prefill at 2,000 tokens per second), run for its JSON results and for its HTML page, which
+/// is kept as `name`: the results, the page and where it is kept.
+fn simulated(name: &str, settings: &[&str]) -> (Vec<Value>, String, PathBuf) {
     let run = |format: &str| {
-        let (code, stdout, stderr) = kvlint(&[
-            "simulate",
-            "fixtures/corpus/sessions",
-            "--no-trace-cache",
-            "--replicas",
-            "2,4",
-            "--cache",
-            "200,2000,unbounded",
-            "--routing",
-            "round-robin,session-hash,prefix-aware,ideal",
+        let mut args = vec!["simulate", "fixtures/corpus/sessions", "--no-trace-cache"];
+        args.extend_from_slice(settings);
+        args.extend([
             "--arrival",
             "poisson:2,burstiness=2",
             "--prefill-tps",
@@ -338,12 +332,30 @@ fn the_simulate_report_plots_policies_percentiles_and_the_sweep() {
             "--format",
             format,
         ]);
+        let (code, stdout, stderr) = kvlint(&args);
         assert_eq!(code, 0, "{stderr}");
         stdout
     };
     let results: Vec<Value> = serde_json::from_str(&run("json")).unwrap();
     let page = run("html");
+    let page_path = kept(name);
     std::fs::write(&page_path, &page).unwrap();
+    (results, page, page_path)
+}
+
+#[test]
+fn the_simulate_report_plots_policies_percentiles_and_the_sweep() {
+    let (results, page, page_path) = simulated(
+        "simulate.html",
+        &[
+            "--replicas",
+            "2,4",
+            "--cache",
+            "200,2000,unbounded",
+            "--routing",
+            "round-robin,session-hash,prefix-aware,ideal",
+        ],
+    );
     assert_eq!(results.len(), 2 * 3 * 4);
 
     // Served and computed: one row per result, the numbers grouped.
@@ -440,31 +452,17 @@ fn compare_takes_sessions_and_json_refuses_it() {
 /// the engines have evicted.
 #[test]
 fn the_simulate_report_shows_a_routers_belief_against_the_engines_truth() {
-    let page_path = kept("simulate-belief.html");
-    let run = |format: &str| {
-        let (code, stdout, stderr) = kvlint(&[
-            "simulate",
-            "fixtures/corpus/sessions",
-            "--no-trace-cache",
+    let (results, page, page_path) = simulated(
+        "simulate-belief.html",
+        &[
             "--replicas",
             "2",
             "--cache",
             "200",
             "--routing",
             "sglang-cache-aware,round-robin",
-            "--arrival",
-            "poisson:2,burstiness=2",
-            "--prefill-tps",
-            "2000",
-            "--format",
-            format,
-        ]);
-        assert_eq!(code, 0, "{stderr}");
-        stdout
-    };
-    let results: Vec<Value> = serde_json::from_str(&run("json")).unwrap();
-    let page = run("html");
-    std::fs::write(&page_path, &page).unwrap();
+        ],
+    );
     assert_eq!(results.len(), 2);
     let (sglang, round_robin) = (&results[0], &results[1]);
     assert_eq!(sglang["policy"], "sglang-cache-aware");
