@@ -37,7 +37,7 @@ use rand::seq::SliceRandom;
 use rustc_hash::FxHashMap;
 
 use super::index::units;
-use super::{CHARS_PER_TOKEN, Decision, Route, View, number, random_lowest};
+use super::{CHARS_PER_TOKEN, Choice, Decision, Route, View, number, random_lowest, ties};
 use crate::error::SpecError;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -192,7 +192,7 @@ impl PrefixCache {
 }
 
 impl Route for PrefixCache {
-    fn pick(&mut self, view: &View<'_>, rng: &mut SmallRng) -> Decision {
+    fn decide(&mut self, view: &View<'_>, rng: &mut SmallRng, forced: Option<usize>) -> Choice {
         self.expire(view.now);
         let count = view.replica_count();
         let running: Vec<f64> = view
@@ -236,21 +236,40 @@ impl Route for PrefixCache {
                 .cmp(&percent(*left))
                 .then(running[*left].total_cmp(&running[*right]))
         });
-        let replica = matching
-            .into_iter()
-            .find(|replica| running[*replica] <= mean + self.config.sigma * deviation)
-            .or_else(|| random_lowest(0..count, |replica| running[replica], rng))
-            .unwrap_or(0);
+        let best = matching
+            .iter()
+            .copied()
+            .find(|replica| running[*replica] <= mean + self.config.sigma * deviation);
+        let (replica, tied) = match best {
+            // The shuffle ordered the equals.
+            Some(best) => {
+                let mut equals: Vec<usize> = matching
+                    .into_iter()
+                    .filter(|replica| {
+                        percent(*replica) == percent(best) && running[*replica] == running[best]
+                    })
+                    .collect();
+                equals.sort_unstable();
+                (best, equals)
+            }
+            None => {
+                let least = random_lowest(0..count, |replica| running[replica], rng).unwrap_or(0);
+                (least, ties(0..count, |replica| running[replica], least))
+            }
+        };
         for hash in &hashes {
-            self.touch(*hash, view.now, Some(replica));
+            self.touch(*hash, view.now, Some(forced.unwrap_or(replica)));
         }
         self.expire(view.now);
-        Decision {
-            replica,
-            predicted: Some(
-                (held[replica] as u64 * u64::from(unit_tokens)).min(u64::from(view.prompt.tokens))
-                    as u32,
-            ),
+        Choice {
+            decision: Decision {
+                replica,
+                predicted: Some(
+                    (held[replica] as u64 * u64::from(unit_tokens))
+                        .min(u64::from(view.prompt.tokens)) as u32,
+                ),
+            },
+            ties: tied,
         }
     }
 

@@ -50,7 +50,7 @@ use rand::Rng;
 use rand::rngs::SmallRng;
 use rustc_hash::FxHashMap;
 
-use super::{Decision, Route, View, number, random_lowest};
+use super::{Choice, Decision, Route, View, number, random_lowest, ties};
 use crate::error::SpecError;
 
 /// The cost function.
@@ -176,7 +176,7 @@ impl KvRouter {
 }
 
 impl Route for KvRouter {
-    fn pick(&mut self, view: &View<'_>, rng: &mut SmallRng) -> Decision {
+    fn decide(&mut self, view: &View<'_>, rng: &mut SmallRng, forced: Option<usize>) -> Choice {
         let block = f64::from(view.block_size.max(1));
         let prompt_tokens = f64::from(view.prompt.tokens);
         let prompt_blocks = (prompt_tokens / block).ceil();
@@ -211,21 +211,29 @@ impl Route for KvRouter {
         } else {
             free
         };
-        let replica = if self.config.temperature > 0.0 {
-            softmax_sample(&candidates, &costs, self.config.temperature, rng)
+        let (replica, tied) = if self.config.temperature > 0.0 {
+            // Every candidate has a chance.
+            let drawn = softmax_sample(&candidates, &costs, self.config.temperature, rng);
+            (drawn, candidates)
         } else {
-            random_lowest(candidates.iter().copied(), |replica| costs[replica], rng).unwrap_or(0)
+            let cheapest = random_lowest(candidates.iter().copied(), |replica| costs[replica], rng)
+                .unwrap_or(0);
+            let tied = ties(candidates.into_iter(), |replica| costs[replica], cheapest);
+            (cheapest, tied)
         };
         if let Some(ttl) = self.config.ttl {
-            let held = &mut self.approximate[replica];
+            let held = &mut self.approximate[forced.unwrap_or(replica)];
             held.retain(|_, until| *until > view.now);
             for block in view.prompt.blocks {
                 held.insert(*block, view.now + ttl as f64);
             }
         }
-        Decision {
-            replica,
-            predicted: Some(overlaps[replica]),
+        Choice {
+            decision: Decision {
+                replica,
+                predicted: Some(overlaps[replica]),
+            },
+            ties: tied,
         }
     }
 

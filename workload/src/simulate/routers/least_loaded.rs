@@ -3,12 +3,12 @@
 
 use rand::rngs::SmallRng;
 
-use super::{Decision, Route, View};
+use super::{Choice, Decision, Route, View};
 
 pub struct LeastLoaded;
 
 impl Route for LeastLoaded {
-    fn pick(&mut self, view: &View<'_>, _rng: &mut SmallRng) -> Decision {
-        Decision::blind(view.lowest(|signals| signals.queued))
+    fn decide(&mut self, view: &View<'_>, _rng: &mut SmallRng, _forced: Option<usize>) -> Choice {
+        Choice::alone(Decision::blind(view.lowest(|signals| signals.queued)))
     }
 }

@@ -31,7 +31,7 @@ use kvlint_protocol::Spec;
 use rand::rngs::SmallRng;
 
 use super::index::{PrefixIndex, Recency, units};
-use super::{CHARS_PER_TOKEN, Decision, Route, View, random_lowest};
+use super::{CHARS_PER_TOKEN, Choice, Decision, Route, View, random_lowest, ties};
 use crate::error::SpecError;
 
 /// Where the prefix scorer's index comes from.
@@ -199,7 +199,7 @@ impl Scorers {
 }
 
 impl Route for Scorers {
-    fn pick(&mut self, view: &View<'_>, rng: &mut SmallRng) -> Decision {
+    fn decide(&mut self, view: &View<'_>, rng: &mut SmallRng, forced: Option<usize>) -> Choice {
         let (prefix, held, hashes) = self.prefix_scores(view);
         let waiting: Vec<u32> = view.signals.iter().map(|signals| signals.waiting).collect();
         let most = waiting.iter().copied().max().unwrap_or(0);
@@ -222,17 +222,21 @@ impl Route for Scorers {
         };
         let replica =
             random_lowest(0..view.replica_count(), |replica| -score(replica), rng).unwrap_or(0);
+        let tied = ties(0..view.replica_count(), |replica| -score(replica), replica);
         if !hashes.is_empty() {
             self.index.insert(
-                replica,
+                forced.unwrap_or(replica),
                 &hashes,
                 Recency::TailNewest,
                 Some(self.config.lru as usize),
             );
         }
-        Decision {
-            replica,
-            predicted: Some(held[replica]),
+        Choice {
+            decision: Decision {
+                replica,
+                predicted: Some(held[replica]),
+            },
+            ties: tied,
         }
     }
 

@@ -119,10 +119,50 @@ impl Decision {
     }
 }
 
+/// What a router would have chosen for a request, with the replicas its rule held equal to
+/// that choice.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Choice {
+    pub decision: Decision,
+    /// The replicas the real router could have chosen as well as `decision.replica` (its
+    /// random draw among equals, or an order the simulation cannot know, such as a hash map's
+    /// per-process order); `decision.replica` alone where its rule is deterministic. Sorted,
+    /// and always holding `decision.replica`.
+    pub ties: Vec<usize>,
+}
+
+impl Choice {
+    fn alone(decision: Decision) -> Self {
+        Self {
+            ties: vec![decision.replica],
+            decision,
+        }
+    }
+}
+
 /// A routing policy.
 pub trait Route {
+    /// Decides the request in `view`: returns what the router chooses, and updates what it
+    /// believes (its index, its counters) as if the request went to `forced`, or to its own
+    /// choice when `forced` is `None`. Forcing is teacher forcing: replaying recorded
+    /// arrivals, the router learns the replica that really served each request, so one
+    /// disagreement does not cascade into the next decisions.
+    fn decide(&mut self, view: &View<'_>, rng: &mut SmallRng, forced: Option<usize>) -> Choice;
+
     /// Picks the replica for the request in `view`, updating what the router believes.
-    fn pick(&mut self, view: &View<'_>, rng: &mut SmallRng) -> Decision;
+    fn pick(&mut self, view: &View<'_>, rng: &mut SmallRng) -> Decision {
+        self.decide(view, rng, None).decision
+    }
+
+    /// What the router would choose for the request in `view`, its state updated as if the
+    /// request went to `forced` (see [`Route::decide`]).
+    #[allow(
+        dead_code,
+        reason = "`kvlint simulate --calibrate` replays through it (#28)"
+    )]
+    fn pick_forced(&mut self, view: &View<'_>, rng: &mut SmallRng, forced: usize) -> Choice {
+        self.decide(view, rng, Some(forced))
+    }
 
     /// Whether it reads the replicas' load beyond their prefill queue.
     fn reads_load(&self) -> bool {
@@ -175,6 +215,18 @@ fn random_lowest(
         }
     }
     best.map(|(candidate, _)| candidate)
+}
+
+/// Of `candidates`, those whose `cost` equals `chosen`'s: what [`random_lowest`] drew from.
+fn ties(
+    candidates: impl Iterator<Item = usize>,
+    cost: impl Fn(usize) -> f64,
+    chosen: usize,
+) -> Vec<usize> {
+    let lowest = cost(chosen);
+    candidates
+        .filter(|candidate| cost(*candidate) == lowest)
+        .collect()
 }
 
 /// `key=X`, a number in `range`, or `default`.
@@ -263,5 +315,82 @@ mod testing {
 
     pub fn rng(seed: u64) -> SmallRng {
         SmallRng::seed_from_u64(seed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::{BLOCK, prompt, rng, running};
+    use super::*;
+
+    fn view<'a>(prompt: &'a Prompt<'a>, signals: &'a [ReplicaSignals]) -> View<'a> {
+        View {
+            prompt,
+            session: "s",
+            caches: &[],
+            signals,
+            block_size: BLOCK,
+            now: 0.0,
+        }
+    }
+
+    #[test]
+    fn a_forced_replica_is_what_the_router_learns_and_its_own_choice_is_returned() {
+        let idle = running(&[0, 0]);
+        let request = prompt(&[1, 2, 3], 60);
+        for spec in [
+            "sglang-cache-aware",
+            "llmd-prefix",
+            "dynamo-kv:ttl=120",
+            "aibrix-prefix",
+            "ray-prefix",
+        ] {
+            for forced in [0, 1] {
+                let mut router = router(spec.parse().unwrap(), 2);
+                let mut rng = rng(0);
+                let first = router.pick_forced(&view(&request, &idle), &mut rng, forced);
+                // Nothing is known yet: the router's own choice predicts no hit.
+                assert_eq!(first.decision.predicted, Some(0), "{spec}");
+                assert!(first.ties.contains(&first.decision.replica), "{spec}");
+                let second = router.pick(&view(&request, &idle), &mut rng);
+                assert_eq!(
+                    second,
+                    Decision {
+                        replica: forced,
+                        predicted: Some(48)
+                    },
+                    "{spec} forced to {forced}"
+                );
+            }
+        }
+        // Round robin: the turn goes on after the forced replica.
+        let mut turns = router(Policy::RoundRobin, 3);
+        let mut rng = rng(0);
+        let signals = running(&[0, 0, 0]);
+        let forced = turns.pick_forced(&view(&request, &signals), &mut rng, 1);
+        assert_eq!(forced.decision.replica, 0);
+        assert_eq!(turns.pick(&view(&request, &signals), &mut rng).replica, 2);
+    }
+
+    #[test]
+    fn the_ties_are_the_replicas_the_real_router_could_have_chosen_as_well() {
+        let request = prompt(&[1, 2, 3], 60);
+        let ties = |spec: &str, loads: &[u32]| {
+            let signals = running(loads);
+            router(spec.parse().unwrap(), loads.len())
+                .pick_forced(&view(&request, &signals), &mut rng(0), 0)
+                .ties
+        };
+        // Empty trees: any (a hash order picks); the imbalance gate: the first least loaded.
+        assert_eq!(ties("sglang-cache-aware", &[0, 0, 0]), [0, 1, 2]);
+        assert_eq!(ties("sglang-cache-aware:abs=2", &[9, 0, 0]), [1]);
+        // Power of two: all but the single busiest.
+        assert_eq!(ties("power-of-two", &[3, 1, 1]), [1, 2]);
+        assert_eq!(ties("power-of-two", &[3, 3, 1]), [0, 1, 2]);
+        assert_eq!(ties("random", &[5, 0]), [0, 1]);
+        assert_eq!(ties("round-robin", &[0, 0]), [0]);
+        assert_eq!(ties("dynamo-kv", &[0, 0]), [0, 1]);
+        assert_eq!(ties("llmd-prefix", &[0, 0]), [0, 1]);
+        assert_eq!(ties("aibrix-prefix", &[0, 1, 1]), [0]);
     }
 }

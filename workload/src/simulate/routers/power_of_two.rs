@@ -8,13 +8,16 @@
 use rand::Rng;
 use rand::rngs::SmallRng;
 
-use super::{Decision, Route, View};
+use super::{Choice, Decision, Route, View};
 
 pub struct PowerOfTwo;
 
 impl Route for PowerOfTwo {
-    fn pick(&mut self, view: &View<'_>, rng: &mut SmallRng) -> Decision {
-        Decision::blind(two_choices(view, rng))
+    fn decide(&mut self, view: &View<'_>, rng: &mut SmallRng, _forced: Option<usize>) -> Choice {
+        Choice {
+            decision: Decision::blind(two_choices(view, rng)),
+            ties: two_choices_ties(view),
+        }
     }
 
     fn reads_load(&self) -> bool {
@@ -40,6 +43,18 @@ pub fn two_choices(view: &View<'_>, rng: &mut SmallRng) -> usize {
     } else {
         second
     }
+}
+
+/// The replicas some draw of two lets win: every one but the single busiest.
+pub fn two_choices_ties(view: &View<'_>) -> Vec<usize> {
+    let running: Vec<u32> = view.signals.iter().map(|signals| signals.running).collect();
+    (0..running.len())
+        .filter(|replica| {
+            running.len() < 2
+                || (0..running.len())
+                    .any(|other| other != *replica && running[other] >= running[*replica])
+        })
+        .collect()
 }
 
 #[cfg(test)]

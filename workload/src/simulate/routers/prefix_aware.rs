@@ -5,14 +5,14 @@
 
 use rand::rngs::SmallRng;
 
-use super::{Decision, Route, View};
+use super::{Choice, Decision, Route, View};
 
 pub struct PrefixAware {
     pub overload: f64,
 }
 
 impl Route for PrefixAware {
-    fn pick(&mut self, view: &View<'_>, _rng: &mut SmallRng) -> Decision {
+    fn decide(&mut self, view: &View<'_>, _rng: &mut SmallRng, _forced: Option<usize>) -> Choice {
         let queued = |replica: usize| view.signals[replica].queued;
         let best = (0..view.replica_count())
             .max_by(|left, right| {
@@ -26,9 +26,9 @@ impl Route for PrefixAware {
         } else {
             best
         };
-        Decision {
+        Choice::alone(Decision {
             replica,
             predicted: Some(view.engine_hit(replica)),
-        }
+        })
     }
 }

@@ -3,12 +3,16 @@
 use rand::Rng;
 use rand::rngs::SmallRng;
 
-use super::{Decision, Route, View};
+use super::{Choice, Decision, Route, View};
 
 pub struct Random;
 
 impl Route for Random {
-    fn pick(&mut self, view: &View<'_>, rng: &mut SmallRng) -> Decision {
-        Decision::blind(rng.random_range(0..view.replica_count()))
+    /// Any replica could have been drawn: all are tied.
+    fn decide(&mut self, view: &View<'_>, rng: &mut SmallRng, _forced: Option<usize>) -> Choice {
+        Choice {
+            decision: Decision::blind(rng.random_range(0..view.replica_count())),
+            ties: (0..view.replica_count()).collect(),
+        }
     }
 }

@@ -25,8 +25,8 @@ use kvlint_protocol::Spec;
 use rand::rngs::SmallRng;
 
 use super::index::{PrefixIndex, Recency, units};
-use super::power_of_two::two_choices;
-use super::{CHARS_PER_TOKEN, Decision, Route, View, number, random_lowest};
+use super::power_of_two::{two_choices, two_choices_ties};
+use super::{CHARS_PER_TOKEN, Choice, Decision, Route, View, number, random_lowest, ties};
 use crate::error::SpecError;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -129,7 +129,7 @@ impl PrefixAffinity {
 }
 
 impl Route for PrefixAffinity {
-    fn pick(&mut self, view: &View<'_>, rng: &mut SmallRng) -> Decision {
+    fn decide(&mut self, view: &View<'_>, rng: &mut SmallRng, forced: Option<usize>) -> Choice {
         let count = view.replica_count();
         let (units, unit_tokens) = units(view.prompt.blocks, view.block_size, 1);
         self.evict(view.now, u64::from(unit_tokens * CHARS_PER_TOKEN), count);
@@ -139,8 +139,8 @@ impl Route for PrefixAffinity {
         let matched: Vec<usize> = (0..count)
             .map(|replica| self.tree.matched(replica, &units))
             .collect();
-        let replica = if u64::from(most - least) > self.config.imbalance {
-            two_choices(view, rng)
+        let (replica, tied) = if u64::from(most - least) > self.config.imbalance {
+            (two_choices(view, rng), two_choices_ties(view))
         } else {
             let longest = matched.iter().copied().max().unwrap_or(0);
             let rate = if view.prompt.tokens == 0 {
@@ -158,20 +158,21 @@ impl Route for PrefixAffinity {
                     .filter(|replica| matched[*replica] == longest)
                     .collect()
             };
-            random_lowest(
-                candidates.into_iter(),
-                |replica| f64::from(running(replica)),
-                rng,
-            )
-            .unwrap_or(0)
+            let load = |replica: usize| f64::from(running(replica));
+            let least_busy = random_lowest(candidates.iter().copied(), load, rng).unwrap_or(0);
+            (least_busy, ties(candidates.into_iter(), load, least_busy))
         };
-        self.tree.insert(replica, &units, Recency::HeadNewest, None);
-        Decision {
-            replica,
-            predicted: Some(
-                (matched[replica] as u64 * u64::from(unit_tokens))
-                    .min(u64::from(view.prompt.tokens)) as u32,
-            ),
+        self.tree
+            .insert(forced.unwrap_or(replica), &units, Recency::HeadNewest, None);
+        Choice {
+            decision: Decision {
+                replica,
+                predicted: Some(
+                    (matched[replica] as u64 * u64::from(unit_tokens))
+                        .min(u64::from(view.prompt.tokens)) as u32,
+                ),
+            },
+            ties: tied,
         }
     }
 

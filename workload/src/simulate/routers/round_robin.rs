@@ -1,8 +1,8 @@
-//! `round-robin`: each replica in turn.
+//! `round-robin`: each replica in turn. Forced to a replica, the turn continues after it.
 
 use rand::rngs::SmallRng;
 
-use super::{Decision, Route, View};
+use super::{Choice, Decision, Route, View};
 
 #[derive(Default)]
 pub struct RoundRobin {
@@ -10,8 +10,9 @@ pub struct RoundRobin {
 }
 
 impl Route for RoundRobin {
-    fn pick(&mut self, view: &View<'_>, _rng: &mut SmallRng) -> Decision {
-        self.next += 1;
-        Decision::blind((self.next - 1) % view.replica_count())
+    fn decide(&mut self, view: &View<'_>, _rng: &mut SmallRng, forced: Option<usize>) -> Choice {
+        let chosen = self.next % view.replica_count();
+        self.next = forced.unwrap_or(chosen) + 1;
+        Choice::alone(Decision::blind(chosen))
     }
 }

@@ -57,7 +57,7 @@ use rand::rngs::SmallRng;
 use rustc_hash::FxHashMap;
 
 use super::index::{PrefixIndex, Recency, units};
-use super::{CHARS_PER_TOKEN, Decision, Route, View, number};
+use super::{CHARS_PER_TOKEN, Choice, Decision, Route, View, number};
 use crate::error::SpecError;
 
 /// What the router's tree is over.
@@ -182,24 +182,30 @@ impl CacheAware {
     }
 
     /// The replica the deepest matched unit names: its creator while that holds all
-    /// `longest` units, else the lowest-numbered replica that does, named from then on.
-    fn match_holder(&mut self, deepest: u64, longest: usize, matched: &[usize]) -> usize {
+    /// `longest` units, else the lowest-numbered replica that does, named from then on (its
+    /// ties: every replica that does).
+    fn match_holder(
+        &mut self,
+        deepest: u64,
+        longest: usize,
+        matched: &[usize],
+    ) -> (usize, Vec<usize>) {
         if let Some(&creator) = self.creators.get(&deepest)
             && matched[creator] == longest
         {
-            return creator;
+            return (creator, vec![creator]);
         }
-        let holder = matched
-            .iter()
-            .position(|units| *units == longest)
-            .unwrap_or(0);
+        let holders: Vec<usize> = (0..matched.len())
+            .filter(|replica| matched[*replica] == longest)
+            .collect();
+        let holder = holders.first().copied().unwrap_or(0);
         self.creators.insert(deepest, holder);
-        holder
+        (holder, holders)
     }
 }
 
 impl Route for CacheAware {
-    fn pick(&mut self, view: &View<'_>, _rng: &mut SmallRng) -> Decision {
+    fn decide(&mut self, view: &View<'_>, _rng: &mut SmallRng, forced: Option<usize>) -> Choice {
         let count = view.replica_count();
         let (units, unit_tokens) = units(view.prompt.blocks, view.block_size, 1);
         self.evict(view.now, unit_tokens, count);
@@ -211,8 +217,9 @@ impl Route for CacheAware {
         let matched: Vec<usize> = (0..count)
             .map(|replica| self.tree.matched(replica, &units))
             .collect();
-        let replica = if imbalanced {
-            view.lowest(|signals| f64::from(signals.running))
+        let (replica, ties) = if imbalanced {
+            let least = view.lowest(|signals| f64::from(signals.running));
+            (least, vec![least])
         } else {
             let longest = matched.iter().copied().max().unwrap_or(0);
             let rate = if view.prompt.tokens == 0 {
@@ -225,20 +232,31 @@ impl Route for CacheAware {
                 Some(&deepest) if rate > self.config.threshold as f32 => {
                     self.match_holder(deepest, longest, &matched)
                 }
-                _ => (0..count)
-                    .min_by_key(|replica| self.tree.len(*replica))
-                    .unwrap_or(0),
+                _ => {
+                    let smallest = (0..count)
+                        .min_by_key(|replica| self.tree.len(*replica))
+                        .unwrap_or(0);
+                    let size = self.tree.len(smallest);
+                    let ties = (0..count)
+                        .filter(|replica| self.tree.len(*replica) == size)
+                        .collect();
+                    (smallest, ties)
+                }
             }
         };
-        self.tree.insert(replica, &units, Recency::HeadNewest, None);
+        let routed = forced.unwrap_or(replica);
+        self.tree.insert(routed, &units, Recency::HeadNewest, None);
         for unit in &units {
-            self.creators.entry(*unit).or_insert(replica);
+            self.creators.entry(*unit).or_insert(routed);
         }
         let predicted = (matched[replica] as u64 * u64::from(unit_tokens))
             .min(u64::from(view.prompt.tokens)) as u32;
-        Decision {
-            replica,
-            predicted: Some(predicted),
+        Choice {
+            decision: Decision {
+                replica,
+                predicted: Some(predicted),
+            },
+            ties,
         }
     }
 
