@@ -23,7 +23,7 @@ use crate::error::SpecError;
 
 pub use routers::{
     AibrixConfig, DynamoConfig, DynamoCost, LlmdConfig, LlmdIndex, RayConfig, SglangConfig,
-    SglangIndex,
+    SglangIndex, SmgConfig,
 };
 pub use run::simulate;
 
@@ -201,8 +201,10 @@ pub enum Policy {
     Ideal,
     /// Two replicas at random, the one with fewer requests in flight.
     PowerOfTwo,
-    /// SGLang's router (and vllm-router's, Shepherd Model Gateway's) `cache_aware`.
+    /// sglang-router's and vllm-router's `cache_aware`.
     SglangCacheAware(SglangConfig),
+    /// Shepherd Model Gateway's `cache_aware`.
+    Smg(SmgConfig),
     /// NVIDIA Dynamo's KV router: `dynamo-kv`, `dynamo-lmetric`.
     Dynamo(DynamoConfig),
     /// llm-d's scheduler with the prefix scorer: `llmd-prefix`, `llmd-precise`.
@@ -219,7 +221,9 @@ const DEFAULT_OVERLOAD: f64 = 5.0;
 /// The policies `--routing` names, with their knobs.
 const POLICY_NAMES: &str = "one of round-robin, random, least-loaded, session-hash, \
 prefix-aware[:overload=SECONDS], ideal, power-of-two, \
-sglang-cache-aware[:threshold=0.3,abs=64,rel=1.5,index=text|tokens,evict=60,size=67108864], \
+sglang-cache-aware[:threshold=0.3,abs=64,rel=1.5,index=text|tokens,flavor=sglang-router|vllm-router,\
+evict=60,size=67108864], \
+smg-cache-aware[:threshold=0.3,abs=64,rel=1.5,index=text|tokens,evict=60,size=67108864,warmup=0], \
 dynamo-kv[:scale=1,credit=1,temperature=0,busy=FRACTION,ttl=SECONDS], \
 dynamo-lmetric[:credit=1,temperature=0,busy=FRACTION,ttl=SECONDS], \
 llmd-prefix[:weights=3/2/2,chars=64,blocks=256,lru=31250], llmd-precise[:weights=3/2/2], \
@@ -246,6 +250,7 @@ impl fmt::Display for Policy {
             Self::Ideal => f.write_str("ideal"),
             Self::PowerOfTwo => f.write_str("power-of-two"),
             Self::SglangCacheAware(config) => config.fmt(f),
+            Self::Smg(config) => config.fmt(f),
             Self::Dynamo(config) => config.fmt(f),
             Self::Llmd(config) => config.fmt(f),
             Self::Aibrix(config) => config.fmt(f),
@@ -282,6 +287,7 @@ impl FromStr for Policy {
                 Ok(Self::PrefixAware { overload })
             }
             "sglang-cache-aware" => Ok(Self::SglangCacheAware(SglangConfig::parse(&spec)?)),
+            "smg-cache-aware" => Ok(Self::Smg(SmgConfig::parse(&spec)?)),
             "dynamo-kv" => Ok(Self::Dynamo(DynamoConfig::parse(DynamoCost::Kv, &spec)?)),
             "dynamo-lmetric" => Ok(Self::Dynamo(DynamoConfig::parse(
                 DynamoCost::Lmetric,
@@ -516,6 +522,7 @@ mod tests {
         for spec in [
             "power-of-two",
             "sglang-cache-aware:threshold=0.5,abs=32,rel=2,index=tokens,evict=120,size=1000",
+            "smg-cache-aware:threshold=0.5,abs=32,rel=2,index=tokens,evict=120,size=1000",
             "dynamo-kv:scale=2,credit=0.5,temperature=0.3,busy=0.85,ttl=120",
             "dynamo-lmetric:credit=0.5,ttl=60",
             "llmd-prefix:weights=3/2/0,chars=128,blocks=64,lru=1000",

@@ -120,6 +120,25 @@ impl PrefixIndex {
         }
         dropped
     }
+
+    /// Drops the least recently used units of all replicas together until at most
+    /// `capacity` are left in all (one budget shared by every replica).
+    pub fn evict_all_to(&mut self, capacity: usize) {
+        let mut total: usize = self.replicas.iter().map(|index| index.last_use.len()).sum();
+        while total > capacity {
+            let oldest = self
+                .replicas
+                .iter_mut()
+                .filter_map(|index| index.lru.first().copied().map(|first| (first, index)))
+                .min_by_key(|(first, _)| *first);
+            let Some(((_, unit), index)) = oldest else {
+                break;
+            };
+            index.lru.pop_first();
+            index.last_use.remove(&unit);
+            total -= 1;
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1,8 +1,8 @@
 //! The routers `kvlint simulate --routing` replays, one file each: the generic policies
 //! (`round-robin`, `random`, `least-loaded`, `session-hash`, `prefix-aware`) and the routers
 //! as they are deployed, with their own defaults and their own index (`power-of-two`,
-//! `sglang-cache-aware`, `dynamo-kv`, `dynamo-lmetric`, `llmd-prefix`, `llmd-precise`,
-//! `aibrix-prefix`, `ray-prefix`).
+//! `sglang-cache-aware`, `smg-cache-aware`, `dynamo-kv`, `dynamo-lmetric`, `llmd-prefix`,
+//! `llmd-precise`, `aibrix-prefix`, `ray-prefix`).
 //!
 //! A router sees what the real one sees at the moment it decides ([`View`]): the prompt, the
 //! session, each replica's load, and — only where the real router reads the engines' KV
@@ -33,6 +33,7 @@ mod ray_prefix;
 mod round_robin;
 mod session_hash;
 mod sglang_cache_aware;
+mod smg_cache_aware;
 
 use rand::Rng;
 use rand::rngs::SmallRng;
@@ -42,6 +43,7 @@ pub use dynamo_kv::{DynamoConfig, DynamoCost};
 pub use llmd_prefix::{LlmdConfig, LlmdIndex};
 pub use ray_prefix::RayConfig;
 pub use sglang_cache_aware::{SglangConfig, SglangIndex};
+pub use smg_cache_aware::SmgConfig;
 
 use super::Policy;
 use crate::cache::{Prompt, ReplicaCache};
@@ -150,16 +152,16 @@ pub trait Route {
     fn decide(&mut self, view: &View<'_>, rng: &mut SmallRng, forced: Option<usize>) -> Choice;
 
     /// Picks the replica for the request in `view`, updating what the router believes.
+    #[allow(
+        dead_code,
+        reason = "the routers' tests pick; the fleet may decide instead"
+    )]
     fn pick(&mut self, view: &View<'_>, rng: &mut SmallRng) -> Decision {
         self.decide(view, rng, None).decision
     }
 
     /// What the router would choose for the request in `view`, its state updated as if the
     /// request went to `forced` (see [`Route::decide`]).
-    #[allow(
-        dead_code,
-        reason = "`kvlint simulate --calibrate` replays through it (#28)"
-    )]
     fn pick_forced(&mut self, view: &View<'_>, rng: &mut SmallRng, forced: usize) -> Choice {
         self.decide(view, rng, Some(forced))
     }
@@ -182,6 +184,7 @@ pub fn router(policy: Policy, replica_count: usize) -> Box<dyn Route> {
         Policy::SglangCacheAware(config) => {
             Box::new(sglang_cache_aware::CacheAware::new(config, replica_count))
         }
+        Policy::Smg(config) => Box::new(smg_cache_aware::SmgCacheAware::new(config, replica_count)),
         Policy::Dynamo(config) => Box::new(dynamo_kv::KvRouter::new(config, replica_count)),
         Policy::Llmd(config) => Box::new(llmd_prefix::Scorers::new(config, replica_count)),
         Policy::Aibrix(config) => Box::new(aibrix_prefix::PrefixCache::new(config)),

@@ -1,4 +1,5 @@
-//! `sglang-cache-aware[:threshold=0.3,abs=64,rel=1.5,index=text|tokens,evict=60,size=67108864]`:
+//! `sglang-cache-aware[:threshold=0.3,abs=64,rel=1.5,index=text|tokens,
+//! flavor=sglang-router|vllm-router,evict=60,size=67108864]`:
 //! the `cache_aware` policy of sglang-router 0.3.2 (its `.so` names itself
 //! `sgl-model-gateway 0.3.2`) and of vllm-router 0.1.17, its fork. Both binaries are newer
 //! than the sources read; each step cites the nearest one.
@@ -22,26 +23,30 @@
 //!    source's `DashMap` order, by a hash seeded per process (fixed in a run, different
 //!    between runs: effectively random). A unit no replica holds any more is forgotten (its
 //!    node is removed), and the next replica to insert it creates it anew. Below the
-//!    threshold, the worker whose tree is smallest (`get_smallest_tenant`, `tree.rs`
-//!    `8613c481`), here the lowest-numbered of equals where the source's `DashMap` order is
-//!    again effectively random. The request's text goes into the tree under the chosen worker.
+//!    threshold, the worker whose tree is smallest: `get_smallest_tenant` (`tree.rs`
+//!    `8613c481`) keeps the first strict minimum while iterating the tree's
+//!    `tenant_char_count` `DashMap`, whose order comes from a hash seeded once per process —
+//!    fixed for the router's life, different from one run to the next. Here each simulated
+//!    router draws one random order of the replicas from the run's seed at its first request
+//!    and breaks equal sizes by it (so with empty trees the first miss goes to the same
+//!    replica all run, and to another one in a run with another seed). The request's text
+//!    goes into the tree under the chosen worker.
 //! 3. Every `evict` seconds (`eviction_interval_secs`), each worker's tree over `size`
 //!    characters (`max_tree_size`) loses its least recently used leaves
 //!    (`evict_tenant_by_size`).
 //!
-//! Defaults are sglang-router 0.3.2's (`sglang_router/router_args.py` in its wheel): 0.3 / 64 /
-//! 1.5, eviction every 60 s, trees of 2^26 = 67,108,864 characters. vllm-router 0.1.17
-//! (`router_args.py` in its wheel) has the same thresholds and evicts every 120 s down to 2^25:
-//! `sglang-cache-aware:evict=120,size=33554432`.
+//! `flavor` sets the defaults of the router named: `sglang-router` (the default; sglang-router
+//! 0.3.2, `sglang_router/router_args.py` in its wheel): 0.3 / 64 / 1.5, eviction every 60 s,
+//! trees of 2^26 = 67,108,864 characters; `vllm-router` (vllm-router 0.1.17,
+//! `vllm_router/router_args.py` in its wheel): the same thresholds, eviction every 120 s,
+//! trees of 2^25 = 33,554,432. `evict` and `size` override either.
 //!
-//! Shepherd Model Gateway (smg 1.x) keeps the policy's name but not its algorithm, and is not
-//! modelled (smg-project/smg `f8daa883`, `model_gateway/src/policies/cache_aware.rs`): a hit
-//! goes to the least loaded of all the deepest node's tenants, random among equals
-//! (`select_matched_candidate`, lines 1195-1244; `argmax_with_random_ties`, 1412-1438), then
-//! spills to the least loaded when its load exceeds both `rel ×` and `abs +` the fleet's mean
-//! (`gate_selected_candidate`, 1172-1186); there is no max/min gate; a miss goes to the least
-//! loaded by (load, requests routed, index) (`select_worker`, 1001-1098), not to the smallest
-//! tree; and smg 1.13 adds a warm-up slice for new workers (`--worker-warmup-secs 60`).
+//! Shepherd Model Gateway (smg 1.x) keeps the policy's name but not its algorithm: it is
+//! `smg-cache-aware`. A hit goes to the least loaded of all the deepest node's tenants, random
+//! among equals, then spills to the least loaded when its load exceeds both `rel ×` and
+//! `abs +` the fleet's mean; there is no max/min gate; a miss goes to the least loaded by
+//! (load, requests routed, index), not to the smallest tree; smg 1.13 adds a warm-up slice
+//! for new workers.
 //!
 //! The tree is the router's belief, kept apart from the engines' caches: it learns a prompt
 //! when it routes it (never the tokens generated, never an engine's eviction) and forgets only
@@ -54,6 +59,7 @@ use std::fmt;
 
 use kvlint_protocol::Spec;
 use rand::rngs::SmallRng;
+use rand::seq::SliceRandom;
 use rustc_hash::FxHashMap;
 
 use super::index::{PrefixIndex, Recency, units};
@@ -89,16 +95,42 @@ impl Default for SglangConfig {
             abs: 64,
             rel: 1.5,
             index: SglangIndex::Text,
-            evict: 60,
-            size: 67_108_864,
+            evict: SGLANG_ROUTER.0,
+            size: SGLANG_ROUTER.1,
         }
     }
 }
 
+/// `eviction_interval_secs` and `max_tree_size` of sglang-router 0.3.2 and of vllm-router
+/// 0.1.17 (`router_args.py` in each wheel).
+const SGLANG_ROUTER: (u64, u64) = (60, 1 << 26);
+const VLLM_ROUTER: (u64, u64) = (120, 1 << 25);
+
 impl SglangConfig {
     pub fn parse(spec: &Spec<'_>) -> Result<Self, SpecError> {
-        spec.only(&["threshold", "abs", "rel", "index", "evict", "size"])?;
-        let default = Self::default();
+        spec.only(&[
+            "threshold",
+            "abs",
+            "rel",
+            "index",
+            "evict",
+            "size",
+            "flavor",
+        ])?;
+        let (evict, size) = match spec.value("flavor") {
+            None | Some("sglang-router") => SGLANG_ROUTER,
+            Some("vllm-router") => VLLM_ROUTER,
+            Some(_) => {
+                return Err(spec
+                    .error("`flavor` is sglang-router or vllm-router (smg: smg-cache-aware)")
+                    .into());
+            }
+        };
+        let default = Self {
+            evict,
+            size,
+            ..Self::default()
+        };
         Ok(Self {
             threshold: number(spec, "threshold", default.threshold, 0.0..=1.0)?,
             abs: spec.whole("abs", default.abs)?,
@@ -131,11 +163,15 @@ impl fmt::Display for SglangConfig {
         if self.index == SglangIndex::Tokens {
             knobs.push("index=tokens".to_owned());
         }
-        if self.evict != default.evict {
-            knobs.push(format!("evict={}", self.evict));
-        }
-        if self.size != default.size {
-            knobs.push(format!("size={}", self.size));
+        if (self.evict, self.size) == VLLM_ROUTER {
+            knobs.push("flavor=vllm-router".to_owned());
+        } else {
+            if self.evict != default.evict {
+                knobs.push(format!("evict={}", self.evict));
+            }
+            if self.size != default.size {
+                knobs.push(format!("size={}", self.size));
+            }
         }
         super::super::write_spec(f, "sglang-cache-aware", &knobs)
     }
@@ -146,6 +182,9 @@ pub struct CacheAware {
     tree: PrefixIndex,
     /// The replica each unit held by any names (its node's `last_tenant`).
     creators: FxHashMap<u64, usize>,
+    /// Each replica's place in the order the tree's tenant map iterates in, drawn once per
+    /// router from the run's seed at its first request (empty before).
+    hash_order: Vec<usize>,
     next_eviction: f64,
 }
 
@@ -155,6 +194,7 @@ impl CacheAware {
             config,
             tree: PrefixIndex::new(replica_count),
             creators: FxHashMap::default(),
+            hash_order: Vec::new(),
             next_eviction: config.evict as f64,
         }
     }
@@ -205,8 +245,16 @@ impl CacheAware {
 }
 
 impl Route for CacheAware {
-    fn decide(&mut self, view: &View<'_>, _rng: &mut SmallRng, forced: Option<usize>) -> Choice {
+    fn decide(&mut self, view: &View<'_>, rng: &mut SmallRng, forced: Option<usize>) -> Choice {
         let count = view.replica_count();
+        if self.hash_order.is_empty() {
+            let mut order: Vec<usize> = (0..count).collect();
+            order.shuffle(rng);
+            self.hash_order = vec![0; count];
+            for (place, replica) in order.into_iter().enumerate() {
+                self.hash_order[replica] = place;
+            }
+        }
         let (units, unit_tokens) = units(view.prompt.blocks, view.block_size, 1);
         self.evict(view.now, unit_tokens, count);
         let loads: Vec<u32> = view.signals.iter().map(|signals| signals.running).collect();
@@ -234,7 +282,7 @@ impl Route for CacheAware {
                 }
                 _ => {
                     let smallest = (0..count)
-                        .min_by_key(|replica| self.tree.len(*replica))
+                        .min_by_key(|replica| (self.tree.len(*replica), self.hash_order[*replica]))
                         .unwrap_or(0);
                     let size = self.tree.len(smallest);
                     let ties = (0..count)
@@ -271,10 +319,75 @@ mod tests {
     use super::*;
     use crate::simulate::Policy;
 
+    /// A router in front of two replicas whose tenant map iterates in replica order, so that
+    /// equal trees go to replica 0.
     fn router(spec: &str) -> CacheAware {
         match spec.parse::<Policy>().unwrap() {
-            Policy::SglangCacheAware(config) => CacheAware::new(config, 2),
+            Policy::SglangCacheAware(config) => CacheAware {
+                hash_order: vec![0, 1],
+                ..CacheAware::new(config, 2)
+            },
             other => panic!("{other}"),
+        }
+    }
+
+    #[test]
+    fn equal_trees_fall_to_one_hash_order_per_router_drawn_from_the_seed() {
+        let idle = running(&[0, 0]);
+        let mut first_misses = [0u32; 2];
+        for seed in 0..40 {
+            let mut rng = rng(seed);
+            let Policy::SglangCacheAware(config) = "sglang-cache-aware".parse().unwrap() else {
+                unreachable!()
+            };
+            let mut router = CacheAware::new(config, 2);
+            let mut route =
+                |blocks: &[u64]| pick(&mut router, blocks, 20, &idle, &[], 0.0, &mut rng).replica;
+            // Both trees empty: the first replica of this router's order.
+            let first = route(&[9]);
+            first_misses[first] += 1;
+            // The other tree is smaller; then both hold one unit: the same first replica.
+            assert_eq!(route(&[5]), 1 - first, "seed {seed}");
+            assert_eq!(route(&[7]), first, "seed {seed}");
+        }
+        // From run to run, either replica (40 runs: both seen unless the order were fixed).
+        assert!(
+            first_misses[0] > 5 && first_misses[1] > 5,
+            "{first_misses:?}"
+        );
+    }
+
+    #[test]
+    fn the_flavor_sets_sglang_router_s_or_vllm_router_s_defaults() {
+        let config = |spec: &str| match spec.parse::<Policy>() {
+            Ok(Policy::SglangCacheAware(config)) => Ok((config.evict, config.size)),
+            Ok(other) => panic!("{other}"),
+            Err(error) => Err(error.to_string()),
+        };
+        assert_eq!(config("sglang-cache-aware"), Ok((60, 67_108_864)));
+        assert_eq!(
+            config("sglang-cache-aware:flavor=sglang-router"),
+            Ok((60, 67_108_864))
+        );
+        assert_eq!(
+            config("sglang-cache-aware:flavor=vllm-router"),
+            Ok((120, 33_554_432))
+        );
+        assert_eq!(
+            config("sglang-cache-aware:flavor=vllm-router,evict=60"),
+            Ok((60, 33_554_432))
+        );
+        assert!(
+            config("sglang-cache-aware:flavor=smg")
+                .unwrap_err()
+                .contains("smg-cache-aware")
+        );
+        for spec in [
+            "sglang-cache-aware:flavor=vllm-router",
+            "sglang-cache-aware:threshold=0.5,flavor=vllm-router",
+            "sglang-cache-aware:size=33554432",
+        ] {
+            assert_eq!(spec.parse::<Policy>().unwrap().to_string(), spec);
         }
     }
 

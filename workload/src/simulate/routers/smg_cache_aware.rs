@@ -1,0 +1,377 @@
+//! `smg-cache-aware[:threshold=0.3,abs=64,rel=1.5,index=text|tokens,evict=60,size=67108864,
+//! warmup=0]`:
+//! the `cache_aware` policy of Shepherd Model Gateway (`smg launch --policy cache_aware`),
+//! after smg-project/smg `f8daa883` (2026-08-22, smg 1.9.0),
+//! `model_gateway/src/policies/cache_aware.rs`; the pinned binary, smg 1.13.0, is newer.
+//!
+//! 1. One pass over the workers (`select_worker`, lines 1001-1098) gathers the mean load
+//!    (requests in flight, `worker.load()`) and the least loaded worker by the key
+//!    (load, requests it was routed, index) (#1714): `processed`, counted here per simulated
+//!    router for every request it routes (`increment_processed`). There is no max/min gate
+//!    any more; only a KV-usage gate, off by default (`balance_token_usage_threshold` 1.0),
+//!    not modelled.
+//! 2. The tree's longest match (`select_worker_with_text`, lines 1874-1981): when matched
+//!    characters over the request's exceed `threshold` (`cache_threshold`), a hit: of all the
+//!    tenants of the deepest matched node (`result.matched_tenants`), the least loaded, drawn
+//!    uniformly among equals (`select_matched_candidate`, 1195-1244;
+//!    `argmax_with_random_ties`, 1412-1438, every candidate scoring 1.0 with the default
+//!    `overlap_decay` 0 and `selection_temperature` 0). Then the spill gate
+//!    (`gate_selected_candidate`, 1172-1186): when that worker's load exceeds both
+//!    `rel` × the mean (`balance_rel_threshold`) and the mean + `abs`
+//!    (`balance_abs_threshold`), the least loaded worker of step 1 instead.
+//!    Not a hit: the least loaded worker of step 1 — not the smallest tree, as in
+//!    `sglang-cache-aware`.
+//! 3. The request's text goes into the tree under the chosen worker (`match_and_insert_with`).
+//!    Every `evict` seconds (`eviction_interval_secs`) the tree loses least recently used
+//!    leaves, of all workers together, until it holds at most `size` characters
+//!    (`max_tree_size`) in all: one budget for the model's tree, "shared across all workers"
+//!    (`Tree::evict_tenant_by_size`, `crates/kv_index/src/string_tree.rs`).
+//!
+//! Defaults are smg 1.13.0's (`smg/router_args.py` in its wheel): 0.3 / 64 / 1.5, eviction
+//! every 60 s, 2^26 characters. smg 1.13 also has a warm-up slice for new workers
+//! (`--worker-warmup-secs 60 --worker-warmup-share 0.25 --worker-warmup-blocks 1024
+//! --worker-warmup-thin-ratio 0.5 --worker-warmup-divert-every 8`) whose source is in no
+//! snapshot read here: it is not modelled, `warmup` accepts only 0, and this policy matches
+//! smg run with `--worker-warmup-secs 0`. Its help text also says 1.13 caps the spill gate's
+//! margin at the in-flight count's swing (two standard deviations, at least four), which the
+//! source read does not have; the gate here is the source's.
+//!
+//! The tree is the router's belief, approximated on the trace's blocks as in
+//! `sglang-cache-aware` (see [`super`]); `index=tokens` is the gRPC router's token tree.
+
+use std::fmt;
+
+use kvlint_protocol::Spec;
+use rand::Rng;
+use rand::rngs::SmallRng;
+
+use super::index::{PrefixIndex, Recency, units};
+use super::{CHARS_PER_TOKEN, Choice, Decision, Route, SglangIndex, View, number};
+use crate::error::SpecError;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SmgConfig {
+    /// `cache_threshold`.
+    pub threshold: f64,
+    /// `balance_abs_threshold`: requests in flight over the mean.
+    pub abs: u64,
+    /// `balance_rel_threshold`: times the mean.
+    pub rel: f64,
+    pub index: SglangIndex,
+    /// `eviction_interval_secs`.
+    pub evict: u64,
+    /// `max_tree_size`: characters (text) or tokens in the whole tree.
+    pub size: u64,
+}
+
+impl Default for SmgConfig {
+    fn default() -> Self {
+        Self {
+            threshold: 0.3,
+            abs: 64,
+            rel: 1.5,
+            index: SglangIndex::Text,
+            evict: 60,
+            size: 1 << 26,
+        }
+    }
+}
+
+impl SmgConfig {
+    pub fn parse(spec: &Spec<'_>) -> Result<Self, SpecError> {
+        spec.only(&[
+            "threshold",
+            "abs",
+            "rel",
+            "index",
+            "evict",
+            "size",
+            "warmup",
+        ])?;
+        if spec.whole("warmup", 0)? != 0 {
+            return Err(spec
+                .error(
+                    "smg's warm-up slice is not modelled: only `warmup=0` (smg run with \
+                     --worker-warmup-secs 0)",
+                )
+                .into());
+        }
+        let default = Self::default();
+        Ok(Self {
+            threshold: number(spec, "threshold", default.threshold, 0.0..=1.0)?,
+            abs: spec.whole("abs", default.abs)?,
+            rel: number(spec, "rel", default.rel, 0.0..=f64::MAX)?,
+            index: match spec.value("index") {
+                None | Some("text") => SglangIndex::Text,
+                Some("tokens") => SglangIndex::Tokens,
+                Some(_) => return Err(spec.error("`index` is text or tokens").into()),
+            },
+            evict: spec.whole("evict", default.evict)?,
+            size: spec.positive("size", default.size)?,
+        })
+    }
+}
+
+impl fmt::Display for SmgConfig {
+    /// The name and the knobs that differ from the defaults.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let default = Self::default();
+        let mut knobs = Vec::new();
+        if self.threshold != default.threshold {
+            knobs.push(format!("threshold={}", self.threshold));
+        }
+        if self.abs != default.abs {
+            knobs.push(format!("abs={}", self.abs));
+        }
+        if self.rel != default.rel {
+            knobs.push(format!("rel={}", self.rel));
+        }
+        if self.index == SglangIndex::Tokens {
+            knobs.push("index=tokens".to_owned());
+        }
+        if self.evict != default.evict {
+            knobs.push(format!("evict={}", self.evict));
+        }
+        if self.size != default.size {
+            knobs.push(format!("size={}", self.size));
+        }
+        super::super::write_spec(f, "smg-cache-aware", &knobs)
+    }
+}
+
+pub struct SmgCacheAware {
+    config: SmgConfig,
+    tree: PrefixIndex,
+    /// Requests routed to each worker (`processed`).
+    processed: Vec<u64>,
+    next_eviction: f64,
+}
+
+impl SmgCacheAware {
+    pub fn new(config: SmgConfig, replica_count: usize) -> Self {
+        Self {
+            config,
+            tree: PrefixIndex::new(replica_count),
+            processed: vec![0; replica_count],
+            next_eviction: config.evict as f64,
+        }
+    }
+
+    /// The periodic eviction, as of `now`.
+    fn evict(&mut self, now: f64, unit_tokens: u32) {
+        if self.config.evict == 0 {
+            return;
+        }
+        let per_token = match self.config.index {
+            SglangIndex::Text => u64::from(CHARS_PER_TOKEN),
+            SglangIndex::Tokens => 1,
+        };
+        let capacity = (self.config.size / (u64::from(unit_tokens) * per_token).max(1)) as usize;
+        while now >= self.next_eviction {
+            self.tree.evict_all_to(capacity);
+            self.next_eviction += self.config.evict as f64;
+        }
+    }
+}
+
+impl Route for SmgCacheAware {
+    fn decide(&mut self, view: &View<'_>, rng: &mut SmallRng, forced: Option<usize>) -> Choice {
+        let count = view.replica_count();
+        let (units, unit_tokens) = units(view.prompt.blocks, view.block_size, 1);
+        self.evict(view.now, unit_tokens);
+        let load = |replica: usize| view.signals[replica].running;
+        let mean = (0..count)
+            .map(|replica| f64::from(load(replica)))
+            .sum::<f64>()
+            / count as f64;
+        let least_loaded = (0..count)
+            .min_by_key(|replica| (load(*replica), self.processed[*replica], *replica))
+            .unwrap_or(0);
+        let matched: Vec<usize> = (0..count)
+            .map(|replica| self.tree.matched(replica, &units))
+            .collect();
+        let longest = matched.iter().copied().max().unwrap_or(0);
+        let rate = if view.prompt.tokens == 0 {
+            0.0
+        } else {
+            (longest as u64 * u64::from(unit_tokens)) as f32 / view.prompt.tokens as f32
+        };
+        let (replica, ties) = if longest > 0 && rate > self.config.threshold as f32 {
+            let holders = (0..count).filter(|replica| matched[*replica] == longest);
+            let lightest = holders.clone().map(load).min().unwrap_or(0);
+            let tied: Vec<usize> = holders
+                .filter(|replica| load(*replica) == lightest)
+                .collect();
+            let drawn = tied[rng.random_range(0..tied.len())];
+            let pressed = f64::from(load(drawn));
+            if pressed > mean * self.config.rel && pressed > mean + self.config.abs as f64 {
+                (least_loaded, vec![least_loaded])
+            } else {
+                (drawn, tied)
+            }
+        } else {
+            (least_loaded, vec![least_loaded])
+        };
+        let routed = forced.unwrap_or(replica);
+        self.tree.insert(routed, &units, Recency::HeadNewest, None);
+        self.processed[routed] += 1;
+        Choice {
+            decision: Decision {
+                replica,
+                predicted: Some(
+                    (matched[replica] as u64 * u64::from(unit_tokens))
+                        .min(u64::from(view.prompt.tokens)) as u32,
+                ),
+            },
+            ties,
+        }
+    }
+
+    fn reads_load(&self) -> bool {
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{pick, rng, running};
+    use super::*;
+    use crate::simulate::Policy;
+
+    fn router(spec: &str, replicas: usize) -> SmgCacheAware {
+        match spec.parse::<Policy>().unwrap() {
+            Policy::Smg(config) => SmgCacheAware::new(config, replicas),
+            other => panic!("{other}"),
+        }
+    }
+
+    #[test]
+    fn a_miss_goes_to_the_least_loaded_then_least_routed_not_to_the_smallest_tree() {
+        let mut router = router("smg-cache-aware", 2);
+        let mut rng = rng(0);
+        let mut route = |blocks: &[u64], tokens, loads: &[u32]| {
+            pick(
+                &mut router,
+                blocks,
+                tokens,
+                &running(loads),
+                &[],
+                0.0,
+                &mut rng,
+            )
+        };
+        // Idle, nothing routed: the first index; then the one routed fewer requests.
+        assert_eq!(route(&[1, 2, 3, 4], 64, &[0, 0]).replica, 0);
+        assert_eq!(route(&[9], 16, &[0, 0]).replica, 1);
+        // One request each: replica 0 again, though replica 1's tree is the smaller
+        // (sglang-router's miss would go there).
+        assert_eq!(route(&[7], 16, &[0, 0]).replica, 0);
+        // The load comes first: replica 0 has a request in flight.
+        assert_eq!(route(&[8], 16, &[1, 0]).replica, 1);
+    }
+
+    #[test]
+    fn a_hit_goes_to_the_least_loaded_holder_drawn_among_equals() {
+        let mut seen = [0u32; 3];
+        for seed in 0..40 {
+            // No margin over the mean: a busy holder spills.
+            let mut router = router("smg-cache-aware:abs=0", 3);
+            let mut rng = rng(seed);
+            let mut route = |blocks: &[u64], tokens, loads: &[u32]| {
+                pick(
+                    &mut router,
+                    blocks,
+                    tokens,
+                    &running(loads),
+                    &[],
+                    0.0,
+                    &mut rng,
+                )
+            };
+            // Replica 0 takes blocks 1, 2 (a miss); the same prompt hits it, but with 3 in
+            // flight against a mean of 1 it spills to replica 1, which now holds them too.
+            assert_eq!(route(&[1, 2], 32, &[0, 0, 0]).replica, 0);
+            assert_eq!(route(&[1, 2], 32, &[3, 0, 0]).replica, 1);
+            // The less loaded holder, not the first holder, not the idle replica 2.
+            let hit = route(&[1, 2, 3], 48, &[1, 0, 0]);
+            assert_eq!(
+                hit,
+                Decision {
+                    replica: 1,
+                    predicted: Some(32)
+                }
+            );
+            // Equal loads: either holder, at random.
+            seen[route(&[1, 2, 5], 48, &[0, 0, 0]).replica] += 1;
+        }
+        assert!(seen[0] > 5 && seen[1] > 5 && seen[2] == 0, "{seen:?}");
+    }
+
+    #[test]
+    fn the_hit_spills_over_rel_times_and_abs_above_the_mean_with_no_max_min_gate() {
+        // Replica 0 holds blocks 1, 2; then the hit's decision under `loads`.
+        let hit = |spec: &str, loads: &[u32]| {
+            let mut router = router(spec, loads.len());
+            let mut rng = rng(0);
+            let idle = vec![0; loads.len()];
+            pick(
+                &mut router,
+                &[1, 2],
+                32,
+                &running(&idle),
+                &[],
+                0.0,
+                &mut rng,
+            );
+            pick(
+                &mut router,
+                &[1, 2, 3],
+                48,
+                &running(loads),
+                &[],
+                0.0,
+                &mut rng,
+            )
+        };
+        // Mean 2: 6 > 1.5 × 2 and 6 > 2 + 2: spilled to the least loaded, then least routed
+        // (replicas 1 and 2 were routed nothing: the first index).
+        assert_eq!(hit("smg-cache-aware:abs=2", &[6, 0, 0]).replica, 1);
+        // Mean 2: 4 > 1.5 × 2 but not over 2 + 2: kept.
+        assert_eq!(hit("smg-cache-aware:abs=2", &[4, 2, 0]).replica, 0);
+        // Mean 6: 10 > 9 and 10 > 8: spilled; with rel=2, 10 is not over 12: kept.
+        assert_eq!(hit("smg-cache-aware:abs=2", &[10, 8, 0]).replica, 2);
+        assert_eq!(hit("smg-cache-aware:abs=2,rel=2", &[10, 8, 0]).replica, 0);
+        // 70 apart and 70 > 1.5 × 0 (sglang-router's max/min gate would fire), but 70 is
+        // not over the mean 35 + 64: kept.
+        assert_eq!(hit("smg-cache-aware", &[70, 0]).replica, 0);
+    }
+
+    #[test]
+    fn one_size_budget_for_the_whole_tree_and_no_warm_up() {
+        // 128 characters: two 16-token units in the whole tree, evicted at 10 s.
+        let mut router = router("smg-cache-aware:evict=10,size=128", 2);
+        let mut rng = rng(0);
+        let idle = running(&[0, 0]);
+        pick(&mut router, &[1, 2], 32, &idle, &[], 0.0, &mut rng);
+        pick(&mut router, &[5, 6], 32, &idle, &[], 1.0, &mut rng);
+        // Four units in all at 10 s: replica 0's, the least recently used, go.
+        let after = pick(&mut router, &[5, 6], 32, &idle, &[], 10.0, &mut rng);
+        assert_eq!(
+            after,
+            Decision {
+                replica: 1,
+                predicted: Some(32)
+            }
+        );
+        assert_eq!(router.tree.len(0), 0);
+        let refused = "smg-cache-aware:warmup=60".parse::<Policy>().unwrap_err();
+        assert!(
+            refused.to_string().contains("--worker-warmup-secs 0"),
+            "{refused}"
+        );
+        assert_eq!(
+            "smg-cache-aware:warmup=0".parse::<Policy>().unwrap(),
+            "smg-cache-aware".parse::<Policy>().unwrap()
+        );
+    }
+}
