@@ -1,32 +1,38 @@
-//! `aibrix-prefix[:chars=4,entries=200000,ttl=1200,factor=2,gap=8,sigma=1]`: AIBrix's
-//! `prefix-cache` routing, `pkg/plugins/gateway/algorithms/prefix_cache.go`
-//! (`prefixCacheRouter::routeOriginal`, `getTargetPodListOnLoadImbalance`,
-//! `getTargetPodFromMatchedPodsFromCounts`) over the gateway's own index,
-//! `pkg/utils/prefixcacheindexer/hash.go` (`PrefixHashTable`):
+//! `aibrix-prefix[:chars=4,entries=200000,ttl=1200,gap=8,factor=F,sigma=1]`: AIBrix's
+//! `prefix-cache` routing, `pkg/plugins/gateway/algorithms/prefix_cache.go` at
+//! vllm-project/aibrix `e3e10f9e` (`prefixCacheRouter::routeOriginal`, lines 374-490;
+//! `getTargetPodListOnLoadImbalance`, 991-1026; `getTargetPodFromMatchedPods`, 950-989) over
+//! the gateway's own index, `pkg/utils/prefixcacheindexer/hash.go` (`PrefixHashTable`):
 //!
-//! 1. The load of a pod is its running requests. When the busiest pod runs more than
-//!    `factor × (mean + 1)` (`AIBRIX_PREFIX_CACHE_LOAD_IMBALANCE_FACTOR`, 2) and the busiest
-//!    and the idlest are `gap` apart or more (`…_LOAD_IMBALANCE_MIN_GAP`, 8), only the least
-//!    loaded pods are matched.
+//! 1. The load of a pod is its running requests. When the busiest and the idlest pods are
+//!    more than `gap` apart, strictly
+//!    (`maxValue-minValue > podRunningRequestImbalanceAbsCount`,
+//!    `AIBRIX_PREFIX_CACHE_POD_RUNNING_REQUEST_IMBALANCE_ABS_COUNT`, 8: lines 46, 56), only
+//!    the pods at the minimum are matched. `factor=F` adds a second condition, the busiest
+//!    over `F × (mean + 1)`: the `AIBRIX_PREFIX_CACHE_LOAD_IMBALANCE_FACTOR` (2 there, with a
+//!    `…_MIN_GAP` of 8) that an AIBrix document describes but the code at `e3e10f9e` does not
+//!    have; off by default.
 //! 2. The prompt, read as characters (the default `character` tokenizer), in blocks of
 //!    `chars` (`AIBRIX_PREFIX_CACHE_BLOCK_SIZE`, 4), chained hashes; a pod's match is the share
 //!    of the request's hashes it holds from the head (`seqSearchPrefix`, whole percents).
 //! 3. Of the matching pods, the highest share, then the fewest running requests (equals in
-//!    random order), the first whose running requests are at most `mean + sigma × σ` of all
-//!    pods (`AIBRIX_PREFIX_CACHE_STANDARD_DEVIATION_FACTOR`, 1; σ the sample deviation); none
-//!    matching or none under that bound: the pod with the fewest running requests of all
-//!    (equals drawn at random here).
+//!    random order: `rand.Shuffle` before `sort.SliceStable`), the first whose running
+//!    requests are at most `mean + sigma × σ` of all pods
+//!    (`AIBRIX_PREFIX_CACHE_STANDARD_DEVIATION_FACTOR`, 1; σ the sample deviation,
+//!    `util.go:43-54`); none matching or none under that bound: the pod with the fewest
+//!    running requests of all, equals drawn at random (`selectTargetPodWithLeastRequestCount`,
+//!    `least_request.go:148-167`).
 //! 4. The request's hashes go into the index under the chosen pod (`AddPrefix`). The index
 //!    is one LRU of `entries` hashes for all pods (`AIBRIX_PREFIX_CACHE_BLOCK_NUMBER`,
 //!    200,000), an entry dropped `ttl` seconds after its last use
 //!    (`AIBRIX_PREFIX_CACHE_EVICTION_DURATION_MINS`, 20 minutes).
 //!
 //! The issue describes an older AIBrix: 128-token blocks, "imbalance > 16 running → least
-//! running", "mean + 2σ". The current source above says 4-character blocks, the
-//! `factor`/`gap` gate and one σ; the defaults here are the source's, and the knobs reach the
-//! older settings (except the 128-token tiktoken blocks: `chars=512` is their size at
-//! `CHARS_PER_TOKEN`). On the trace, blocks are whole trace blocks ([`super`]), so the
-//! match share is counted in trace blocks.
+//! running", "mean + 2σ". The source above says 4-character blocks
+//! (`defaultPrefixCacheBlockSize`, `hash.go:34`), a gap of 8 and one σ; the defaults here are
+//! the source's, and the knobs reach the older settings (`gap=16,sigma=2`; the 128-token
+//! tiktoken blocks are `chars=512` at `CHARS_PER_TOKEN`). On the trace, blocks are whole
+//! trace blocks ([`super`]), so the match share is counted in trace blocks.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -48,10 +54,10 @@ pub struct AibrixConfig {
     pub entries: u64,
     /// Seconds an unused hash stays.
     pub ttl: u64,
-    /// The load gate: the busiest over `factor × (mean + 1)`…
-    pub factor: f64,
-    /// …and at least `gap` requests above the idlest.
+    /// The load gate: the busiest more than `gap` requests above the idlest…
     pub gap: u64,
+    /// …and, when set, over `factor × (mean + 1)`.
+    pub factor: Option<f64>,
     /// Matching pods may run at most `mean + sigma × σ` requests.
     pub sigma: f64,
 }
@@ -62,8 +68,8 @@ impl Default for AibrixConfig {
             chars: 4,
             entries: 200_000,
             ttl: 1200,
-            factor: 2.0,
             gap: 8,
+            factor: None,
             sigma: 1.0,
         }
     }
@@ -71,15 +77,18 @@ impl Default for AibrixConfig {
 
 impl AibrixConfig {
     pub fn parse(spec: &Spec<'_>) -> Result<Self, SpecError> {
-        spec.only(&["chars", "entries", "ttl", "factor", "gap", "sigma"])?;
+        spec.only(&["chars", "entries", "ttl", "gap", "factor", "sigma"])?;
         let default = Self::default();
         Ok(Self {
             chars: u32::try_from(spec.positive("chars", u64::from(default.chars))?)
                 .map_err(|_| spec.error("`chars` is too large"))?,
             entries: spec.positive("entries", default.entries)?,
             ttl: spec.positive("ttl", default.ttl)?,
-            factor: number(spec, "factor", default.factor, 0.0..=f64::MAX)?,
             gap: spec.whole("gap", default.gap)?,
+            factor: match spec.value("factor") {
+                None => None,
+                Some(_) => Some(number(spec, "factor", 0.0, 0.0..=f64::MAX)?),
+            },
             sigma: number(spec, "sigma", default.sigma, 0.0..=f64::MAX)?,
         })
     }
@@ -98,8 +107,10 @@ impl fmt::Display for AibrixConfig {
             ("ttl", self.ttl.to_string(), self.ttl != default.ttl),
             (
                 "factor",
-                self.factor.to_string(),
-                self.factor != default.factor,
+                self.factor
+                    .map(|factor| factor.to_string())
+                    .unwrap_or_default(),
+                self.factor.is_some(),
             ),
             ("gap", self.gap.to_string(), self.gap != default.gap),
             ("sigma", self.sigma.to_string(), self.sigma != default.sigma),
@@ -206,8 +217,11 @@ impl Route for PrefixCache {
             .fold((f64::INFINITY, 0.0f64), |(lo, hi), value| {
                 (lo.min(*value), hi.max(*value))
             });
-        let gated =
-            most > self.config.factor * (mean + 1.0) && most - least >= self.config.gap as f64;
+        let gated = most - least > self.config.gap as f64
+            && self
+                .config
+                .factor
+                .is_none_or(|factor| most > factor * (mean + 1.0));
         let candidates: Vec<usize> = (0..count)
             .filter(|replica| !gated || running[*replica] == least)
             .collect();
@@ -343,8 +357,8 @@ mod tests {
             second("aibrix-prefix:sigma=2", 2, &[0, 0, 6], 0.0).replica,
             2
         );
-        // The gate: 20 > 2 × (6.67 + 1) and 20 apart: only the idle replicas are matched,
-        // though three σ would let the holder in.
+        // The gate: 20 apart: only the idle replicas are matched, though three σ would let
+        // the holder in.
         assert_ne!(
             second("aibrix-prefix:sigma=3", 2, &[0, 0, 20], 0.0).replica,
             2
@@ -365,6 +379,33 @@ mod tests {
         assert_eq!(
             second("aibrix-prefix:ttl=60", 1, &[0, 0], 60.0).predicted,
             Some(0)
+        );
+    }
+
+    /// `getTargetPodListOnLoadImbalance` at `e3e10f9e`: `maxValue-minValue > 8`, nothing else.
+    #[test]
+    fn the_load_gate_is_more_than_eight_apart_and_nothing_else() {
+        // Three σ keep the holder (replica 2, or 1) under the bound in every case below.
+        // 8 apart is not more than 8: the holder.
+        assert_eq!(
+            second("aibrix-prefix:sigma=3", 2, &[0, 0, 8], 0.0).replica,
+            2
+        );
+        // 9 apart: only the idle replicas are matched, so none matches: the least running.
+        assert_ne!(
+            second("aibrix-prefix:sigma=3", 2, &[0, 0, 9], 0.0).replica,
+            2
+        );
+        // 10 apart, the busiest under 2 × (mean 6.67 + 1): gated all the same, to the one
+        // idle replica…
+        assert_eq!(
+            second("aibrix-prefix:sigma=3", 1, &[0, 10, 10], 0.0).replica,
+            0
+        );
+        // …unless the documented factor is asked for too.
+        assert_eq!(
+            second("aibrix-prefix:sigma=3,factor=2", 1, &[0, 10, 10], 0.0).replica,
+            1
         );
     }
 
