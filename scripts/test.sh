@@ -31,6 +31,9 @@ scripts/build-llama-server.sh
 scripts/setup-vllm.sh
 # SGLang's request handling (its serving code, on the vLLM venv's torch and transformers).
 scripts/setup-sglang.sh
+# The real routers (Shepherd Model Gateway, sglang-router, vllm-router, NVIDIA Dynamo's
+# frontend and mock engine), one venv each, for the live router tests.
+scripts/setup-routers.sh
 vocab_tokenizer="$HOME/.cache/kvlint/qwen2-vocab/tokenizer.json"
 if [[ ! -f "$vocab_tokenizer" ]]; then
   mkdir -p "$(dirname "$vocab_tokenizer")"
