@@ -34,7 +34,7 @@
 //! tiktoken blocks are `chars=512` at `CHARS_PER_TOKEN`). On the trace, blocks are whole
 //! trace blocks ([`super`]), so the match share is counted in trace blocks.
 
-use std::collections::BTreeSet;
+use std::collections::hash_map::Entry as MapEntry;
 use std::fmt;
 
 use kvlint_protocol::Spec;
@@ -42,7 +42,7 @@ use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use rustc_hash::FxHashMap;
 
-use super::index::units;
+use super::index::{RecencyList, units};
 use super::{CHARS_PER_TOKEN, Choice, Decision, Route, View, number, random_lowest, ties};
 use crate::error::SpecError;
 
@@ -126,14 +126,15 @@ impl fmt::Display for AibrixConfig {
 struct Entry {
     pods: Vec<usize>,
     last_use: f64,
-    sequence: u64,
+    /// Its slot in the LRU.
+    slot: u32,
 }
 
 pub struct PrefixCache {
     config: AibrixConfig,
     entries: FxHashMap<u64, Entry>,
-    /// Hashes by (last use, hash).
-    lru: BTreeSet<(u64, u64)>,
+    /// Hashes by (use sequence, hash).
+    lru: RecencyList,
     sequence: u64,
 }
 
@@ -142,14 +143,14 @@ impl PrefixCache {
         Self {
             config,
             entries: FxHashMap::default(),
-            lru: BTreeSet::new(),
+            lru: RecencyList::default(),
             sequence: 0,
         }
     }
 
     /// Drops what is older than the TTL at `now`, and the least recently used past capacity.
     fn expire(&mut self, now: f64) {
-        while let Some(&(sequence, hash)) = self.lru.first() {
+        while let Some(&(_, hash)) = self.lru.first() {
             let stale = self
                 .entries
                 .get(&hash)
@@ -157,7 +158,7 @@ impl PrefixCache {
             if !stale && self.entries.len() as u64 <= self.config.entries {
                 break;
             }
-            self.lru.remove(&(sequence, hash));
+            self.lru.pop_first();
             self.entries.remove(&hash);
         }
     }
@@ -165,20 +166,24 @@ impl PrefixCache {
     /// Marks `hash` used at `now` (an LRU read or write), adding `pod` when given.
     fn touch(&mut self, hash: u64, now: f64, pod: Option<usize>) {
         self.sequence += 1;
-        let entry = self.entries.entry(hash).or_insert(Entry {
-            pods: Vec::new(),
-            last_use: now,
-            sequence: 0,
-        });
-        self.lru.remove(&(entry.sequence, hash));
-        entry.sequence = self.sequence;
+        let entry = match self.entries.entry(hash) {
+            MapEntry::Occupied(occupied) => {
+                let entry = occupied.into_mut();
+                self.lru.touch(entry.slot, self.sequence);
+                entry
+            }
+            MapEntry::Vacant(vacant) => vacant.insert(Entry {
+                pods: Vec::new(),
+                last_use: now,
+                slot: self.lru.push((self.sequence, hash)),
+            }),
+        };
         entry.last_use = now;
         if let Some(pod) = pod
             && !entry.pods.contains(&pod)
         {
             entry.pods.push(pod);
         }
-        self.lru.insert((self.sequence, hash));
     }
 
     /// `seqSearchPrefix`: per pod, the leading hashes it holds, counted only while it
