@@ -1,0 +1,161 @@
+//! `kvlint simulate --calibrate` on a fleet recorded live: two llama-server replicas behind
+//! nginx, one `kvlint proxy` in front recording each request with the replica nginx names
+//! (`X-Kvlint-Replica: $upstream_addr`) and the cached tokens the engine reported. Replayed
+//! through the model of nginx's balancing, every request must go where nginx sent it, and
+//! serve from cache what the engine reported.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::common;
+
+/// Two fresh replicas behind nginx balancing with `balance`, the interleaved workload sent
+/// through a recording proxy: the recordings' folder, and the cached tokens each request's
+/// answer reported, in the order sent.
+fn record_fleet(balance: &str, folder: &Path) -> (std::path::PathBuf, Vec<u64>) {
+    let (first, second) = (common::replica(), common::replica());
+    let gateway = common::gateway(&[&first, &second], balance, &folder.join("nginx"));
+    let recorded = folder.join("recorded");
+    let proxy = common::proxy_to(
+        &[gateway.url.as_str()],
+        &recorded,
+        kvlint_fixtures::free_port(),
+        // The proxy's own requests to the engine would pass through nginx and move its
+        // balancing: record only.
+        &["--no-prediction", "--engine-kind", "llamacpp"],
+    );
+    let workload = common::interleaved_workload(3, 3);
+    let observed = common::replay(&proxy.url, &workload, &folder.join("client"));
+    drop(proxy);
+    // In the order sent: turn by turn, session by session.
+    let mut per_session: Vec<std::vec::IntoIter<u64>> =
+        observed.into_iter().map(Vec::into_iter).collect();
+    let sent = workload
+        .iter()
+        .map(|(session, _)| per_session[*session].next().unwrap())
+        .collect();
+    (recorded, sent)
+}
+
+/// `kvlint simulate --calibrate` of `recorded` with `routing`, as JSON.
+fn calibrated(recorded: &Path, routing: &str) -> Value {
+    let mut args = common::engine_rendering();
+    args.extend(
+        [
+            "--engine",
+            "llamacpp:slots=1",
+            "--cache",
+            "unbounded",
+            "--prefill-tps",
+            "1000",
+            "--routing",
+            routing,
+            "--format",
+            "json",
+            "--no-trace-cache",
+        ]
+        .map(String::from),
+    );
+    let output = Command::new(env!("CARGO_BIN_EXE_kvlint"))
+        .arg("simulate")
+        .arg("--calibrate")
+        .arg(recorded)
+        .args(&args)
+        .output()
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+fn column(calibration: &Value, field: &str) -> Vec<Value> {
+    calibration["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|request| request[field].clone())
+        .collect()
+}
+
+#[test]
+fn calibrate_on_a_round_robin_fleet_agrees_on_every_request_and_serves_what_the_engines_reported()
+{
+    let folder =
+        std::env::temp_dir().join(format!("kvlint-calibrate-rr-{}", std::process::id()));
+    let (recorded, observed) = record_fleet("", &folder);
+    let calibration = calibrated(&recorded, "round-robin");
+    eprintln!("observed {observed:?}; calibration {calibration:#}");
+    assert_eq!(calibration["replicas"].as_array().unwrap().len(), 2);
+    // nginx alternates: the recorded replicas are 0, 1, 0, 1, … in arrival order.
+    let recorded_replicas: Vec<u64> = column(&calibration, "recorded_replica")
+        .iter()
+        .map(|replica| replica.as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        recorded_replicas,
+        (0..observed.len() as u64)
+            .map(|index| index % 2)
+            .collect::<Vec<_>>()
+    );
+    assert!(
+        column(&calibration, "class")
+            .iter()
+            .all(|class| class == "agree"),
+        "{calibration:#}"
+    );
+    assert_eq!(calibration["agreement"]["agreement"], 1.0);
+    let reported: Vec<u64> = column(&calibration, "recorded_served_tokens")
+        .iter()
+        .map(|tokens| tokens.as_u64().unwrap())
+        .collect();
+    assert_eq!(reported, observed);
+    let simulated: Vec<u64> = column(&calibration, "simulated_served_tokens")
+        .iter()
+        .map(|tokens| tokens.as_u64().unwrap())
+        .collect();
+    assert_eq!(simulated, observed);
+    assert!(observed.iter().any(|tokens| *tokens > 0), "{observed:?}");
+    std::fs::remove_dir_all(&folder).ok();
+}
+
+#[test]
+fn calibrate_on_a_hashing_fleet_serves_what_the_engines_reported_and_keeps_sessions_together() {
+    let folder =
+        std::env::temp_dir().join(format!("kvlint-calibrate-hash-{}", std::process::id()));
+    let (recorded, observed) = record_fleet("hash $http_x_session consistent;", &folder);
+    let calibration = calibrated(&recorded, "session-hash");
+    eprintln!("observed {observed:?}; calibration {calibration:#}");
+    // Teacher-forced, the engines' caches are where nginx sent each request: the served
+    // tokens are the engines', whatever the model would have chosen.
+    let simulated: Vec<u64> = column(&calibration, "simulated_served_tokens")
+        .iter()
+        .map(|tokens| tokens.as_u64().unwrap())
+        .collect();
+    assert_eq!(simulated, observed);
+    assert_eq!(calibration["served"]["absolute_error_tokens"], 0);
+    // nginx's ring and kvlint's hash differ (nginx hashes the replicas' addresses, here on
+    // random ports), so a session agrees or disagrees as a whole: both keep it on one
+    // replica.
+    let mut by_file: std::collections::BTreeMap<String, Vec<Value>> = Default::default();
+    for request in calibration["requests"].as_array().unwrap() {
+        by_file
+            .entry(request["file"].as_str().unwrap().to_owned())
+            .or_default()
+            .push(request["class"].clone());
+    }
+    assert_eq!(by_file.len(), 3, "{by_file:?}");
+    for classes in by_file.values() {
+        assert!(
+            classes.iter().all(|class| class == &classes[0]),
+            "{by_file:?}"
+        );
+    }
+    std::fs::remove_dir_all(&folder).ok();
+}
