@@ -1,7 +1,7 @@
-//! `llmd-prefix[:weights=3/2/2,chars=64,blocks=256,lru=31250]` and
-//! `llmd-precise[:weights=3/2/2]`: llm-d's inference scheduler, the Gateway API Inference
-//! Extension's endpoint picker with its scorers summed by weight and the highest total
-//! picked (equals drawn at random, the max-score picker):
+//! `llmd-prefix[:weights=3/2/2,nohit=0,chars=64,blocks=256,lru=31250]` and
+//! `llmd-precise[:weights=3/2/2,nohit=2,block=64]`: llm-d's inference scheduler, the Gateway
+//! API Inference Extension's endpoint picker with its scorers summed by weight and the
+//! highest total picked (equals drawn at random, the max-score picker):
 //!
 //! - the prefix scorer, `pkg/epp/scheduling/framework/plugins/multi/prefix/plugin.go`
 //!   (`Plugin::Score`, `hashPrompt`, `matchLongestPrefix`, `PreRequest`): the prompt in
@@ -11,19 +11,43 @@
 //!   request's hashes go into the chosen pod's LRU of `lru` entries
 //!   (`DefaultLRUCapacityPerServer`, 31,250), oldest dropped first — the prompt's head, added
 //!   first. A prompt under one block has no hashes and scores 0 everywhere.
+//! - the precise prefix-cache scorer (`llmd-precise`), llm-d-inference-scheduler `520af478`,
+//!   `pkg/epp/framework/plugins/scheduling/scorer/preciseprefixcache/precise_prefix_cache.go`
+//!   (`Scorer::Score`, lines 412-520) over llm-d-kv-cache-manager `a378f5b3`
+//!   `pkg/kvcache/kvblock_scorer.go` (`LongestPrefixScorer::Score`, 108-150), fed by the
+//!   engines' KV events: a pod's raw score is the longest run of the request's blocks, from
+//!   the first, its engine holds, in the scorer's own blocks of `block` tokens
+//!   (`tokenProcessorConfig.blockSize`, 64 in the guide: "must match vLLM --block-size"),
+//!   full blocks only; divided by the request's full blocks, `floor(tokens / block)`, and
+//!   clipped to 1 (`absoluteScoredPods`, `utils.go:16-44`). A prompt under one block scores 0
+//!   everywhere. Here the engine's cached prefix in whole scorer blocks.
+//! - the no-hit LRU scorer (`nohit=W`), `pkg/epp/framework/plugins/scheduling/scorer/nohitlru/
+//!   no_hit_lru.go` (`NoHitLRU::Score`, `scoreColdRequestByLRU`, `PreRequest`, lines
+//!   140-320): a request is cold when no pod matched a block (`isColdRequest`, reading the
+//!   match the prefix scorer stored). A warm request scores 0.5 everywhere. A cold one ranks
+//!   the pods: those that never took a cold request first, in pod order, then the others from
+//!   the least recently given a cold request; rank `r` of `n` pods scores `1 − r / (n − 1)`.
+//!   After a cold request its pod becomes the most recent (`moveTargetPodToFront`). So the
+//!   miss tie between idle pods falls deterministically, from the history of cold routings.
 //! - the queue scorer (`(max − waiting) / (max − min)` of the pods' waiting requests, 1 when
 //!   all are equal) and the KV-cache utilisation scorer (1 − the share of KV blocks the
 //!   running requests hold).
 //!
-//! `weights=P/Q/K` are the prefix, queue and KV-utilisation weights; 3/2/2 is the issue's
-//! "typical" llm-d configuration (the scheduler's sample configurations vary; `K=0` drops
-//! the utilisation scorer).
+//! `weights=P/Q/K` are the prefix, queue and KV-utilisation weights, `nohit` the no-hit LRU
+//! scorer's. `llmd-precise`'s defaults are the llm-d guide's, llm-d/llm-d
+//! `guides/precise-prefix-cache-routing/router/precise-prefix-cache-routing.values.yaml`
+//! (`076e65dc`): precise prefix 3, queue 2, KV utilisation 2, no-hit LRU 2, `blockSize: 64`.
+//! The scheduler's own sample, `deploy/config/epp-precise-prefix-cache-config.yaml`
+//! (`520af478`), weighs them 2/1/1 without the no-hit LRU:
+//! `llmd-precise:weights=2/1/1,nohit=0`. `llmd-prefix`'s 3/2/2 is the "typical"
+//! llm-d configuration, without the no-hit LRU (`K=0` drops the utilisation scorer). The
+//! guide's speculative indexing (the request's blocks believed on its pod for 2 s until the
+//! KV events arrive) is not modelled: the engines' caches here publish without delay.
 //!
 //! The approximate index is the router's belief: it learns what it routes and forgets by
 //! its LRU alone, in 64-character blocks approximated as `64 / CHARS_PER_TOKEN` tokens on
-//! the trace (see [`super`]). `llmd-precise` scores with the engines' own blocks instead (the
-//! precise prefix-cache scorer fed by vLLM's KV events): the engine-held share of the
-//! prompt's blocks, so its belief is the truth; its remaining knobs are the same.
+//! the trace (see [`super`]). The precise scorer's belief is the engines' caches in its own
+//! blocks.
 
 use std::fmt;
 
@@ -31,7 +55,7 @@ use kvlint_protocol::Spec;
 use rand::rngs::SmallRng;
 
 use super::index::{PrefixIndex, Recency, units};
-use super::{CHARS_PER_TOKEN, Choice, Decision, Route, View, random_lowest, ties};
+use super::{CHARS_PER_TOKEN, Choice, Decision, Route, View, number, random_lowest, ties};
 use crate::error::SpecError;
 
 /// Where the prefix scorer's index comes from.
@@ -48,6 +72,10 @@ pub struct LlmdConfig {
     pub index: LlmdIndex,
     /// Prefix, queue and KV-utilisation weights.
     pub weights: [f64; 3],
+    /// The no-hit LRU scorer's weight.
+    pub nohit: f64,
+    /// Tokens per block of the precise scorer.
+    pub block: u32,
     /// Characters per hashed block.
     pub chars: u32,
     /// Blocks hashed at most.
@@ -61,6 +89,11 @@ impl LlmdConfig {
         Self {
             index,
             weights: [3.0, 2.0, 2.0],
+            nohit: match index {
+                LlmdIndex::Approximate => 0.0,
+                LlmdIndex::Precise => 2.0,
+            },
+            block: 64,
             chars: 64,
             blocks: 256,
             lru: 31_250,
@@ -69,8 +102,8 @@ impl LlmdConfig {
 
     pub fn parse(index: LlmdIndex, spec: &Spec<'_>) -> Result<Self, SpecError> {
         match index {
-            LlmdIndex::Approximate => spec.only(&["weights", "chars", "blocks", "lru"])?,
-            LlmdIndex::Precise => spec.only(&["weights"])?,
+            LlmdIndex::Approximate => spec.only(&["weights", "nohit", "chars", "blocks", "lru"])?,
+            LlmdIndex::Precise => spec.only(&["weights", "nohit", "block"])?,
         }
         let default = Self::new(index);
         let weights = match spec.value("weights") {
@@ -99,6 +132,8 @@ impl LlmdConfig {
         Ok(Self {
             index,
             weights,
+            nohit: number(spec, "nohit", default.nohit, 0.0..=f64::MAX)?,
+            block: small("block", default.block)?,
             chars: small("chars", default.chars)?,
             blocks: small("blocks", default.blocks)?,
             lru: small("lru", default.lru)?,
@@ -113,6 +148,12 @@ impl fmt::Display for LlmdConfig {
         if self.weights != default.weights {
             let [prefix, queue, kv] = self.weights;
             knobs.push(format!("weights={prefix}/{queue}/{kv}"));
+        }
+        if self.nohit != default.nohit {
+            knobs.push(format!("nohit={}", self.nohit));
+        }
+        if self.block != default.block {
+            knobs.push(format!("block={}", self.block));
         }
         if self.chars != default.chars {
             knobs.push(format!("chars={}", self.chars));
@@ -137,6 +178,8 @@ const MODEL_UNIT: u64 = 0x6d6f_6465_6c00_0000;
 pub struct Scorers {
     config: LlmdConfig,
     index: PrefixIndex,
+    /// The pods that took a cold request, the least recently first (the no-hit LRU).
+    cold_routed: Vec<usize>,
 }
 
 impl Scorers {
@@ -144,7 +187,22 @@ impl Scorers {
         Self {
             config,
             index: PrefixIndex::new(replica_count),
+            cold_routed: Vec::new(),
         }
+    }
+
+    /// The no-hit LRU scorer for a cold request: pods that never took one first, in pod
+    /// order, then the least recently given one; rank `r` of `n` scores `1 − r / (n − 1)`.
+    fn cold_scores(&self, count: usize) -> Vec<f64> {
+        if count <= 1 {
+            return vec![1.0; count];
+        }
+        let never = (0..count).filter(|replica| !self.cold_routed.contains(replica));
+        let mut scores = vec![0.0; count];
+        for (rank, replica) in never.chain(self.cold_routed.iter().copied()).enumerate() {
+            scores[replica] = (1.0 - rank as f64 / (count - 1) as f64).max(0.0);
+        }
+        scores
     }
 
     /// Each pod's prefix score and the prompt tokens it is believed to hold; the request's
@@ -152,11 +210,20 @@ impl Scorers {
     fn prefix_scores(&self, view: &View<'_>) -> (Vec<f64>, Vec<u32>, Vec<u64>) {
         let count = view.replica_count();
         if self.config.index == LlmdIndex::Precise {
-            let full_blocks = view.prompt.blocks.len().max(1) as f64;
-            let held: Vec<u32> = (0..count).map(|replica| view.engine_hit(replica)).collect();
+            let block = self.config.block;
+            let request_blocks = view.prompt.tokens / block;
+            let held: Vec<u32> = (0..count)
+                .map(|replica| view.engine_hit(replica) / block * block)
+                .collect();
             let scores = held
                 .iter()
-                .map(|tokens| f64::from(*tokens / view.block_size.max(1)) / full_blocks)
+                .map(|tokens| {
+                    if request_blocks == 0 {
+                        0.0
+                    } else {
+                        (f64::from(tokens / block) / f64::from(request_blocks)).min(1.0)
+                    }
+                })
                 .collect();
             return (scores, held, Vec::new());
         }
@@ -205,6 +272,12 @@ impl Route for Scorers {
         let most = waiting.iter().copied().max().unwrap_or(0);
         let least = waiting.iter().copied().min().unwrap_or(0);
         let [prefix_weight, queue_weight, kv_weight] = self.config.weights;
+        let cold = held.iter().all(|tokens| *tokens == 0);
+        let nohit = if cold {
+            self.cold_scores(view.replica_count())
+        } else {
+            vec![0.5; view.replica_count()]
+        };
         let score = |replica: usize| {
             let signals = &view.signals[replica];
             let queue = if most == least {
@@ -218,14 +291,22 @@ impl Route for Scorers {
                 }
                 _ => 0.0,
             };
-            prefix_weight * prefix[replica] + queue_weight * queue + kv_weight * (1.0 - kv_used)
+            prefix_weight * prefix[replica]
+                + queue_weight * queue
+                + kv_weight * (1.0 - kv_used)
+                + self.config.nohit * nohit[replica]
         };
         let replica =
             random_lowest(0..view.replica_count(), |replica| -score(replica), rng).unwrap_or(0);
         let tied = ties(0..view.replica_count(), |replica| -score(replica), replica);
+        let routed = forced.unwrap_or(replica);
+        if cold && self.config.nohit > 0.0 {
+            self.cold_routed.retain(|pod| *pod != routed);
+            self.cold_routed.push(routed);
+        }
         if !hashes.is_empty() {
             self.index.insert(
-                forced.unwrap_or(replica),
+                routed,
                 &hashes,
                 Recency::TailNewest,
                 Some(self.config.lru as usize),
@@ -401,9 +482,10 @@ mod tests {
         warm.serve(&prompt(&[1, 2, 3], 49));
         let caches: Vec<ReplicaCache> = vec![engine.cache(CacheSize::Unbounded), warm];
         let mut rng = rng(0);
-        // Replica 1's engine holds 3 of 4 blocks: 3 × 0.75 + 0 + 2 = 4.25 against 0 + 2 + 2.
+        // In 16-token scorer blocks, without the no-hit LRU: replica 1's engine holds 3 of 4
+        // blocks: 3 × 0.75 + 0 + 2 = 4.25 against 0 + 2 + 2.
         let decision = pick(
-            &mut router("llmd-precise"),
+            &mut router("llmd-precise:block=16,nohit=0"),
             &[1, 2, 3, 4],
             64,
             &waiting([0, 1]),
@@ -418,5 +500,76 @@ mod tests {
                 predicted: Some(48)
             }
         );
+    }
+
+    /// Replica 1's engine holding the first `tokens` tokens of blocks 1, 2, … (16 a block);
+    /// replica 0's nothing.
+    fn holding(tokens: u32) -> Vec<ReplicaCache> {
+        let engine = SimEngine::Vllm { block: BLOCK };
+        let mut warm = engine.cache(CacheSize::Unbounded);
+        let blocks: Vec<u64> = (1..=u64::from(tokens / BLOCK)).collect();
+        warm.serve(&prompt(&blocks, tokens));
+        vec![engine.cache(CacheSize::Unbounded), warm]
+    }
+
+    /// `kvblock_scorer.go` `LongestPrefixScorer::Score` over 64-token blocks, divided by the
+    /// request's full blocks (`absoluteScoredPods`).
+    #[test]
+    fn the_precise_score_is_the_held_run_of_full_scorer_blocks_over_the_request_s() {
+        let precise = router("llmd-precise");
+        let scores = |tokens: u32, held: u32| {
+            let blocks: Vec<u64> = (1..=u64::from(tokens.div_ceil(BLOCK))).collect();
+            let signals = waiting([0, 0]);
+            let caches = holding(held);
+            let (scores, held, _) = precise.prefix_scores(&View {
+                prompt: &prompt(&blocks, tokens),
+                session: "s",
+                caches: &caches,
+                signals: &signals,
+                block_size: BLOCK,
+                now: 0.0,
+            });
+            (scores, held)
+        };
+        // 100 tokens: one full 64-token block, held in 80 tokens: all of it.
+        assert_eq!(scores(100, 80), (vec![0.0, 1.0], vec![0, 64]));
+        // 200 tokens: three full blocks; 144 tokens held: two of them.
+        assert_eq!(scores(200, 144), (vec![0.0, 2.0 / 3.0], vec![0, 128]));
+        // 60 tokens: under one block, nothing to score though 48 tokens are held.
+        assert_eq!(scores(60, 48), (vec![0.0, 0.0], vec![0, 0]));
+    }
+
+    /// `no_hit_lru.go`: a cold request ranks the pods that never took one first, then the
+    /// least recently given one; a warm request leaves the ranking as it was.
+    #[test]
+    fn cold_requests_go_round_the_pods_the_no_hit_lru_ranks() {
+        let engine = SimEngine::Vllm { block: BLOCK };
+        let mut warm = engine.cache(CacheSize::Unbounded);
+        warm.serve(&prompt(&[1, 2, 3, 4, 5], 80));
+        let caches = vec![
+            warm,
+            engine.cache(CacheSize::Unbounded),
+            engine.cache(CacheSize::Unbounded),
+        ];
+        let idle: Vec<ReplicaSignals> = vec![ReplicaSignals::default(); 3];
+        let Policy::Llmd(config) = "llmd-precise".parse().unwrap() else {
+            unreachable!()
+        };
+        let mut router = Scorers::new(config, 3);
+        let mut rng = rng(0);
+        let mut route = |blocks: &[u64]| {
+            let tokens = blocks.len() as u32 * BLOCK;
+            pick(&mut router, blocks, tokens, &idle, &caches, 0.0, &mut rng).replica
+        };
+        // Nobody holds blocks 10…: cold, to the never-used pods in order.
+        assert_eq!(route(&[10, 11, 12, 13]), 0);
+        assert_eq!(route(&[20, 21, 22, 23]), 1);
+        assert_eq!(route(&[30, 31, 32, 33]), 2);
+        // Warm: replica 0's engine serves a 64-token block of the prompt; the no-hit LRU is
+        // not touched.
+        assert_eq!(route(&[1, 2, 3, 4, 5]), 0);
+        // Cold again: the least recently given a cold request, replica 0, then 1.
+        assert_eq!(route(&[40, 41, 42, 43]), 0);
+        assert_eq!(route(&[50, 51, 52, 53]), 1);
     }
 }
