@@ -251,6 +251,7 @@ fn main() {
                 decode_tps: Some(50.0),
                 seed: 1,
                 per_request: false,
+                fleet: kvlint_workload::FleetOptions::default(),
             };
             let started = Instant::now();
             std::hint::black_box(replay_baseline(&trace));

@@ -54,9 +54,9 @@ mod trace;
 pub use error::{SpecError, TraceFileError};
 pub use report::{FindingCost, Reuse, WorkloadReport, arrival_order, workload_report};
 pub use simulate::{
-    AibrixConfig, Arrival, Belief, CacheSize, DynamoConfig, DynamoCost, LLAMACPP_TRACE_BLOCK,
-    Latency, LlmdConfig, LlmdIndex, Policies, Policy, RayConfig, ReplicaLoad, Setup, SglangConfig,
-    SglangIndex, SimEngine, SimulationResult, simulate,
+    AibrixConfig, Arrival, Belief, Bounds, CacheSize, DynamoConfig, DynamoCost, FleetOptions,
+    LLAMACPP_TRACE_BLOCK, Latency, LlmdConfig, LlmdIndex, Policies, Policy, RayConfig, ReplicaLoad,
+    Setup, SglangConfig, SglangIndex, SimEngine, SimulationResult, simulate,
 };
 pub use stats::Distribution;
 pub use trace::{Trace, TraceRequest, TraceSession, build_trace, chain_hash, session_identity};

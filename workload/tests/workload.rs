@@ -155,6 +155,7 @@ fn setup(policy: Policy, replicas: usize, cache: CacheSize) -> Setup {
         decode_tps: None,
         seed: 7,
         per_request: true,
+        fleet: kvlint_workload::FleetOptions::default(),
     }
 }
 

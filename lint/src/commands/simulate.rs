@@ -7,7 +7,9 @@
 use std::path::PathBuf;
 
 use kvlint_workload::html::simulation_html;
-use kvlint_workload::{Arrival, CacheSize, Policies, Setup, SimEngine, SimulationResult, simulate};
+use kvlint_workload::{
+    Arrival, CacheSize, FleetOptions, Policies, Setup, SimEngine, SimulationResult, simulate,
+};
 use miette::IntoDiagnostic;
 use rayon::prelude::*;
 
@@ -66,6 +68,23 @@ pub struct Args {
     /// their turns), to compare with what an engine reported.
     #[arg(long)]
     pub per_request: bool,
+    /// Milliseconds the routers' load signals (queue, running, waiting, prefill tokens) and
+    /// the engines' KV events lag behind the replicas: a router decides on the replicas' load
+    /// as it was that long ago, and a router that follows KV events (prefix-aware, dynamo-kv,
+    /// dynamo-lmetric, llmd-precise) on each engine's cache as it was then.
+    #[arg(long, default_value = "0", value_name = "MS")]
+    pub signal_delay: f64,
+    /// Router replicas without shared state, each with its own index and counters, a front
+    /// balancer sending each request to the next in turn (round-robin). Several,
+    /// comma-separated, for a sweep; 1 is always simulated beside them, to show what the
+    /// others lose.
+    #[arg(long, value_delimiter = ',', default_value = "1", value_name = "N")]
+    pub routers: Vec<usize>,
+    /// Each replica's prefill and decode speed relative to --prefill-tps and --decode-tps,
+    /// comma-separated in replica order (`1,1,0.5`: the third replica at half speed); a
+    /// replica not listed runs at 1.
+    #[arg(long, value_delimiter = ',', value_name = "SPEED")]
+    pub replica_speed: Vec<f64>,
     /// The seed of random routing and arrivals.
     #[arg(long, default_value = "0")]
     pub seed: u64,
@@ -94,10 +113,32 @@ pub fn run(mut args: Args) -> miette::Result<Outcome> {
     // The trace's blocks are the engine's.
     args.trace.block = Some(args.engine.block_size());
     let traced = traced(&args.sessions, &args.dataset, &args.trace)?;
+    if !args.signal_delay.is_finite() || args.signal_delay < 0.0 {
+        miette::bail!("--signal-delay must be a number of milliseconds, 0 or more");
+    }
+    if args.routers.contains(&0) {
+        miette::bail!("--routers must be 1 or more");
+    }
+    if args
+        .replica_speed
+        .iter()
+        .any(|speed| !speed.is_finite() || *speed <= 0.0)
+    {
+        miette::bail!("--replica-speed must be positive numbers, one per replica");
+    }
+    let mut routers = args.routers.clone();
+    if !routers.contains(&1) {
+        routers.insert(0, 1);
+    }
     let mut setups = Vec::new();
     for &replicas in &args.replicas {
         for &cache in &args.cache {
-            for &policy in args.routing.iter().flat_map(|policies| &policies.0) {
+            for (&policy, &router_count) in args
+                .routing
+                .iter()
+                .flat_map(|policies| &policies.0)
+                .flat_map(|policy| routers.iter().map(move |routers| (policy, routers)))
+            {
                 setups.push(Setup {
                     replicas,
                     cache,
@@ -108,6 +149,12 @@ pub fn run(mut args: Args) -> miette::Result<Outcome> {
                     decode_tps: args.decode_tps,
                     seed: args.seed,
                     per_request: args.per_request,
+                    fleet: FleetOptions {
+                        signal_delay: args.signal_delay / 1000.0,
+                        routers: router_count,
+                        replica_speed: args.replica_speed.clone(),
+                        bounds: true,
+                    },
                 });
             }
         }
@@ -153,7 +200,7 @@ fn human(results: &[SimulationResult], prompt_tokens: u64) -> String {
     for result in results {
         text.push_str(&format!(
             "  {:<28} {:>8} {:>16} {:>6.1}% {:>14} {:>14} {:>10} {:>9.2} {:>8.3}s {:>8.3}s {:>8.3}s\n",
-            result.policy,
+            routing_label(result),
             result.replicas,
             result.cache,
             100.0 * result.hit_rate,
@@ -184,6 +231,94 @@ fn human(results: &[SimulationResult], prompt_tokens: u64) -> String {
         text.push_str(&format!(
             "\n  the router's belief against the engines' truth, in prompt tokens:\n  {:<28} {:>8} {:>16} {:>14} {:>20} {:>20}\n{beliefs}",
             "routing", "replicas", "cache", "predicted", "predicted not served", "served not predicted",
+        ));
+    }
+    text.push_str(&fleet_sections(results));
+    text
+}
+
+/// A result's policy, with its router replicas when more than one.
+fn routing_label(result: &SimulationResult) -> String {
+    if result.routers > 1 {
+        format!("{} ×{} routers", result.policy, result.routers)
+    } else {
+        result.policy.clone()
+    }
+}
+
+/// The bounds of each run, and what router replicas without shared state lose against one.
+fn fleet_sections(results: &[SimulationResult]) -> String {
+    let mut text = String::new();
+    if let Some(first) = results.first()
+        && (first.signal_delay > 0.0 || !first.replica_speed.is_empty())
+    {
+        text.push_str(&format!(
+            "\n  signals {} ms late; replica speeds {}\n",
+            first.signal_delay * 1000.0,
+            if first.replica_speed.is_empty() {
+                "all 1".to_owned()
+            } else {
+                first
+                    .replica_speed
+                    .iter()
+                    .map(f64::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            },
+        ));
+    }
+    let mut bounds = String::new();
+    for result in results {
+        if let Some(bound) = &result.bounds {
+            bounds.push_str(&format!(
+                "  {:<28} {:>8} {:>16} {:>14} {:>22} {:>22}\n",
+                routing_label(result),
+                result.replicas,
+                result.cache,
+                result.served_tokens,
+                bound.infinite_served_tokens,
+                bound
+                    .belady_served_tokens
+                    .map_or("not modelled".to_owned(), |tokens| tokens.to_string()),
+            ));
+        }
+    }
+    if !bounds.is_empty() {
+        text.push_str(&format!(
+            "\n  what no router and no eviction beats, in served prompt tokens (each run's requests in the order it served them):\n  {:<28} {:>8} {:>16} {:>14} {:>22} {:>22}\n{bounds}",
+            "routing", "replicas", "cache", "served", "infinite shared cache", "Belady, replicas×cache",
+        ));
+    }
+    let mut lost = String::new();
+    for result in results.iter().filter(|result| result.routers > 1) {
+        let one = results.iter().find(|one| {
+            one.routers == 1
+                && one.policy == result.policy
+                && one.replicas == result.replicas
+                && one.cache == result.cache
+        });
+        if let Some(one) = one {
+            let loss = one.served_tokens as i64 - result.served_tokens as i64;
+            lost.push_str(&format!(
+                "  {:<28} {:>8} {:>16} {:>8} {:>14} {:>14} {:>8.1}%\n",
+                result.policy,
+                result.replicas,
+                result.cache,
+                result.routers,
+                one.served_tokens,
+                result.served_tokens,
+                if one.served_tokens == 0 {
+                    0.0
+                } else {
+                    100.0 * loss as f64 / one.served_tokens as f64
+                },
+            ));
+        }
+    }
+    if !lost.is_empty() {
+        text.push_str(&format!(
+            "\n  router replicas without shared state against one router, in served prompt tokens:\n  {:<28} {:>8} {:>16} {:>8} {:>14} {:>14} {:>9}\n{lost}",
+            "routing", "replicas", "cache", "routers", "one router", "served", "lost",
         ));
     }
     text

@@ -115,7 +115,7 @@ fn previous_share(prompt: &Prompt<'_>, block_size: u32) -> u32 {
 }
 
 /// Blocks a hit may cover: never the prompt's last token.
-fn hit_limit(prompt: &Prompt<'_>, block_size: u32) -> usize {
+pub(crate) fn hit_limit(prompt: &Prompt<'_>, block_size: u32) -> usize {
     (prompt.tokens.saturating_sub(1) / block_size.max(1)) as usize
 }
 

@@ -9,6 +9,8 @@
 //! throughput: the time to first token is the wait for the replica plus that prefill. Decoding
 //! runs beside prefill (continuous batching) and only delays the session's next turn.
 
+mod bounds;
+mod realism;
 mod routers;
 mod run;
 
@@ -21,6 +23,7 @@ use serde::Serialize;
 use crate::cache::{BlockPool, RadixTree, ReplicaCache, Slots};
 use crate::error::SpecError;
 
+pub use realism::FleetOptions;
 pub use routers::{
     AibrixConfig, DynamoConfig, DynamoCost, LlmdConfig, LlmdIndex, RayConfig, SglangConfig,
     SglangIndex, SmgConfig,
@@ -226,8 +229,7 @@ evict=60,size=67108864], \
 smg-cache-aware[:threshold=0.3,abs=64,rel=1.5,index=text|tokens,evict=60,size=67108864,warmup=0], \
 dynamo-kv[:scale=1,credit=1,temperature=0,busy=FRACTION,ttl=SECONDS], \
 dynamo-lmetric[:credit=1,temperature=0,busy=FRACTION,ttl=SECONDS], \
-llmd-prefix[:weights=3/2/2,nohit=0,chars=64,blocks=256,lru=31250], \
-llmd-precise[:weights=3/2/2,nohit=2,block=64], \
+llmd-prefix[:weights=3/2/2,chars=64,blocks=256,lru=31250], llmd-precise[:weights=3/2/2], \
 aibrix-prefix[:chars=4,entries=200000,ttl=1200,factor=2,gap=8,sigma=1], \
 ray-prefix[:imbalance=10,match=0.1,evict=CHARS,target=CHARS,interval=10]";
 
@@ -415,6 +417,18 @@ pub struct Setup {
     pub seed: u64,
     /// Keep each request's served tokens in the result (for comparing with an engine).
     pub per_request: bool,
+    pub fleet: FleetOptions,
+}
+
+/// Two bounds on the served tokens of a run's requests, in the order it served them (the
+/// module `bounds` defines them).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Bounds {
+    /// One infinite cache every replica shares: every block held before anywhere is served.
+    pub infinite_served_tokens: u64,
+    /// Belady's farthest-next-use eviction in one pool of replicas × cache blocks: what the
+    /// best possible eviction serves at this capacity; `None` for llama.cpp.
+    pub belady_served_tokens: Option<u64>,
 }
 
 /// One replica's share of the work.
@@ -479,6 +493,16 @@ pub struct SimulationResult {
     /// Per request (trace order), the tokens served from cache, when asked.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub served_per_request: Option<Vec<u32>>,
+    /// Router replicas without shared state.
+    pub routers: usize,
+    /// Seconds the routers' signals lag behind the replicas.
+    pub signal_delay: f64,
+    /// Each replica's speed relative to `prefill_tps` and `decode_tps`, when not all 1.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub replica_speed: Vec<f64>,
+    /// What no router and no eviction could beat, when asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bounds: Option<Bounds>,
 }
 
 #[cfg(test)]
@@ -503,8 +527,6 @@ mod tests {
             Policy::Llmd(LlmdConfig {
                 index: LlmdIndex::Approximate,
                 weights: [3.0, 2.0, 2.0],
-                nohit: 0.0,
-                block: 64,
                 chars: 64,
                 blocks: 256,
                 lru: 31_250,
@@ -530,7 +552,6 @@ mod tests {
             "dynamo-lmetric:credit=0.5,ttl=60",
             "llmd-prefix:weights=3/2/0,chars=128,blocks=64,lru=1000",
             "llmd-precise:weights=1/1/1",
-            "llmd-precise:weights=2/1/1,nohit=0,block=16",
             "prefix-aware:overload=2",
             "aibrix-prefix:chars=512,entries=100,ttl=60,factor=1.5,gap=16,sigma=2",
             "ray-prefix:imbalance=4,match=0.3,evict=1000,target=900,interval=5",

@@ -3,7 +3,7 @@
 //! replica prefills the rest ([`Fleet`]), and the run's figures are summed up at the end.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
@@ -192,6 +192,45 @@ struct InFlight {
     computed: u32,
     /// Its prompt's blocks.
     blocks: u32,
+    arrived: f64,
+}
+
+/// The engines' caches as routers that follow KV events read them when signals arrive late:
+/// a copy of each engine's cache, fed each request the engine served (the blocks it stored,
+/// and so evicted) only once the delay has passed since.
+struct Published {
+    caches: Vec<ReplicaCache>,
+    /// Requests served and not published yet: when, where, which, and its prompt's blocks.
+    pending: VecDeque<(f64, usize, usize, Vec<u64>)>,
+}
+
+impl Published {
+    /// Publishes what the engines served until `as_of`.
+    fn catch_up(&mut self, trace: &Trace, as_of: f64) {
+        while self
+            .pending
+            .front()
+            .is_some_and(|(time, ..)| *time <= as_of)
+        {
+            let Some((_, replica, index, blocks)) = self.pending.pop_front() else {
+                break;
+            };
+            let request = &trace.requests[index];
+            let session_start = trace.sessions[request.session as usize].requests.start as usize;
+            let lineage = |earlier: usize| lineage(trace, session_start, earlier, index);
+            self.caches[replica].serve(&Prompt {
+                lineage: &lineage,
+                request: index,
+                session: request.session,
+                previous: (!trace.is_first(index)).then(|| index - 1),
+                blocks: &blocks,
+                generated_blocks: trace.generated_blocks(index),
+                tokens: request.input_tokens,
+                output_tokens: request.output_tokens,
+                shared_with_previous_sequence: request.shared_with_previous_sequence,
+            });
+        }
+    }
 }
 
 /// The replicas as requests reach them: their caches and queues, what each session last used,
@@ -203,7 +242,13 @@ struct Fleet<'a> {
     /// `ideal`: one cache all replicas share.
     shared: bool,
     caches: Vec<ReplicaCache>,
-    router: Box<dyn Route>,
+    /// The engines' caches as the routers read them when signals arrive late.
+    published: Option<Published>,
+    /// Router replicas without shared state, each request to the next in turn.
+    routers: Vec<Box<dyn Route>>,
+    routed: usize,
+    /// The requests in the order served, for the bounds.
+    order: Option<Vec<u32>>,
     /// When each replica has prefilled what it was sent.
     free_at: Vec<f64>,
     /// The requests each replica has not answered yet, for routers that read load.
@@ -226,7 +271,11 @@ impl<'a> Fleet<'a> {
         let block = setup.engine.block_size();
         let replica_count = setup.replicas.max(1);
         let shared = setup.policy == Policy::Ideal;
-        let router = routers::router(setup.policy, replica_count);
+        let router_count = setup.fleet.routers.max(1);
+        let routers: Vec<Box<dyn Route>> = (0..router_count)
+            .map(|_| routers::router(setup.policy, replica_count))
+            .collect();
+        let delayed = setup.fleet.signal_delay > 0.0;
         let caches: Vec<ReplicaCache> = if shared {
             vec![ReplicaCache::Ideal(BlockPool::new(block, None))]
         } else {
@@ -241,9 +290,21 @@ impl<'a> Fleet<'a> {
             shared,
             caches,
             free_at: vec![0.0f64; replica_count],
-            in_flight: router.reads_load().then(|| vec![Vec::new(); replica_count]),
+            published: (delayed && !shared).then(|| Published {
+                caches: (0..replica_count)
+                    .map(|_| setup.engine.cache(setup.cache))
+                    .collect(),
+                pending: VecDeque::new(),
+            }),
+            in_flight: (delayed || routers.iter().any(|router| router.reads_load()))
+                .then(|| vec![Vec::new(); replica_count]),
             belief: None,
-            router,
+            routers,
+            routed: 0,
+            order: setup
+                .fleet
+                .bounds
+                .then(|| Vec::with_capacity(trace.requests.len())),
             loads: vec![ReplicaLoad::default(); replica_count],
             session_blocks: HashMap::new(),
             session_replica: HashMap::new(),
@@ -265,6 +326,9 @@ impl<'a> Fleet<'a> {
         let index = event.request;
         let request = &trace.requests[index];
         let signals = self.signals(now);
+        if let Some(published) = self.published.as_mut() {
+            published.catch_up(trace, now - self.setup.fleet.signal_delay);
+        }
         let blocks = self.session_blocks.entry(request.session).or_default();
         trace.next_prompt_blocks(index, blocks);
         let first = trace.is_first(index);
@@ -281,11 +345,17 @@ impl<'a> Fleet<'a> {
             output_tokens: request.output_tokens,
             shared_with_previous_sequence: request.shared_with_previous_sequence,
         };
-        let decision = self.router.pick(
+        let front = self.routed % self.routers.len();
+        self.routed += 1;
+        let decision = self.routers[front].pick(
             &View {
                 prompt: &prompt,
                 session: &trace.sessions[request.session as usize].identity,
-                caches: if self.shared { &[] } else { &self.caches },
+                caches: match (&self.published, self.shared) {
+                    (_, true) => &[],
+                    (Some(published), false) => &published.caches,
+                    (None, false) => &self.caches,
+                },
                 signals: &signals,
                 block_size: self.setup.engine.block_size(),
                 now,
@@ -304,6 +374,14 @@ impl<'a> Fleet<'a> {
             _ => None,
         };
         let served = self.caches[cache_index].serve(&prompt);
+        if let Some(published) = self.published.as_mut() {
+            published
+                .pending
+                .push_back((now, replica, index, prompt.blocks.to_vec()));
+        }
+        if let Some(order) = self.order.as_mut() {
+            order.push(index as u32);
+        }
         if let Some(would) = elsewhere {
             self.lost_locality += u64::from(would.saturating_sub(served.cached));
         }
@@ -337,13 +415,19 @@ impl<'a> Fleet<'a> {
         load.requests += 1;
         load.prompt_tokens += u64::from(request.input_tokens);
         load.computed_tokens += u64::from(computed);
+        let speed = setup
+            .fleet
+            .replica_speed
+            .get(replica)
+            .copied()
+            .unwrap_or(1.0);
         let start = now.max(self.free_at[replica]);
-        self.free_at[replica] = start + f64::from(computed) / setup.prefill_tps;
+        self.free_at[replica] = start + f64::from(computed) / (setup.prefill_tps * speed);
         self.ttfts.push(self.free_at[replica] - now);
         let finished = self.free_at[replica]
             + setup
                 .decode_tps
-                .map_or(0.0, |tps| f64::from(request.output_tokens) / tps);
+                .map_or(0.0, |tps| f64::from(request.output_tokens) / (tps * speed));
         self.makespan = self.makespan.max(finished);
         if let Some(in_flight) = self.in_flight.as_mut() {
             in_flight[replica].push(InFlight {
@@ -354,13 +438,17 @@ impl<'a> Fleet<'a> {
                 blocks: request
                     .input_tokens
                     .div_ceil(setup.engine.block_size().max(1)),
+                arrived: now,
             });
         }
         finished
     }
 
-    /// Each replica's load at `now`, as a router reads it.
+    /// Each replica's load as a router reads it at `now`: as it was the signal delay before,
+    /// from the requests that had arrived by then.
     fn signals(&mut self, now: f64) -> Vec<ReplicaSignals> {
+        let delay = self.setup.fleet.signal_delay;
+        let as_of = now - delay;
         let capacity_blocks = self
             .setup
             .cache
@@ -375,11 +463,19 @@ impl<'a> Fleet<'a> {
                 };
                 if let Some(in_flight) = self.in_flight.as_mut() {
                     let requests = &mut in_flight[replica];
-                    requests.retain(|request| request.finished > now);
-                    for request in requests.iter() {
+                    requests.retain(|request| request.finished > as_of);
+                    if delay > 0.0 {
+                        // The queue as it was: the prefill of the last request sent by then.
+                        signals.queued = requests
+                            .iter()
+                            .filter(|request| request.arrived <= as_of)
+                            .map(|request| request.prefill_end - as_of)
+                            .fold(0.0, f64::max);
+                    }
+                    for request in requests.iter().filter(|request| request.arrived <= as_of) {
                         signals.running += 1;
-                        signals.waiting += u32::from(request.prefill_start > now);
-                        if request.prefill_end > now {
+                        signals.waiting += u32::from(request.prefill_start > as_of);
+                        if request.prefill_end > as_of {
                             signals.prefill_tokens += u64::from(request.computed);
                         }
                         signals.active_blocks += u64::from(request.blocks);
@@ -405,6 +501,7 @@ impl<'a> Fleet<'a> {
             evicted,
             makespan,
             belief,
+            order,
             ..
         } = self;
         let prompt_tokens = trace.input_tokens();
@@ -452,6 +549,12 @@ impl<'a> Fleet<'a> {
             makespan,
             belief,
             served_per_request,
+            routers: setup.fleet.routers.max(1),
+            signal_delay: setup.fleet.signal_delay,
+            replica_speed: setup.fleet.replica_speed.clone(),
+            bounds: order.map(|order| {
+                super::bounds::bounds(trace, setup.engine, replica_count, setup.cache, &order)
+            }),
         }
     }
 }
@@ -508,6 +611,7 @@ mod tests {
             decode_tps: None,
             seed: 0,
             per_request: true,
+            fleet: crate::simulate::FleetOptions::default(),
         };
         simulate(&trace(), &setup).unwrap()
     }
