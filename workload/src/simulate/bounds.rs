@@ -56,11 +56,9 @@ pub fn bounds(
     let belady_served = match (engine, cache.blocks(block_size)) {
         (SimEngine::LlamaCpp { .. }, _) => None,
         (_, None) => Some(infinite_served),
-        (_, Some(blocks)) => Some(stream.belady_served(
-            trace,
-            block_size,
-            blocks.saturating_mul(replicas.max(1)),
-        )),
+        (_, Some(blocks)) => {
+            Some(stream.belady_served(trace, block_size, blocks.saturating_mul(replicas.max(1))))
+        }
     };
     Bounds {
         infinite_served_tokens: infinite_served,
@@ -203,9 +201,7 @@ mod tests {
         let nodes = rng.random_range(3..9usize);
         // parent[node]: node 0 is a root, as is any node whose parent draw is itself.
         let parent: Vec<Option<usize>> = (0..nodes)
-            .map(|node| {
-                (node > 0 && rng.random_bool(0.8)).then(|| rng.random_range(0..node))
-            })
+            .map(|node| (node > 0 && rng.random_bool(0.8)).then(|| rng.random_range(0..node)))
             .collect();
         let path = |node: usize| {
             let mut path = vec![node as u64 + 100];
@@ -221,8 +217,9 @@ mod tests {
             .map(|_| {
                 let end = rng.random_range(0..nodes);
                 let prompt = path(end);
-                let children: Vec<usize> =
-                    (0..nodes).filter(|node| parent[*node] == Some(end)).collect();
+                let children: Vec<usize> = (0..nodes)
+                    .filter(|node| parent[*node] == Some(end))
+                    .collect();
                 let answer = match children.first() {
                     Some(child) if rng.random_bool(0.5) => vec![*child as u64 + 100],
                     _ => Vec::new(),
@@ -297,7 +294,10 @@ mod tests {
     /// blocks, every such choice tried.
     fn brute_optimum(requests: &[Request], capacity: u32) -> u64 {
         let mut bits: HashMap<u64, u32> = HashMap::new();
-        for block in requests.iter().flat_map(|(prompt, answer, _)| prompt.iter().chain(answer)) {
+        for block in requests
+            .iter()
+            .flat_map(|(prompt, answer, _)| prompt.iter().chain(answer))
+        {
             let next = bits.len() as u32;
             bits.entry(*block).or_insert(next);
         }
@@ -393,7 +393,10 @@ mod tests {
         // llama.cpp's slots hold what the simulation does not bound: no Belady bound.
         let llamacpp = bounds(
             &trace_of(&requests),
-            SimEngine::LlamaCpp { slots: 1, block: BLOCK },
+            SimEngine::LlamaCpp {
+                slots: 1,
+                block: BLOCK,
+            },
             1,
             CacheSize::Blocks(2),
             &in_order(&requests),
@@ -452,8 +455,11 @@ mod tests {
                     let optimum = brute_optimum(&requests, (replicas as u64 * capacity) as u32);
                     assert!(optimum <= infinite);
                     for (policy, engine) in policies.iter().flat_map(|policy| {
-                        [SimEngine::Vllm { block: BLOCK }, SimEngine::Sglang { page: BLOCK }]
-                            .map(|engine| (policy, engine))
+                        [
+                            SimEngine::Vllm { block: BLOCK },
+                            SimEngine::Sglang { page: BLOCK },
+                        ]
+                        .map(|engine| (policy, engine))
                     }) {
                         let mut setup = setup(policy, replicas, capacity);
                         setup.engine = engine;

@@ -38,7 +38,9 @@ pub struct FleetOptions {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::simulate::{Arrival, Belief, CacheSize, Setup, SimEngine, SimulationResult, simulate};
+    use crate::simulate::{
+        Arrival, Belief, CacheSize, Setup, SimEngine, SimulationResult, simulate,
+    };
     use crate::trace::{Trace, TraceRequest, TraceSession};
 
     /// One-request sessions: (arrival second, prompt blocks, prompt tokens), 16-token blocks.
@@ -95,7 +97,11 @@ mod tests {
     }
 
     fn requests_per_replica(result: &SimulationResult) -> Vec<u64> {
-        result.per_replica.iter().map(|load| load.requests).collect()
+        result
+            .per_replica
+            .iter()
+            .map(|load| load.requests)
+            .collect()
     }
 
     fn delayed(seconds: f64) -> FleetOptions {
@@ -181,7 +187,12 @@ mod tests {
         // reaches a router that has routed nothing: it predicts nothing; the third reaches
         // the first router again, which matches it.
         let trace = trace(&[(0.0, &[1, 2], 40), (1.0, &[1, 2], 40), (2.0, &[1, 2], 40)]);
-        let one = run(&trace, "sglang-cache-aware", 1000.0, FleetOptions::default());
+        let one = run(
+            &trace,
+            "sglang-cache-aware",
+            1000.0,
+            FleetOptions::default(),
+        );
         assert_eq!(one.served_per_request, Some(vec![0, 32, 32]));
         assert_eq!(one.belief.map(|belief| belief.predicted_tokens), Some(64));
         let two = FleetOptions {
