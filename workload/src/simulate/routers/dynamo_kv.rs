@@ -39,8 +39,9 @@
 //! unreleased (`--router-selection-policy lmetric`; issue #11029), after "Simple is Better:
 //! Multiplication May Be All You Need for LLM Request Scheduling" (arXiv:2603.15202). The
 //! formula the pull request states is the one above: the adjusted prefill blocks are not
-//! multiplied by `prefill_load_scale`, so `scale` is refused here. It requires prefill-token tracking,
-//! which this simulation always does (Dynamo's default, `--router-track-prefill-tokens`).
+//! multiplied by `prefill_load_scale`, so `scale` is refused here. It requires prefill-token
+//! tracking, which this simulation always does (Dynamo's default,
+//! `--router-track-prefill-tokens`).
 //! With no release to run, it is checked against that formula only.
 
 use std::fmt;
@@ -90,6 +91,15 @@ impl DynamoConfig {
     pub fn parse(cost: DynamoCost, spec: &Spec<'_>) -> Result<Self, SpecError> {
         match cost {
             DynamoCost::Kv => spec.only(&["scale", "credit", "temperature", "busy", "ttl"])?,
+            DynamoCost::Lmetric if spec.value("scale").is_some() => {
+                return Err(spec
+                    .error(
+                        "`scale` does not apply to dynamo-lmetric: its cost (ai-dynamo/dynamo \
+                         pull request #11028) is adjusted prefill × (decode + 1), \
+                         prefill_load_scale unused",
+                    )
+                    .into());
+            }
             DynamoCost::Lmetric => spec.only(&["credit", "temperature", "busy", "ttl"])?,
         }
         let default = Self::new(cost);
@@ -351,6 +361,14 @@ mod tests {
         assert_eq!(
             route("dynamo-lmetric:credit=0", &loads([10, 0], None)).replica,
             1
+        );
+        // No prefill_load_scale in pull request #11028's cost: `scale` is refused, saying so.
+        let refused = "dynamo-lmetric:scale=4".parse::<Policy>().unwrap_err();
+        assert!(
+            refused
+                .to_string()
+                .contains("`scale` does not apply to dynamo-lmetric"),
+            "{refused}"
         );
         // Busy over half of 16 blocks (10 active): replica 0 is left out, cheaper or not.
         assert_eq!(
