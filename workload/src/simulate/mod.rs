@@ -230,7 +230,7 @@ smg-cache-aware[:threshold=0.3,abs=64,rel=1.5,index=text|tokens,evict=60,size=67
 dynamo-kv[:scale=1,credit=1,temperature=0,busy=FRACTION,ttl=SECONDS], \
 dynamo-lmetric[:credit=1,temperature=0,busy=FRACTION,ttl=SECONDS], \
 llmd-prefix[:weights=3/2/2,chars=64,blocks=256,lru=31250], llmd-precise[:weights=3/2/2], \
-aibrix-prefix[:chars=4,entries=200000,ttl=1200,factor=2,gap=8,sigma=1], \
+aibrix-prefix[:chars=4,entries=200000,ttl=1200,gap=8,factor=F,sigma=1], \
 ray-prefix[:imbalance=10,match=0.1,evict=CHARS,target=CHARS,interval=10]";
 
 /// `name` alone, or `name:knob,knob`.
