@@ -342,6 +342,24 @@ pub fn replay(url: &str, bodies: &[(usize, Value)], folder: &Path) -> Vec<Vec<u6
     observed
 }
 
+/// `kvlint simulate`'s arguments for llama-server's own template and vocabulary, for the trace
+/// (llama-server's request handling).
+pub fn engine_rendering() -> Vec<String> {
+    let assets =
+        kvlint_fixtures::assets().expect("test assets missing: run scripts/fetch-assets.sh");
+    let template = assets.join("templates/Qwen-Qwen2.5-7B-Instruct.jinja");
+    let tokenizer = kvlint_fixtures::qwen2_vocab_tokenizer()
+        .expect("run scripts/test.sh to convert the vocabulary");
+    vec![
+        "--serving-engine".into(),
+        "llamacpp".into(),
+        "--chat-template".into(),
+        template.display().to_string(),
+        "--tokenizer".into(),
+        tokenizer.display().to_string(),
+    ]
+}
+
 /// `kvlint simulate` on the recorded `folder` with `args`: each point's result.
 pub fn simulated(folder: &Path, args: &[&str]) -> Vec<Value> {
     let output = Command::new(env!("CARGO_BIN_EXE_kvlint"))
@@ -354,6 +372,31 @@ pub fn simulated(folder: &Path, args: &[&str]) -> Vec<Value> {
         .unwrap();
     serde_json::from_slice(&output.stdout)
         .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&output.stderr)))
+}
+
+/// `kvlint proxy` in front of `upstreams`, recording into `record`, its counters on
+/// `metrics_port`, with `options`; its URL once its metrics answer.
+pub fn proxy_to(upstreams: &[&str], record: &Path, metrics_port: u16, options: &[&str]) -> Served {
+    let port = kvlint_fixtures::free_port();
+    let child = Command::new(env!("CARGO_BIN_EXE_kvlint"))
+        .args(["proxy", "--listen", &format!("127.0.0.1:{port}")])
+        .args(options)
+        .args(upstreams.iter().flat_map(|url| ["--upstream", url]))
+        .args(["--metrics", &format!("127.0.0.1:{metrics_port}")])
+        .arg("--record")
+        .arg(record)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Up once its metrics answer (the upstreams are up already, or are meant to fail).
+    let mut served = Served {
+        child,
+        url: format!("http://127.0.0.1:{metrics_port}"),
+    }
+    .wait_until_healthy("/metrics");
+    served.url = format!("http://127.0.0.1:{port}");
+    served
 }
 
 /// The sum of the samples of `name` (and of metrics whose names begin so) in Prometheus text.

@@ -5,14 +5,14 @@
 
 use std::io::Read;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use kvlint_fixtures::Served;
 use serde_json::{Value, json};
 
 use crate::common;
 
-use common::{get, metric};
+use common::{get, metric, proxy_to};
 
 fn llama_server() -> Served {
     kvlint_fixtures::start_llama_server()
@@ -26,29 +26,6 @@ fn proxy(upstream: &Served, record: &Path, metrics_port: u16) -> Served {
 
 fn proxy_with(upstream: &Served, record: &Path, metrics_port: u16, options: &[&str]) -> Served {
     proxy_to(&[upstream.url.as_str()], record, metrics_port, options)
-}
-
-fn proxy_to(upstreams: &[&str], record: &Path, metrics_port: u16, options: &[&str]) -> Served {
-    let port = kvlint_fixtures::free_port();
-    let child = Command::new(env!("CARGO_BIN_EXE_kvlint"))
-        .args(["proxy", "--listen", &format!("127.0.0.1:{port}")])
-        .args(options)
-        .args(upstreams.iter().flat_map(|url| ["--upstream", url]))
-        .args(["--metrics", &format!("127.0.0.1:{metrics_port}")])
-        .arg("--record")
-        .arg(record)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    // Up once its metrics answer (the upstreams are up already, or are meant to fail).
-    let mut served = Served {
-        child,
-        url: format!("http://127.0.0.1:{metrics_port}"),
-    }
-    .wait_until_healthy("/metrics");
-    served.url = format!("http://127.0.0.1:{port}");
-    served
 }
 
 /// Sends `body` streamed and returns the raw server-sent events.

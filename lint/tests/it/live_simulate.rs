@@ -13,23 +13,6 @@ use serde_json::Value;
 
 use crate::common;
 
-/// The engine's own template and vocabulary, for the trace (llama-server's request handling).
-fn engine_rendering() -> Vec<String> {
-    let assets =
-        kvlint_fixtures::assets().expect("test assets missing: run scripts/fetch-assets.sh");
-    let template = assets.join("templates/Qwen-Qwen2.5-7B-Instruct.jinja");
-    let tokenizer = kvlint_fixtures::qwen2_vocab_tokenizer()
-        .expect("run scripts/test.sh to convert the vocabulary");
-    vec![
-        "--serving-engine".into(),
-        "llamacpp".into(),
-        "--chat-template".into(),
-        template.display().to_string(),
-        "--tokenizer".into(),
-        tokenizer.display().to_string(),
-    ]
-}
-
 fn served(result: &Value) -> Vec<u64> {
     result["served_per_request"]
         .as_array()
@@ -93,7 +76,7 @@ fn llama_server_slots_and_prompt_cache_serve_what_the_simulation_says() {
             .flatten()
             .collect();
         drop(engine);
-        let mut args = engine_rendering();
+        let mut args = common::engine_rendering();
         args.extend(
             [
                 "--engine",
@@ -151,7 +134,7 @@ fn lost_locality_behind_nginx_is_what_the_simulation_says() {
         runs.push((computed(&replicas) - before, observed));
     }
     let observed_lost = runs[0].0 - runs[1].0;
-    let mut args = engine_rendering();
+    let mut args = common::engine_rendering();
     args.extend(
         [
             "--engine",
