@@ -202,7 +202,7 @@ fn human(results: &[SimulationResult], prompt_tokens: u64) -> String {
     for result in results {
         text.push_str(&format!(
             "  {:<28} {:>8} {:>16} {:>6.1}% {:>14} {:>14} {:>10} {:>9.2} {:>8.3}s {:>8.3}s {:>8.3}s\n",
-            routing_label(result),
+            result.routing_label(),
             result.replicas,
             result.cache,
             100.0 * result.hit_rate,
@@ -239,15 +239,6 @@ fn human(results: &[SimulationResult], prompt_tokens: u64) -> String {
     text
 }
 
-/// A result's policy, with its router replicas when more than one.
-fn routing_label(result: &SimulationResult) -> String {
-    if result.routers > 1 {
-        format!("{} ×{} routers", result.policy, result.routers)
-    } else {
-        result.policy.clone()
-    }
-}
-
 /// The bounds of each run, and what router replicas without shared state lose against one.
 fn fleet_sections(results: &[SimulationResult]) -> String {
     let mut text = String::new();
@@ -274,7 +265,7 @@ fn fleet_sections(results: &[SimulationResult]) -> String {
         if let Some(bound) = &result.bounds {
             bounds.push_str(&format!(
                 "  {:<28} {:>8} {:>16} {:>14} {:>22} {:>22}\n",
-                routing_label(result),
+                result.routing_label(),
                 result.replicas,
                 result.cache,
                 result.served_tokens,

@@ -399,3 +399,103 @@ fn workload_json_cached(cache: &str) -> Value {
     assert_eq!(code, 0, "{stderr}");
     serde_json::from_str(&stdout).unwrap()
 }
+
+/// Fleet realism and the bounds from the command line: router replicas without shared state
+/// are simulated beside one router, late signals and unequal speeds are reported, and every
+/// run shows its two bounds, which no policy beats.
+#[test]
+fn simulate_reports_router_replicas_late_signals_and_the_bounds() {
+    let args = |format| {
+        vec![
+            "simulate",
+            CORPUS,
+            "--no-trace-cache",
+            "--format",
+            format,
+            "--replicas",
+            "2",
+            "--cache",
+            "400",
+            "--routing",
+            "round-robin,sglang-cache-aware,prefix-aware,ideal",
+            "--prefill-tps",
+            "5000",
+            "--routers",
+            "3",
+            "--signal-delay",
+            "500",
+            "--replica-speed",
+            "1,0.5",
+        ]
+    };
+    let (code, stdout, stderr) = kvlint(&args("json"));
+    assert_eq!(code, 0, "{stderr}");
+    let results: Vec<Value> = serde_json::from_str(&stdout).unwrap();
+    // Each policy with one router (always simulated beside) and with three.
+    let points: Vec<(&str, u64)> = results
+        .iter()
+        .map(|result| {
+            (
+                result["policy"].as_str().unwrap(),
+                result["routers"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        points,
+        [
+            ("round-robin", 1),
+            ("round-robin", 3),
+            ("sglang-cache-aware", 1),
+            ("sglang-cache-aware", 3),
+            ("prefix-aware:overload=5", 1),
+            ("prefix-aware:overload=5", 3),
+            ("ideal", 1),
+            ("ideal", 3)
+        ]
+    );
+    for result in &results {
+        assert_eq!(result["signal_delay"], 0.5, "{result}");
+        assert_eq!(result["replica_speed"], serde_json::json!([1.0, 0.5]));
+        let served = result["served_tokens"].as_u64().unwrap();
+        let infinite = result["bounds"]["infinite_served_tokens"].as_u64().unwrap();
+        let belady = result["bounds"]["belady_served_tokens"].as_u64().unwrap();
+        // A pool of 2 × 400 blocks serves less than an infinite cache on the corpus.
+        assert!(belady < infinite, "{result}");
+        if result["policy"] == "ideal" {
+            // Its one cache is the infinite one, beyond the capacity.
+            assert_eq!(served, infinite, "{result}");
+        } else {
+            assert!(served <= belady, "{result}");
+        }
+    }
+    let (code, stdout, stderr) = kvlint(&args("human"));
+    assert_eq!(code, 0, "{stderr}");
+    for expected in [
+        "signals 500 ms late; replica speeds 1, 0.5",
+        "what no router and no eviction beats",
+        "router replicas without shared state against one router",
+        "sglang-cache-aware ×3 routers",
+    ] {
+        assert!(stdout.contains(expected), "{expected}: {stdout}");
+    }
+    for (flag, value, expected) in [
+        ("--routers", "0", "--routers must be 1 or more"),
+        ("--replica-speed", "1,0", "--replica-speed must be positive"),
+        ("--signal-delay", "NaN", "--signal-delay must be a number"),
+    ] {
+        let (code, _, stderr) = kvlint(&[
+            "simulate",
+            CORPUS,
+            "--no-trace-cache",
+            "--cache",
+            "10",
+            "--prefill-tps",
+            "1000",
+            flag,
+            value,
+        ]);
+        assert_eq!(code, 2, "{flag} {value}: {stderr}");
+        assert!(stderr.contains(expected), "{flag} {value}: {stderr}");
+    }
+}

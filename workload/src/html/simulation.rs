@@ -10,7 +10,7 @@ use super::plot::{
     Axis, Lines, ROW_HEIGHT, Scale, escape, grouped, grouped_in, lines_figure, page_start, percent,
     readable, row_label_svg, rows_frame,
 };
-use crate::simulate::{Belief, SimulationResult};
+use crate::simulate::{Belief, Bounds, SimulationResult};
 
 /// The sweep's points (replicas and cache), in the order first simulated.
 fn sweep_points(results: &[SimulationResult]) -> Vec<(usize, &str)> {
@@ -29,12 +29,12 @@ fn row_label(result: &SimulationResult, sweep: bool) -> String {
     if sweep {
         format!(
             "{} · {} × {}",
-            result.policy,
+            result.routing_label(),
             result.replicas,
             grouped_in(&result.cache)
         )
     } else {
-        result.policy.clone()
+        result.routing_label()
     }
 }
 
@@ -69,11 +69,46 @@ fn served_figure(results: &[SimulationResult], labels: &[String]) -> String {
             ty = top + 13.0,
             hit = percent(result.hit_rate),
         );
+        if let Some(bounds) = &result.bounds {
+            bound_marks(&mut svg, &x, top, bounds);
+        }
     }
     svg.push_str("</svg>");
     format!(
-        r#"<figure id="served"><figcaption>Prompt tokens served from cache and computed</figcaption>{svg}<ul class="legend"><li><span class="swatch" style="background:#1f5fa8"></span>served from cache</li><li><span class="swatch" style="background:#c9ced6"></span>computed (prefilled)</li></ul></figure>"#
+        r#"<figure id="served"><figcaption>Prompt tokens served from cache and computed</figcaption>{svg}<ul class="legend"><li><span class="swatch" style="background:#1f5fa8"></span>served from cache</li><li><span class="swatch" style="background:#c9ced6"></span>computed (prefilled)</li><li><span class="swatch" style="background:#111"></span>bound: infinite shared cache</li><li><span class="swatch" style="background:#d4731f"></span>bound: Belady's eviction at replicas × cache</li></ul></figure>"#
     )
+}
+
+/// The two bounds on a row of the served figure: a mark where the infinite shared cache's
+/// served tokens end, and one where Belady's eviction at the fleet's capacity's end.
+fn bound_marks(svg: &mut String, x: &Axis, top: f64, bounds: &Bounds) {
+    let marks = [
+        (
+            "bound-infinite",
+            "#111",
+            "infinite shared cache",
+            Some(bounds.infinite_served_tokens),
+        ),
+        (
+            "bound-belady",
+            "#d4731f",
+            "Belady's eviction at replicas × cache",
+            bounds.belady_served_tokens,
+        ),
+    ];
+    for (class, colour, name, tokens) in marks {
+        let Some(tokens) = tokens else {
+            continue;
+        };
+        let at = x.position(tokens as f64);
+        let _ = write!(
+            svg,
+            r#"<line class="{class}" x1="{at:.1}" x2="{at:.1}" y1="{y1:.1}" y2="{y2:.1}" stroke="{colour}" stroke-width="3"><title>{name}: {served} served</title></line>"#,
+            y1 = top - 2.0,
+            y2 = top + ROW_HEIGHT - 4.0,
+            served = grouped(tokens),
+        );
+    }
 }
 
 /// Per result whose router keeps an index of its own, what it predicted the chosen replica
@@ -288,13 +323,13 @@ fn sweep_figures(results: &[SimulationResult], points: &[(usize, &str)]) -> Stri
 /// Every result's figures, grouped for reading.
 pub(super) fn table(results: &[SimulationResult]) -> String {
     let mut table = String::from(
-        "<table id=\"simulations\"><tr><th>Routing</th><th>replicas</th><th>cache</th><th>served</th><th>computed</th><th>hit rate</th><th>lost to locality</th><th>evicted blocks</th><th>imbalance</th><th>TTFT p50</th><th>p95</th><th>p99</th><th>router predicted</th><th>predicted, not served</th><th>served, not predicted</th></tr>",
+        "<table id=\"simulations\"><tr><th>Routing</th><th>replicas</th><th>cache</th><th>served</th><th>computed</th><th>hit rate</th><th>lost to locality</th><th>evicted blocks</th><th>imbalance</th><th>TTFT p50</th><th>p95</th><th>p99</th><th>bound: infinite shared cache</th><th>bound: Belady at replicas × cache</th><th>router predicted</th><th>predicted, not served</th><th>served, not predicted</th></tr>",
     );
     for result in results {
         let _ = write!(
             table,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{} s</td><td>{} s</td><td>{} s</td>",
-            escape(&result.policy),
+            escape(&result.routing_label()),
             grouped(result.replicas as u64),
             escape(&grouped_in(&result.cache)),
             grouped(result.served_tokens),
@@ -306,6 +341,23 @@ pub(super) fn table(results: &[SimulationResult]) -> String {
             readable(result.ttft.p50),
             readable(result.ttft.p95),
             readable(result.ttft.p99)
+        );
+        let bound = |tokens: Option<u64>| tokens.map_or_else(|| "—".to_owned(), grouped);
+        let _ = write!(
+            table,
+            "<td>{}</td><td>{}</td>",
+            bound(
+                result
+                    .bounds
+                    .as_ref()
+                    .map(|bounds| bounds.infinite_served_tokens)
+            ),
+            bound(
+                result
+                    .bounds
+                    .as_ref()
+                    .and_then(|bounds| bounds.belady_served_tokens)
+            ),
         );
         match &result.belief {
             Some(belief) => {

@@ -18,6 +18,8 @@
 //!   decodes at `decode_tps × speed[i]`; a replica not listed runs at 1. The routers read the
 //!   queue in seconds, so a slow replica looks busier.
 
+use super::SimulationResult;
+
 /// How the fleet departs from one router that sees every replica as it is, and the bounds a
 /// result adds; the default is one router, signals as they are, replicas of equal speed, no
 /// bounds.
@@ -33,6 +35,17 @@ pub struct FleetOptions {
     pub replica_speed: Vec<f64>,
     /// Compute the result's [`super::Bounds`].
     pub bounds: bool,
+}
+
+impl SimulationResult {
+    /// The result's policy, with its router replicas when more than one.
+    pub fn routing_label(&self) -> String {
+        if self.routers > 1 {
+            format!("{} ×{} routers", self.policy, self.routers)
+        } else {
+            self.policy.clone()
+        }
+    }
 }
 
 #[cfg(test)]
