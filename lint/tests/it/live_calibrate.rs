@@ -29,6 +29,19 @@ fn record_fleet(balance: &str, folder: &Path) -> (std::path::PathBuf, Vec<u64>) 
     );
     let workload = common::interleaved_workload(3, 3);
     let observed = common::replay(&proxy.url, &workload, &folder.join("client"));
+    // The proxy records after it answers: wait for the last line.
+    let lines = || -> usize {
+        std::fs::read_dir(&recorded).map_or(0, |entries| {
+            entries
+                .filter_map(|entry| std::fs::read_to_string(entry.ok()?.path()).ok())
+                .map(|text| text.lines().count())
+                .sum()
+        })
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while lines() < workload.len() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
     drop(proxy);
     // In the order sent: turn by turn, session by session.
     let mut per_session: Vec<std::vec::IntoIter<u64>> =
@@ -40,8 +53,8 @@ fn record_fleet(balance: &str, folder: &Path) -> (std::path::PathBuf, Vec<u64>) 
     (recorded, sent)
 }
 
-/// `kvlint simulate --calibrate` of `recorded` with `routing`, as JSON.
-fn calibrated(recorded: &Path, routing: &str) -> Value {
+/// `kvlint simulate --calibrate` of `recorded` with `routing` and `options`, as JSON.
+fn calibrated(recorded: &Path, routing: &str, options: &[&str]) -> Value {
     let mut args = common::engine_rendering();
     args.extend(
         [
@@ -64,6 +77,7 @@ fn calibrated(recorded: &Path, routing: &str) -> Value {
         .arg("--calibrate")
         .arg(recorded)
         .args(&args)
+        .args(options)
         .output()
         .unwrap();
     assert_eq!(
@@ -90,7 +104,7 @@ fn calibrate_on_a_round_robin_fleet_agrees_on_every_request_and_serves_what_the_
     let folder =
         std::env::temp_dir().join(format!("kvlint-calibrate-rr-{}", std::process::id()));
     let (recorded, observed) = record_fleet("", &folder);
-    let calibration = calibrated(&recorded, "round-robin");
+    let calibration = calibrated(&recorded, "round-robin", &[]);
     eprintln!("observed {observed:?}; calibration {calibration:#}");
     assert_eq!(calibration["replicas"].as_array().unwrap().len(), 2);
     // nginx alternates: the recorded replicas are 0, 1, 0, 1, … in arrival order.
@@ -122,6 +136,30 @@ fn calibrate_on_a_round_robin_fleet_agrees_on_every_request_and_serves_what_the_
         .collect();
     assert_eq!(simulated, observed);
     assert!(observed.iter().any(|tokens| *tokens > 0), "{observed:?}");
+    // Told the replicas the other way round, the model starts its turn on the other one:
+    // the first request disagrees. Teacher-forced, its turn then continues after the replica
+    // nginx chose, and the rest agree; free, every request disagrees.
+    let names: Vec<&str> = calibration["replicas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|name| name.as_str().unwrap())
+        .collect();
+    let reversed = format!("http://{}/,{}", names[1], names[0]);
+    let classes = |options: &[&str]| -> Vec<String> {
+        let calibration = calibrated(&recorded, "round-robin", options);
+        column(&calibration, "class")
+            .iter()
+            .map(|class| class.as_str().unwrap().to_owned())
+            .collect()
+    };
+    let mut expected = vec!["agree".to_owned(); observed.len()];
+    expected[0] = "disagree-miss".to_owned();
+    assert_eq!(classes(&["--calibrate-replicas", &reversed]), expected);
+    assert_eq!(
+        classes(&["--calibrate-replicas", &reversed, "--calibrate-free"]),
+        vec!["disagree-miss".to_owned(); observed.len()]
+    );
     std::fs::remove_dir_all(&folder).ok();
 }
 
@@ -130,7 +168,7 @@ fn calibrate_on_a_hashing_fleet_serves_what_the_engines_reported_and_keeps_sessi
     let folder =
         std::env::temp_dir().join(format!("kvlint-calibrate-hash-{}", std::process::id()));
     let (recorded, observed) = record_fleet("hash $http_x_session consistent;", &folder);
-    let calibration = calibrated(&recorded, "session-hash");
+    let calibration = calibrated(&recorded, "session-hash", &[]);
     eprintln!("observed {observed:?}; calibration {calibration:#}");
     // Teacher-forced, the engines' caches are where nginx sent each request: the served
     // tokens are the engines', whatever the model would have chosen.
