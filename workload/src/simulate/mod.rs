@@ -586,7 +586,10 @@ mod tests {
             ("dynamo-kv:temp=1", "unknown option `temp=1`"),
             ("dynamo-kv:busy=1.5", "`busy` must be a number from 0 to 1"),
             // The pull request's lmetric cost does not scale the prefill term.
-            ("dynamo-lmetric:scale=2", "unknown option `scale=2`"),
+            (
+                "dynamo-lmetric:scale=2",
+                "`scale` does not apply to dynamo-lmetric",
+            ),
             (
                 "llmd-prefix:weights=3/2/2/1",
                 "`weights` is PREFIX/QUEUE[/KV]",
