@@ -54,6 +54,10 @@ mod trace;
 pub use error::{SpecError, TraceFileError};
 pub use report::{FindingCost, Reuse, WorkloadReport, arrival_order, workload_report};
 pub use simulate::{
+    Agreement, AgreementSummary, CalibrateError, CalibratedRequest, Calibration, RecordedRequest,
+    ServedComparison, calibrate, recorded_requests,
+};
+pub use simulate::{
     AibrixConfig, Arrival, Belief, Bounds, CacheSize, DynamoConfig, DynamoCost, FleetOptions,
     LLAMACPP_TRACE_BLOCK, Latency, LlmdConfig, LlmdIndex, Policies, Policy, RayConfig, ReplicaLoad,
     Setup, SglangConfig, SglangIndex, SimEngine, SimulationResult, simulate,

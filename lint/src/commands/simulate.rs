@@ -16,6 +16,8 @@ use rayon::prelude::*;
 use super::Outcome;
 use super::workload::{TraceArgs, deliver, traced};
 
+mod calibrate;
+
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Example:
   kvlint simulate sessions/ --replicas 4 --cache 20000 --engine vllm:block=16 \\
@@ -25,6 +27,31 @@ use super::workload::{TraceArgs, deliver, traced};
 pub struct Args {
     /// Session files, recordings or folders: anything `kvlint check` reads.
     pub sessions: Vec<PathBuf>,
+    /// Calibrate the model of the deployed router (--routing, one policy) on sessions `kvlint
+    /// proxy --record` wrote in front of the real fleet (each line names its `replica`): the
+    /// recorded arrivals replayed, teacher-forced, and per request the recorded replica and
+    /// served tokens against the model's (docs/simulate-calibrate.md). The replicas are those
+    /// the recordings name; --replicas and --arrival are not read.
+    #[arg(
+        long,
+        value_name = "RECORDINGS",
+        conflicts_with_all = ["sessions", "dataset", "replicas"]
+    )]
+    pub calibrate: Vec<PathBuf>,
+    /// The replicas in the deployed router's order (its --worker-urls, nginx's `server`
+    /// lines), comma-separated, where its ties fall by position; default: the order they first
+    /// served a request. Compared without `http://`, `https://` and a trailing `/`.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "URL",
+        requires = "calibrate"
+    )]
+    pub calibrate_replicas: Vec<String>,
+    /// Calibrate without teacher forcing: the model follows its own decisions, so one
+    /// disagreement changes what follows.
+    #[arg(long, requires = "calibrate")]
+    pub calibrate_free: bool,
     /// Benchmark datasets, as `kvlint workload --dataset` reads them.
     #[arg(long, value_name = "FILE")]
     pub dataset: Vec<PathBuf>,
@@ -111,6 +138,9 @@ pub enum SimulateFormat {
 pub fn run(mut args: Args) -> miette::Result<Outcome> {
     if args.prefill_tps.is_nan() || args.prefill_tps <= 0.0 {
         miette::bail!("--prefill-tps must be a positive number of tokens per second");
+    }
+    if !args.calibrate.is_empty() {
+        return calibrate::run(&args);
     }
     // The trace's blocks are the engine's.
     args.trace.block = Some(args.engine.block_size());

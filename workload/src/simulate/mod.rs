@@ -10,6 +10,7 @@
 //! runs beside prefill (continuous batching) and only delays the session's next turn.
 
 mod bounds;
+mod calibrate;
 mod realism;
 mod routers;
 mod run;
@@ -23,6 +24,10 @@ use serde::Serialize;
 use crate::cache::{BlockPool, RadixTree, ReplicaCache, Slots};
 use crate::error::SpecError;
 
+pub use calibrate::{
+    Agreement, AgreementSummary, CalibrateError, CalibratedRequest, Calibration, RecordedRequest,
+    ServedComparison, calibrate, recorded_requests,
+};
 pub use realism::FleetOptions;
 pub use routers::{
     AibrixConfig, DynamoConfig, DynamoCost, LlmdConfig, LlmdIndex, RayConfig, SglangConfig,

@@ -9,7 +9,7 @@ use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use rand_distr::{Distribution as _, Gamma};
 
-use super::routers::{self, ReplicaSignals, Route, View};
+use super::routers::{self, Choice, ReplicaSignals, Route, View};
 use super::{Arrival, Belief, Latency, Policy, ReplicaLoad, Setup, SimulationResult};
 use crate::cache::{BlockPool, Prompt, ReplicaCache};
 use crate::error::SpecError;
@@ -64,6 +64,55 @@ fn ends_session(trace: &Trace, index: usize) -> bool {
 
 /// Runs one point of the simulation over `trace` (whose block size must be the engine's).
 pub fn simulate(trace: &Trace, setup: &Setup) -> Result<SimulationResult, SpecError> {
+    Ok(run(trace, setup, None)?.result())
+}
+
+/// Recorded decisions replayed ([`super::calibrate`]): the replica each request was sent to
+/// (by trace index), and whether the run follows them (teacher forcing: the router is told the
+/// recorded replica and the engines serve from it) or only compares with them.
+pub(super) struct Recorded<'a> {
+    pub replicas: &'a [usize],
+    pub forced: bool,
+}
+
+/// What the router chose for one request, and the prompt tokens served from cache where it
+/// was served (the recorded replica when forced).
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct Replayed {
+    pub choice: Choice,
+    pub served: u32,
+}
+
+/// Replays `trace` through the router of `setup` beside the `recorded` decisions: per request
+/// (trace order), what the router chose and what was served.
+pub(super) fn replay(
+    trace: &Trace,
+    setup: &Setup,
+    recorded: Recorded<'_>,
+) -> Result<Vec<Replayed>, SpecError> {
+    if recorded.replicas.len() != trace.requests.len() {
+        return Err(SpecError::new(
+            &setup.policy.to_string(),
+            format!(
+                "{} recorded decisions for {} requests",
+                recorded.replicas.len(),
+                trace.requests.len()
+            ),
+        ));
+    }
+    run(trace, setup, Some(recorded))?
+        .replayed
+        .into_iter()
+        .collect::<Option<Vec<_>>>()
+        .ok_or_else(|| SpecError::new("recorded", "a recorded request was not replayed"))
+}
+
+/// The events of `trace` under `setup`, one after the other, through the fleet.
+fn run<'a>(
+    trace: &'a Trace,
+    setup: &'a Setup,
+    recorded: Option<Recorded<'a>>,
+) -> Result<Fleet<'a>, SpecError> {
     let block = setup.engine.block_size();
     if trace.block_size != block {
         return Err(SpecError::new(
@@ -74,14 +123,14 @@ pub fn simulate(trace: &Trace, setup: &Setup) -> Result<SimulationResult, SpecEr
             ),
         ));
     }
-    let mut fleet = Fleet::new(trace, setup);
+    let mut fleet = Fleet::new(trace, setup, recorded);
     let mut rng = SmallRng::seed_from_u64(setup.seed);
     let mut arrivals = Arrivals::start(trace, setup, &mut rng)?;
     while let Some(Reverse(event)) = arrivals.queue.pop() {
         let finished = fleet.serve(event, &mut rng);
         arrivals.follow(trace, setup, event.request, finished);
     }
-    Ok(fleet.result())
+    Ok(fleet)
 }
 
 /// When requests arrive: the events in time order, and the sessions not started yet.
@@ -259,6 +308,9 @@ struct Fleet<'a> {
     session_replica: HashMap<u32, usize>,
     ttfts: Vec<f64>,
     served_per_request: Option<Vec<u32>>,
+    /// Recorded decisions to follow or compare with, and per request what the router chose.
+    recorded: Option<Recorded<'a>>,
+    replayed: Vec<Option<Replayed>>,
     served_total: u64,
     lost_locality: u64,
     changes: u64,
@@ -267,7 +319,7 @@ struct Fleet<'a> {
 }
 
 impl<'a> Fleet<'a> {
-    fn new(trace: &'a Trace, setup: &'a Setup) -> Self {
+    fn new(trace: &'a Trace, setup: &'a Setup, recorded: Option<Recorded<'a>>) -> Self {
         let block = setup.engine.block_size();
         let replica_count = setup.replicas.max(1);
         let shared = setup.policy == Policy::Ideal;
@@ -310,6 +362,12 @@ impl<'a> Fleet<'a> {
             session_replica: HashMap::new(),
             ttfts: Vec::with_capacity(trace.requests.len()),
             served_per_request: setup.per_request.then(|| vec![0u32; trace.requests.len()]),
+            replayed: if recorded.is_some() {
+                vec![None; trace.requests.len()]
+            } else {
+                Vec::new()
+            },
+            recorded,
             served_total: 0,
             lost_locality: 0,
             changes: 0,
@@ -345,24 +403,32 @@ impl<'a> Fleet<'a> {
             output_tokens: request.output_tokens,
             shared_with_previous_sequence: request.shared_with_previous_sequence,
         };
+        let view = View {
+            prompt: &prompt,
+            session: &trace.sessions[request.session as usize].identity,
+            caches: match (&self.published, self.shared) {
+                (_, true) => &[],
+                (Some(published), false) => &published.caches,
+                (None, false) => &self.caches,
+            },
+            signals: &signals,
+            block_size: self.setup.engine.block_size(),
+            now,
+        };
         let front = self.routed % self.routers.len();
         self.routed += 1;
-        let decision = self.routers[front].pick(
-            &View {
-                prompt: &prompt,
-                session: &trace.sessions[request.session as usize].identity,
-                caches: match (&self.published, self.shared) {
-                    (_, true) => &[],
-                    (Some(published), false) => &published.caches,
-                    (None, false) => &self.caches,
-                },
-                signals: &signals,
-                block_size: self.setup.engine.block_size(),
-                now,
-            },
-            rng,
-        );
-        let replica = decision.replica;
+        let router = &mut self.routers[front];
+        let forced = self
+            .recorded
+            .as_ref()
+            .filter(|recorded| recorded.forced)
+            .map(|recorded| recorded.replicas[index]);
+        let choice = match forced {
+            Some(replica) => router.pick_forced(&view, rng, replica),
+            None => router.decide(&view, rng, None),
+        };
+        let decision = choice.decision;
+        let replica = forced.unwrap_or(decision.replica);
         let cache_index = if self.shared { 0 } else { replica };
         // What the session's previous replica would have served.
         let previous_replica = self.session_replica.insert(request.session, replica);
@@ -397,6 +463,12 @@ impl<'a> Fleet<'a> {
         }
         if let Some(per_request) = self.served_per_request.as_mut() {
             per_request[index] = served.cached;
+        }
+        if let Some(replayed) = self.replayed.get_mut(index) {
+            *replayed = Some(Replayed {
+                choice,
+                served: served.cached,
+            });
         }
         let computed = request.input_tokens.saturating_sub(served.cached);
         let finished = self.prefill(replica, now, request, computed);
@@ -560,14 +632,14 @@ impl<'a> Fleet<'a> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::simulate::{CacheSize, SimEngine};
     use crate::trace::TraceSession;
 
     /// Three one-request sessions, a second apart, on 16-token blocks: blocks 1, 2 (40
     /// tokens), blocks 11, 12, 13 (50 tokens), then blocks 1, 2 again (40 tokens).
-    fn trace() -> Trace {
+    pub(in crate::simulate) fn trace() -> Trace {
         let request = |session: u32, blocks: std::ops::Range<u32>, tokens: u32| TraceRequest {
             session,
             time: Some(f64::from(session)),
