@@ -4,7 +4,7 @@
 //! workloads to compare (production against a benchmark), each drawn over the first on the
 //! same axes. `kvlint simulate`'s page is [`simulation_html`].
 
-mod plot;
+pub(crate) mod plot;
 mod simulation;
 
 use std::fmt::Write;

@@ -59,8 +59,9 @@ pub use simulate::{
 };
 pub use simulate::{
     AibrixConfig, Arrival, Belief, Bounds, CacheSize, DynamoConfig, DynamoCost, FleetOptions,
-    LLAMACPP_TRACE_BLOCK, Latency, LlmdConfig, LlmdIndex, Policies, Policy, RayConfig, ReplicaLoad,
-    Setup, SglangConfig, SglangIndex, SimEngine, SimulationResult, simulate,
+    LLAMACPP_TRACE_BLOCK, Latency, LlmdConfig, LlmdIndex, Policies, Policy, Ranked, Ranking,
+    RayConfig, ReplicaLoad, Setup, SglangConfig, SglangIndex, SimEngine, SimulationResult, rank,
+    simulate,
 };
 pub use stats::Distribution;
 pub use trace::{Trace, TraceRequest, TraceSession, build_trace, chain_hash, session_identity};

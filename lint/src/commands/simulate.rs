@@ -8,7 +8,8 @@ use std::path::PathBuf;
 
 use kvlint_workload::html::simulation_html;
 use kvlint_workload::{
-    Arrival, CacheSize, FleetOptions, Policies, Setup, SimEngine, SimulationResult, simulate,
+    Arrival, CacheSize, FleetOptions, Policies, Policy, Ranking, Setup, SimEngine,
+    SimulationResult, rank, simulate,
 };
 use miette::IntoDiagnostic;
 use rayon::prelude::*;
@@ -23,7 +24,9 @@ mod calibrate;
   kvlint simulate sessions/ --replicas 4 --cache 20000 --engine vllm:block=16 \\
       --routing round-robin,session-hash,prefix-aware,ideal --arrival poisson:2 --prefill-tps 8000
   kvlint simulate sessions/ --replicas 2,4 --cache 5000,20000,unbounded --prefill-tps 8000 \\
-      --format html -o fleet.html")]
+      --format html -o fleet.html
+  kvlint simulate sessions/ --replicas 4 --cache 20000 --arrival poisson:2 --prefill-tps 8000 \\
+      --compare                         which deployed router, ranked, and why each loses")]
 pub struct Args {
     /// Session files, recordings or folders: anything `kvlint check` reads.
     pub sessions: Vec<PathBuf>,
@@ -77,12 +80,16 @@ pub struct Args {
     /// llmd-precise[:weights=3/2/2,nohit=2,block=64],
     /// aibrix-prefix[:chars=4,entries=200000,ttl=1200,gap=8,factor=F,sigma=1],
     /// ray-prefix[:imbalance=10,match=0.1,evict=CHARS,target=CHARS,interval=10].
-    #[arg(
-        long,
-        default_value = "round-robin,session-hash,prefix-aware,ideal",
-        value_name = "POLICY"
-    )]
+    /// Default: round-robin,session-hash,prefix-aware,ideal; with --compare, every named
+    /// router.
+    #[arg(long, value_name = "POLICY")]
     pub routing: Vec<Policies>,
+    /// The decision report: rank the policies (every named router with its defaults, unless
+    /// --routing names others) at each replica count and cache by served tokens, TTFT p99 and
+    /// load imbalance (the busiest replica's prefilled tokens over the mean), each loser with
+    /// the measured reason it loses against the winner.
+    #[arg(long)]
+    pub compare: bool,
     /// When requests arrive: recorded, poisson:RATE[,burstiness=B] (sessions per second),
     /// closed:CONCURRENCY (sessions at a time).
     #[arg(long, default_value = "closed:8", value_name = "ARRIVAL")]
@@ -162,13 +169,25 @@ pub fn run(mut args: Args) -> miette::Result<Outcome> {
     if !routers.contains(&1) {
         routers.insert(0, 1);
     }
+    let policies: Vec<Policy> = match (args.routing.is_empty(), args.compare) {
+        (false, _) => args
+            .routing
+            .iter()
+            .flat_map(|list| list.0.clone())
+            .collect(),
+        (true, true) => Policy::named(),
+        (true, false) => {
+            DEFAULT_ROUTING
+                .parse::<Policies>()
+                .map_err(miette::Report::new)?
+                .0
+        }
+    };
     let mut setups = Vec::new();
     for &replicas in &args.replicas {
         for &cache in &args.cache {
-            for (&policy, &router_count) in args
-                .routing
+            for (&policy, &router_count) in policies
                 .iter()
-                .flat_map(|policies| &policies.0)
                 .flat_map(|policy| routers.iter().map(move |routers| (policy, routers)))
             {
                 setups.push(Setup {
@@ -196,19 +215,74 @@ pub fn run(mut args: Args) -> miette::Result<Outcome> {
         .map(|setup| simulate(&traced.trace, setup))
         .collect::<Result<_, _>>()
         .map_err(miette::Report::new)?;
+    let rankings = if args.compare {
+        rank(&results)
+    } else {
+        Vec::new()
+    };
     let text = match args.format {
         SimulateFormat::Json => {
-            let mut json = serde_json::to_string_pretty(&results).into_diagnostic()?;
+            let mut json = if args.compare {
+                serde_json::to_string_pretty(&serde_json::json!({
+                    "rankings": rankings,
+                    "results": results,
+                }))
+            } else {
+                serde_json::to_string_pretty(&results)
+            }
+            .into_diagnostic()?;
             json.push('\n');
             json
         }
-        SimulateFormat::Human => human(&results, traced.trace.input_tokens()),
-        SimulateFormat::Html => simulation_html("kvlint simulate", &results),
+        SimulateFormat::Human => {
+            let mut text = decision_report(&rankings);
+            text.push_str(&human(&results, traced.trace.input_tokens()));
+            text
+        }
+        SimulateFormat::Html => simulation_html("kvlint simulate", &results, &rankings),
     };
     Ok(Outcome {
         output: deliver(args.output.as_deref(), text)?,
         exit_code: 0,
     })
+}
+
+/// The policies `--routing` simulates when it is not given and `--compare` is not asked.
+const DEFAULT_ROUTING: &str = "round-robin,session-hash,prefix-aware,ideal";
+
+/// `--compare`'s ranked table per point of the sweep, each loser's reason under it.
+fn decision_report(rankings: &[Ranking]) -> String {
+    let mut text = String::new();
+    for ranking in rankings {
+        text.push_str(&format!(
+            "decision report: {} replicas, cache {}, {} router{} (rank: the sum of the places on served tokens, TTFT p99 and imbalance)\n\n  {:>4}  {:<28} {:>16} {:>9} {:>9}  {:>8}\n",
+            ranking.replicas,
+            ranking.cache,
+            ranking.routers,
+            if ranking.routers == 1 { "" } else { "s" },
+            "rank",
+            "routing",
+            "served",
+            "TTFT p99",
+            "imbalance",
+            "places",
+        ));
+        for ranked in &ranking.ranked {
+            let [served, p99, imbalance] = ranked.places;
+            text.push_str(&format!(
+                "  {:>4}  {:<28} {:>16} {:>8.3}s {:>9.2}  {served}/{p99}/{imbalance}\n",
+                ranked.rank, ranked.policy, ranked.served_tokens, ranked.ttft_p99, ranked.imbalance,
+            ));
+        }
+        text.push('\n');
+        for ranked in &ranking.ranked {
+            if let Some(reason) = &ranked.reason {
+                text.push_str(&format!("  {} loses: {reason}\n", ranked.policy));
+            }
+        }
+        text.push('\n');
+    }
+    text
 }
 
 fn human(results: &[SimulationResult], prompt_tokens: u64) -> String {

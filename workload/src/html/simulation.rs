@@ -10,7 +10,7 @@ use super::plot::{
     Axis, Lines, ROW_HEIGHT, Scale, escape, grouped, grouped_in, lines_figure, page_start, percent,
     readable, row_label_svg, rows_frame,
 };
-use crate::simulate::{Belief, Bounds, SimulationResult};
+use crate::simulate::{Belief, Bounds, Ranking, SimulationResult};
 
 /// The sweep's points (replicas and cache), in the order first simulated.
 fn sweep_points(results: &[SimulationResult]) -> Vec<(usize, &str)> {
@@ -376,8 +376,42 @@ pub(super) fn table(results: &[SimulationResult]) -> String {
     table
 }
 
-/// `kvlint simulate`'s results as one self-contained page.
-pub fn simulation_html(title: &str, results: &[SimulationResult]) -> String {
+/// `--compare`'s decision report: per point of the sweep, the policies ranked, their three
+/// measures and places, and why each loses against the winner.
+fn ranking_tables(rankings: &[Ranking]) -> String {
+    let mut tables = String::new();
+    for ranking in rankings {
+        let _ = write!(
+            tables,
+            "<table class=\"ranking\"><caption>Decision report: {} replicas, cache {}, {} router(s) (rank: the sum of the places on served tokens, TTFT p99 and imbalance, the busiest replica's prefilled tokens over the mean)</caption>\
+             <tr><th>rank</th><th>Routing</th><th>served</th><th>TTFT p99</th><th>imbalance</th><th>places</th><th>why it loses against the winner</th></tr>",
+            grouped(ranking.replicas as u64),
+            escape(&grouped_in(&ranking.cache)),
+            ranking.routers,
+        );
+        for ranked in &ranking.ranked {
+            let [served, p99, imbalance] = ranked.places;
+            let _ = write!(
+                tables,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{} s</td><td>{:.2}</td><td>{served}/{p99}/{imbalance}</td><td>{}</td></tr>",
+                ranked.rank,
+                escape(&ranked.policy),
+                grouped(ranked.served_tokens),
+                readable(ranked.ttft_p99),
+                ranked.imbalance,
+                ranked
+                    .reason
+                    .as_deref()
+                    .map_or_else(|| "the winner".to_owned(), escape),
+            );
+        }
+        tables.push_str("</table>");
+    }
+    tables
+}
+
+/// `kvlint simulate`'s results as one self-contained page, `--compare`'s rankings on top.
+pub fn simulation_html(title: &str, results: &[SimulationResult], rankings: &[Ranking]) -> String {
     let mut page = page_start(title);
     if let Some(first) = results.first() {
         let _ = write!(
@@ -389,6 +423,7 @@ pub fn simulation_html(title: &str, results: &[SimulationResult]) -> String {
             escape(&first.arrival),
         );
     }
+    page.push_str(&ranking_tables(rankings));
     let points = sweep_points(results);
     let sweep = points.len() > 1;
     page.push_str("<div class=\"plots\">");

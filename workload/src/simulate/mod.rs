@@ -11,6 +11,7 @@
 
 mod bounds;
 mod calibrate;
+mod compare;
 mod realism;
 mod routers;
 mod run;
@@ -28,6 +29,7 @@ pub use calibrate::{
     Agreement, AgreementSummary, CalibrateError, CalibratedRequest, Calibration, RecordedRequest,
     ServedComparison, calibrate, recorded_requests,
 };
+pub use compare::{Ranked, Ranking, rank};
 pub use realism::FleetOptions;
 pub use routers::{
     AibrixConfig, DynamoConfig, DynamoCost, LlmdConfig, LlmdIndex, RayConfig, SglangConfig,
@@ -237,6 +239,30 @@ dynamo-lmetric[:credit=1,temperature=0,busy=FRACTION,ttl=SECONDS], \
 llmd-prefix[:weights=3/2/2,chars=64,blocks=256,lru=31250], llmd-precise[:weights=3/2/2], \
 aibrix-prefix[:chars=4,entries=200000,ttl=1200,gap=8,factor=F,sigma=1], \
 ray-prefix[:imbalance=10,match=0.1,evict=CHARS,target=CHARS,interval=10]";
+
+/// The routers as they are deployed, by the names `--routing` reads: what
+/// `kvlint simulate --compare` ranks and the fleet benchmark times, each with its defaults.
+const NAMED_ROUTERS: &[&str] = &[
+    "power-of-two",
+    "sglang-cache-aware",
+    "smg-cache-aware",
+    "dynamo-kv",
+    "dynamo-lmetric",
+    "llmd-prefix",
+    "llmd-precise",
+    "aibrix-prefix",
+    "ray-prefix",
+];
+
+impl Policy {
+    /// Every named router with its real defaults ([`NAMED_ROUTERS`]).
+    pub fn named() -> Vec<Policy> {
+        NAMED_ROUTERS
+            .iter()
+            .filter_map(|name| name.parse().ok())
+            .collect()
+    }
+}
 
 /// `name` alone, or `name:knob,knob`.
 fn write_spec(f: &mut fmt::Formatter<'_>, name: &str, knobs: &[String]) -> fmt::Result {
@@ -574,6 +600,15 @@ mod tests {
             "sglang-cache-aware:threshold=0.5,abs=32"
         );
         assert_eq!(list[2], Policy::Ideal);
+    }
+
+    #[test]
+    fn every_named_router_reads_with_its_defaults() {
+        let named = Policy::named();
+        assert_eq!(named.len(), NAMED_ROUTERS.len());
+        for (policy, name) in named.iter().zip(NAMED_ROUTERS) {
+            assert_eq!(policy.to_string(), *name);
+        }
     }
 
     #[test]
