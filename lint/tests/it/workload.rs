@@ -499,3 +499,93 @@ fn simulate_reports_router_replicas_late_signals_and_the_bounds() {
         assert!(stderr.contains(expected), "{flag} {value}: {stderr}");
     }
 }
+
+/// The decision report: every named router ranked by the sum of its places on served tokens,
+/// TTFT p99 and imbalance, each below the winner with its measured reason; with three routers
+/// the policies rank with three, and a cache-aware router's tree per router is named as what
+/// it loses against one.
+#[test]
+fn simulate_compare_ranks_every_named_router_and_says_why_each_loses() {
+    let args = |format| {
+        vec![
+            "simulate",
+            CORPUS,
+            "--no-trace-cache",
+            "--format",
+            format,
+            "--replicas",
+            "4",
+            "--cache",
+            "2000",
+            "--arrival",
+            "poisson:2",
+            "--prefill-tps",
+            "8000",
+            "--routers",
+            "3",
+            "--compare",
+        ]
+    };
+    let (code, stdout, stderr) = kvlint(&args("json"));
+    assert_eq!(code, 0, "{stderr}");
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    let rankings = report["rankings"].as_array().unwrap();
+    assert_eq!(rankings.len(), 1);
+    assert_eq!(rankings[0]["routers"], 3);
+    let ranked = rankings[0]["ranked"].as_array().unwrap();
+    let mut policies: Vec<String> = ranked
+        .iter()
+        .map(|entry| entry["policy"].as_str().unwrap().to_owned())
+        .collect();
+    policies.sort();
+    let mut named: Vec<String> = kvlint_workload::Policy::named()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    named.sort();
+    assert_eq!(policies, named);
+    let results = report["results"].as_array().unwrap();
+    let mut sums = Vec::new();
+    for (position, entry) in ranked.iter().enumerate() {
+        assert_eq!(entry["rank"], position + 1);
+        let places: Vec<u64> = entry["places"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|place| place.as_u64().unwrap())
+            .collect();
+        sums.push(places.iter().sum::<u64>());
+        // The figures ranked are those of the policy's run with three routers.
+        let run = results
+            .iter()
+            .find(|result| result["policy"] == entry["policy"] && result["routers"] == 3)
+            .unwrap();
+        assert_eq!(entry["served_tokens"], run["served_tokens"]);
+        assert_eq!(entry["ttft_p99"], run["ttft"]["p99"]);
+        assert_eq!(entry["imbalance"], run["imbalance"]);
+        assert_eq!(entry["reason"].is_null(), position == 0, "{entry}");
+    }
+    assert!(sums.windows(2).all(|pair| pair[0] <= pair[1]), "{sums:?}");
+    // SGLang's router keeps a tree per router: with three, its sessions' hits split.
+    let tree = ranked
+        .iter()
+        .find(|entry| entry["policy"] == "sglang-cache-aware")
+        .unwrap();
+    assert!(
+        tree["reason"]
+            .as_str()
+            .unwrap()
+            .contains("3 routers, each with its own index, serve"),
+        "{tree}"
+    );
+    let (code, human, stderr) = kvlint(&args("human"));
+    assert_eq!(code, 0, "{stderr}");
+    assert!(human.starts_with("decision report: 4 replicas, cache 2000 blocks, 3 routers"));
+    assert!(human.contains("sglang-cache-aware loses: "), "{human}");
+    let (code, page, stderr) = kvlint(&args("html"));
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        page.find("class=\"ranking\"").unwrap() < page.find("<div class=\"plots\">").unwrap(),
+        "the ranked table is on top"
+    );
+}
