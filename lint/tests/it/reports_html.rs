@@ -373,6 +373,34 @@ fn the_simulate_report_plots_policies_percentiles_and_the_sweep() {
             "{tokens}"
         );
     }
+    // Each row marks its two bounds, the numbers as the JSON run has them; the table has both.
+    for (class, key) in [
+        ("bound-infinite", "infinite_served_tokens"),
+        ("bound-belady", "belady_served_tokens"),
+    ] {
+        let marks = Regex::new(&format!(
+            r#"<line class="{class}"[^>]*><title>[^<]*: ([\d,]+) served</title>"#
+        ))
+        .unwrap();
+        let drawn: Vec<String> = marks
+            .captures_iter(served)
+            .map(|found| found[1].to_owned())
+            .collect();
+        let expected: Vec<String> = results
+            .iter()
+            .map(|result| grouped(result["bounds"][key].as_u64().unwrap()))
+            .collect();
+        assert_eq!(drawn, expected, "{class}");
+    }
+    for result in &results {
+        let bounds = &result["bounds"];
+        let cell = format!(
+            "<td>{} · {}</td>",
+            grouped(bounds["infinite_served_tokens"].as_u64().unwrap()),
+            grouped(bounds["belady_served_tokens"].as_u64().unwrap())
+        );
+        assert!(table.contains(&cell), "{cell}");
+    }
 
     // TTFT: every result's percentiles, on a log axis in seconds.
     let ttft = figure(&page, "ttft");

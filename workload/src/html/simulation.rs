@@ -323,7 +323,7 @@ fn sweep_figures(results: &[SimulationResult], points: &[(usize, &str)]) -> Stri
 /// Every result's figures, grouped for reading.
 pub(super) fn table(results: &[SimulationResult]) -> String {
     let mut table = String::from(
-        "<table id=\"simulations\"><tr><th>Routing</th><th>replicas</th><th>cache</th><th>served</th><th>computed</th><th>hit rate</th><th>lost to locality</th><th>evicted blocks</th><th>imbalance</th><th>TTFT p50</th><th>p95</th><th>p99</th><th>bound: infinite shared cache</th><th>bound: Belady at replicas × cache</th><th>router predicted</th><th>predicted, not served</th><th>served, not predicted</th></tr>",
+        "<table id=\"simulations\"><tr><th>Routing</th><th>replicas</th><th>cache</th><th>served</th><th>computed</th><th>hit rate</th><th>lost to locality</th><th>evicted blocks</th><th>imbalance</th><th>TTFT p50</th><th>p95</th><th>p99</th><th>bounds: infinite · Belady</th><th>router predicted</th><th>predicted, not served</th><th>served, not predicted</th></tr>",
     );
     for result in results {
         let _ = write!(
@@ -342,23 +342,19 @@ pub(super) fn table(results: &[SimulationResult]) -> String {
             readable(result.ttft.p95),
             readable(result.ttft.p99)
         );
-        let bound = |tokens: Option<u64>| tokens.map_or_else(|| "—".to_owned(), grouped);
-        let _ = write!(
-            table,
-            "<td>{}</td><td>{}</td>",
-            bound(
-                result
-                    .bounds
-                    .as_ref()
-                    .map(|bounds| bounds.infinite_served_tokens)
-            ),
-            bound(
-                result
-                    .bounds
-                    .as_ref()
-                    .and_then(|bounds| bounds.belady_served_tokens)
-            ),
-        );
+        match &result.bounds {
+            Some(bounds) => {
+                let _ = write!(
+                    table,
+                    "<td>{} · {}</td>",
+                    grouped(bounds.infinite_served_tokens),
+                    bounds
+                        .belady_served_tokens
+                        .map_or_else(|| "not modelled".to_owned(), grouped),
+                );
+            }
+            None => table.push_str("<td></td>"),
+        }
         match &result.belief {
             Some(belief) => {
                 let _ = write!(
