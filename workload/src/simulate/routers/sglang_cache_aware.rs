@@ -106,17 +106,12 @@ impl Default for SglangConfig {
 const SGLANG_ROUTER: (u64, u64) = (60, 1 << 26);
 const VLLM_ROUTER: (u64, u64) = (120, 1 << 25);
 
+/// The knobs sglang-router's and smg's `cache_aware` share.
+pub(super) const KNOBS: [&str; 6] = ["threshold", "abs", "rel", "index", "evict", "size"];
+
 impl SglangConfig {
     pub fn parse(spec: &Spec<'_>) -> Result<Self, SpecError> {
-        spec.only(&[
-            "threshold",
-            "abs",
-            "rel",
-            "index",
-            "evict",
-            "size",
-            "flavor",
-        ])?;
+        spec.only(&[KNOBS.as_slice(), &["flavor"]].concat())?;
         let (evict, size) = match spec.value("flavor") {
             None | Some("sglang-router") => SGLANG_ROUTER,
             Some("vllm-router") => VLLM_ROUTER,
@@ -126,11 +121,19 @@ impl SglangConfig {
                     .into());
             }
         };
-        let default = Self {
-            evict,
-            size,
-            ..Self::default()
-        };
+        Self::read(
+            spec,
+            Self {
+                evict,
+                size,
+                ..Self::default()
+            },
+        )
+    }
+
+    /// The shared knobs of `spec` ([`KNOBS`]), each one not given from `default`; the caller
+    /// has checked that `spec` has no other.
+    pub(super) fn read(spec: &Spec<'_>, default: Self) -> Result<Self, SpecError> {
         Ok(Self {
             threshold: number(spec, "threshold", default.threshold, 0.0..=1.0)?,
             abs: spec.whole("abs", default.abs)?,
@@ -144,12 +147,18 @@ impl SglangConfig {
             size: spec.positive("size", default.size)?,
         })
     }
-}
 
-impl fmt::Display for SglangConfig {
-    /// The name and the knobs that differ from the defaults.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let default = Self::default();
+    /// `size` (characters or tokens) in units of `unit_tokens` tokens.
+    pub(super) fn tree_units(&self, unit_tokens: u32) -> usize {
+        let per_token = match self.index {
+            SglangIndex::Text => u64::from(CHARS_PER_TOKEN),
+            SglangIndex::Tokens => 1,
+        };
+        (self.size / (u64::from(unit_tokens) * per_token).max(1)) as usize
+    }
+
+    /// The shared knobs that differ from `default`, as `key=value`.
+    pub(super) fn changed(&self, default: &Self) -> Vec<String> {
         let mut knobs = Vec::new();
         if self.threshold != default.threshold {
             knobs.push(format!("threshold={}", self.threshold));
@@ -160,18 +169,39 @@ impl fmt::Display for SglangConfig {
         if self.rel != default.rel {
             knobs.push(format!("rel={}", self.rel));
         }
-        if self.index == SglangIndex::Tokens {
-            knobs.push("index=tokens".to_owned());
+        if self.index != default.index {
+            let index = match self.index {
+                SglangIndex::Text => "text",
+                SglangIndex::Tokens => "tokens",
+            };
+            knobs.push(format!("index={index}"));
         }
-        if (self.evict, self.size) == VLLM_ROUTER {
-            knobs.push("flavor=vllm-router".to_owned());
+        if self.evict != default.evict {
+            knobs.push(format!("evict={}", self.evict));
+        }
+        if self.size != default.size {
+            knobs.push(format!("size={}", self.size));
+        }
+        knobs
+    }
+}
+
+impl fmt::Display for SglangConfig {
+    /// The name and the knobs that differ from the defaults.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let vllm_router = (self.evict, self.size) == VLLM_ROUTER;
+        let default = if vllm_router {
+            Self {
+                evict: VLLM_ROUTER.0,
+                size: VLLM_ROUTER.1,
+                ..Self::default()
+            }
         } else {
-            if self.evict != default.evict {
-                knobs.push(format!("evict={}", self.evict));
-            }
-            if self.size != default.size {
-                knobs.push(format!("size={}", self.size));
-            }
+            Self::default()
+        };
+        let mut knobs = self.changed(&default);
+        if vllm_router {
+            knobs.push("flavor=vllm-router".to_owned());
         }
         super::super::write_spec(f, "sglang-cache-aware", &knobs)
     }
@@ -204,11 +234,7 @@ impl CacheAware {
         if self.config.evict == 0 {
             return;
         }
-        let per_token = match self.config.index {
-            SglangIndex::Text => u64::from(CHARS_PER_TOKEN),
-            SglangIndex::Tokens => 1,
-        };
-        let capacity = (self.config.size / (u64::from(unit_tokens) * per_token).max(1)) as usize;
+        let capacity = self.config.tree_units(unit_tokens);
         while now >= self.next_eviction {
             for replica in 0..replica_count {
                 for unit in self.tree.evict_to(replica, capacity) {

@@ -46,48 +46,18 @@ use rand::Rng;
 use rand::rngs::SmallRng;
 
 use super::index::{PrefixIndex, Recency, units};
-use super::{CHARS_PER_TOKEN, Choice, Decision, Route, SglangIndex, View, number};
+use super::sglang_cache_aware::KNOBS;
+use super::{Choice, Decision, Route, SglangConfig, View};
 use crate::error::SpecError;
 
+/// smg's knobs: those of sglang-router's `cache_aware`, with smg 1.13's defaults (the same
+/// as sglang-router 0.3.2's).
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct SmgConfig {
-    /// `cache_threshold`.
-    pub threshold: f64,
-    /// `balance_abs_threshold`: requests in flight over the mean.
-    pub abs: u64,
-    /// `balance_rel_threshold`: times the mean.
-    pub rel: f64,
-    pub index: SglangIndex,
-    /// `eviction_interval_secs`.
-    pub evict: u64,
-    /// `max_tree_size`: characters (text) or tokens in the whole tree.
-    pub size: u64,
-}
-
-impl Default for SmgConfig {
-    fn default() -> Self {
-        Self {
-            threshold: 0.3,
-            abs: 64,
-            rel: 1.5,
-            index: SglangIndex::Text,
-            evict: 60,
-            size: 1 << 26,
-        }
-    }
-}
+pub struct SmgConfig(pub SglangConfig);
 
 impl SmgConfig {
     pub fn parse(spec: &Spec<'_>) -> Result<Self, SpecError> {
-        spec.only(&[
-            "threshold",
-            "abs",
-            "rel",
-            "index",
-            "evict",
-            "size",
-            "warmup",
-        ])?;
+        spec.only(&[KNOBS.as_slice(), &["warmup"]].concat())?;
         if spec.whole("warmup", 0)? != 0 {
             return Err(spec
                 .error(
@@ -96,51 +66,20 @@ impl SmgConfig {
                 )
                 .into());
         }
-        let default = Self::default();
-        Ok(Self {
-            threshold: number(spec, "threshold", default.threshold, 0.0..=1.0)?,
-            abs: spec.whole("abs", default.abs)?,
-            rel: number(spec, "rel", default.rel, 0.0..=f64::MAX)?,
-            index: match spec.value("index") {
-                None | Some("text") => SglangIndex::Text,
-                Some("tokens") => SglangIndex::Tokens,
-                Some(_) => return Err(spec.error("`index` is text or tokens").into()),
-            },
-            evict: spec.whole("evict", default.evict)?,
-            size: spec.positive("size", default.size)?,
-        })
+        SglangConfig::read(spec, SglangConfig::default()).map(Self)
     }
 }
 
 impl fmt::Display for SmgConfig {
     /// The name and the knobs that differ from the defaults.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let default = Self::default();
-        let mut knobs = Vec::new();
-        if self.threshold != default.threshold {
-            knobs.push(format!("threshold={}", self.threshold));
-        }
-        if self.abs != default.abs {
-            knobs.push(format!("abs={}", self.abs));
-        }
-        if self.rel != default.rel {
-            knobs.push(format!("rel={}", self.rel));
-        }
-        if self.index == SglangIndex::Tokens {
-            knobs.push("index=tokens".to_owned());
-        }
-        if self.evict != default.evict {
-            knobs.push(format!("evict={}", self.evict));
-        }
-        if self.size != default.size {
-            knobs.push(format!("size={}", self.size));
-        }
+        let knobs = self.0.changed(&SglangConfig::default());
         super::super::write_spec(f, "smg-cache-aware", &knobs)
     }
 }
 
 pub struct SmgCacheAware {
-    config: SmgConfig,
+    config: SglangConfig,
     tree: PrefixIndex,
     /// Requests routed to each worker (`processed`).
     processed: Vec<u64>,
@@ -148,7 +87,7 @@ pub struct SmgCacheAware {
 }
 
 impl SmgCacheAware {
-    pub fn new(config: SmgConfig, replica_count: usize) -> Self {
+    pub fn new(SmgConfig(config): SmgConfig, replica_count: usize) -> Self {
         Self {
             config,
             tree: PrefixIndex::new(replica_count),
@@ -162,11 +101,7 @@ impl SmgCacheAware {
         if self.config.evict == 0 {
             return;
         }
-        let per_token = match self.config.index {
-            SglangIndex::Text => u64::from(CHARS_PER_TOKEN),
-            SglangIndex::Tokens => 1,
-        };
-        let capacity = (self.config.size / (u64::from(unit_tokens) * per_token).max(1)) as usize;
+        let capacity = self.config.tree_units(unit_tokens);
         while now >= self.next_eviction {
             self.tree.evict_all_to(capacity);
             self.next_eviction += self.config.evict as f64;
