@@ -236,7 +236,8 @@ evict=60,size=67108864], \
 smg-cache-aware[:threshold=0.3,abs=64,rel=1.5,index=text|tokens,evict=60,size=67108864,warmup=0], \
 dynamo-kv[:scale=1,credit=1,temperature=0,busy=FRACTION,ttl=SECONDS], \
 dynamo-lmetric[:credit=1,temperature=0,busy=FRACTION,ttl=SECONDS], \
-llmd-prefix[:weights=3/2/2,chars=64,blocks=256,lru=31250], llmd-precise[:weights=3/2/2], \
+llmd-prefix[:weights=3/2/2,nohit=0,chars=64,blocks=256,lru=31250], \
+llmd-precise[:weights=3/2/2,nohit=2,block=64], \
 aibrix-prefix[:chars=4,entries=200000,ttl=1200,gap=8,factor=F,sigma=1], \
 ray-prefix[:imbalance=10,match=0.1,evict=CHARS,target=CHARS,interval=10]";
 
@@ -558,6 +559,8 @@ mod tests {
             Policy::Llmd(LlmdConfig {
                 index: LlmdIndex::Approximate,
                 weights: [3.0, 2.0, 2.0],
+                nohit: 0.0,
+                block: 64,
                 chars: 64,
                 blocks: 256,
                 lru: 31_250,
@@ -583,6 +586,7 @@ mod tests {
             "dynamo-lmetric:credit=0.5,ttl=60",
             "llmd-prefix:weights=3/2/0,chars=128,blocks=64,lru=1000",
             "llmd-precise:weights=1/1/1",
+            "llmd-precise:weights=2/1/1,nohit=0,block=16",
             "prefix-aware:overload=2",
             "aibrix-prefix:chars=512,entries=100,ttl=60,factor=1.5,gap=16,sigma=2",
             "ray-prefix:imbalance=4,match=0.3,evict=1000,target=900,interval=5",
