@@ -99,10 +99,8 @@ fn column(calibration: &Value, field: &str) -> Vec<Value> {
 }
 
 #[test]
-fn calibrate_on_a_round_robin_fleet_agrees_on_every_request_and_serves_what_the_engines_reported()
-{
-    let folder =
-        std::env::temp_dir().join(format!("kvlint-calibrate-rr-{}", std::process::id()));
+fn calibrate_on_a_round_robin_fleet_agrees_on_every_request_and_serves_what_the_engines_reported() {
+    let folder = std::env::temp_dir().join(format!("kvlint-calibrate-rr-{}", std::process::id()));
     let (recorded, observed) = record_fleet("", &folder);
     let calibration = calibrated(&recorded, "round-robin", &[]);
     eprintln!("observed {observed:?}; calibration {calibration:#}");
@@ -165,8 +163,7 @@ fn calibrate_on_a_round_robin_fleet_agrees_on_every_request_and_serves_what_the_
 
 #[test]
 fn calibrate_on_a_hashing_fleet_serves_what_the_engines_reported_and_keeps_sessions_together() {
-    let folder =
-        std::env::temp_dir().join(format!("kvlint-calibrate-hash-{}", std::process::id()));
+    let folder = std::env::temp_dir().join(format!("kvlint-calibrate-hash-{}", std::process::id()));
     let (recorded, observed) = record_fleet("hash $http_x_session consistent;", &folder);
     let calibration = calibrated(&recorded, "session-hash", &[]);
     eprintln!("observed {observed:?}; calibration {calibration:#}");

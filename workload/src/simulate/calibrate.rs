@@ -22,8 +22,8 @@ use kvlint_core::session::SessionFile;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::run::{Recorded, Replayed, replay};
 use super::routers::Choice;
+use super::run::{Recorded, Replayed, replay};
 use super::{Arrival, Setup};
 use crate::error::SpecError;
 use crate::report::arrival_order;
@@ -223,7 +223,10 @@ fn number_replicas(
 ) -> Result<(Vec<String>, Vec<usize>), CalibrateError> {
     let mut names: Vec<String> = Vec::new();
     for name in given {
-        if names.iter().any(|known| replica_key(known) == replica_key(name)) {
+        if names
+            .iter()
+            .any(|known| replica_key(known) == replica_key(name))
+        {
             return Err(CalibrateError::RepeatedReplica {
                 replica: name.clone(),
             });
@@ -310,7 +313,8 @@ pub fn calibrate(
             CalibratedRequest {
                 file: request.file.clone(),
                 line: request.line,
-                time: trace.requests[index].time.unwrap_or(origin) - origin,
+                // To the microsecond: recorded times are milliseconds since 1970 in a float.
+                time: ((trace.requests[index].time.unwrap_or(origin) - origin) * 1e6).round() / 1e6,
                 recorded_replica: numbers[index],
                 simulated_replica: choice.decision.replica,
                 tie: (choice.ties.len() > 1).then(|| choice.ties.clone()),

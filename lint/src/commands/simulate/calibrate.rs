@@ -13,7 +13,11 @@ use crate::input::read_all;
 
 /// Calibrates the one policy `--routing` names on the recordings `--calibrate` names.
 pub fn run(args: &Args) -> miette::Result<Outcome> {
-    let policies: Vec<Policy> = args.routing.iter().flat_map(|list| list.0.clone()).collect();
+    let policies: Vec<Policy> = args
+        .routing
+        .iter()
+        .flat_map(|list| list.0.clone())
+        .collect();
     let [policy] = policies[..] else {
         miette::bail!(
             "--calibrate replays the router that was deployed: name it, one policy, with \
