@@ -176,7 +176,8 @@ impl PrefixIndex {
         recency: Recency,
         capacity: Option<usize>,
     ) {
-        let touch = |unit: u64, clock: u64, index: &mut ReplicaIndex| match index.slots.entry(unit) {
+        let touch = |unit: u64, clock: u64, index: &mut ReplicaIndex| match index.slots.entry(unit)
+        {
             Entry::Occupied(slot) => index.lru.touch(*slot.get(), clock),
             Entry::Vacant(vacant) => {
                 vacant.insert(index.lru.push((clock, unit)));
@@ -215,6 +216,25 @@ impl PrefixIndex {
             dropped.push(unit);
         }
         dropped
+    }
+
+    /// Drops the least recently used units of all replicas together until at most
+    /// `capacity` are left in all (one budget shared by every replica).
+    pub fn evict_all_to(&mut self, capacity: usize) {
+        let mut total: usize = self.replicas.iter().map(|index| index.slots.len()).sum();
+        while total > capacity {
+            let oldest = self
+                .replicas
+                .iter_mut()
+                .filter_map(|index| index.lru.first().copied().map(|first| (first, index)))
+                .min_by_key(|(first, _)| *first);
+            let Some(((_, unit), index)) = oldest else {
+                break;
+            };
+            index.lru.pop_first();
+            index.slots.remove(&unit);
+            total -= 1;
+        }
     }
 }
 
