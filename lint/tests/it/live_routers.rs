@@ -294,32 +294,15 @@ fn merge(fleet: &Fleet, workload: &[(usize, Value)], folder: &Path) -> Vec<usize
     served_by
 }
 
-/// `kvlint simulate --calibrate` of the joined recordings with `policy`, the replicas
-/// numbered in the order of `worker_urls`.
-fn calibrated(recordings: &Path, policy: &str, worker_urls: &[&str]) -> Value {
-    let mut args = common::engine_rendering();
-    args.extend(
-        [
-            "--engine",
-            ENGINE,
-            "--cache",
-            "0",
-            "--prefill-tps",
-            "1000",
-            "--routing",
-            policy,
-            "--calibrate-replicas",
-            &worker_urls.join(","),
-            "--format",
-            "json",
-        ]
-        .map(String::from),
-    );
+/// `kvlint simulate --calibrate` of the joined recordings with `args` (the policy, engine,
+/// rendering and replicas), as JSON.
+fn calibrated(recordings: &Path, args: &[String]) -> Value {
     let output = Command::new(env!("CARGO_BIN_EXE_kvlint"))
         .arg("simulate")
         .arg("--calibrate")
         .arg(recordings)
-        .args(&args)
+        .args(["--format", "json", "--no-trace-cache"])
+        .args(args)
         .output()
         .unwrap();
     serde_json::from_slice(&output.stdout).unwrap_or_else(|_| {
@@ -330,14 +313,8 @@ fn calibrated(recordings: &Path, policy: &str, worker_urls: &[&str]) -> Value {
     })
 }
 
-/// smg's own decision per request, from its debug log: (branch, worker), in routing order.
-fn smg_decisions(log: &Path) -> Vec<(String, String)> {
-    let field = |line: &str, name: &str| {
-        let start = line.find(&format!("{name}=\""))? + name.len() + 2;
-        let end = start + line[start..].find('"')?;
-        Some(line[start..end].to_owned())
-    };
-    // Without the colours' escape sequences it writes even to a file.
+/// A router's log without the colours' escape sequences (written even to a file).
+fn plain_log(log: &Path) -> String {
     let text = std::fs::read_to_string(log).unwrap();
     let mut plain = String::with_capacity(text.len());
     let mut rest = text.as_str();
@@ -348,12 +325,31 @@ fn smg_decisions(log: &Path) -> Vec<(String, String)> {
     }
     plain.push_str(rest);
     plain
+}
+
+/// The value of `name=value` or `name="value"` in a log line.
+fn log_field<'a>(line: &'a str, name: &str) -> &'a str {
+    let start = line
+        .find(&format!(" {name}="))
+        .unwrap_or_else(|| panic!("no {name} in {line}"))
+        + name.len()
+        + 2;
+    let value = &line[start..];
+    match value.strip_prefix('"') {
+        Some(quoted) => &quoted[..quoted.find('"').unwrap_or(quoted.len())],
+        None => &value[..value.find(' ').unwrap_or(value.len())],
+    }
+}
+
+/// smg's own decision per request, from its debug log: (branch, worker), in routing order.
+fn smg_decisions(log: &Path) -> Vec<(String, String)> {
+    plain_log(log)
         .lines()
         .filter(|line| line.contains("Cache-aware selection"))
         .map(|line| {
             (
-                field(line, "branch").unwrap_or_else(|| panic!("no branch in {line}")),
-                field(line, "worker").unwrap_or_else(|| panic!("no worker in {line}")),
+                log_field(line, "branch").to_owned(),
+                log_field(line, "worker").to_owned(),
             )
         })
         .collect()
@@ -397,7 +393,23 @@ fn run(router: &Router) -> Option<Routed> {
         .iter()
         .map(|proxy| proxy.url.as_str())
         .collect();
-    let calibration = calibrated(&folder.join("sessions"), router.policy, &worker_urls);
+    let mut args = common::engine_rendering();
+    args.extend(
+        [
+            "--engine",
+            ENGINE,
+            "--cache",
+            "0",
+            "--prefill-tps",
+            "1000",
+            "--routing",
+            router.policy,
+            "--calibrate-replicas",
+            &worker_urls.join(","),
+        ]
+        .map(String::from),
+    );
+    let calibration = calibrated(&folder.join("sessions"), &args);
     eprintln!(
         "{} against {}: replicas {served_by:?}; agreement {}; served {}",
         router.venv, calibration["policy"], calibration["agreement"], calibration["served"]
@@ -519,4 +531,200 @@ fn vllm_router_cannot_route_on_its_tree_in_front_of_llama_server() {
         routed.metrics
     );
     std::fs::remove_dir_all(&routed.folder).ok();
+}
+
+/// `python -m dynamo.MODULE ARGS` from the Dynamo venv, its output into `log`, discovering
+/// its peers through files in `discovery` (no etcd, no NATS).
+fn dynamo(python: &Path, module: &str, args: &[&str], discovery: &Path, log: &Path) -> Served {
+    let log = std::fs::File::create(log).unwrap();
+    let child = Command::new(python)
+        .args(["-m", &format!("dynamo.{module}")])
+        .args(args)
+        .args(["--discovery-backend", "file"])
+        .env("DYN_FILE_KV", discovery)
+        .env("HF_HUB_OFFLINE", "1")
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    Served {
+        child,
+        url: String::new(),
+    }
+}
+
+/// NVIDIA Dynamo 1.6.1's frontend with its KV router (`--router-mode kv`, temperature 0: the
+/// lowest cost wins, equal costs drawn uniformly) in front of two of Dynamo's mock engines
+/// (vLLM-like paged blocks of 32 tokens with prefix caching, on the tiny model's tokenizer and
+/// chat template), sent the workload one request after the other. The frontend logs each
+/// decision (`Selected worker … request_id=… worker_id=…`); the responses' ids name the
+/// requests. `kvlint simulate --calibrate --routing dynamo-kv` on those decisions:
+///
+/// - where the model's lowest cost is one worker's alone (a prefix cached on one worker), the
+///   router chose that worker, exactly;
+/// - where costs tie (no overlap anywhere: the first turn of a session whose prompt no worker
+///   holds), the router's worker is one of the tied, as a uniform draw would be;
+/// - the prompt tokens the mock engines report serving from cache are the simulated ones.
+///
+/// Tolerance: none on these sequential requests. The router learns the engines' cached blocks
+/// from KV events, which arrive after the answer; a request sent before its predecessor's
+/// event would see less overlap than the model, which would show as a disagreement here.
+#[test]
+fn dynamo_kv_router_chooses_what_the_simulation_chooses_where_costs_differ() {
+    let Some(python) = kvlint_fixtures::router("dynamo-1.6.1", "bin/python") else {
+        kvlint_fixtures::missing_oracle("dynamo-1.6.1", "scripts/setup-routers.sh");
+        return;
+    };
+    let model = std::env::var_os("KVLINT_VLLM_MODEL").map_or_else(
+        || PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/kvlint/tiny-qwen2-hf"),
+        PathBuf::from,
+    );
+    if !model.join("tokenizer.json").is_file() {
+        kvlint_fixtures::missing_oracle("the tiny model in HF format", "scripts/setup-vllm.sh");
+        return;
+    }
+    let folder = std::env::temp_dir().join(format!("kvlint-routers-dynamo-{}", std::process::id()));
+    let discovery = folder.join("discovery");
+    std::fs::create_dir_all(&discovery).unwrap();
+    let model_path = model.to_str().unwrap();
+    let _engines = dynamo(
+        &python,
+        "mocker",
+        &[
+            "--model-path",
+            model_path,
+            "--block-size",
+            "32",
+            "--num-gpu-blocks-override",
+            "4096",
+            "--enable-prefix-caching",
+            "--num-workers",
+            "2",
+        ],
+        &discovery,
+        &folder.join("mocker.log"),
+    );
+    let port = kvlint_fixtures::free_port();
+    let log = folder.join("frontend.log");
+    let _frontend = dynamo(
+        &python,
+        "frontend",
+        &[
+            "--http-host",
+            "127.0.0.1",
+            "--http-port",
+            &port.to_string(),
+            "--router-mode",
+            "kv",
+            "--router-temperature",
+            "0",
+        ],
+        &discovery,
+        &log,
+    );
+    let url = format!("http://127.0.0.1:{port}");
+    // Up once both engines have registered and the frontend lists their model.
+    let registered = || {
+        std::fs::read_dir(discovery.join("v1/instances"))
+            .into_iter()
+            .flatten()
+            .filter(|entry| {
+                entry.as_ref().is_ok_and(|entry| {
+                    entry
+                        .file_name()
+                        .to_string_lossy()
+                        .starts_with("dynamo%2Fbackend%2Fgenerate")
+                })
+            })
+            .count()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while registered() < 2
+        || !ureq::get(format!("{url}/v1/models"))
+            .call()
+            .ok()
+            .and_then(|mut answer| answer.body_mut().read_to_string().ok())
+            .is_some_and(|models| models.contains("\"id\""))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "Dynamo did not come up: see {}",
+            folder.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    // The frontend's watch of the discovery folder sees both engines.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+
+    let workload = workload(&model_id(&url));
+    let mut answers = Vec::new();
+    for (_, body) in &workload {
+        let answer = common::post(&url, "/v1/chat/completions", body).unwrap();
+        let time = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64();
+        answers.push((answer, time));
+    }
+    let text = plain_log(&log);
+    let chosen: BTreeMap<&str, &str> = text
+        .lines()
+        .filter(|line| line.contains("Selected worker"))
+        .map(|line| (log_field(line, "request_id"), log_field(line, "worker_id")))
+        .collect();
+    let sessions = folder.join("sessions");
+    std::fs::create_dir_all(&sessions).unwrap();
+    let mut files: BTreeMap<usize, String> = BTreeMap::new();
+    for ((session, body), (answer, time)) in workload.iter().zip(&answers) {
+        let id = answer["id"].as_str().unwrap();
+        let worker = chosen
+            .get(id.trim_start_matches("chatcmpl-"))
+            .unwrap_or_else(|| panic!("no decision logged for {id}: see {}", log.display()));
+        let line = json!({"request": body, "response": answer, "time": time,
+                          "replica": format!("worker-{worker}")});
+        let file = files.entry(*session).or_default();
+        file.push_str(&line.to_string());
+        file.push('\n');
+    }
+    for (session, text) in files {
+        std::fs::write(sessions.join(format!("session-{session:02}.jsonl")), text).unwrap();
+    }
+    // The mock engines answer in tens of milliseconds: each request arrives after the one
+    // before it was served and its blocks published, as it does in the model at this speed.
+    let args = [
+        "--prefill-tps",
+        "1000000",
+        "--routing",
+        "dynamo-kv",
+        "--engine",
+        "vllm:block=32",
+        "--cache",
+        "4096",
+        "--serving-engine",
+        "vllm",
+        "--chat-template",
+        model.join("chat_template.jinja").to_str().unwrap(),
+        "--tokenizer",
+        model.join("tokenizer.json").to_str().unwrap(),
+    ]
+    .map(String::from);
+    let calibration = calibrated(&sessions, &args);
+    eprintln!(
+        "dynamo-1.6.1 against {}: agreement {}; served {}",
+        calibration["policy"], calibration["agreement"], calibration["served"]
+    );
+    let requests = calibration["requests"].as_array().unwrap();
+    assert_eq!(requests.len(), workload.len());
+    for request in requests {
+        let recorded = &request["recorded_replica"];
+        match request["tie"].as_array() {
+            None => assert_eq!(recorded, &request["simulated_replica"], "{request}"),
+            Some(tie) => assert!(tie.contains(recorded), "{request}"),
+        }
+        assert_eq!(
+            request["recorded_served_tokens"], request["simulated_served_tokens"],
+            "{request}"
+        );
+    }
+    std::fs::remove_dir_all(&folder).ok();
 }
