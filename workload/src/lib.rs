@@ -63,5 +63,6 @@ pub use simulate::{
     RayConfig, ReplicaLoad, Setup, SglangConfig, SglangIndex, SimEngine, SimulationResult, rank,
     simulate,
 };
+pub use simulate::{Along, KNEE_GAIN, SweepGrid, SweepRow, sweep_grid};
 pub use stats::Distribution;
 pub use trace::{Trace, TraceRequest, TraceSession, build_trace, chain_hash, session_identity};

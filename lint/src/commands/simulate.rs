@@ -8,8 +8,8 @@ use std::path::PathBuf;
 
 use kvlint_workload::html::simulation_html;
 use kvlint_workload::{
-    Arrival, CacheSize, FleetOptions, Policies, Policy, Ranking, Setup, SimEngine,
-    SimulationResult, rank, simulate,
+    Along, Arrival, CacheSize, FleetOptions, KNEE_GAIN, Policies, Policy, Ranking, Setup,
+    SimEngine, SimulationResult, SweepGrid, rank, simulate, sweep_grid,
 };
 use miette::IntoDiagnostic;
 use rayon::prelude::*;
@@ -417,6 +417,43 @@ fn fleet_sections(results: &[SimulationResult]) -> String {
             "\n  router replicas without shared state against one router, in served prompt tokens:\n  {:<28} {:>8} {:>16} {:>8} {:>14} {:>14} {:>9}\n{lost}",
             "routing", "replicas", "cache", "routers", "one router", "served", "lost",
         ));
+    }
+    for along in [Along::Cache, Along::Replicas] {
+        if let Some(grid) = sweep_grid(results, along) {
+            text.push_str(&sweep_table(&grid, results));
+        }
+    }
+    text
+}
+
+/// A sweep's hit rates, a row per policy and a column per point, the knee starred.
+fn sweep_table(grid: &SweepGrid, results: &[SimulationResult]) -> String {
+    let dimension = match grid.along {
+        Along::Cache => "cache per replica",
+        Along::Replicas => "replicas",
+    };
+    let mut text = format!(
+        "\n  hit rate along the {dimension} (* the knee: the next point serves under {:.0} % more per doubling):\n  {:<44}",
+        KNEE_GAIN * 100.0,
+        "routing",
+    );
+    for column in &grid.columns {
+        text.push_str(&format!(" {column:>14}"));
+    }
+    text.push('\n');
+    for row in &grid.rows {
+        text.push_str(&format!("  {:<44}", row.label));
+        for (column, cell) in row.cells.iter().enumerate() {
+            let star = if row.knee == Some(column) { "*" } else { " " };
+            match cell {
+                Some(index) => text.push_str(&format!(
+                    " {:>12.1}%{star}",
+                    100.0 * results[*index].hit_rate
+                )),
+                None => text.push_str(&format!(" {:>14}", "")),
+            }
+        }
+        text.push('\n');
     }
     text
 }

@@ -15,6 +15,7 @@ mod compare;
 mod realism;
 mod routers;
 mod run;
+mod sweep;
 
 use std::fmt;
 use std::str::FromStr;
@@ -36,6 +37,7 @@ pub use routers::{
     SglangIndex, SmgConfig,
 };
 pub use run::simulate;
+pub use sweep::{Along, KNEE_GAIN, SweepGrid, SweepRow, sweep_grid};
 
 /// The engine whose cache each replica models: `vllm[:block=16]`, `sglang[:page=1]`,
 /// `llamacpp[:slots=1][,block=1]` (llama.cpp matches tokens: its trace has a hash per token;
