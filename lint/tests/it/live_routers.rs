@@ -726,5 +726,89 @@ fn dynamo_kv_router_chooses_what_the_simulation_chooses_where_costs_differ() {
             "{request}"
         );
     }
+
+    // Dynamo's own offline replay (its simulator, compiled into ai-dynamo-runtime: two mock
+    // workers behind the KV router) of kvlint's hashed trace of these sessions, against
+    // `kvlint simulate --routing dynamo-kv` on the same trace.
+    let trace = folder.join("trace.jsonl");
+    let (code, _, stderr) = common::kvlint(&[
+        "workload",
+        sessions.to_str().unwrap(),
+        "--serving-engine",
+        "vllm",
+        "--chat-template",
+        model.join("chat_template.jinja").to_str().unwrap(),
+        "--tokenizer",
+        model.join("tokenizer.json").to_str().unwrap(),
+        "--export-trace",
+        "mooncake",
+        "--block-size",
+        "32",
+        "-o",
+        trace.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let replay = Command::new(&python)
+        .arg("-c")
+        .arg(DYNAMO_REPLAY)
+        .arg(&trace)
+        .output()
+        .unwrap();
+    let replayed: f64 = String::from_utf8_lossy(&replay.stdout)
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&replay.stderr)));
+    let output = Command::new(env!("CARGO_BIN_EXE_kvlint"))
+        .arg("simulate")
+        .arg("--hashed-trace")
+        .arg(&trace)
+        .args([
+            "--hashed-block",
+            "32",
+            "--replicas",
+            "2",
+            "--routing",
+            "dynamo-kv",
+        ])
+        .args([
+            "--engine",
+            "vllm:block=32",
+            "--cache",
+            "4096",
+            "--arrival",
+            "recorded",
+        ])
+        .args([
+            "--prefill-tps",
+            "1000000",
+            "--format",
+            "json",
+            "--no-trace-cache",
+        ])
+        .output()
+        .unwrap();
+    let simulated: Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&output.stderr)));
+    let share = simulated[0]["served_tokens"].as_f64().unwrap()
+        / simulated[0]["prompt_tokens"].as_f64().unwrap();
+    eprintln!("Dynamo's replay: prefix_cache_reused_ratio {replayed}; kvlint simulate: {share}");
+    // Both count whole blocks of the same trace: equal up to the ratio's rounding.
+    assert!(
+        (replayed - share).abs() < 1e-9,
+        "{replayed} against {share}"
+    );
     std::fs::remove_dir_all(&folder).ok();
 }
+
+/// Dynamo's offline replay of the Mooncake trace named by the first argument, as the mock
+/// engines above are set up: prints its `prefix_cache_reused_ratio`
+/// (`dynamo/replay/reporting.py`), the share of input tokens served from cache.
+const DYNAMO_REPLAY: &str = "
+import sys
+from dynamo.replay.api import run_trace_replay
+report = run_trace_replay([sys.argv[1]], num_workers=2, router_mode='kv_router',
+    trace_block_size=32, replay_mode='offline',
+    extra_engine_args={'engine': {'num_gpu_blocks': 4096, 'block_size': 32,
+                                  'enable_prefix_caching': True}})
+print(report.to_dict()['summary']['prefix_cache_reused_ratio'])
+";
