@@ -239,5 +239,6 @@ fn reuse_by_turn_figure(workloads: &[(&str, &WorkloadReport)]) -> String {
         },
         y_label: |share| format!("{:.0}%", share * 100.0),
         x_title: "turn of the session (0: the first)",
+        marks: &[],
     })
 }

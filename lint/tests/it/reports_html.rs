@@ -430,6 +430,76 @@ fn the_simulate_report_plots_policies_percentiles_and_the_sweep() {
         assert_eq!(sweep.matches("<polyline").count(), 4, "#{id}");
         assert_eq!(sweep.matches("<text class=\"x-tick\"").count(), 6, "#{id}");
     }
+    // The knees, worked out here from the JSON: along the caches 200, 2,000, unbounded (the
+    // step to unbounded one doubling) and along the replicas 2, 4 (one doubling), the first
+    // point whose next serves under 5 % more.
+    let served = |policy: &str, replicas: u64, cache: &str| {
+        results
+            .iter()
+            .find(|result| {
+                result["policy"] == policy
+                    && result["replicas"] == replicas
+                    && result["cache"] == cache
+            })
+            .map(|result| result["served_tokens"].as_u64().unwrap() as f64)
+            .unwrap()
+    };
+    let caches = ["200 blocks", "2000 blocks", "unbounded"];
+    let doublings = [(2000.0f64 / 200.0).log2(), 1.0];
+    let mut cache_knees = 0;
+    let mut replica_knees = 0;
+    for policy in [
+        "round-robin",
+        "session-hash",
+        "prefix-aware:overload=5",
+        "ideal",
+    ] {
+        for replicas in [2, 4] {
+            let knee = (0..2).find(|step| {
+                let (now, next) = (
+                    served(policy, replicas, caches[*step]),
+                    served(policy, replicas, caches[step + 1]),
+                );
+                next / now - 1.0 < 0.05 * doublings[*step]
+            });
+            if let Some(step) = knee {
+                cache_knees += 1;
+                let row = format!("<tr><td>{policy} · {replicas} replicas</td>");
+                let table = &page[page
+                    .find("<table class=\"sweep\" id=\"sweep-cache\"")
+                    .unwrap()..];
+                let cells = &table[table.find(&row).unwrap_or_else(|| panic!("{row}"))..];
+                let cells = &cells[..cells.find("</tr>").unwrap()];
+                assert_eq!(cells.matches("<td").count(), 4, "{cells}");
+                let marked = cells.split("<td").nth(2 + step).unwrap();
+                assert!(
+                    marked.starts_with(" class=\"knee\">"),
+                    "{policy} {replicas}: {cells}"
+                );
+            }
+        }
+        for cache in caches {
+            if served(policy, 4, cache) / served(policy, 2, cache) - 1.0 < 0.05 {
+                replica_knees += 1;
+            }
+        }
+    }
+    let sweep_cache = &page[page.find("id=\"sweep-cache\"").unwrap()..];
+    let sweep_cache = &sweep_cache[..sweep_cache.find("</table>").unwrap()];
+    assert_eq!(sweep_cache.matches("class=\"knee\"").count(), cache_knees);
+    let sweep_replicas = &page[page.find("id=\"sweep-replicas\"").unwrap()..];
+    let sweep_replicas = &sweep_replicas[..sweep_replicas.find("</table>").unwrap()];
+    assert_eq!(
+        sweep_replicas.matches("class=\"knee\"").count(),
+        replica_knees
+    );
+    // Every knee ringed on the hit rate's lines.
+    assert_eq!(
+        figure(&page, "sweep-hit-rate")
+            .matches("<circle class=\"mark\"")
+            .count(),
+        cache_knees + replica_knees
+    );
     screenshot(&page_path, 2700);
 }
 

@@ -492,6 +492,8 @@ pub struct Lines<'a> {
     pub y: Scale,
     pub y_label: fn(f64) -> String,
     pub x_title: &'a str,
+    /// Points ringed, as (series, point), each with what its title says.
+    pub marks: &'a [(usize, usize, String)],
 }
 
 pub fn lines_figure(lines: &Lines<'_>) -> String {
@@ -560,6 +562,17 @@ pub fn lines_figure(lines: &Lines<'_>) -> String {
             r#"<polyline class="line" data-series="{index}" points="{}" stroke="{colour}"/>"#,
             points.join(" ")
         );
+        for (_, point, title) in lines.marks.iter().filter(|mark| mark.0 == index) {
+            if let Some(value) = values.get(*point).filter(|value| value.is_finite()) {
+                let _ = write!(
+                    svg,
+                    r#"<circle class="mark" data-series="{index}" cx="{:.1}" cy="{:.1}" r="7" fill="none" stroke="{colour}" stroke-width="2"><title>{}</title></circle>"#,
+                    x_of(*point),
+                    y.position(*value),
+                    escape(title),
+                );
+            }
+        }
         for (point, value) in values
             .iter()
             .enumerate()

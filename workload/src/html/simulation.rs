@@ -10,7 +10,7 @@ use super::plot::{
     Axis, Lines, ROW_HEIGHT, Scale, escape, grouped, grouped_in, lines_figure, page_start, percent,
     readable, row_label_svg, rows_frame,
 };
-use crate::simulate::{Belief, Bounds, Ranking, SimulationResult};
+use crate::simulate::{Along, Belief, Bounds, KNEE_GAIN, Ranking, SimulationResult, sweep_grid};
 
 /// The sweep's points (replicas and cache), in the order first simulated.
 fn sweep_points(results: &[SimulationResult]) -> Vec<(usize, &str)> {
@@ -291,6 +291,30 @@ fn sweep_figures(results: &[SimulationResult], points: &[(usize, &str)]) -> Stri
     };
     let hit_rates = along(|result| result.hit_rate);
     let p99s = along(|result| result.ttft.p99);
+    // Each sweep's knees, ringed on the hit rate's lines.
+    let mut knees: Vec<(usize, usize, String)> = Vec::new();
+    for grid in [Along::Cache, Along::Replicas]
+        .into_iter()
+        .filter_map(|along| sweep_grid(results, along))
+    {
+        for row in &grid.rows {
+            let Some(index) = row.knee.and_then(|column| row.cells[column]) else {
+                continue;
+            };
+            let result = &results[index];
+            let series = policies.iter().position(|policy| *policy == result.policy);
+            let point = points
+                .iter()
+                .position(|point| *point == (result.replicas, result.cache.as_str()));
+            if let (Some(series), Some(point)) = (series, point) {
+                knees.push((
+                    series,
+                    point,
+                    format!("knee along the {}: {}", dimension(grid.along), row.label),
+                ));
+            }
+        }
+    }
     let mut figures = lines_figure(&Lines {
         id: "sweep-hit-rate",
         title: "Hit rate along the sweep",
@@ -302,6 +326,7 @@ fn sweep_figures(results: &[SimulationResult], points: &[(usize, &str)]) -> Stri
         },
         y_label: |share| format!("{:.0}%", share * 100.0),
         x_title,
+        marks: &knees,
     });
     let p99_axis = Axis::log(
         p99s.iter().flat_map(|(_, values)| values.iter().copied()),
@@ -316,8 +341,63 @@ fn sweep_figures(results: &[SimulationResult], points: &[(usize, &str)]) -> Stri
         y: p99_axis.scale,
         y_label: |seconds| format!("{} s", readable(seconds)),
         x_title,
+        marks: &[],
     }));
     figures
+}
+
+/// What a sweep varies, as a page names it.
+fn dimension(along: Along) -> &'static str {
+    match along {
+        Along::Cache => "cache per replica",
+        Along::Replicas => "replicas",
+    }
+}
+
+/// Each sweep as one table: a row per policy (and point of the other dimension), a column per
+/// point, the hit rate in each cell, the knee marked.
+fn sweep_tables(results: &[SimulationResult]) -> String {
+    let mut tables = String::new();
+    for grid in [Along::Cache, Along::Replicas]
+        .into_iter()
+        .filter_map(|along| sweep_grid(results, along))
+    {
+        let _ = write!(
+            tables,
+            "<table class=\"sweep\" id=\"sweep-{}\"><caption>Hit rate along the {}; ◆ the knee: the next point serves under {:.0} % more prompt tokens from cache per doubling</caption><tr><th>Routing</th>",
+            match grid.along {
+                Along::Cache => "cache",
+                Along::Replicas => "replicas",
+            },
+            dimension(grid.along),
+            KNEE_GAIN * 100.0,
+        );
+        for column in &grid.columns {
+            let _ = write!(tables, "<th>{}</th>", escape(&grouped_in(column)));
+        }
+        tables.push_str("</tr>");
+        for row in &grid.rows {
+            let _ = write!(tables, "<tr><td>{}</td>", escape(&row.label));
+            for (column, cell) in row.cells.iter().enumerate() {
+                match cell {
+                    Some(index) if row.knee == Some(column) => {
+                        let _ = write!(
+                            tables,
+                            "<td class=\"knee\">{} ◆</td>",
+                            percent(results[*index].hit_rate)
+                        );
+                    }
+                    Some(index) => {
+                        let _ = write!(tables, "<td>{}</td>", percent(results[*index].hit_rate));
+                    }
+                    None => tables.push_str("<td></td>"),
+                }
+            }
+            tables.push_str("</tr>");
+        }
+        tables.push_str("</table>");
+    }
+    tables
 }
 
 /// Every result's figures, grouped for reading.
@@ -434,6 +514,7 @@ pub fn simulation_html(title: &str, results: &[SimulationResult], rankings: &[Ra
         page.push_str(&sweep_figures(results, &points));
     }
     page.push_str("</div>");
+    page.push_str(&sweep_tables(results));
     page.push_str(&table(results));
     page.push_str("</body></html>\n");
     page
