@@ -58,11 +58,14 @@ pub struct Args {
     /// Benchmark datasets, as `kvlint workload --dataset` reads them.
     #[arg(long, value_name = "FILE")]
     pub dataset: Vec<PathBuf>,
-    /// Replicas (several, comma-separated, for a sweep).
+    /// Replicas (several, comma-separated, for a sweep: the report tables each policy's hit rate
+    /// along it and marks its knee, the first point whose next serves under 5 % more per
+    /// doubling).
     #[arg(long, value_delimiter = ',', default_value = "2", value_name = "N")]
     pub replicas: Vec<usize>,
     /// Each replica's cache: blocks (`4096`), tokens (`65536tokens`) or `unbounded`; for
-    /// llama.cpp, its host prompt cache (`0`: none). Several, comma-separated, for a sweep.
+    /// llama.cpp, its host prompt cache (`0`: none). Several, comma-separated, for a sweep (its
+    /// table and knee as for --replicas).
     #[arg(long, value_delimiter = ',', required = true, value_name = "SIZE")]
     pub cache: Vec<CacheSize>,
     /// The engine each replica's cache is modelled on: vllm[:block=16], sglang[:page=1],
