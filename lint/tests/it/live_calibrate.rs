@@ -2,7 +2,7 @@
 //! nginx, one `kvlint proxy` in front recording each request with the replica nginx names
 //! (`X-Kvlint-Replica: $upstream_addr`) and the cached tokens the engine reported. Replayed
 //! through the model of nginx's balancing, every request must go where nginx sent it, and
-//! serve from cache what the engine reported.
+//! serve from cache what the engine reported. And, without engines, what it refuses.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::Path;
@@ -192,5 +192,67 @@ fn calibrate_on_a_hashing_fleet_serves_what_the_engines_reported_and_keeps_sessi
             "{by_file:?}"
         );
     }
+    std::fs::remove_dir_all(&folder).ok();
+}
+
+#[test]
+fn calibrate_refuses_a_recording_without_its_replica_naming_the_file_and_the_line() {
+    let folder =
+        std::env::temp_dir().join(format!("kvlint-calibrate-input-{}", std::process::id()));
+    std::fs::create_dir_all(&folder).unwrap();
+    let line = |replica: &str| {
+        format!(
+            r#"{{"request": {{"messages": [{{"role": "user", "content": "Fix the test."}}]}}, "response": {{"usage": {{"prompt_tokens": 12, "prompt_tokens_details": {{"cached_tokens": 0}}}}}}, "time": "2026-12-01T00:00:00.000Z"{replica}}}"#
+        )
+    };
+    let recording = folder.join("session-0001.jsonl");
+    std::fs::write(
+        &recording,
+        format!(
+            "{}\n{}\n",
+            line(r#", "replica": "127.0.0.1:8081""#),
+            line("")
+        ),
+    )
+    .unwrap();
+    let recording = recording.display().to_string();
+    let (code, stdout, stderr) = common::kvlint(&[
+        "simulate",
+        "--calibrate",
+        &recording,
+        "--routing",
+        "round-robin",
+        "--cache",
+        "unbounded",
+        "--prefill-tps",
+        "1000",
+    ]);
+    assert_eq!(code, 2, "{stdout}{stderr}");
+    // Without the wrapping at the terminal's width (at spaces and hyphens) and its frame.
+    let squeezed = |text: &str| {
+        text.split_whitespace()
+            .filter(|word| *word != "|")
+            .collect::<String>()
+    };
+    assert!(
+        squeezed(&stderr).contains(&squeezed(&format!(
+            "{recording}:2: the request has no `replica` field"
+        ))),
+        "{stderr}"
+    );
+    // One policy: the router that was deployed.
+    let (code, _, stderr) = common::kvlint(&[
+        "simulate",
+        "--calibrate",
+        &recording,
+        "--routing",
+        "round-robin,session-hash",
+        "--cache",
+        "unbounded",
+        "--prefill-tps",
+        "1000",
+    ]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("one policy"), "{stderr}");
     std::fs::remove_dir_all(&folder).ok();
 }

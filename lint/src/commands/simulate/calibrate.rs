@@ -31,16 +31,17 @@ pub fn run(args: &Args) -> miette::Result<Outcome> {
     if args.format == SimulateFormat::Html {
         miette::bail!("--calibrate writes human or JSON (--format human|json), not HTML");
     }
-    let mut trace_args = args.trace.clone();
-    // The trace's blocks are the engine's.
-    trace_args.block = Some(args.engine.block_size());
-    let traced = super::traced(&args.calibrate, &[], &trace_args)?;
+    // The recordings first: a line without its replica is found before any rendering.
     let mut recorded = Vec::new();
     for file in session_files(&args.calibrate) {
         for session in read_all(&file.path).map_err(miette::Report::new)? {
             recorded.extend(recorded_requests(&session).map_err(miette::Report::new)?);
         }
     }
+    let mut trace_args = args.trace.clone();
+    // The trace's blocks are the engine's.
+    trace_args.block = Some(args.engine.block_size());
+    let traced = super::traced(&args.calibrate, &[], &trace_args)?;
     let setup = Setup {
         replicas: 0,
         cache,
