@@ -26,9 +26,11 @@
 //!   smg 1.13 logs them as `expected_wait_fallback` (`select_min_expected_wait_with_freshness`
 //!   in its `.so`: queued and running tokens over a drain rate estimated from the workers'
 //!   polled metrics), which is in no source snapshot read here, so the miss replica is
-//!   reported, not compared (tolerance: any replica on a miss).
+//!   reported, not compared (tolerance: any replica on a miss; over three runs the misses of
+//!   sessions 2 and 3 went to the other replica once and to session 0's twice).
 //! - **sglang-router** (`sglang-cache-aware`): every request goes to one replica, misses
-//!   included, so the smallest-tree rule for misses is not what it does in front of these
+//!   included (the first replica in three runs of four, the second in one: the first miss's
+//!   tie falls by a per-process hash order), so the smallest-tree rule for misses is not what it does in front of these
 //!   workers (a miss whose smallest tree is the other replica is a `disagree-miss`, reported);
 //!   the likely reason is that the workers register under the model `unknown` (llama-server
 //!   has no `/get_model_info`) while the requests name their model, whose policy is another
@@ -38,6 +40,11 @@
 //!   its counter `vllm_router_prefix_routing_decisions_total{outcome="missing_tokens"}` counts
 //!   every request, and the test checks that, so here its tree is never consulted and it
 //!   cannot be compared with the model's; served tokens and stickiness still are.
+//!
+//! - **NVIDIA Dynamo 1.6.1** (`dynamo-kv`): its frontend's KV router in front of two of its
+//!   mock engines (not llama-server: Dynamo routes only to workers it discovers), see
+//!   [`dynamo_kv_router_chooses_what_the_simulation_chooses_where_costs_differ`]; and its own
+//!   offline replay of kvlint's hashed trace against `kvlint simulate` on that trace.
 //!
 //! Routers that cannot run here (AIBrix, llm-d: Go services on Kubernetes) are checked
 //! against their sources in the routers' unit tests instead.
