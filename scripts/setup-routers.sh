@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up the real routers the live router tests run in front of llama-server, OUTSIDE the
-# repo, one venv each (~1 GB in all; a fresh machine downloads ~250 MB, ~3.5 min here):
+# repo, one venv each (~1 GB in all; from PyPI on a fresh machine, 3.5 min here):
 #
 #   ${KVLINT_ROUTERS:-$HOME/.cache/kvlint/routers}/{smg-1.13.0,sglang-router-0.3.2,vllm-router-0.1.17,dynamo-1.6.1}
 #
