@@ -240,14 +240,15 @@ impl Scorers {
         // `matchLongestPrefix`: every pod holding the i-th hash counts it, until none does.
         let mut matched = vec![0usize; count];
         for hash in &hashes {
-            let holders: Vec<usize> = (0..count)
-                .filter(|replica| self.index.contains(*replica, *hash))
-                .collect();
-            if holders.is_empty() {
-                break;
+            let mut held_by_any = false;
+            for (replica, units) in matched.iter_mut().enumerate() {
+                if self.index.contains(replica, *hash) {
+                    *units += 1;
+                    held_by_any = true;
+                }
             }
-            for holder in holders {
-                matched[holder] += 1;
+            if !held_by_any {
+                break;
             }
         }
         let scores = matched
