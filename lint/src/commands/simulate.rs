@@ -91,7 +91,7 @@ pub struct Args {
     /// --routing names others) at each replica count and cache by served tokens, TTFT p99 and
     /// load imbalance (the busiest replica's prefilled tokens over the mean), each loser with
     /// the measured reason it loses against the winner.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "calibrate")]
     pub compare: bool,
     /// When requests arrive: recorded, poisson:RATE[,burstiness=B] (sessions per second),
     /// closed:CONCURRENCY (sessions at a time).
