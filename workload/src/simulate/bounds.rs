@@ -23,10 +23,10 @@
 //!   modelled tree keeps such a request's path beyond its capacity, outside this bound.)
 //!
 //! Belady's bound is not given for llama.cpp, whose slots keep sequences in its context, a
-//! memory the simulation does not bound. Its cost: the run's prompt blocks once more, in
-//! memory (the next use of each).
+//! memory the simulation does not bound. Its cost: the run's prompt and answer blocks once
+//! more in memory (12 bytes each: the hash and its next use), and the pool.
 
-use std::collections::BinaryHeap;
+use std::collections::BTreeSet;
 
 use rustc_hash::FxHashMap;
 
@@ -146,10 +146,9 @@ impl<'a> BlockStream<'a> {
     /// eviction.
     fn belady_served(&self, trace: &Trace, block_size: u32, capacity: usize) -> u64 {
         let next_use = self.next_uses(trace, block_size);
-        // Each block in the pool with its (next use, depth); the heap holds stale keys too,
-        // skipped when popped.
+        // Each block in the pool with its (next use, depth), and the pool by those keys.
         let mut pool: FxHashMap<u64, (u32, u32)> = FxHashMap::default();
-        let mut farthest: BinaryHeap<(u32, u32, u64)> = BinaryHeap::new();
+        let mut farthest: BTreeSet<(u32, u32, u64)> = BTreeSet::new();
         let mut served = 0u64;
         for position in 0..self.order.len() {
             let prompt = self.prompt(trace, position);
@@ -161,17 +160,18 @@ impl<'a> BlockStream<'a> {
                 .count();
             served += found as u64 * u64::from(block_size);
             for (depth, access) in (self.starts[position]..self.starts[position + 1]).enumerate() {
+                let hash = self.hashes[access];
                 let key = (next_use[access], depth as u32);
-                pool.insert(self.hashes[access], key);
-                farthest.push((key.0, key.1, self.hashes[access]));
+                if let Some(before) = pool.insert(hash, key) {
+                    farthest.remove(&(before.0, before.1, hash));
+                }
+                farthest.insert((key.0, key.1, hash));
             }
             while pool.len() > capacity {
-                let Some((next, depth, hash)) = farthest.pop() else {
+                let Some((_, _, hash)) = farthest.pop_last() else {
                     break;
                 };
-                if pool.get(&hash) == Some(&(next, depth)) {
-                    pool.remove(&hash);
-                }
+                pool.remove(&hash);
             }
         }
         served
