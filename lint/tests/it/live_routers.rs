@@ -718,11 +718,11 @@ fn dynamo_kv_router_chooses_what_the_simulation_chooses_where_costs_differ() {
     let workload = workload(&model_id(&url));
     let mut answers = Vec::new();
     for (_, body) in &workload {
-        let answer = common::post(&url, "/v1/chat/completions", body).unwrap();
         let time = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
             .as_secs_f64();
+        let answer = common::post(&url, "/v1/chat/completions", body).unwrap();
         answers.push((answer, time));
     }
     let text = plain_log(&log);
