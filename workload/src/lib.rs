@@ -54,8 +54,8 @@ mod trace;
 pub use error::{SpecError, TraceFileError};
 pub use report::{FindingCost, Reuse, WorkloadReport, arrival_order, workload_report};
 pub use simulate::{
-    Agreement, AgreementSummary, CalibrateError, CalibratedRequest, Calibration, RecordedRequest,
-    ServedComparison, calibrate, recorded_requests,
+    Agreement, AgreementSummary, Branch, CalibrateError, CalibratedRequest, Calibration,
+    RecordedRequest, ServedComparison, calibrate, recorded_requests,
 };
 pub use simulate::{
     AibrixConfig, Arrival, Belief, Bounds, CacheSize, DynamoConfig, DynamoCost, FleetOptions,

@@ -22,7 +22,7 @@ use kvlint_core::session::SessionFile;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::routers::Choice;
+use super::routers::{Branch, Choice};
 use super::run::{Recorded, Replayed, replay};
 use super::{Arrival, Setup};
 use crate::error::SpecError;
@@ -121,10 +121,15 @@ pub enum Agreement {
     /// that breaks such ties at random, or by an order the model does not know, could have
     /// sent it either way.
     AgreeInTie,
-    /// The model chose another replica for a cache hit it predicted there.
+    /// The model chose another replica because a load gate decided (its branch was
+    /// [`Branch::Gate`]): load signals the real router read otherwise, or at another moment.
+    DisagreeGate,
+    /// The model chose another replica for a match its index held usable (its branch was
+    /// [`Branch::Match`]).
     DisagreeHit,
-    /// The model chose another replica without predicting a hit there (a router without an
-    /// index of its own is always here when it disagrees).
+    /// The model chose another replica without a usable match: its rule for a miss decided,
+    /// or it keeps no index (round-robin, session-hash, least-loaded, … are always here when
+    /// they disagree).
     DisagreeMiss,
 }
 
@@ -134,6 +139,7 @@ impl Agreement {
         match self {
             Self::Agree => "agree",
             Self::AgreeInTie => "agree-in-tie",
+            Self::DisagreeGate => "disagree-gate",
             Self::DisagreeHit => "disagree-hit",
             Self::DisagreeMiss => "disagree-miss",
         }
@@ -154,6 +160,8 @@ pub struct CalibratedRequest {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tie: Option<Vec<usize>>,
     pub class: Agreement,
+    /// What decided the model's choice: `match`, `miss`, `gate` or `blind`.
+    pub branch: Branch,
     /// The prompt tokens the model expected its replica to serve (routers with an index).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub predicted_tokens: Option<u32>,
@@ -169,6 +177,7 @@ pub struct AgreementSummary {
     pub requests: usize,
     pub agree: usize,
     pub agree_in_tie: usize,
+    pub disagree_gate: usize,
     pub disagree_hit: usize,
     pub disagree_miss: usize,
     pub agreement: f64,
@@ -258,15 +267,16 @@ fn number_replicas(
 
 /// The class of a request the model chose `choice` for, served by `recorded`.
 fn classify(choice: &Choice, recorded: usize) -> Agreement {
-    let decision = choice.decision;
     if choice.ties.len() > 1 && choice.ties.contains(&recorded) {
         Agreement::AgreeInTie
-    } else if decision.replica == recorded {
+    } else if choice.decision.replica == recorded {
         Agreement::Agree
-    } else if decision.predicted.is_some_and(|tokens| tokens > 0) {
-        Agreement::DisagreeHit
     } else {
-        Agreement::DisagreeMiss
+        match choice.branch {
+            Branch::Gate => Agreement::DisagreeGate,
+            Branch::Match => Agreement::DisagreeHit,
+            Branch::Miss | Branch::Blind => Agreement::DisagreeMiss,
+        }
     }
 }
 
@@ -319,6 +329,7 @@ pub fn calibrate(
                 simulated_replica: choice.decision.replica,
                 tie: (choice.ties.len() > 1).then(|| choice.ties.clone()),
                 class: classify(choice, numbers[index]),
+                branch: choice.branch,
                 predicted_tokens: choice.decision.predicted,
                 recorded_served_tokens: request.served_tokens,
                 simulated_served_tokens: *served,
@@ -348,6 +359,7 @@ fn agreement(requests: &[CalibratedRequest]) -> AgreementSummary {
         requests: requests.len(),
         agree: count(Agreement::Agree),
         agree_in_tie: count(Agreement::AgreeInTie),
+        disagree_gate: count(Agreement::DisagreeGate),
         disagree_hit: count(Agreement::DisagreeHit),
         disagree_miss: count(Agreement::DisagreeMiss),
         agreement: 1.0,

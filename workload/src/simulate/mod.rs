@@ -33,7 +33,7 @@ pub use calibrate::{
 pub use compare::{Ranked, Ranking, rank};
 pub use realism::FleetOptions;
 pub use routers::{
-    AibrixConfig, DynamoConfig, DynamoCost, LlmdConfig, LlmdIndex, RayConfig, SglangConfig,
+    AibrixConfig, Branch, DynamoConfig, DynamoCost, LlmdConfig, LlmdIndex, RayConfig, SglangConfig,
     SglangIndex, SmgConfig,
 };
 pub use run::simulate;

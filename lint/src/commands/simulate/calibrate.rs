@@ -101,12 +101,14 @@ fn human(calibration: &Calibration) -> String {
             .join(", "),
     );
     text.push_str(&format!(
-        "  agreement {:.1}%: agree {} ({:.1}%), agree-in-tie {} ({:.1}%), disagree-hit {} ({:.1}%), disagree-miss {} ({:.1}%)\n",
+        "  agreement {:.1}%: agree {} ({:.1}%), agree-in-tie {} ({:.1}%), disagree-gate {} ({:.1}%), disagree-hit {} ({:.1}%), disagree-miss {} ({:.1}%)\n",
         100.0 * agreement.agreement,
         agreement.agree,
         share(agreement.agree),
         agreement.agree_in_tie,
         share(agreement.agree_in_tie),
+        agreement.disagree_gate,
+        share(agreement.disagree_gate),
         agreement.disagree_hit,
         share(agreement.disagree_hit),
         agreement.disagree_miss,
@@ -128,11 +130,12 @@ fn human(calibration: &Calibration) -> String {
             continue;
         }
         details.push_str(&format!(
-            "  {}:{} at {:.3}s: {}, recorded replica {}, simulated {}{}; served recorded {}, simulated {}\n",
+            "  {}:{} at {:.3}s: {} (branch {}), recorded replica {}, simulated {}{}; served recorded {}, simulated {}\n",
             request.file,
             request.line,
             request.time,
             request.class.name(),
+            request.branch.name(),
             request.recorded_replica,
             request.simulated_replica,
             request.tie.as_ref().map_or(String::new(), |tie| format!(" (tied: {tie:?})")),

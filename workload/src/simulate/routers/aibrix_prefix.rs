@@ -43,7 +43,7 @@ use rand::seq::SliceRandom;
 use rustc_hash::FxHashMap;
 
 use super::index::{RecencyList, units};
-use super::{CHARS_PER_TOKEN, Choice, Decision, Route, View, number, random_lowest, ties};
+use super::{Branch, CHARS_PER_TOKEN, Choice, Decision, Route, View, number, random_lowest, ties};
 use crate::error::SpecError;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -259,6 +259,12 @@ impl Route for PrefixCache {
             .iter()
             .copied()
             .find(|replica| running[*replica] <= mean + self.config.sigma * deviation);
+        // The imbalance gate, or matching pods all over the σ bound, decide against the match.
+        let branch = match (gated, best, matching.is_empty()) {
+            (true, _, _) | (false, None, false) => Branch::Gate,
+            (false, Some(_), _) => Branch::Match,
+            (false, None, true) => Branch::Miss,
+        };
         let (replica, tied) = match best {
             // The shuffle ordered the equals.
             Some(best) => {
@@ -289,6 +295,7 @@ impl Route for PrefixCache {
                 ),
             },
             ties: tied,
+            branch,
         }
     }
 

@@ -51,7 +51,7 @@ use rand::Rng;
 use rand::rngs::SmallRng;
 use rustc_hash::FxHashMap;
 
-use super::{Choice, Decision, Route, View, number, random_lowest, ties};
+use super::{Choice, Decision, Route, View, number, random_lowest, scored_branch, ties};
 use crate::error::SpecError;
 
 /// The cost function.
@@ -244,6 +244,11 @@ impl Route for KvRouter {
                 predicted: Some(overlaps[replica]),
             },
             ties: tied,
+            branch: scored_branch(
+                |replica| f64::from(overlaps[replica]),
+                overlaps.len(),
+                replica,
+            ),
         }
     }
 

@@ -3,12 +3,13 @@
 
 use rand::rngs::SmallRng;
 
-use super::{Choice, Decision, Route, View};
+use super::{Choice, Route, View};
 
 pub struct LeastLoaded;
 
 impl Route for LeastLoaded {
     fn decide(&mut self, view: &View<'_>, _rng: &mut SmallRng, _forced: Option<usize>) -> Choice {
-        Choice::alone(Decision::blind(view.lowest(|signals| signals.queued)))
+        let replica = view.lowest(|signals| signals.queued);
+        Choice::blind(replica, vec![replica])
     }
 }

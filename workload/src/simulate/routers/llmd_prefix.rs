@@ -55,7 +55,9 @@ use kvlint_protocol::Spec;
 use rand::rngs::SmallRng;
 
 use super::index::{PrefixIndex, Recency, units};
-use super::{CHARS_PER_TOKEN, Choice, Decision, Route, View, number, random_lowest, ties};
+use super::{
+    CHARS_PER_TOKEN, Choice, Decision, Route, View, number, random_lowest, scored_branch, ties,
+};
 use crate::error::SpecError;
 
 /// Where the prefix scorer's index comes from.
@@ -319,6 +321,7 @@ impl Route for Scorers {
                 predicted: Some(held[replica]),
             },
             ties: tied,
+            branch: scored_branch(|replica| prefix[replica], view.replica_count(), replica),
         }
     }
 

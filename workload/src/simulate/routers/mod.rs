@@ -121,6 +121,34 @@ impl Decision {
     }
 }
 
+/// What decided a router's choice: each router with an index says which of its rules did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Branch {
+    /// The router's index decided: a match it holds usable (over its threshold, or, for a
+    /// router that scores, the chosen replica holds the longest match).
+    Match,
+    /// No usable match: the router's rule for a miss (smallest tree, least loaded, …) decided.
+    Miss,
+    /// A load gate (imbalance, spill, escape hatch, or a router's load score outweighing
+    /// the longest match) decided, whatever the index held.
+    Gate,
+    /// The router keeps no index (round-robin, session-hash, least-loaded, random, …).
+    Blind,
+}
+
+impl Branch {
+    /// The branch as the JSON output spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Match => "match",
+            Self::Miss => "miss",
+            Self::Gate => "gate",
+            Self::Blind => "blind",
+        }
+    }
+}
+
 /// What a router would have chosen for a request, with the replicas its rule held equal to
 /// that choice.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -131,14 +159,41 @@ pub struct Choice {
     /// per-process order); `decision.replica` alone where its rule is deterministic. Sorted,
     /// and always holding `decision.replica`.
     pub ties: Vec<usize>,
+    /// Which of its rules decided.
+    pub branch: Branch,
 }
 
 impl Choice {
-    fn alone(decision: Decision) -> Self {
+    fn alone(decision: Decision, branch: Branch) -> Self {
         Self {
             ties: vec![decision.replica],
             decision,
+            branch,
         }
+    }
+
+    /// A router without an index chose `replica` (equally with `ties`).
+    fn blind(replica: usize, ties: Vec<usize>) -> Self {
+        Self {
+            decision: Decision::blind(replica),
+            ties,
+            branch: Branch::Blind,
+        }
+    }
+}
+
+/// Of routers that score every replica (Dynamo's cost, llm-d's weighted scorers), the branch
+/// that decided `chosen`: `Miss` when no replica holds any of the prompt (`overlap` 0
+/// everywhere), `Match` when `chosen` holds the longest overlap, else `Gate` (the load terms
+/// outweighed the longest match).
+fn scored_branch(overlap: impl Fn(usize) -> f64, replica_count: usize, chosen: usize) -> Branch {
+    let longest = (0..replica_count).map(&overlap).fold(0.0, f64::max);
+    if longest <= 0.0 {
+        Branch::Miss
+    } else if overlap(chosen) >= longest {
+        Branch::Match
+    } else {
+        Branch::Gate
     }
 }
 

@@ -8,16 +8,13 @@
 use rand::Rng;
 use rand::rngs::SmallRng;
 
-use super::{Choice, Decision, Route, View};
+use super::{Choice, Route, View};
 
 pub struct PowerOfTwo;
 
 impl Route for PowerOfTwo {
     fn decide(&mut self, view: &View<'_>, rng: &mut SmallRng, _forced: Option<usize>) -> Choice {
-        Choice {
-            decision: Decision::blind(two_choices(view, rng)),
-            ties: two_choices_ties(view),
-        }
+        Choice::blind(two_choices(view, rng), two_choices_ties(view))
     }
 
     fn reads_load(&self) -> bool {
@@ -59,6 +56,7 @@ pub fn two_choices_ties(view: &View<'_>) -> Vec<usize> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::Decision;
     use super::super::testing::{pick, rng, running};
     use super::*;
 

@@ -5,7 +5,7 @@
 
 use rand::rngs::SmallRng;
 
-use super::{Choice, Decision, Route, View};
+use super::{Branch, Choice, Decision, Route, View};
 
 pub struct PrefixAware {
     pub overload: f64,
@@ -21,14 +21,24 @@ impl Route for PrefixAware {
                     .then(queued(*right).total_cmp(&queued(*left)))
             })
             .unwrap_or(0);
-        let replica = if queued(best) > self.overload {
+        let overloaded = queued(best) > self.overload;
+        let replica = if overloaded {
             view.lowest(|signals| signals.queued)
         } else {
             best
         };
-        Choice::alone(Decision {
-            replica,
-            predicted: Some(view.engine_hit(replica)),
-        })
+        // Without a hit, `best` is one of the least queued: the escape hatch overrode no match.
+        let branch = match (view.engine_hit(best), overloaded) {
+            (0, _) => Branch::Miss,
+            (_, true) => Branch::Gate,
+            (_, false) => Branch::Match,
+        };
+        Choice::alone(
+            Decision {
+                replica,
+                predicted: Some(view.engine_hit(replica)),
+            },
+            branch,
+        )
     }
 }

@@ -3,16 +3,16 @@
 use rand::Rng;
 use rand::rngs::SmallRng;
 
-use super::{Choice, Decision, Route, View};
+use super::{Choice, Route, View};
 
 pub struct Random;
 
 impl Route for Random {
     /// Any replica could have been drawn: all are tied.
     fn decide(&mut self, view: &View<'_>, rng: &mut SmallRng, _forced: Option<usize>) -> Choice {
-        Choice {
-            decision: Decision::blind(rng.random_range(0..view.replica_count())),
-            ties: (0..view.replica_count()).collect(),
-        }
+        Choice::blind(
+            rng.random_range(0..view.replica_count()),
+            (0..view.replica_count()).collect(),
+        )
     }
 }

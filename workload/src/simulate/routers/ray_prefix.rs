@@ -26,7 +26,7 @@ use rand::rngs::SmallRng;
 
 use super::index::{PrefixIndex, Recency, units};
 use super::power_of_two::{two_choices, two_choices_ties};
-use super::{CHARS_PER_TOKEN, Choice, Decision, Route, View, number, random_lowest, ties};
+use super::{Branch, CHARS_PER_TOKEN, Choice, Decision, Route, View, number, random_lowest, ties};
 use crate::error::SpecError;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -139,8 +139,8 @@ impl Route for PrefixAffinity {
         let matched: Vec<usize> = (0..count)
             .map(|replica| self.tree.matched(replica, &units))
             .collect();
-        let (replica, tied) = if u64::from(most - least) > self.config.imbalance {
-            (two_choices(view, rng), two_choices_ties(view))
+        let (replica, tied, branch) = if u64::from(most - least) > self.config.imbalance {
+            (two_choices(view, rng), two_choices_ties(view), Branch::Gate)
         } else {
             let longest = matched.iter().copied().max().unwrap_or(0);
             let rate = if view.prompt.tokens == 0 {
@@ -160,7 +160,17 @@ impl Route for PrefixAffinity {
             };
             let load = |replica: usize| f64::from(running(replica));
             let least_busy = random_lowest(candidates.iter().copied(), load, rng).unwrap_or(0);
-            (least_busy, ties(candidates.into_iter(), load, least_busy))
+            // `match=0` takes every replica as a match of nothing: no match decided.
+            let branch = if longest > 0 && rate >= self.config.matched {
+                Branch::Match
+            } else {
+                Branch::Miss
+            };
+            (
+                least_busy,
+                ties(candidates.into_iter(), load, least_busy),
+                branch,
+            )
         };
         self.tree
             .insert(forced.unwrap_or(replica), &units, Recency::HeadNewest, None);
@@ -173,6 +183,7 @@ impl Route for PrefixAffinity {
                 ),
             },
             ties: tied,
+            branch,
         }
     }
 

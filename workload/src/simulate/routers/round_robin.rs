@@ -2,7 +2,7 @@
 
 use rand::rngs::SmallRng;
 
-use super::{Choice, Decision, Route, View};
+use super::{Choice, Route, View};
 
 #[derive(Default)]
 pub struct RoundRobin {
@@ -13,6 +13,6 @@ impl Route for RoundRobin {
     fn decide(&mut self, view: &View<'_>, _rng: &mut SmallRng, forced: Option<usize>) -> Choice {
         let chosen = self.next % view.replica_count();
         self.next = forced.unwrap_or(chosen) + 1;
-        Choice::alone(Decision::blind(chosen))
+        Choice::blind(chosen, vec![chosen])
     }
 }

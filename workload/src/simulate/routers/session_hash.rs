@@ -3,7 +3,7 @@
 
 use rand::rngs::SmallRng;
 
-use super::{Choice, Decision, Route, View};
+use super::{Choice, Route, View};
 
 /// Virtual points per replica on the consistent-hash ring (nginx's ketama uses 160).
 const RING_POINTS: u32 = 160;
@@ -39,6 +39,7 @@ impl Route for SessionHash {
     fn decide(&mut self, view: &View<'_>, _rng: &mut SmallRng, _forced: Option<usize>) -> Choice {
         let key = hash64(view.session.as_bytes());
         let point = self.ring.partition_point(|(hash, _)| *hash < key);
-        Choice::alone(Decision::blind(self.ring[point % self.ring.len()].1))
+        let replica = self.ring[point % self.ring.len()].1;
+        Choice::blind(replica, vec![replica])
     }
 }

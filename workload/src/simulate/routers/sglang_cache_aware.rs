@@ -63,7 +63,7 @@ use rand::seq::SliceRandom;
 use rustc_hash::FxHashMap;
 
 use super::index::{PrefixIndex, Recency, units};
-use super::{CHARS_PER_TOKEN, Choice, Decision, Route, View, number};
+use super::{Branch, CHARS_PER_TOKEN, Choice, Decision, Route, View, number};
 use crate::error::SpecError;
 
 /// What the router's tree is over.
@@ -291,9 +291,9 @@ impl Route for CacheAware {
         let matched: Vec<usize> = (0..count)
             .map(|replica| self.tree.matched(replica, &units))
             .collect();
-        let (replica, ties) = if imbalanced {
+        let (replica, ties, branch) = if imbalanced {
             let least = view.lowest(|signals| f64::from(signals.running));
-            (least, vec![least])
+            (least, vec![least], Branch::Gate)
         } else {
             let longest = matched.iter().copied().max().unwrap_or(0);
             let rate = if view.prompt.tokens == 0 {
@@ -304,7 +304,8 @@ impl Route for CacheAware {
             let deepest = longest.checked_sub(1).and_then(|last| units.get(last));
             match deepest {
                 Some(&deepest) if rate > self.config.threshold as f32 => {
-                    self.match_holder(deepest, longest, &matched)
+                    let (holder, ties) = self.match_holder(deepest, longest, &matched);
+                    (holder, ties, Branch::Match)
                 }
                 _ => {
                     let smallest = (0..count)
@@ -314,7 +315,7 @@ impl Route for CacheAware {
                     let ties = (0..count)
                         .filter(|replica| self.tree.len(*replica) == size)
                         .collect();
-                    (smallest, ties)
+                    (smallest, ties, Branch::Miss)
                 }
             }
         };
@@ -331,6 +332,7 @@ impl Route for CacheAware {
                 predicted: Some(predicted),
             },
             ties,
+            branch,
         }
     }
 

@@ -47,7 +47,7 @@ use rand::rngs::SmallRng;
 
 use super::index::{PrefixIndex, Recency, units};
 use super::sglang_cache_aware::KNOBS;
-use super::{Choice, Decision, Route, SglangConfig, View};
+use super::{Branch, Choice, Decision, Route, SglangConfig, View};
 use crate::error::SpecError;
 
 /// smg's knobs: those of sglang-router's `cache_aware`, with smg 1.13's defaults (the same
@@ -131,7 +131,7 @@ impl Route for SmgCacheAware {
         } else {
             (longest as u64 * u64::from(unit_tokens)) as f32 / view.prompt.tokens as f32
         };
-        let (replica, ties) = if longest > 0 && rate > self.config.threshold as f32 {
+        let (replica, ties, branch) = if longest > 0 && rate > self.config.threshold as f32 {
             let holders = (0..count).filter(|replica| matched[*replica] == longest);
             let lightest = holders.clone().map(load).min().unwrap_or(0);
             let tied: Vec<usize> = holders
@@ -140,12 +140,12 @@ impl Route for SmgCacheAware {
             let drawn = tied[rng.random_range(0..tied.len())];
             let pressed = f64::from(load(drawn));
             if pressed > mean * self.config.rel && pressed > mean + self.config.abs as f64 {
-                (least_loaded, vec![least_loaded])
+                (least_loaded, vec![least_loaded], Branch::Gate)
             } else {
-                (drawn, tied)
+                (drawn, tied, Branch::Match)
             }
         } else {
-            (least_loaded, vec![least_loaded])
+            (least_loaded, vec![least_loaded], Branch::Miss)
         };
         let routed = forced.unwrap_or(replica);
         self.tree.insert(routed, &units, Recency::HeadNewest, None);
@@ -159,6 +159,7 @@ impl Route for SmgCacheAware {
                 ),
             },
             ties,
+            branch,
         }
     }
 
