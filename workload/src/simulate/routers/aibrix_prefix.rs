@@ -306,7 +306,7 @@ impl Route for PrefixCache {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{pick, rng, running};
+    use super::super::testing::{decide, pick, rng, running};
     use super::*;
     use crate::simulate::Policy;
 
@@ -315,6 +315,40 @@ mod tests {
             Policy::Aibrix(config) => PrefixCache::new(config),
             other => panic!("{other}"),
         }
+    }
+
+    #[test]
+    fn the_branch_is_the_match_the_imbalance_or_deviation_gate_or_the_miss() {
+        let mut router = router("aibrix-prefix");
+        let mut rng = rng(0);
+        let mut route = |tokens, loads: &[u32], forced| {
+            let blocks: &[u64] = if tokens == 40 { &[1, 2] } else { &[1, 2, 3] };
+            decide(
+                &mut router,
+                blocks,
+                tokens,
+                &running(loads),
+                &[],
+                forced,
+                &mut rng,
+            )
+        };
+        // Nothing matches; the index learns pod 0.
+        assert_eq!(route(40, &[0, 0, 0], Some(0)).branch, Branch::Miss);
+        let matched = route(60, &[0, 0, 0], None);
+        assert_eq!(
+            (matched.decision.replica, matched.branch),
+            (0, Branch::Match)
+        );
+        // No imbalance (5 ≤ 8), but pod 0's 5 running are over mean + σ (1.67 + 2.89).
+        let deviated = route(60, &[5, 0, 0], Some(0));
+        assert_eq!((deviated.ties, deviated.branch), (vec![1, 2], Branch::Gate));
+        // 9 − 0 > 8: only the idle pods are matched.
+        let imbalanced = route(60, &[9, 0, 0], None);
+        assert_eq!(
+            (imbalanced.ties, imbalanced.branch),
+            (vec![1, 2], Branch::Gate)
+        );
     }
 
     /// Replica `holder` of `loads.len()` is routed blocks 1, 2 (as the least loaded); then the

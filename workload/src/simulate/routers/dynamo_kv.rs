@@ -295,8 +295,8 @@ fn softmax_sample(
 
 #[cfg(test)]
 mod tests {
-    use super::super::ReplicaSignals;
-    use super::super::testing::{BLOCK, pick, prompt, rng};
+    use super::super::{Branch, ReplicaSignals};
+    use super::super::testing::{BLOCK, decide, pick, prompt, rng};
     use super::*;
     use crate::cache::ReplicaCache;
     use crate::simulate::{CacheSize, Policy, SimEngine};
@@ -325,6 +325,30 @@ mod tests {
                 ..ReplicaSignals::default()
             })
             .collect()
+    }
+
+    #[test]
+    fn the_branch_is_the_match_when_the_cheapest_worker_holds_the_longest_overlap() {
+        let caches = caches();
+        let mut rng = rng(0);
+        let mut route = |blocks: &[u64], active: [u64; 2]| {
+            let choice = decide(
+                &mut router("dynamo-kv"),
+                blocks,
+                blocks.len() as u32 * BLOCK,
+                &loads(active, None),
+                &caches,
+                None,
+                &mut rng,
+            );
+            (choice.decision.replica, choice.branch)
+        };
+        // Replica 0's engine holds three of the four blocks: 5 against 8.
+        assert_eq!(route(&[1, 2, 3, 4], [0, 0]), (0, Branch::Match));
+        // Ten blocks active there: 15 against 8, the load outweighs the overlap.
+        assert_eq!(route(&[1, 2, 3, 4], [10, 0]), (1, Branch::Gate));
+        // No engine holds any of it.
+        assert_eq!(route(&[7, 8], [0, 10]).1, Branch::Miss);
     }
 
     #[test]

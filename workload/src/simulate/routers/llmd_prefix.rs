@@ -332,8 +332,8 @@ impl Route for Scorers {
 
 #[cfg(test)]
 mod tests {
-    use super::super::ReplicaSignals;
-    use super::super::testing::{BLOCK, pick, prompt, rng};
+    use super::super::{Branch, ReplicaSignals};
+    use super::super::testing::{BLOCK, decide, pick, prompt, rng};
     use super::*;
     use crate::cache::ReplicaCache;
     use crate::simulate::{CacheSize, Policy, SimEngine};
@@ -356,6 +356,34 @@ mod tests {
     }
 
     /// 64-character blocks are 16 tokens: one block of the trace each.
+    #[test]
+    fn the_branch_is_the_match_when_the_chosen_pod_holds_the_longest_prefix() {
+        let mut router = router("llmd-prefix:weights=1/2/2");
+        let mut rng = rng(0);
+        let mut route = |queued: [u32; 2], forced| {
+            decide(
+                &mut router,
+                &[1, 2, 3, 4],
+                64,
+                &waiting(queued),
+                &[],
+                forced,
+                &mut rng,
+            )
+        };
+        // No pod holds any of it.
+        assert_eq!(route([0, 0], Some(0)).branch, Branch::Miss);
+        // Pod 0 holds it: 1 × 1 + 2 + 2 against 0 + 2 + 2.
+        let matched = route([0, 0], None);
+        assert_eq!(
+            (matched.decision.replica, matched.branch),
+            (0, Branch::Match)
+        );
+        // Pod 0's queue is the longest: 1 + 0 + 2 against 0 + 2 + 2, the queue outweighs it.
+        let queued = route([1, 0], None);
+        assert_eq!((queued.decision.replica, queued.branch), (1, Branch::Gate));
+    }
+
     #[test]
     fn prefix_queue_and_utilisation_scores_are_summed_by_weight() {
         let mut rng = rng(0);

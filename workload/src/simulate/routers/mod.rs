@@ -317,7 +317,7 @@ mod testing {
     use rand::SeedableRng;
     use rand::rngs::SmallRng;
 
-    use super::{Decision, ReplicaSignals, Route, View};
+    use super::{Choice, Decision, ReplicaSignals, Route, View};
     use crate::cache::{Prompt, ReplicaCache};
 
     pub const BLOCK: u32 = 16;
@@ -368,6 +368,31 @@ mod testing {
                 now,
             },
             rng,
+        )
+    }
+
+    /// `router`'s choice for a prompt of `blocks` and `tokens` at time 0, its state updated
+    /// as if the request went to `forced` (its own choice when `None`).
+    pub fn decide(
+        router: &mut dyn Route,
+        blocks: &[u64],
+        tokens: u32,
+        signals: &[ReplicaSignals],
+        caches: &[ReplicaCache],
+        forced: Option<usize>,
+        rng: &mut SmallRng,
+    ) -> Choice {
+        router.decide(
+            &View {
+                prompt: &prompt(blocks, tokens),
+                session: "s",
+                caches,
+                signals,
+                block_size: BLOCK,
+                now: 0.0,
+            },
+            rng,
+            forced,
         )
     }
 
@@ -450,5 +475,25 @@ mod tests {
         assert_eq!(ties("dynamo-kv", &[0, 0]), [0, 1]);
         assert_eq!(ties("llmd-prefix", &[0, 0]), [0, 1]);
         assert_eq!(ties("aibrix-prefix", &[0, 1, 1]), [0]);
+    }
+
+    #[test]
+    fn a_router_without_an_index_is_blind() {
+        let request = prompt(&[1, 2, 3], 60);
+        let signals = running(&[0, 0]);
+        for spec in [
+            "round-robin",
+            "random",
+            "least-loaded",
+            "session-hash",
+            "power-of-two",
+        ] {
+            let choice = router(spec.parse().unwrap(), 2).decide(
+                &view(&request, &signals),
+                &mut rng(0),
+                None,
+            );
+            assert_eq!(choice.branch, Branch::Blind, "{spec}");
+        }
     }
 }

@@ -42,3 +42,41 @@ impl Route for PrefixAware {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::ReplicaSignals;
+    use super::super::testing::{BLOCK, decide, prompt, rng};
+    use super::*;
+    use crate::simulate::{CacheSize, SimEngine};
+
+    #[test]
+    fn the_branch_is_the_engine_s_match_the_escape_hatch_or_the_miss() {
+        let engine = SimEngine::Vllm { block: BLOCK };
+        let mut warm = engine.cache(CacheSize::Unbounded);
+        warm.serve(&prompt(&[1, 2, 3], 49));
+        let caches = [warm, engine.cache(CacheSize::Unbounded)];
+        let mut router = PrefixAware { overload: 1.0 };
+        let mut route = |blocks: &[u64], queued: [f64; 2]| {
+            let signals = queued.map(|queued| ReplicaSignals {
+                queued,
+                ..ReplicaSignals::default()
+            });
+            let choice = decide(
+                &mut router,
+                blocks,
+                64,
+                &signals,
+                &caches,
+                None,
+                &mut rng(0),
+            );
+            (choice.decision.replica, choice.branch)
+        };
+        assert_eq!(route(&[1, 2, 3, 4], [0.0, 0.0]), (0, Branch::Match));
+        // Replica 0's queue is over a second: the least queued.
+        assert_eq!(route(&[1, 2, 3, 4], [2.0, 0.0]), (1, Branch::Gate));
+        // No engine holds it: the least queued, no match overridden.
+        assert_eq!(route(&[7, 8, 9, 10], [2.0, 0.0]), (1, Branch::Miss));
+    }
+}

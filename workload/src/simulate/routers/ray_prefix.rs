@@ -194,7 +194,7 @@ impl Route for PrefixAffinity {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{pick, rng, running};
+    use super::super::testing::{decide, pick, rng, running};
     use super::*;
     use crate::simulate::Policy;
 
@@ -203,6 +203,38 @@ mod tests {
             Policy::Ray(config) => PrefixAffinity::new(config, replicas),
             other => panic!("{other}"),
         }
+    }
+
+    #[test]
+    fn the_branch_is_the_queue_gate_a_tenth_matched_or_the_miss() {
+        let mut router = ray("ray-prefix", 2);
+        let mut rng = rng(0);
+        let mut route = |blocks: &[u64], tokens, loads: &[u32], forced| {
+            decide(
+                &mut router,
+                blocks,
+                tokens,
+                &running(loads),
+                &[],
+                forced,
+                &mut rng,
+            )
+        };
+        assert_eq!(route(&[1, 2], 32, &[0, 0], Some(0)).branch, Branch::Miss);
+        let matched = route(&[1, 2, 3], 48, &[0, 0], None);
+        assert_eq!(
+            (matched.decision.replica, matched.branch),
+            (0, Branch::Match)
+        );
+        // 11 − 0 > 10: power of two choices.
+        assert_eq!(
+            route(&[1, 2, 3], 48, &[11, 0], Some(0)).branch,
+            Branch::Gate
+        );
+        // 16 of 336 tokens matched (under 0.1): a miss, though replica 0 holds them.
+        let long: Vec<u64> = [1].into_iter().chain(20..40).collect();
+        let under = route(&long, 336, &[0, 0], None);
+        assert_eq!(under.branch, Branch::Miss);
     }
 
     #[test]

@@ -170,7 +170,7 @@ impl Route for SmgCacheAware {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{pick, rng, running};
+    use super::super::testing::{decide, pick, rng, running};
     use super::*;
     use crate::simulate::Policy;
 
@@ -179,6 +179,46 @@ mod tests {
             Policy::Smg(config) => SmgCacheAware::new(config, replicas),
             other => panic!("{other}"),
         }
+    }
+
+    #[test]
+    fn the_branch_is_the_match_its_spill_or_the_miss() {
+        let mut router = router("smg-cache-aware:abs=2", 2);
+        let mut rng = rng(0);
+        let mut route = |blocks: &[u64], tokens, loads: &[u32]| {
+            let choice = decide(
+                &mut router,
+                blocks,
+                tokens,
+                &running(loads),
+                &[],
+                None,
+                &mut rng,
+            );
+            (
+                choice.decision.replica,
+                choice.decision.predicted,
+                choice.branch,
+            )
+        };
+        assert_eq!(
+            route(&[1, 2, 3, 4], 64, &[0, 0]),
+            (0, Some(0), Branch::Miss)
+        );
+        assert_eq!(
+            route(&[1, 2, 3, 4], 64, &[0, 0]),
+            (0, Some(64), Branch::Match)
+        );
+        // The holder's 9 is over 1.5 × and 2 + the mean 4.5: spilled to the least loaded.
+        assert_eq!(
+            route(&[1, 2, 3, 4], 64, &[9, 0]),
+            (1, Some(0), Branch::Gate)
+        );
+        // 16 of 64 tokens (0.25): a miss, to the least routed, replica 1, which holds them.
+        assert_eq!(
+            route(&[1, 7, 8, 9], 64, &[0, 0]),
+            (1, Some(16), Branch::Miss)
+        );
     }
 
     #[test]
