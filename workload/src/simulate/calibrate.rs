@@ -582,6 +582,44 @@ mod tests {
         assert_eq!(third.class, Agreement::DisagreeHit);
         assert_eq!((third.recorded_replica, third.simulated_replica), (1, 0));
         assert_eq!(third.predicted_tokens, Some(32));
+        assert_eq!(third.branch, Branch::Match);
         assert_eq!(calibration.agreement.disagree_hit, 1);
+    }
+
+    #[test]
+    fn an_overlap_under_the_router_s_threshold_is_a_miss_not_a_hit() {
+        // Ray's tree holds the first request's two blocks on a: the third request matches 32
+        // of its 40 tokens there, under match=0.9, so the smallest tree (a's two blocks
+        // against b's three) takes it; the fleet sent it to b.
+        let requests = recorded(["a", "b", "b"], [0, 0, 0]);
+        let calibration = calibrated("ray-prefix:match=0.9", &requests, &[], true);
+        let third = &calibration.requests[2];
+        assert_eq!((third.recorded_replica, third.simulated_replica), (1, 0));
+        assert_eq!(third.predicted_tokens, Some(32));
+        assert_eq!(
+            (third.class, third.branch),
+            (Agreement::DisagreeMiss, Branch::Miss)
+        );
+        assert_eq!(calibration.agreement.disagree_hit, 0);
+    }
+
+    #[test]
+    fn a_disagreement_the_load_gate_decided_is_disagree_gate() {
+        // At 10 tokens a second the first request (40 tokens) is still in flight on a when the
+        // second arrives a second later: one request apart is over imbalance=0, and Ray's
+        // power of two choices sends it to the idle b. The fleet sent it to a.
+        let requests = recorded(["a", "a", "b"], [0, 0, 0]);
+        let setup = Setup {
+            prefill_tps: 10.0,
+            ..setup("ray-prefix:imbalance=0")
+        };
+        let calibration = calibrate(&trace(), &setup, &requests, &[], true).unwrap();
+        let second = &calibration.requests[1];
+        assert_eq!((second.recorded_replica, second.simulated_replica), (0, 1));
+        assert_eq!(
+            (second.class, second.branch),
+            (Agreement::DisagreeGate, Branch::Gate)
+        );
+        assert_eq!(calibration.agreement.disagree_gate, 1);
     }
 }
