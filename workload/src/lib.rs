@@ -60,8 +60,8 @@ pub use simulate::{
 pub use simulate::{
     AibrixConfig, Arrival, Belief, Bounds, CacheSize, DynamoConfig, DynamoCost, FleetOptions,
     LLAMACPP_TRACE_BLOCK, Latency, LlmdConfig, LlmdIndex, Policies, Policy, Ranked, Ranking,
-    RayConfig, ReplicaLoad, Setup, SglangConfig, SglangIndex, SimEngine, SimulationResult, rank,
-    simulate,
+    RayConfig, ReplicaLoad, Setup, SglangConfig, SglangIndex, SglangMiss, SimEngine,
+    SimulationResult, rank, simulate,
 };
 pub use simulate::{Along, KNEE_GAIN, SweepGrid, SweepRow, sweep_grid};
 pub use stats::Distribution;

@@ -34,7 +34,7 @@ pub use compare::{Ranked, Ranking, rank};
 pub use realism::FleetOptions;
 pub use routers::{
     AibrixConfig, Branch, DynamoConfig, DynamoCost, LlmdConfig, LlmdIndex, RayConfig, SglangConfig,
-    SglangIndex, SmgConfig,
+    SglangIndex, SglangMiss, SmgConfig,
 };
 pub use run::simulate;
 pub use sweep::{Along, KNEE_GAIN, SweepGrid, SweepRow, sweep_grid};
@@ -554,6 +554,7 @@ mod tests {
                 index: SglangIndex::Text,
                 evict: 60,
                 size: 67_108_864,
+                miss: SglangMiss::Load,
             })
         );
         assert_eq!(

@@ -42,7 +42,7 @@ pub use aibrix_prefix::AibrixConfig;
 pub use dynamo_kv::{DynamoConfig, DynamoCost};
 pub use llmd_prefix::{LlmdConfig, LlmdIndex};
 pub use ray_prefix::RayConfig;
-pub use sglang_cache_aware::{SglangConfig, SglangIndex};
+pub use sglang_cache_aware::{SglangConfig, SglangIndex, SglangMiss};
 pub use smg_cache_aware::SmgConfig;
 
 use super::Policy;

@@ -1,45 +1,71 @@
-//! `sglang-cache-aware[:threshold=0.3,abs=64,rel=1.5,index=text|tokens,
+//! `sglang-cache-aware[:threshold=0.3,abs=64,rel=1.5,index=text|tokens,miss=load|tree,
 //! flavor=sglang-router|vllm-router,evict=60,size=67108864]`:
 //! the `cache_aware` policy of sglang-router 0.3.2 (its `.so` names itself
-//! `sgl-model-gateway 0.3.2`) and of vllm-router 0.1.17, its fork. Both binaries are newer
-//! than the sources read; each step cites the nearest one.
+//! `sgl-model-gateway 0.3.2`) and of vllm-router 0.1.17, its fork. sglang-router 0.3.2 is the
+//! release commit `c7f9bf9f5` ("[smg] release 0.3.2", 2026-01-15) of the gateway's history
+//! (smg-project/smg, formerly sgl-project/sglang `sgl-model-gateway/`): the debug events its
+//! `.so` names (`src/policies/cache_aware.rs:114`, `:213`, `:300`, `:336`, `:445`, `:464`) are
+//! the lines of that commit's file. vllm-router's source is not published; see `miss`.
 //!
 //! 1. The load of a worker is its requests in flight (`worker.load()`). When
 //!    `max − min > abs` (`balance_abs_threshold`) and `max > rel × min`
-//!    (`balance_rel_threshold`) over all workers, the least loaded worker, the first of equals
-//!    in `--worker-urls` order (replica *i* is the *i*-th URL), takes the request, and the
-//!    request still goes into the tree under that worker (`CacheAwarePolicy::select_worker`,
-//!    `sgl-router/src/policies/cache_aware.rs`, sgl-project/sglang `026f853b`).
+//!    (`balance_rel_threshold`) over all workers, the least loaded worker takes the request,
+//!    and the request still goes into the tree under that worker
+//!    (`CacheAwarePolicy::select_worker_min_load`, `c7f9bf9f5` lines 287-347: the first
+//!    minimum of `min_by_key(load)` in the router's worker order, see `miss=load`).
 //! 2. Else the tree's longest prefix match: when matched characters over the request's
 //!    characters exceed `threshold` (`cache_threshold`), the worker the deepest matched node
-//!    names, its `last_tenant` (`Tree::prefix_match_with_counts`,
-//!    `sgl-model-gateway/src/policies/tree.rs`, sgl-project/sglang `03744dbe`; both wheels'
-//!    `.so` contain `last_tenant`): the tenant whose insert created the node (a new leaf takes
-//!    its inserter, a split copies it to the new parent, another tenant's later insert leaves
-//!    it), as long as it is still a tenant of the node; else the first key of the node's
-//!    tenant `DashMap`, cached as `last_tenant` from then on. Here: the replica that first
-//!    inserted the last matched unit while it still holds the whole match; else the
-//!    lowest-numbered replica that does, which the unit names from then on. That replaces the
-//!    source's `DashMap` order, by a hash seeded per process (fixed in a run, different
-//!    between runs: effectively random). A unit no replica holds any more is forgotten (its
-//!    node is removed), and the next replica to insert it creates it anew. Below the
-//!    threshold, the worker whose tree is smallest: `get_smallest_tenant` (`tree.rs`
-//!    `8613c481`) keeps the first strict minimum while iterating the tree's
-//!    `tenant_char_count` `DashMap`, whose order comes from a hash seeded once per process —
-//!    fixed for the router's life, different from one run to the next. Here each simulated
-//!    router draws one random order of the replicas from the run's seed at its first request
-//!    and breaks equal sizes by it (so with empty trees the first miss goes to the same
-//!    replica all run, and to another one in a run with another seed). The request's text
-//!    goes into the tree under the chosen worker.
-//! 3. Every `evict` seconds (`eviction_interval_secs`), each worker's tree over `size`
+//!    names, its `last_tenant` (`Tree::prefix_match_with_counts`, `src/policies/tree.rs`
+//!    `c7f9bf9f5`; sgl-project/sglang `03744dbe`; both wheels' `.so` contain `last_tenant`):
+//!    the tenant whose insert created the node (a new leaf takes its inserter, a split copies
+//!    it to the new parent, another tenant's later insert leaves it), as long as it is still a
+//!    tenant of the node; else the first key of the node's tenant `DashMap`, cached as
+//!    `last_tenant` from then on. Here: the replica that first inserted the last matched unit
+//!    while it still holds the whole match; else the lowest-numbered replica that does, which
+//!    the unit names from then on. That replaces the source's `DashMap` order, by a hash
+//!    seeded per process (fixed in a run, different between runs: effectively random). A unit
+//!    no replica holds any more is forgotten (its node is removed), and the next replica to
+//!    insert it creates it anew. The request's text goes into the tree under the chosen
+//!    worker.
+//! 3. Below the threshold, `miss`:
+//!    - `load` (sglang-router's default): the worker with the fewest requests in flight —
+//!      `healthy_indices.iter().min_by_key(|&&idx| workers[idx].load())`, `select_worker`,
+//!      `c7f9bf9f5` lines 410-415, from "Fix cache-aware router should pick min load instead
+//!      of min tenant size" (`6fe82758a`, 2025-12-09) — *not* the smallest tree. Equals fall
+//!      to the first in the router's worker list: `HttpRouter::select_worker_for_model`
+//!      (`src/routers/http/router.rs`) takes it from `WorkerRegistry::get_workers_filtered`,
+//!      which without `--enable-igw` is `get_all`, the iteration of a `DashMap` keyed by
+//!      `WorkerId(Uuid::new_v4())` (`src/core/worker_registry.rs`): an order fixed for the
+//!      router's life and drawn anew at each start. So whenever requests do not overlap in
+//!      time (every load 0), **every miss goes to one and the same replica**, and every hit
+//!      to the replica that holds it — that one too: the whole fleet's traffic on one
+//!      replica, whichever the start drew, whatever the workers are. Seen live: 20 of 20
+//!      sequential requests on one llama-server of two, the replica varying between runs, and
+//!      a miss sent while that replica had a request in flight went to the other. The load
+//!      gate's least loaded falls in the same order.
+//!    - `tree` (vllm-router's default, kept from the older sgl-router and unverified for
+//!      vllm-router 0.1.17, whose tree never decided in front of llama-server here): the
+//!      worker whose tree is smallest: `get_smallest_tenant` (`tree.rs` `8613c481`) keeps
+//!      the first strict minimum while iterating the tree's `tenant_char_count` `DashMap`,
+//!      whose order is a per-process hash too. The load gate's least loaded is the first in
+//!      `--worker-urls` order (sgl-router `026f853b`, a `Vec` of the URLs).
+//!
+//!    Here each simulated router draws one random order of the replicas from the run's seed
+//!    at its first request and breaks equals by it, so with idle replicas the misses go to
+//!    the same replica all run, and to another one in a run with another seed. Which one the
+//!    real router drew is unknowable before it decides: the first decision between equals is
+//!    a tie. Teacher-forced (`kvlint simulate --calibrate`), each recorded decision between
+//!    equals says that its replica comes before the others, and the model keeps to that
+//!    order from then on, so only a pair of replicas never yet decided between is a tie.
+//! 4. Every `evict` seconds (`eviction_interval_secs`), each worker's tree over `size`
 //!    characters (`max_tree_size`) loses its least recently used leaves
 //!    (`evict_tenant_by_size`).
 //!
 //! `flavor` sets the defaults of the router named: `sglang-router` (the default; sglang-router
 //! 0.3.2, `sglang_router/router_args.py` in its wheel): 0.3 / 64 / 1.5, eviction every 60 s,
-//! trees of 2^26 = 67,108,864 characters; `vllm-router` (vllm-router 0.1.17,
+//! trees of 2^26 = 67,108,864 characters, `miss=load`; `vllm-router` (vllm-router 0.1.17,
 //! `vllm_router/router_args.py` in its wheel): the same thresholds, eviction every 120 s,
-//! trees of 2^25 = 33,554,432. `evict` and `size` override either.
+//! trees of 2^25 = 33,554,432, `miss=tree`. `evict`, `size` and `miss` override either.
 //!
 //! Shepherd Model Gateway (smg 1.x) keeps the policy's name but not its algorithm: it is
 //! `smg-cache-aware`. A hit goes to the least loaded of all the deepest node's tenants, random
@@ -73,6 +99,17 @@ pub enum SglangIndex {
     Tokens,
 }
 
+/// What decides a request the tree does not match over the threshold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SglangMiss {
+    /// The fewest requests in flight, the first of equals in the router's worker order
+    /// (sgl-model-gateway 0.3.2, sglang-router 0.3.2).
+    Load,
+    /// The smallest tree, the first of equals in the tree's tenant order (the older
+    /// sgl-router's `get_smallest_tenant`).
+    Tree,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SglangConfig {
     /// `cache_threshold`: the matched share above which the match decides.
@@ -86,6 +123,8 @@ pub struct SglangConfig {
     pub evict: u64,
     /// `max_tree_size`: characters (text) or tokens per worker.
     pub size: u64,
+    /// The rule for a miss (not a shared knob: smg has its own).
+    pub miss: SglangMiss,
 }
 
 impl Default for SglangConfig {
@@ -97,6 +136,7 @@ impl Default for SglangConfig {
             index: SglangIndex::Text,
             evict: SGLANG_ROUTER.0,
             size: SGLANG_ROUTER.1,
+            miss: SglangMiss::Load,
         }
     }
 }
@@ -111,24 +151,36 @@ pub(super) const KNOBS: [&str; 6] = ["threshold", "abs", "rel", "index", "evict"
 
 impl SglangConfig {
     pub fn parse(spec: &Spec<'_>) -> Result<Self, SpecError> {
-        spec.only(&[KNOBS.as_slice(), &["flavor"]].concat())?;
-        let (evict, size) = match spec.value("flavor") {
-            None | Some("sglang-router") => SGLANG_ROUTER,
-            Some("vllm-router") => VLLM_ROUTER,
+        spec.only(&[KNOBS.as_slice(), &["flavor", "miss"]].concat())?;
+        let default = match spec.value("flavor") {
+            None | Some("sglang-router") => Self::default(),
+            Some("vllm-router") => Self::vllm_router(),
             Some(_) => {
                 return Err(spec
                     .error("`flavor` is sglang-router or vllm-router (smg: smg-cache-aware)")
                     .into());
             }
         };
-        Self::read(
-            spec,
-            Self {
-                evict,
-                size,
-                ..Self::default()
-            },
-        )
+        let miss = match spec.value("miss") {
+            None => default.miss,
+            Some("load") => SglangMiss::Load,
+            Some("tree") => SglangMiss::Tree,
+            Some(_) => return Err(spec.error("`miss` is load or tree").into()),
+        };
+        Ok(Self {
+            miss,
+            ..Self::read(spec, default)?
+        })
+    }
+
+    /// vllm-router 0.1.17's defaults.
+    fn vllm_router() -> Self {
+        Self {
+            evict: VLLM_ROUTER.0,
+            size: VLLM_ROUTER.1,
+            miss: SglangMiss::Tree,
+            ..Self::default()
+        }
     }
 
     /// The shared knobs of `spec` ([`KNOBS`]), each one not given from `default`; the caller
@@ -145,6 +197,7 @@ impl SglangConfig {
             },
             evict: spec.whole("evict", default.evict)?,
             size: spec.positive("size", default.size)?,
+            miss: default.miss,
         })
     }
 
@@ -191,15 +244,17 @@ impl fmt::Display for SglangConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let vllm_router = (self.evict, self.size) == VLLM_ROUTER;
         let default = if vllm_router {
-            Self {
-                evict: VLLM_ROUTER.0,
-                size: VLLM_ROUTER.1,
-                ..Self::default()
-            }
+            Self::vllm_router()
         } else {
             Self::default()
         };
         let mut knobs = self.changed(&default);
+        if self.miss != default.miss {
+            knobs.push(match self.miss {
+                SglangMiss::Load => "miss=load".to_owned(),
+                SglangMiss::Tree => "miss=tree".to_owned(),
+            });
+        }
         if vllm_router {
             knobs.push("flavor=vllm-router".to_owned());
         }
@@ -212,9 +267,14 @@ pub struct CacheAware {
     tree: PrefixIndex,
     /// The replica each unit held by any names (its node's `last_tenant`).
     creators: FxHashMap<u64, usize>,
-    /// Each replica's place in the order the tree's tenant map iterates in, drawn once per
-    /// router from the run's seed at its first request (empty before).
+    /// Each replica's place in the order equals fall in (the router's worker list for
+    /// `miss=load`, the tree's tenant map for `miss=tree`: both hash orders fixed for the
+    /// router's life), drawn once per router from the run's seed at its first request (empty
+    /// before).
     hash_order: Vec<usize>,
+    /// What the decisions so far showed of the real order: `before[a × replicas + b]` when
+    /// replica `a` was routed to while `b` was its equal, so `a` comes before `b`.
+    before: Vec<bool>,
     next_eviction: f64,
 }
 
@@ -225,6 +285,7 @@ impl CacheAware {
             tree: PrefixIndex::new(replica_count),
             creators: FxHashMap::default(),
             hash_order: Vec::new(),
+            before: Vec::new(),
             next_eviction: config.evict as f64,
         }
     }
@@ -268,6 +329,36 @@ impl CacheAware {
         self.creators.insert(deepest, holder);
         (holder, holders)
     }
+
+    /// The first of `equals` in the hash order, with its ties: every one of `equals` no
+    /// earlier decision showed to come after another. Learns that the replica routed to
+    /// (`forced`, when one of `equals`) comes before the others, so that a calibration learns
+    /// the real router's order from its first decision between equals.
+    fn first_of(&mut self, equals: &[usize], forced: Option<usize>) -> (usize, Vec<usize>) {
+        let count = self.hash_order.len();
+        let ties: Vec<usize> = equals
+            .iter()
+            .copied()
+            .filter(|later| {
+                !equals
+                    .iter()
+                    .any(|earlier| self.before[earlier * count + later])
+            })
+            .collect();
+        let first = ties
+            .iter()
+            .copied()
+            .min_by_key(|replica| self.hash_order[*replica])
+            .unwrap_or(0);
+        let routed = forced
+            .filter(|replica| equals.contains(replica))
+            .unwrap_or(first);
+        for &other in equals.iter().filter(|other| **other != routed) {
+            self.before[routed * count + other] = true;
+            self.before[other * count + routed] = false;
+        }
+        (first, ties)
+    }
 }
 
 impl Route for CacheAware {
@@ -281,6 +372,9 @@ impl Route for CacheAware {
                 self.hash_order[replica] = place;
             }
         }
+        if self.before.len() != count * count {
+            self.before = vec![false; count * count];
+        }
         let (units, unit_tokens) = units(view.prompt.blocks, view.block_size, 1);
         self.evict(view.now, unit_tokens, count);
         let loads: Vec<u32> = view.signals.iter().map(|signals| signals.running).collect();
@@ -291,9 +385,20 @@ impl Route for CacheAware {
         let matched: Vec<usize> = (0..count)
             .map(|replica| self.tree.matched(replica, &units))
             .collect();
+        let least_loaded = |loads: &[u32]| -> Vec<usize> {
+            (0..count)
+                .filter(|replica| loads[*replica] == min)
+                .collect()
+        };
         let (replica, ties, branch) = if imbalanced {
-            let least = view.lowest(|signals| f64::from(signals.running));
-            (least, vec![least], Branch::Gate)
+            let (least, ties) = match self.config.miss {
+                SglangMiss::Load => self.first_of(&least_loaded(&loads), forced),
+                SglangMiss::Tree => {
+                    let least = view.lowest(|signals| f64::from(signals.running));
+                    (least, vec![least])
+                }
+            };
+            (least, ties, Branch::Gate)
         } else {
             let longest = matched.iter().copied().max().unwrap_or(0);
             let rate = if view.prompt.tokens == 0 {
@@ -308,14 +413,20 @@ impl Route for CacheAware {
                     (holder, ties, Branch::Match)
                 }
                 _ => {
-                    let smallest = (0..count)
-                        .min_by_key(|replica| (self.tree.len(*replica), self.hash_order[*replica]))
-                        .unwrap_or(0);
-                    let size = self.tree.len(smallest);
-                    let ties = (0..count)
-                        .filter(|replica| self.tree.len(*replica) == size)
-                        .collect();
-                    (smallest, ties, Branch::Miss)
+                    let equals = match self.config.miss {
+                        SglangMiss::Load => least_loaded(&loads),
+                        SglangMiss::Tree => {
+                            let size = (0..count)
+                                .map(|replica| self.tree.len(replica))
+                                .min()
+                                .unwrap_or(0);
+                            (0..count)
+                                .filter(|replica| self.tree.len(*replica) == size)
+                                .collect()
+                        }
+                    };
+                    let (first, ties) = self.first_of(&equals, forced);
+                    (first, ties, Branch::Miss)
                 }
             }
         };
@@ -343,17 +454,22 @@ impl Route for CacheAware {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{pick, rng, running};
+    use super::super::testing::{BLOCK, pick, prompt, rng, running};
     use super::*;
     use crate::simulate::Policy;
 
     /// A router in front of two replicas whose tenant map iterates in replica order, so that
     /// equal trees go to replica 0.
     fn router(spec: &str) -> CacheAware {
+        router_of(spec, 2)
+    }
+
+    /// A router in front of `replicas` whose orders are replica order.
+    fn router_of(spec: &str, replicas: usize) -> CacheAware {
         match spec.parse::<Policy>().unwrap() {
             Policy::SglangCacheAware(config) => CacheAware {
-                hash_order: vec![0, 1],
-                ..CacheAware::new(config, 2)
+                hash_order: (0..replicas).collect(),
+                ..CacheAware::new(config, replicas)
             },
             other => panic!("{other}"),
         }
@@ -365,7 +481,8 @@ mod tests {
         let mut first_misses = [0u32; 2];
         for seed in 0..40 {
             let mut rng = rng(seed);
-            let Policy::SglangCacheAware(config) = "sglang-cache-aware".parse().unwrap() else {
+            let Policy::SglangCacheAware(config) = "sglang-cache-aware:miss=tree".parse().unwrap()
+            else {
                 unreachable!()
             };
             let mut router = CacheAware::new(config, 2);
@@ -385,25 +502,137 @@ mod tests {
         );
     }
 
+    /// The choice of `router` for `blocks` (16 tokens each) under `loads`, its state updated
+    /// as if the request went to `forced`.
+    fn choose(
+        router: &mut CacheAware,
+        blocks: &[u64],
+        loads: &[u32],
+        forced: Option<usize>,
+    ) -> Choice {
+        let prompt = prompt(blocks, 16 * blocks.len() as u32);
+        let view = View {
+            prompt: &prompt,
+            session: "s",
+            caches: &[],
+            signals: &running(loads),
+            block_size: BLOCK,
+            now: 0.0,
+        };
+        router.decide(&view, &mut rng(0), forced)
+    }
+
+    #[test]
+    fn a_miss_goes_to_the_least_loaded_first_in_the_worker_order_not_to_the_smallest_tree() {
+        // sgl-model-gateway 0.3.2, `CacheAwarePolicy::select_worker`: under the threshold,
+        // `healthy_indices.iter().min_by_key(|&&idx| workers[idx].load())`, the first minimum.
+        let mut router = router("sglang-cache-aware");
+        let replica = |choice: Choice| (choice.decision.replica, choice.ties, choice.branch);
+        // Idle, empty trees: the first in the order (here replica 0), either as far as known.
+        assert_eq!(
+            replica(choose(&mut router, &[1, 2], &[0, 0], None)),
+            (0, vec![0, 1], Branch::Miss)
+        );
+        // Another miss, idle: replica 0 again, though replica 1's tree is empty; the order is
+        // known now, so replica 0 alone.
+        assert_eq!(
+            replica(choose(&mut router, &[9], &[0, 0], None)),
+            (0, vec![0], Branch::Miss)
+        );
+        // A miss while replica 0 has a request in flight (1 − 0 is no imbalance): replica 1.
+        assert_eq!(
+            replica(choose(&mut router, &[7], &[1, 0], None)),
+            (1, vec![1], Branch::Miss)
+        );
+        // A hit (32 of 48 tokens) stays on its replica whatever the loads under the gate.
+        assert_eq!(
+            replica(choose(&mut router, &[1, 2, 3], &[5, 0], None)),
+            (0, vec![0], Branch::Match)
+        );
+        // The gate's least loaded falls in the same order: replicas 1 and 2 idle, 0 busy.
+        let mut three = router_of("sglang-cache-aware:abs=2", 3);
+        three.hash_order = vec![0, 2, 1];
+        assert_eq!(
+            replica(choose(&mut three, &[4], &[9, 0, 0], None)),
+            (2, vec![1, 2], Branch::Gate)
+        );
+    }
+
+    #[test]
+    fn a_forced_decision_between_equals_teaches_the_real_worker_order() {
+        let mut router = router("sglang-cache-aware");
+        // The model's order puts replica 0 first; the real router sent the miss to replica 1.
+        let first = choose(&mut router, &[1, 2], &[0, 0], Some(1));
+        assert_eq!((first.decision.replica, first.ties), (0, vec![0, 1]));
+        // From then on the order is the router's: every idle miss to replica 1, exactly.
+        for blocks in [&[9][..], &[7, 8]] {
+            let next = choose(&mut router, blocks, &[0, 0], Some(1));
+            assert_eq!((next.decision.replica, next.ties), (1, vec![1]));
+        }
+        // The tree learned the forced replica too: a hit on [1, 2] goes to replica 1.
+        assert_eq!(
+            choose(&mut router, &[1, 2, 3], &[0, 0], None)
+                .decision
+                .replica,
+            1
+        );
+    }
+
+    #[test]
+    fn idle_misses_all_fall_to_one_replica_per_router_drawn_from_the_seed() {
+        let mut first_replicas = [0u32; 2];
+        for seed in 0..40 {
+            let Policy::SglangCacheAware(config) = "sglang-cache-aware".parse().unwrap() else {
+                unreachable!()
+            };
+            let mut router = CacheAware::new(config, 2);
+            let mut rng = rng(seed);
+            let idle = running(&[0, 0]);
+            let replicas: Vec<usize> = [&[1][..], &[2], &[3, 4], &[5]]
+                .iter()
+                .map(|blocks| pick(&mut router, blocks, 20, &idle, &[], 0.0, &mut rng).replica)
+                .collect();
+            assert!(
+                replicas.iter().all(|replica| *replica == replicas[0]),
+                "{replicas:?}"
+            );
+            first_replicas[replicas[0]] += 1;
+        }
+        assert!(
+            first_replicas[0] > 5 && first_replicas[1] > 5,
+            "{first_replicas:?}"
+        );
+    }
+
     #[test]
     fn the_flavor_sets_sglang_router_s_or_vllm_router_s_defaults() {
         let config = |spec: &str| match spec.parse::<Policy>() {
-            Ok(Policy::SglangCacheAware(config)) => Ok((config.evict, config.size)),
+            Ok(Policy::SglangCacheAware(config)) => Ok((config.evict, config.size, config.miss)),
             Ok(other) => panic!("{other}"),
             Err(error) => Err(error.to_string()),
         };
-        assert_eq!(config("sglang-cache-aware"), Ok((60, 67_108_864)));
+        use SglangMiss::{Load, Tree};
+        assert_eq!(config("sglang-cache-aware"), Ok((60, 67_108_864, Load)));
         assert_eq!(
             config("sglang-cache-aware:flavor=sglang-router"),
-            Ok((60, 67_108_864))
+            Ok((60, 67_108_864, Load))
         );
         assert_eq!(
             config("sglang-cache-aware:flavor=vllm-router"),
-            Ok((120, 33_554_432))
+            Ok((120, 33_554_432, Tree))
         );
         assert_eq!(
-            config("sglang-cache-aware:flavor=vllm-router,evict=60"),
-            Ok((60, 33_554_432))
+            config("sglang-cache-aware:flavor=vllm-router,evict=60,miss=load"),
+            Ok((60, 33_554_432, Load))
+        );
+        assert_eq!(
+            config("sglang-cache-aware:miss=tree"),
+            Ok((60, 67_108_864, Tree))
+        );
+        assert!(
+            config("sglang-cache-aware:miss=random")
+                .unwrap_err()
+                .contains("`miss` is load or tree")
         );
         assert!(
             config("sglang-cache-aware:flavor=smg")
@@ -414,6 +643,8 @@ mod tests {
             "sglang-cache-aware:flavor=vllm-router",
             "sglang-cache-aware:threshold=0.5,flavor=vllm-router",
             "sglang-cache-aware:size=33554432",
+            "sglang-cache-aware:miss=tree",
+            "sglang-cache-aware:miss=load,flavor=vllm-router",
         ] {
             assert_eq!(spec.parse::<Policy>().unwrap().to_string(), spec);
         }
@@ -439,7 +670,7 @@ mod tests {
             predicted: Some(predicted),
         };
         assert_eq!(
-            decisions("sglang-cache-aware"),
+            decisions("sglang-cache-aware:miss=tree"),
             [
                 // Empty trees: no match, the smallest tree (both empty: the first).
                 decision(0, 0),
@@ -456,7 +687,7 @@ mod tests {
             ]
         );
         // Under a threshold of 0.2, the third block's match decides the last two.
-        let lower = decisions("sglang-cache-aware:threshold=0.2");
+        let lower = decisions("sglang-cache-aware:threshold=0.2,miss=tree");
         assert_eq!(lower[3], decision(0, 16));
         assert_eq!(lower[4].replica, 0);
     }
@@ -530,7 +761,7 @@ mod tests {
     #[test]
     fn a_hit_goes_to_the_replica_whose_insert_created_the_deepest_matched_unit() {
         // 128 characters a tree: two 16-token units; evicted at 10 s.
-        let mut router = router("sglang-cache-aware:evict=10,size=128");
+        let mut router = router("sglang-cache-aware:evict=10,size=128,miss=tree");
         let mut rng = rng(0);
         let mut route = |blocks: &[u64], tokens, loads: &[u32], now| {
             pick(
@@ -581,7 +812,7 @@ mod tests {
     fn a_creator_that_lost_the_match_hands_it_to_the_lowest_numbered_holder_for_good() {
         let mut rng = rng(0);
         // Four units a tree (size 256), evicted at 10 s.
-        let mut router = router("sglang-cache-aware:evict=10,size=256");
+        let mut router = router("sglang-cache-aware:evict=10,size=256,miss=tree");
         let mut route = |blocks: &[u64], tokens, loads: &[u32], now| {
             pick(
                 &mut router,
