@@ -454,7 +454,7 @@ impl Route for CacheAware {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{BLOCK, pick, prompt, rng, running};
+    use super::super::testing::{BLOCK, decide, pick, prompt, rng, running};
     use super::*;
     use crate::simulate::Policy;
 
@@ -473,6 +473,41 @@ mod tests {
             },
             other => panic!("{other}"),
         }
+    }
+
+    #[test]
+    fn the_branch_is_the_load_gate_a_match_over_the_threshold_or_the_miss() {
+        let mut router = router("sglang-cache-aware:abs=2,miss=tree");
+        let mut rng = rng(0);
+        let mut route = |blocks: &[u64], tokens, loads: &[u32]| {
+            let choice = decide(
+                &mut router,
+                blocks,
+                tokens,
+                &running(loads),
+                &[],
+                None,
+                &mut rng,
+            );
+            (
+                choice.decision.replica,
+                choice.decision.predicted,
+                choice.branch,
+            )
+        };
+        // Empty trees, then replica 1's empty tree against replica 0's two blocks.
+        assert_eq!(route(&[1, 2], 40, &[0, 0]), (0, Some(0), Branch::Miss));
+        assert_eq!(route(&[9, 10, 11], 48, &[0, 0]), (1, Some(0), Branch::Miss));
+        // 16 of 64 tokens matched on replica 0 (0.25): under the threshold, the smaller tree
+        // (replica 0's two blocks against three) takes it, though its overlap was predicted.
+        assert_eq!(
+            route(&[1, 5, 6, 7], 64, &[0, 0]),
+            (0, Some(16), Branch::Miss)
+        );
+        // 32 of 48 tokens (0.67): the match decides.
+        assert_eq!(route(&[1, 2, 3], 48, &[0, 0]), (0, Some(32), Branch::Match));
+        // 9 − 0 > 2 and 9 > 1.5 × 0: the least loaded, whatever the tree holds.
+        assert_eq!(route(&[1, 2, 3], 48, &[9, 0]), (1, Some(0), Branch::Gate));
     }
 
     #[test]
