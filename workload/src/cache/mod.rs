@@ -10,7 +10,7 @@
 //!   (`sglang/srt/mem_cache/radix_cache.py`, `evict`); a hit is a run of pages, at most the
 //!   prompt's length less one token; a finished request's prompt and output are inserted.
 //! - llama.cpp ([`Slots`]): each slot holds one sequence (a prompt and what was generated for
-//!   it); a request takes the idle slot whose sequence covers the largest share of its
+//!   it, but the last generated token, sampled and never decoded); a request takes the idle slot whose sequence covers the largest share of its
 //!   prompt (over `--slot-prompt-similarity`, 0.1), else the least recently used one, and
 //!   reuses the longest common prefix, less one token when it covers the whole prompt; a slot
 //!   about to lose over half its sequence first saves it in the host prompt cache
@@ -213,11 +213,12 @@ mod tests {
         };
         // One slot, no prompt cache: the other session took the slot.
         assert_eq!(turn(&mut Slots::new(4, 1, None)), 0);
-        // Two slots: each session keeps one, and the whole sequence is read.
-        assert_eq!(turn(&mut Slots::new(4, 2, None)), 12);
+        // Two slots: each session keeps one, and the whole sequence is read but the last
+        // generated token, which was never decoded.
+        assert_eq!(turn(&mut Slots::new(4, 2, None)), 11);
         // One slot and a prompt cache: the first turn's sequence was saved and comes back.
-        assert_eq!(turn(&mut Slots::new(4, 1, Some(100))), 12);
-        // A prompt cache too small for it: dropped.
-        assert_eq!(turn(&mut Slots::new(4, 1, Some(11))), 0);
+        assert_eq!(turn(&mut Slots::new(4, 1, Some(100))), 11);
+        // A prompt cache too small for its 11 tokens: dropped.
+        assert_eq!(turn(&mut Slots::new(4, 1, Some(10))), 0);
     }
 }
