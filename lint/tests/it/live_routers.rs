@@ -506,9 +506,8 @@ fn assert_served_and_sticky(router: &Router, routed: &Routed) {
     }
 }
 
-/// No request the model sent elsewhere predicting a hit there. (`--calibrate` counts any
-/// predicted overlap as a hit, the chat template's first tokens too; for smg, whose misses the
-/// model does not follow, its own log says which requests were hits instead.)
+/// No request the model sent elsewhere for a match its index held usable (`disagree-hit`; an
+/// overlap under the threshold, such as the chat template's first tokens, is a miss).
 fn assert_no_hit_elsewhere(router: &Router, routed: &Routed) {
     for request in routed.calibration["requests"].as_array().unwrap() {
         assert_ne!(
@@ -525,6 +524,7 @@ fn smg_chooses_what_the_simulation_chooses_on_every_tree_hit() {
         return;
     };
     assert_served_and_sticky(&SMG, &routed);
+    assert_no_hit_elsewhere(&SMG, &routed);
     let decisions = smg_decisions(&routed.log);
     let requests = routed.calibration["requests"].as_array().unwrap();
     assert_eq!(decisions.len(), requests.len(), "{decisions:?}");
@@ -540,10 +540,13 @@ fn smg_chooses_what_the_simulation_chooses_on_every_tree_hit() {
             "smg logged {worker}, {named} served"
         );
         assert_eq!(request["recorded_replica"], json!(replica), "{request}");
+        // The model's branch is smg's: a tree match, or (sequential, no spill) a miss.
         if branch == "tree_match" {
             hits += 1;
             assert_eq!(request["class"], "agree", "a tree hit: {request}");
+            assert_eq!(request["branch"], "match", "a tree hit: {request}");
         } else {
+            assert_eq!(request["branch"], "miss", "smg's {branch}: {request}");
             eprintln!("smg miss ({branch}) to {worker}: the model {request}");
         }
     }
@@ -928,11 +931,20 @@ fn sglang_router_load_gate_fires_where_the_simulation_says() {
             Some(tie) => assert!(tie.contains(recorded), "{request}"),
         }
     }
-    // The gate fired: both replicas took requests.
+    // The gate fired: both replicas took requests, and the model says its gate decided.
     assert!(
         routed.served_by.contains(&0) && routed.served_by.contains(&1),
         "{:?}",
         routed.served_by
+    );
+    assert!(
+        routed.calibration["requests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|request| request["branch"] == "gate"),
+        "{}",
+        routed.calibration
     );
     std::fs::remove_dir_all(&routed.folder).ok();
 }
