@@ -163,8 +163,8 @@ impl PrefixCache {
         }
     }
 
-    /// Marks `hash` used at `now` (an LRU read or write), adding `pod` when given.
-    fn touch(&mut self, hash: u64, now: f64, pod: Option<usize>) {
+    /// Marks `hash` used at `now` (`AddPrefix`), held by `pod`.
+    fn touch(&mut self, hash: u64, now: f64, pod: usize) {
         self.sequence += 1;
         let entry = match self.entries.entry(hash) {
             MapEntry::Occupied(occupied) => {
@@ -179,16 +179,16 @@ impl PrefixCache {
             }),
         };
         entry.last_use = now;
-        if let Some(pod) = pod
-            && !entry.pods.contains(&pod)
-        {
+        if !entry.pods.contains(&pod) {
             entry.pods.push(pod);
         }
     }
 
     /// `seqSearchPrefix`: per pod, the leading hashes it holds, counted only while it
-    /// held every one before and was a candidate.
-    fn matched(&mut self, hashes: &[u64], mut candidates: Vec<usize>, now: f64) -> Vec<usize> {
+    /// held every one before and was a candidate. Its LRU reads are left out: the request's
+    /// hashes are all touched again, in the same order, when they are added after the
+    /// decision (nothing reads the LRU in between), which leaves the order they would.
+    fn matched(&self, hashes: &[u64], mut candidates: Vec<usize>) -> Vec<usize> {
         let mut held = vec![0usize; candidates.iter().max().map_or(0, |last| last + 1)];
         for (depth, hash) in hashes.iter().enumerate() {
             let Some(entry) = self.entries.get(hash) else {
@@ -201,7 +201,6 @@ impl PrefixCache {
             for pod in &candidates {
                 held[*pod] = depth + 1;
             }
-            self.touch(*hash, now, None);
         }
         held
     }
@@ -235,7 +234,7 @@ impl Route for PrefixCache {
             view.block_size,
             (self.config.chars / CHARS_PER_TOKEN).max(1),
         );
-        let mut held = self.matched(&hashes, candidates, view.now);
+        let mut held = self.matched(&hashes, candidates);
         held.resize(count, 0);
         let percent = |replica: usize| held[replica] * 100 / hashes.len().max(1);
         let deviation = if count > 1 {
@@ -283,7 +282,7 @@ impl Route for PrefixCache {
             }
         };
         for hash in &hashes {
-            self.touch(*hash, view.now, Some(forced.unwrap_or(replica)));
+            self.touch(*hash, view.now, forced.unwrap_or(replica));
         }
         self.expire(view.now);
         Choice {
