@@ -52,10 +52,10 @@ const BATCH: usize = 2_000;
 /// trace (the median of the replays), both on one thread. Round-robin over 8 caches of 200,000
 /// blocks, where a session's blocks move to another replica every turn, measured 13.1× on a
 /// busy 2-core machine of the project's kind and 14.4–15.4× on an idle one (32.5 s against a
-/// median replay of 2.1 s; one replay ranged over 1.8–3.0 s in a run), 20.2× on a loaded one;
-/// the named routers, on that loaded machine, 9–25× their own replay, llm-d's approximate
-/// prefix scorer the slowest (29.5× the median replay before its scorer stopped allocating per
-/// hash); the other generic points 4–11×.
+/// median replay of 2.1 s; one replay ranged over 1.8–3.0 s in a run). On a loaded one (median
+/// replay 3.0–3.6 s) the named routers measured 7–29× their own replay, the slowest
+/// aibrix-prefix at 30.1× the median (108.9 s) and llm-d's approximate scorer at 29.5× before
+/// its scorer stopped allocating per hash; the generic points 4–17×.
 const MAX_POINT_RATIO: f64 = 35.0;
 /// Rounds of the bound and the trace on one thread, alternating, each over the same sessions.
 const ROUNDS: usize = 3;
