@@ -75,7 +75,7 @@ pub struct Args {
     /// Routing policies, comma-separated, each with its knobs after a colon: round-robin,
     /// random, least-loaded, session-hash, prefix-aware[:overload=SECONDS], ideal,
     /// power-of-two, sglang-cache-aware[:threshold=0.3,abs=64,rel=1.5,index=text|tokens,
-    /// flavor=sglang-router|vllm-router,evict=60,size=67108864],
+    /// miss=load|tree,flavor=sglang-router|vllm-router,evict=60,size=67108864],
     /// smg-cache-aware[:threshold=0.3,abs=64,rel=1.5,index=text|tokens,evict=60,size=67108864,
     /// warmup=0], dynamo-kv[:scale=1,credit=1,temperature=0,busy=FRACTION,ttl=SECONDS],
     /// dynamo-lmetric[:credit=1,temperature=0,busy=FRACTION,ttl=SECONDS],
