@@ -464,9 +464,15 @@ mod tests {
                 .pick_forced(&view(&request, &signals), &mut rng(0), 0)
                 .ties
         };
-        // Empty trees: any (a hash order picks); the imbalance gate: the first least loaded.
+        // Idle replicas: any (sglang-router's worker order is drawn at each start); its imbalance
+        // gate: any of the least loaded, in that order too; vllm-router's gate: the first least
+        // loaded in --worker-urls order.
         assert_eq!(ties("sglang-cache-aware", &[0, 0, 0]), [0, 1, 2]);
-        assert_eq!(ties("sglang-cache-aware:abs=2", &[9, 0, 0]), [1]);
+        assert_eq!(ties("sglang-cache-aware:abs=2", &[9, 0, 0]), [1, 2]);
+        assert_eq!(
+            ties("sglang-cache-aware:flavor=vllm-router,abs=2", &[9, 0, 0]),
+            [1]
+        );
         // Power of two: all but the single busiest.
         assert_eq!(ties("power-of-two", &[3, 1, 1]), [1, 2]);
         assert_eq!(ties("power-of-two", &[3, 3, 1]), [0, 1, 2]);
