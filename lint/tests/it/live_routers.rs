@@ -650,7 +650,7 @@ fn dynamo(python: &Path, module: &str, args: &[&str], discovery: &Path, log: &Pa
 ///
 /// Tolerance: none on these sequential requests. The router learns the engines' cached blocks
 /// from KV events, which arrive after the answer; a request sent before its predecessor's
-/// event would see less overlap than the model, which would show as a disagreement here.
+/// event would see less overlap than the model, so the requests are sent 300 ms apart.
 #[test]
 fn dynamo_kv_router_chooses_what_the_simulation_chooses_where_costs_differ() {
     let Some(python) = kvlint_fixtures::router("dynamo-1.6.1", "bin/python") else {
@@ -741,6 +741,10 @@ fn dynamo_kv_router_chooses_what_the_simulation_chooses_where_costs_differ() {
     let workload = workload(&model_id(&url));
     let mut answers = Vec::new();
     for (_, body) in &workload {
+        // The router learns what an engine cached from its KV events, published after the
+        // answer: a pause lets each request's events arrive before the next is sent (one
+        // sent 28 ms after the one before saw none of them, a run on a loaded machine).
+        std::thread::sleep(std::time::Duration::from_millis(300));
         let time = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
