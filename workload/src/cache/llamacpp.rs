@@ -319,4 +319,31 @@ mod tests {
         assert_eq!(slots.peek(&next), 4);
         assert_eq!(slots.serve(&next).cached, 4);
     }
+
+    #[test]
+    fn the_share_a_slot_keeps_is_computed_in_float() {
+        // `get_available_slot`: `f_keep = (f_sim_best*task.tokens.size()) /
+        // ret->prompt.tokens.size()`, all `float`. A slot of 12 tokens sharing 6 with a prompt of
+        // 37 keeps 6/37*37/12 = 0.49999997 in float (0.5 in double): under half, so the slot
+        // is saved and the prompt cache searched.
+        let mut slots = Slots::new(1, 1, Some(1000));
+        let system = [1, 2, 3, 4, 5, 6];
+        let first: Vec<u64> = system.iter().copied().chain(10..34).collect();
+        slots.serve(&prompt(0, &first, &[34, 35]));
+        // Another session's prompt sharing nothing: the slot's 31 tokens go to the prompt
+        // cache (too little of them shared with what follows for a load to take them).
+        slots.serve(&prompt(1, &(50..61).collect::<Vec<u64>>(), &[61, 62]));
+        // A third session on the same system prompt: the slot holds its 12 tokens.
+        let third: Vec<u64> = system.iter().copied().chain(70..75).collect();
+        assert_eq!(slots.serve(&prompt(2, &third, &[75, 76])).cached, 0);
+        // The first session's next turn: 37 tokens, 30 of them its first turn's prompt.
+        let lineage = |request: usize| (request == 0).then_some(30);
+        let blocks: Vec<u64> = first.iter().copied().chain(80..87).collect();
+        let mut next = prompt(3, &blocks, &[]);
+        next.previous = Some(0);
+        next.shared_with_previous_sequence = 30;
+        next.lineage = &lineage;
+        assert_eq!(slots.peek(&next), 30);
+        assert_eq!(slots.serve(&next).cached, 30);
+    }
 }
