@@ -110,17 +110,20 @@ impl Slots {
         (chosen, true)
     }
 
+    /// What [`Self::serve`] would serve: the slot `get_available_slot` picks, or what it
+    /// loads from the prompt cache when it updates it. Saving the slot first changes nothing
+    /// `load` picks (a saved sequence holding the slot's whole shares no more with the prompt
+    /// than the slot), but for the oldest sequences a full cache drops to make room.
     pub(super) fn peek(&self, prompt: &Prompt<'_>) -> u32 {
-        let (slot, _) = self.choose(prompt);
-        let held = self.slots[slot].sequence.as_ref();
-        let mut common = held.map_or(0, |sequence| self.common(sequence, prompt));
-        if let Some(saved) = &self.saved {
-            // What loading from the prompt cache could bring.
-            for sequence in saved {
-                common = common.max(self.common(sequence, prompt));
-            }
-        }
-        common.min(prompt.tokens.saturating_sub(1))
+        let (index, update_cache) = self.choose(prompt);
+        let loaded = update_cache
+            .then(|| self.loadable(index, prompt))
+            .flatten()
+            .and_then(|position| self.saved.as_ref()?.get(position));
+        loaded
+            .or(self.slots[index].sequence.as_ref())
+            .map_or(0, |sequence| self.common(sequence, prompt))
+            .min(prompt.tokens.saturating_sub(1))
     }
 
     pub(super) fn serve(&mut self, prompt: &Prompt<'_>) -> Served {
@@ -201,31 +204,35 @@ impl Slots {
     /// `load`: the saved sequence that keeps the most of itself and covers more of the prompt
     /// than the slot does replaces the slot's (and leaves the cache).
     fn load(&mut self, index: usize, prompt: &Prompt<'_>) {
+        if let Some(position) = self.loadable(index, prompt)
+            && let Some(sequence) = self.saved.as_mut().and_then(|saved| saved.remove(position))
+        {
+            self.slots[index].sequence = Some(sequence);
+        }
+    }
+
+    /// The position of the saved sequence `load` takes for slot `index`, if any.
+    fn loadable(&self, index: usize, prompt: &Prompt<'_>) -> Option<usize> {
         let held = self.slots[index].sequence.as_ref();
         let base = held.map_or(0, |sequence| self.common(sequence, prompt));
         let mut keep_best = held.map_or(-1.0, |sequence| share(base, sequence.tokens));
         let mut similarity_best = share(base, prompt.tokens);
         let mut best = None;
-        if let Some(saved) = &self.saved {
-            for (position, sequence) in saved.iter().enumerate() {
-                let common = self.common(sequence, prompt);
-                let keep = share(common, sequence.tokens);
-                let similarity = share(common, prompt.tokens);
-                if keep < 0.25 {
-                    continue;
-                }
-                if keep_best < keep && similarity_best < similarity {
-                    keep_best = keep;
-                    similarity_best = similarity;
-                    best = Some(position);
-                }
+        for (position, sequence) in self.saved.iter().flatten().enumerate() {
+            let common = self.common(sequence, prompt);
+            let keep = share(common, sequence.tokens);
+            let similarity = share(common, prompt.tokens);
+            // "don't trash large prompts"
+            if keep < 0.25 {
+                continue;
+            }
+            if keep_best < keep && similarity_best < similarity {
+                keep_best = keep;
+                similarity_best = similarity;
+                best = Some(position);
             }
         }
-        if let Some(position) = best
-            && let Some(sequence) = self.saved.as_mut().and_then(|saved| saved.remove(position))
-        {
-            self.slots[index].sequence = Some(sequence);
-        }
+        best
     }
 
     /// `update`: the oldest saved sequences dropped past the cache's size.
@@ -320,30 +327,42 @@ mod tests {
         assert_eq!(slots.serve(&next).cached, 4);
     }
 
-    #[test]
-    fn the_share_a_slot_keeps_is_computed_in_float() {
-        // `get_available_slot`: `f_keep = (f_sim_best*task.tokens.size()) /
-        // ret->prompt.tokens.size()`, all `float`. A slot of 12 tokens sharing 6 with a prompt of
-        // 37 keeps 6/37*37/12 = 0.49999997 in float (0.5 in double): under half, so the slot
-        // is saved and the prompt cache searched.
+    /// Session A's first turn (30 prompt tokens on a 6-token system prompt) saved to the
+    /// prompt cache by another session's unrelated turn, then a third session's 11-token turn
+    /// on the same system prompt in the slot (12 tokens), then A's next turn, `tokens` long,
+    /// 30 of them A's first prompt: what the slots peek, and serve.
+    fn first_session_back(tokens: usize) -> (u32, u32) {
         let mut slots = Slots::new(1, 1, Some(1000));
         let system = [1, 2, 3, 4, 5, 6];
         let first: Vec<u64> = system.iter().copied().chain(10..34).collect();
         slots.serve(&prompt(0, &first, &[34, 35]));
-        // Another session's prompt sharing nothing: the slot's 31 tokens go to the prompt
-        // cache (too little of them shared with what follows for a load to take them).
+        // Sharing nothing: the slot's 31 tokens go to the prompt cache, and too little of them
+        // is shared with what follows for a load to take them.
         slots.serve(&prompt(1, &(50..61).collect::<Vec<u64>>(), &[61, 62]));
-        // A third session on the same system prompt: the slot holds its 12 tokens.
         let third: Vec<u64> = system.iter().copied().chain(70..75).collect();
         assert_eq!(slots.serve(&prompt(2, &third, &[75, 76])).cached, 0);
-        // The first session's next turn: 37 tokens, 30 of them its first turn's prompt.
         let lineage = |request: usize| (request == 0).then_some(30);
-        let blocks: Vec<u64> = first.iter().copied().chain(80..87).collect();
+        let blocks: Vec<u64> = first.iter().copied().chain((80..).take(tokens - 30)).collect();
         let mut next = prompt(3, &blocks, &[]);
         next.previous = Some(0);
         next.shared_with_previous_sequence = 30;
         next.lineage = &lineage;
-        assert_eq!(slots.peek(&next), 30);
-        assert_eq!(slots.serve(&next).cached, 30);
+        (slots.peek(&next), slots.serve(&next).cached)
+    }
+
+    #[test]
+    fn the_share_a_slot_keeps_is_computed_in_float() {
+        // `get_available_slot`: `f_keep = (f_sim_best*task.tokens.size()) /
+        // ret->prompt.tokens.size()`, all `float`. The slot's 12 tokens sharing 6 with a
+        // prompt of 37 keep 6/37*37/12 = 0.49999997 in float (0.5 in double): under half, so
+        // the slot is saved and A's first turn loaded from the prompt cache.
+        assert_eq!(first_session_back(37), (30, 30));
+    }
+
+    #[test]
+    fn peek_is_what_serving_would_read() {
+        // With a prompt of 36, the slot keeps 6/36*36/12 = 0.5 in float: not under half, so
+        // the prompt cache is neither updated nor read, though it holds 30 of A's tokens.
+        assert_eq!(first_session_back(36), (6, 6));
     }
 }
