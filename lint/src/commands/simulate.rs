@@ -258,7 +258,7 @@ fn decision_report(rankings: &[Ranking]) -> String {
     let mut text = String::new();
     for ranking in rankings {
         text.push_str(&format!(
-            "decision report: {} replicas, cache {}, {} router{} (rank: the sum of the places on served tokens, TTFT p99 and imbalance)\n\n  {:>4}  {:<28} {:>16} {:>9} {:>9}  {:>8}\n",
+            "decision report: {} replicas, cache {}, {} router{} (rank: the sum of the places on served tokens, TTFT p99 and imbalance)\n\n  {:>4}  {:<30} {:>16} {:>9} {:>9}  {:>8}\n",
             ranking.replicas,
             ranking.cache,
             ranking.routers,
@@ -273,7 +273,7 @@ fn decision_report(rankings: &[Ranking]) -> String {
         for ranked in &ranking.ranked {
             let [served, p99, imbalance] = ranked.places;
             text.push_str(&format!(
-                "  {:>4}  {:<28} {:>16} {:>8.3}s {:>9.2}  {served}/{p99}/{imbalance}\n",
+                "  {:>4}  {:<30} {:>16} {:>8.3}s {:>9.2}  {served}/{p99}/{imbalance}\n",
                 ranked.rank, ranked.policy, ranked.served_tokens, ranked.ttft_p99, ranked.imbalance,
             ));
         }
@@ -290,7 +290,7 @@ fn decision_report(rankings: &[Ranking]) -> String {
 
 fn human(results: &[SimulationResult], prompt_tokens: u64) -> String {
     let mut text = format!(
-        "{} prompt tokens; {}, arrivals {}\n\n  {:<28} {:>8} {:>16} {:>7} {:>14} {:>14} {:>10} {:>9} {:>9} {:>9} {:>9}\n",
+        "{} prompt tokens; {}, arrivals {}\n\n  {:<30} {:>8} {:>16} {:>7} {:>14} {:>14} {:>10} {:>9} {:>9} {:>9} {:>9}\n",
         prompt_tokens,
         results.first().map_or("", |result| result.engine.as_str()),
         results.first().map_or("", |result| result.arrival.as_str()),
@@ -308,7 +308,7 @@ fn human(results: &[SimulationResult], prompt_tokens: u64) -> String {
     );
     for result in results {
         text.push_str(&format!(
-            "  {:<28} {:>8} {:>16} {:>6.1}% {:>14} {:>14} {:>10} {:>9.2} {:>8.3}s {:>8.3}s {:>8.3}s\n",
+            "  {:<30} {:>8} {:>16} {:>6.1}% {:>14} {:>14} {:>10} {:>9.2} {:>8.3}s {:>8.3}s {:>8.3}s\n",
             result.routing_label(),
             result.replicas,
             result.cache,
@@ -326,8 +326,8 @@ fn human(results: &[SimulationResult], prompt_tokens: u64) -> String {
     for result in results {
         if let Some(belief) = &result.belief {
             beliefs.push_str(&format!(
-                "  {:<28} {:>8} {:>16} {:>14} {:>20} {:>20}\n",
-                result.policy,
+                "  {:<30} {:>8} {:>16} {:>14} {:>20} {:>20}\n",
+                result.routing_label(),
                 result.replicas,
                 result.cache,
                 belief.predicted_tokens,
@@ -338,7 +338,7 @@ fn human(results: &[SimulationResult], prompt_tokens: u64) -> String {
     }
     if !beliefs.is_empty() {
         text.push_str(&format!(
-            "\n  the router's belief against the engines' truth, in prompt tokens:\n  {:<28} {:>8} {:>16} {:>14} {:>20} {:>20}\n{beliefs}",
+            "\n  the router's belief against the engines' truth, in prompt tokens:\n  {:<30} {:>8} {:>16} {:>14} {:>20} {:>20}\n{beliefs}",
             "routing", "replicas", "cache", "predicted", "predicted not served", "served not predicted",
         ));
     }
@@ -371,7 +371,7 @@ fn fleet_sections(results: &[SimulationResult]) -> String {
     for result in results {
         if let Some(bound) = &result.bounds {
             bounds.push_str(&format!(
-                "  {:<28} {:>8} {:>16} {:>14} {:>22} {:>22}\n",
+                "  {:<30} {:>8} {:>16} {:>14} {:>22} {:>22}\n",
                 result.routing_label(),
                 result.replicas,
                 result.cache,
@@ -385,7 +385,7 @@ fn fleet_sections(results: &[SimulationResult]) -> String {
     }
     if !bounds.is_empty() {
         text.push_str(&format!(
-            "\n  what no router and no eviction beats, in served prompt tokens (each run's requests in the order it served them):\n  {:<28} {:>8} {:>16} {:>14} {:>22} {:>22}\n{bounds}",
+            "\n  what no router and no eviction beats, in served prompt tokens (each run's requests in the order it served them):\n  {:<30} {:>8} {:>16} {:>14} {:>22} {:>22}\n{bounds}",
             "routing", "replicas", "cache", "served", "infinite shared cache", "Belady, replicas×cache",
         ));
     }
@@ -400,7 +400,7 @@ fn fleet_sections(results: &[SimulationResult]) -> String {
         if let Some(one) = one {
             let loss = one.served_tokens as i64 - result.served_tokens as i64;
             lost.push_str(&format!(
-                "  {:<28} {:>8} {:>16} {:>8} {:>14} {:>14} {:>8.1}%\n",
+                "  {:<30} {:>8} {:>16} {:>8} {:>14} {:>14} {:>8.1}%\n",
                 result.policy,
                 result.replicas,
                 result.cache,
@@ -410,14 +410,15 @@ fn fleet_sections(results: &[SimulationResult]) -> String {
                 if one.served_tokens == 0 {
                     0.0
                 } else {
-                    100.0 * loss as f64 / one.served_tokens as f64
+                    // Rounded first, so a gain under 0.05 % reads 0.0 %, not -0.0 %.
+                    (1000.0 * loss as f64 / one.served_tokens as f64).round() / 10.0 + 0.0
                 },
             ));
         }
     }
     if !lost.is_empty() {
         text.push_str(&format!(
-            "\n  router replicas without shared state against one router, in served prompt tokens:\n  {:<28} {:>8} {:>16} {:>8} {:>14} {:>14} {:>9}\n{lost}",
+            "\n  router replicas without shared state against one router, in served prompt tokens:\n  {:<30} {:>8} {:>16} {:>8} {:>14} {:>14} {:>9}\n{lost}",
             "routing", "replicas", "cache", "routers", "one router", "served", "lost",
         ));
     }

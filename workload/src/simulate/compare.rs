@@ -241,21 +241,24 @@ fn served_cause(
     }
 }
 
-/// What the simulation measured behind a longer TTFT tail: the same prefill spread less
-/// evenly, or more to prefill (and why: [`served_cause`]).
+/// What the simulation measured behind a longer TTFT tail: the busiest replica's prefill is
+/// the imbalance times the mean, so of the two factors (prefill spread less evenly, more to
+/// prefill — and why: [`served_cause`]) the larger one is named.
 fn load_cause(
     loser: &SimulationResult,
     winner: &SimulationResult,
     alone: Option<&SimulationResult>,
 ) -> String {
-    if loser.imbalance > winner.imbalance {
+    let spread = loser.imbalance / winner.imbalance.max(1e-9);
+    let more = loser.computed_tokens as f64 / winner.computed_tokens.max(1) as f64;
+    if spread > 1.0 && spread >= more {
         format!(
             "its busiest replica prefilled {:.2}× the mean against {:.2}× ({})",
             loser.imbalance,
             winner.imbalance,
             busiest_share(loser)
         )
-    } else if loser.computed_tokens as f64 > 1.05 * winner.computed_tokens as f64 {
+    } else if more > 1.05 {
         let gap = loser.computed_tokens - winner.computed_tokens;
         format!(
             "it prefilled {} more prompt tokens ({} against {}): {}",
@@ -411,6 +414,31 @@ mod tests {
                 "serves 9.5 % fewer tokens from cache (860 against 950): 3 routers, each with \
                  its own index, serve 14.0 % fewer tokens than one (860 against 1,000)"
             )
+        );
+    }
+
+    #[test]
+    fn a_longer_tail_is_put_down_to_the_larger_of_spread_and_prefill() {
+        // The same served tokens, so the tail decides; the winner spreads 1,000 tokens 1.2× the
+        // mean at most.
+        let winner = result("llmd-precise", 1000, 1.0, [400, 600]);
+        // A little less even (1.25×) but twice the prefill: the prefill is what grew most.
+        let mut doubled = result("sglang-cache-aware", 1000, 2.0, [750, 1250]);
+        doubled.lost_locality_tokens = 1000;
+        doubled.replica_changes = 4;
+        assert!(
+            reason(&doubled, &winner, None)
+                .starts_with("TTFT p99 2.00 s against 1.00 s: it prefilled 100.0 % more"),
+            "{}",
+            reason(&doubled, &winner, None)
+        );
+        // The same prefill spread unevenly: the spread.
+        let lopsided = result("aibrix-prefix", 1000, 2.0, [100, 900]);
+        assert!(
+            reason(&lopsided, &winner, None)
+                .starts_with("TTFT p99 2.00 s against 1.00 s: its busiest replica prefilled 1.80×"),
+            "{}",
+            reason(&lopsided, &winner, None)
         );
     }
 
