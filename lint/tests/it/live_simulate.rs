@@ -61,6 +61,15 @@ fn llama_server_slots_and_prompt_cache_serve_what_the_simulation_says() {
             engine: "llamacpp:slots=1",
             cache: "unbounded",
         },
+        // Two slots and the default prompt cache, which also saves idle slots as each task
+        // starts (`--cache-idle-slots`, not modelled): here no load takes such a copy.
+        Case {
+            name: "idle slots saved",
+            server: &["-np", "2"],
+            sessions: 3,
+            engine: "llamacpp:slots=2",
+            cache: "unbounded",
+        },
     ];
     for case in cases {
         let folder = std::env::temp_dir().join(format!(

@@ -3,6 +3,11 @@
 //! 0.6.0-dev, no commit) keeps them: `tools/server/server-context.cpp` (`get_available_slot`,
 //! `handle_last_sampled_token`, `release`) and `tools/server/server-task.cpp`
 //! (`server_prompt_cache::alloc`, `load`, `update`).
+//!
+//! Not modelled: `--cache-idle-slots` (on by default with a prompt cache), which also saves
+//! every idle slot's sequence when a task starts (`process_single_task`). With one slot none
+//! is idle; with several, a workload where `load` takes such a copy is predicted short (the
+//! live case "idle slots saved" in `lint/tests/it/live_simulate.rs` is not one).
 
 use std::collections::VecDeque;
 
@@ -342,7 +347,11 @@ mod tests {
         let third: Vec<u64> = system.iter().copied().chain(70..75).collect();
         assert_eq!(slots.serve(&prompt(2, &third, &[75, 76])).cached, 0);
         let lineage = |request: usize| (request == 0).then_some(30);
-        let blocks: Vec<u64> = first.iter().copied().chain((80..).take(tokens - 30)).collect();
+        let blocks: Vec<u64> = first
+            .iter()
+            .copied()
+            .chain((80..).take(tokens - 30))
+            .collect();
         let mut next = prompt(3, &blocks, &[]);
         next.previous = Some(0);
         next.shared_with_previous_sequence = 30;
