@@ -479,6 +479,11 @@ fn simulate_reports_router_replicas_late_signals_and_the_bounds() {
     ] {
         assert!(stdout.contains(expected), "{expected}: {stdout}");
     }
+    // --no-bounds leaves both out.
+    let (code, stdout, stderr) = kvlint(&[args("json"), vec!["--no-bounds"]].concat());
+    assert_eq!(code, 0, "{stderr}");
+    let results: Vec<Value> = serde_json::from_str(&stdout).unwrap();
+    assert!(results.iter().all(|result| result["bounds"].is_null()));
     for (flag, value, expected) in [
         ("--routers", "0", "--routers must be 1 or more"),
         ("--replica-speed", "1,0", "--replica-speed must be positive"),
