@@ -295,8 +295,8 @@ fn softmax_sample(
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Branch, ReplicaSignals};
     use super::super::testing::{BLOCK, decide, pick, prompt, rng};
+    use super::super::{Branch, ReplicaSignals};
     use super::*;
     use crate::cache::ReplicaCache;
     use crate::simulate::{CacheSize, Policy, SimEngine};
