@@ -288,10 +288,7 @@ impl Route for PrefixCache {
         Choice {
             decision: Decision {
                 replica,
-                predicted: Some(
-                    (held[replica] as u64 * u64::from(unit_tokens))
-                        .min(u64::from(view.prompt.tokens)) as u32,
-                ),
+                predicted: Some(view.tokens_of(held[replica], unit_tokens)),
             },
             ties: tied,
             branch,

@@ -181,7 +181,7 @@ impl KvRouter {
             .iter()
             .take_while(|block| held.get(*block).is_some_and(|until| *until > view.now))
             .count();
-        (blocks as u64 * u64::from(view.block_size)).min(u64::from(view.prompt.tokens)) as u32
+        view.tokens_of(blocks, view.block_size)
     }
 }
 

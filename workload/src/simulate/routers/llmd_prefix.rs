@@ -259,10 +259,7 @@ impl Scorers {
             .collect();
         let held = matched
             .iter()
-            .map(|units| {
-                (units.saturating_sub(1) as u64 * u64::from(unit_tokens))
-                    .min(u64::from(view.prompt.tokens)) as u32
-            })
+            .map(|units| view.tokens_of(units.saturating_sub(1), unit_tokens))
             .collect();
         (scores, held, hashes)
     }

@@ -96,6 +96,11 @@ impl View<'_> {
             .unwrap_or(0)
     }
 
+    /// The prompt tokens `units` of `unit_tokens` each stand for, at most the whole prompt.
+    fn tokens_of(&self, units: usize, unit_tokens: u32) -> u32 {
+        (units as u64 * u64::from(unit_tokens)).min(u64::from(self.prompt.tokens)) as u32
+    }
+
     /// Prompt tokens the engine of `replica` holds now (what its KV events published).
     fn engine_hit(&self, replica: usize) -> u32 {
         self.caches

@@ -177,10 +177,7 @@ impl Route for PrefixAffinity {
         Choice {
             decision: Decision {
                 replica,
-                predicted: Some(
-                    (matched[replica] as u64 * u64::from(unit_tokens))
-                        .min(u64::from(view.prompt.tokens)) as u32,
-                ),
+                predicted: Some(view.tokens_of(matched[replica], unit_tokens)),
             },
             ties: tied,
             branch,

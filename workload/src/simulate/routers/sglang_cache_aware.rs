@@ -435,8 +435,7 @@ impl Route for CacheAware {
         for unit in &units {
             self.creators.entry(*unit).or_insert(routed);
         }
-        let predicted = (matched[replica] as u64 * u64::from(unit_tokens))
-            .min(u64::from(view.prompt.tokens)) as u32;
+        let predicted = view.tokens_of(matched[replica], unit_tokens);
         Choice {
             decision: Decision {
                 replica,
