@@ -21,12 +21,11 @@
 //! - **smg** (`smg-cache-aware:warmup=0`, smg's warm-up slice off): it logs its own decision
 //!   per request at debug level (`Cache-aware selection … branch=… worker=…`). Its tree hits
 //!   (`tree_match`) are deterministic: each goes to the replica the model chooses, the model's
-//!   only choice. Its misses are not the source's least-loaded worker by (load, routed, index):
-//!   smg 1.13 logs them as `expected_wait_fallback` (`select_min_expected_wait_with_freshness`
-//!   in its `.so`: queued and running tokens over a drain rate estimated from the workers'
-//!   polled metrics), which is in no source snapshot read here, so the miss replica is
-//!   reported, not compared (tolerance: any replica on a miss; over three runs the misses of
-//!   sessions 2 and 3 went to the other replica once and to session 0's twice).
+//!   only choice. Its misses (`expected_wait_fallback`) go to the least expected wait, which
+//!   for workers that report no load, as llama-server here, is the fewest requests in flight,
+//!   equals drawn at random (`smg-cache-aware`'s default `miss=wait`): each miss must be one
+//!   of the model's tied replicas, and which one it was is printed (over three runs the misses
+//!   of sessions 2 and 3 went to the other replica once and to session 0's twice).
 //! - **sglang-router** (`sglang-cache-aware`, whose default `miss=load` is sglang-router
 //!   0.3.2's rule): every request goes to one replica, misses included, the replica varying
 //!   from run to run. That is its source, not a quirk of these workers: below the threshold it
@@ -555,7 +554,14 @@ fn smg_chooses_what_the_simulation_chooses_on_every_tree_hit() {
             assert_eq!(request["class"], "agree", "a tree hit: {request}");
             assert_eq!(request["branch"], "match", "a tree hit: {request}");
         } else {
+            // smg 1.13's miss: the least expected wait, which for workers reporting no load
+            // is the fewest requests in flight, drawn among equals: the model's tie.
+            assert_eq!(branch, "expected_wait_fallback", "{request}");
             assert_eq!(request["branch"], "miss", "smg's {branch}: {request}");
+            assert!(
+                request["class"] == "agree" || request["class"] == "agree-in-tie",
+                "smg's miss to {worker} is none of the model's: {request}"
+            );
             eprintln!("smg miss ({branch}) to {worker}: the model {request}");
         }
     }

@@ -325,7 +325,17 @@ fn named_routers_report_their_belief_against_the_engines_truth() {
             .contains(&result["policy"].as_str().unwrap());
         if follows_kv_events {
             assert_eq!(count("predicted_not_served_tokens"), 0, "{result}");
-            assert_eq!(count("served_not_predicted_tokens"), 0, "{result}");
+            // llm-d's precise scorer counts whole 64-token blocks of its own: at most the
+            // engine's three 16-token blocks past the last of them go unpredicted.
+            let unpredicted = if result["policy"] == "llmd-precise" {
+                48 * result["requests"].as_u64().unwrap()
+            } else {
+                0
+            };
+            assert!(
+                count("served_not_predicted_tokens") <= unpredicted,
+                "{result}"
+            );
         }
     }
     let (code, stdout, stderr) = kvlint(&args("human"));

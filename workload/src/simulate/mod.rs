@@ -34,7 +34,7 @@ pub use compare::{Ranked, Ranking, rank};
 pub use realism::FleetOptions;
 pub use routers::{
     AibrixConfig, Branch, DynamoConfig, DynamoCost, LlmdConfig, LlmdIndex, RayConfig, SglangConfig,
-    SglangIndex, SglangMiss, SmgConfig,
+    SglangIndex, SglangMiss, SmgConfig, SmgMiss,
 };
 pub use run::simulate;
 pub use sweep::{Along, KNEE_GAIN, SweepGrid, SweepRow, sweep_grid};
@@ -585,6 +585,7 @@ mod tests {
             "power-of-two",
             "sglang-cache-aware:threshold=0.5,abs=32,rel=2,index=tokens,evict=120,size=1000",
             "smg-cache-aware:threshold=0.5,abs=32,rel=2,index=tokens,evict=120,size=1000",
+            "smg-cache-aware:abs=32,miss=routed",
             "dynamo-kv:scale=2,credit=0.5,temperature=0.3,busy=0.85,ttl=120",
             "dynamo-lmetric:credit=0.5,ttl=60",
             "llmd-prefix:weights=3/2/0,chars=128,blocks=64,lru=1000",

@@ -43,7 +43,7 @@ pub use dynamo_kv::{DynamoConfig, DynamoCost};
 pub use llmd_prefix::{LlmdConfig, LlmdIndex};
 pub use ray_prefix::RayConfig;
 pub use sglang_cache_aware::{SglangConfig, SglangIndex, SglangMiss};
-pub use smg_cache_aware::SmgConfig;
+pub use smg_cache_aware::{SmgConfig, SmgMiss};
 
 use super::Policy;
 use crate::cache::{Prompt, ReplicaCache};

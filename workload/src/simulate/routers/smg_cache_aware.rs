@@ -1,5 +1,5 @@
 //! `smg-cache-aware[:threshold=0.3,abs=64,rel=1.5,index=text|tokens,evict=60,size=67108864,
-//! warmup=0]`:
+//! miss=wait|routed,warmup=0]`:
 //! the `cache_aware` policy of Shepherd Model Gateway (`smg launch --policy cache_aware`),
 //! after smg-project/smg `f8daa883` (2026-08-22, smg 1.9.0),
 //! `model_gateway/src/policies/cache_aware.rs`; the pinned binary, smg 1.13.0, is newer.
@@ -20,7 +20,8 @@
 //!    `rel` × the mean (`balance_rel_threshold`) and the mean + `abs`
 //!    (`balance_abs_threshold`), the least loaded worker of step 1 instead.
 //!    Not a hit: the least loaded worker of step 1 — not the smallest tree, as in
-//!    `sglang-cache-aware`.
+//!    `sglang-cache-aware`. That is `miss=routed`; smg 1.13 decides misses (and spills) by
+//!    expected wait instead, `miss=wait`, the default, below.
 //! 3. The request's text goes into the tree under the chosen worker (`match_and_insert_with`).
 //!    Every `evict` seconds (`eviction_interval_secs`) the tree loses least recently used
 //!    leaves, of all workers together, until it holds at most `size` characters
@@ -35,6 +36,20 @@
 //! smg run with `--worker-warmup-secs 0`. Its help text also says 1.13 caps the spill gate's
 //! margin at the in-flight count's swing (two standard deviations, at least four), which the
 //! source read does not have; the gate here is the source's.
+//!
+//! `miss=wait` is smg 1.13's rule for a miss, which its debug log names
+//! `expected_wait_fallback`: `select_worker_with_text` at or under the threshold goes through
+//! `resolve_selection` and `select_final_from_affinity` to
+//! `LeastLoadPolicy::select_min_expected_wait_with_freshness` (smg-project/smg
+//! `model_gateway/src/policies/cache_aware.rs` and `least_load.rs` after `f8daa883`, as stored
+//! by the code search at `65e5d81e` and `11b1fe08`; the symbols are in 1.13's `.so`). A worker
+//! whose engine reports its load scores its queued and running tokens over its reported
+//! throughput; a worker that reports nothing — a generic OpenAI worker such as llama-server,
+//! whose `GET /v1/loads` is a 404 — scores its requests in flight from this gateway, and when
+//! no worker reports, that count is every worker's score. Scores within 1e-6 tie, drawn by
+//! reservoir sampling from an unseeded thread RNG. Modelled: the reporting-nothing case (the
+//! fewest requests in flight, drawn uniformly among equals); the reported-throughput scores
+//! are not.
 //!
 //! The tree is the router's belief, approximated on the trace's blocks as in
 //! `sglang-cache-aware` (see [`super`]); `index=tokens` is the gRPC router's token tree.
@@ -51,13 +66,26 @@ use super::{Branch, Choice, Decision, Route, SglangConfig, View};
 use crate::error::SpecError;
 
 /// smg's knobs: those of sglang-router's `cache_aware`, with smg 1.13's defaults (the same
-/// as sglang-router 0.3.2's).
+/// as sglang-router 0.3.2's), and its own rule for a miss.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct SmgConfig(pub SglangConfig);
+pub struct SmgConfig {
+    pub tree: SglangConfig,
+    pub miss: SmgMiss,
+}
+
+/// Where a request goes that the tree does not match over the threshold, or that spills.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SmgMiss {
+    /// smg 1.13: the least expected wait; with workers that report no load, the fewest
+    /// requests in flight, drawn uniformly among equals.
+    Wait,
+    /// smg `f8daa883`: the least loaded by (load, requests routed, index).
+    Routed,
+}
 
 impl SmgConfig {
     pub fn parse(spec: &Spec<'_>) -> Result<Self, SpecError> {
-        spec.only(&[KNOBS.as_slice(), &["warmup"]].concat())?;
+        spec.only(&[KNOBS.as_slice(), &["miss", "warmup"]].concat())?;
         if spec.whole("warmup", 0)? != 0 {
             return Err(spec
                 .error(
@@ -66,20 +94,32 @@ impl SmgConfig {
                 )
                 .into());
         }
-        SglangConfig::read(spec, SglangConfig::default()).map(Self)
+        let miss = match spec.value("miss") {
+            None | Some("wait") => SmgMiss::Wait,
+            Some("routed") => SmgMiss::Routed,
+            Some(_) => return Err(spec.error("`miss` is wait or routed").into()),
+        };
+        Ok(Self {
+            tree: SglangConfig::read(spec, SglangConfig::default())?,
+            miss,
+        })
     }
 }
 
 impl fmt::Display for SmgConfig {
     /// The name and the knobs that differ from the defaults.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let knobs = self.0.changed(&SglangConfig::default());
+        let mut knobs = self.tree.changed(&SglangConfig::default());
+        if self.miss == SmgMiss::Routed {
+            knobs.push("miss=routed".to_owned());
+        }
         super::super::write_spec(f, "smg-cache-aware", &knobs)
     }
 }
 
 pub struct SmgCacheAware {
     config: SglangConfig,
+    miss: SmgMiss,
     tree: PrefixIndex,
     /// Requests routed to each worker (`processed`).
     processed: Vec<u64>,
@@ -87,12 +127,37 @@ pub struct SmgCacheAware {
 }
 
 impl SmgCacheAware {
-    pub fn new(SmgConfig(config): SmgConfig, replica_count: usize) -> Self {
+    pub fn new(SmgConfig { tree: config, miss }: SmgConfig, replica_count: usize) -> Self {
         Self {
             config,
+            miss,
             tree: PrefixIndex::new(replica_count),
             processed: vec![0; replica_count],
             next_eviction: config.evict as f64,
+        }
+    }
+
+    /// The worker a miss or a spill goes to, and the workers tied with it.
+    fn least_waiting(
+        &self,
+        load: impl Fn(usize) -> u32,
+        count: usize,
+        rng: &mut SmallRng,
+    ) -> (usize, Vec<usize>) {
+        match self.miss {
+            SmgMiss::Routed => {
+                let least = (0..count)
+                    .min_by_key(|replica| (load(*replica), self.processed[*replica], *replica))
+                    .unwrap_or(0);
+                (least, vec![least])
+            }
+            SmgMiss::Wait => {
+                let lightest = (0..count).map(&load).min().unwrap_or(0);
+                let tied: Vec<usize> = (0..count)
+                    .filter(|replica| load(*replica) == lightest)
+                    .collect();
+                (tied[rng.random_range(0..tied.len())], tied)
+            }
         }
     }
 
@@ -119,9 +184,6 @@ impl Route for SmgCacheAware {
             .map(|replica| f64::from(load(replica)))
             .sum::<f64>()
             / count as f64;
-        let least_loaded = (0..count)
-            .min_by_key(|replica| (load(*replica), self.processed[*replica], *replica))
-            .unwrap_or(0);
         let matched: Vec<usize> = (0..count)
             .map(|replica| self.tree.matched(replica, &units))
             .collect();
@@ -140,12 +202,14 @@ impl Route for SmgCacheAware {
             let drawn = tied[rng.random_range(0..tied.len())];
             let pressed = f64::from(load(drawn));
             if pressed > mean * self.config.rel && pressed > mean + self.config.abs as f64 {
-                (least_loaded, vec![least_loaded], Branch::Gate)
+                let (least, tied) = self.least_waiting(load, count, rng);
+                (least, tied, Branch::Gate)
             } else {
                 (drawn, tied, Branch::Match)
             }
         } else {
-            (least_loaded, vec![least_loaded], Branch::Miss)
+            let (least, tied) = self.least_waiting(load, count, rng);
+            (least, tied, Branch::Miss)
         };
         let routed = forced.unwrap_or(replica);
         self.tree.insert(routed, &units, Recency::HeadNewest, None);
@@ -180,7 +244,7 @@ mod tests {
 
     #[test]
     fn the_branch_is_the_match_its_spill_or_the_miss() {
-        let mut router = router("smg-cache-aware:abs=2", 2);
+        let mut router = router("smg-cache-aware:abs=2,miss=routed", 2);
         let mut rng = rng(0);
         let mut route = |blocks: &[u64], tokens, loads: &[u32]| {
             let choice = decide(
@@ -220,7 +284,7 @@ mod tests {
 
     #[test]
     fn a_miss_goes_to_the_least_loaded_then_least_routed_not_to_the_smallest_tree() {
-        let mut router = router("smg-cache-aware", 2);
+        let mut router = router("smg-cache-aware:miss=routed", 2);
         let mut rng = rng(0);
         let mut route = |blocks: &[u64], tokens, loads: &[u32]| {
             pick(
@@ -248,7 +312,7 @@ mod tests {
         let mut seen = [0u32; 3];
         for seed in 0..40 {
             // No margin over the mean: a busy holder spills.
-            let mut router = router("smg-cache-aware:abs=0", 3);
+            let mut router = router("smg-cache-aware:abs=0,miss=routed", 3);
             let mut rng = rng(seed);
             let mut route = |blocks: &[u64], tokens, loads: &[u32]| {
                 pick(
@@ -308,21 +372,33 @@ mod tests {
         };
         // Mean 2: 6 > 1.5 × 2 and 6 > 2 + 2: spilled to the least loaded, then least routed
         // (replicas 1 and 2 were routed nothing: the first index).
-        assert_eq!(hit("smg-cache-aware:abs=2", &[6, 0, 0]).replica, 1);
+        assert_eq!(
+            hit("smg-cache-aware:abs=2,miss=routed", &[6, 0, 0]).replica,
+            1
+        );
         // Mean 2: 4 > 1.5 × 2 but not over 2 + 2: kept.
-        assert_eq!(hit("smg-cache-aware:abs=2", &[4, 2, 0]).replica, 0);
+        assert_eq!(
+            hit("smg-cache-aware:abs=2,miss=routed", &[4, 2, 0]).replica,
+            0
+        );
         // Mean 6: 10 > 9 and 10 > 8: spilled; with rel=2, 10 is not over 12: kept.
-        assert_eq!(hit("smg-cache-aware:abs=2", &[10, 8, 0]).replica, 2);
-        assert_eq!(hit("smg-cache-aware:abs=2,rel=2", &[10, 8, 0]).replica, 0);
+        assert_eq!(
+            hit("smg-cache-aware:abs=2,miss=routed", &[10, 8, 0]).replica,
+            2
+        );
+        assert_eq!(
+            hit("smg-cache-aware:abs=2,rel=2,miss=routed", &[10, 8, 0]).replica,
+            0
+        );
         // 70 apart and 70 > 1.5 × 0 (sglang-router's max/min gate would fire), but 70 is
         // not over the mean 35 + 64: kept.
-        assert_eq!(hit("smg-cache-aware", &[70, 0]).replica, 0);
+        assert_eq!(hit("smg-cache-aware:miss=routed", &[70, 0]).replica, 0);
     }
 
     #[test]
     fn one_size_budget_for_the_whole_tree_and_no_warm_up() {
         // 128 characters: two 16-token units in the whole tree, evicted at 10 s.
-        let mut router = router("smg-cache-aware:evict=10,size=128", 2);
+        let mut router = router("smg-cache-aware:evict=10,size=128,miss=routed", 2);
         let mut rng = rng(0);
         let idle = running(&[0, 0]);
         pick(&mut router, &[1, 2], 32, &idle, &[], 0.0, &mut rng);
@@ -346,5 +422,39 @@ mod tests {
             "smg-cache-aware:warmup=0".parse::<Policy>().unwrap(),
             "smg-cache-aware".parse::<Policy>().unwrap()
         );
+    }
+
+    #[test]
+    fn smg_1_13_sends_a_miss_to_the_fewest_in_flight_drawn_among_equals() {
+        let mut seen = [0u32; 2];
+        for seed in 0..40 {
+            let mut router = router("smg-cache-aware", 2);
+            let mut rng = rng(seed);
+            let mut route = |blocks: &[u64], loads: &[u32]| {
+                decide(
+                    &mut router,
+                    blocks,
+                    16 * blocks.len() as u32,
+                    &running(loads),
+                    &[],
+                    None,
+                    &mut rng,
+                )
+            };
+            // Idle: both workers score 0 and tie; the draw is the router's.
+            let first = route(&[1], &[0, 0]);
+            assert_eq!(
+                (first.ties.as_slice(), first.branch),
+                (&[0, 1][..], Branch::Miss)
+            );
+            seen[first.decision.replica] += 1;
+            // Requests routed play no part (the `routed` rule would take the other worker).
+            let again = route(&[2], &[0, 0]);
+            assert_eq!(again.ties, [0, 1]);
+            // One request in flight on replica 0: replica 1, the only one at the minimum.
+            let busy = route(&[3], &[1, 0]);
+            assert_eq!((busy.decision.replica, busy.ties.as_slice()), (1, &[1][..]));
+        }
+        assert!(seen[0] > 5 && seen[1] > 5, "{seen:?}");
     }
 }
