@@ -186,8 +186,8 @@ mod tests {
     use rand::{Rng, SeedableRng};
 
     use super::*;
+    use crate::simulate::run::tests::{SessionOfOne, one_request_sessions};
     use crate::simulate::{Arrival, FleetOptions, Setup, simulate};
-    use crate::trace::{TraceRequest, TraceSession};
 
     const BLOCK: u32 = 16;
 
@@ -232,40 +232,18 @@ mod tests {
 
     /// A trace of one-request sessions, a second apart.
     fn trace_of(requests: &[Request]) -> Trace {
-        let mut blocks = Vec::new();
-        let mut trace_requests = Vec::new();
-        for (session, (prompt, answer, tokens)) in requests.iter().enumerate() {
-            let start = blocks.len() as u32;
-            blocks.extend(prompt);
-            let middle = blocks.len() as u32;
-            blocks.extend(answer);
-            trace_requests.push(TraceRequest {
-                session: session as u32,
-                time: Some(session as f64),
-                input_tokens: *tokens,
+        let sessions: Vec<SessionOfOne<'_>> = requests
+            .iter()
+            .enumerate()
+            .map(|(session, (prompt, answer, tokens))| SessionOfOne {
+                time: session as f64,
+                prompt,
+                answer,
+                tokens: *tokens,
                 output_tokens: answer.len() as u32 * BLOCK,
-                shared_with_previous: 0,
-                shared_with_previous_sequence: 0,
-                previous_input_tokens: 0,
-                kept_blocks: 0,
-                new_blocks: start..middle,
-                generated_blocks: middle..blocks.len() as u32,
-                finding: None,
-            });
-        }
-        Trace {
-            block_size: BLOCK,
-            renderer: String::new(),
-            sessions: (0..requests.len() as u32)
-                .map(|session| TraceSession {
-                    identity: format!("s{session}"),
-                    requests: session..session + 1,
-                })
-                .collect(),
-            requests: trace_requests,
-            blocks,
-            rules: Vec::new(),
-        }
+            })
+            .collect();
+        one_request_sessions(BLOCK, &sessions)
     }
 
     /// Blocks a request may be served: never its last token.

@@ -51,46 +51,25 @@ impl SimulationResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::simulate::run::tests::{SessionOfOne, one_request_sessions};
     use crate::simulate::{
         Arrival, Belief, CacheSize, Setup, SimEngine, SimulationResult, simulate,
     };
-    use crate::trace::{Trace, TraceRequest, TraceSession};
+    use crate::trace::Trace;
 
     /// One-request sessions: (arrival second, prompt blocks, prompt tokens), 16-token blocks.
     fn trace(requests: &[(f64, &[u64], u32)]) -> Trace {
-        let mut blocks = Vec::new();
-        let mut trace_requests = Vec::new();
-        for (session, (time, prompt, tokens)) in requests.iter().enumerate() {
-            let start = blocks.len() as u32;
-            blocks.extend_from_slice(prompt);
-            let end = blocks.len() as u32;
-            trace_requests.push(TraceRequest {
-                session: session as u32,
-                time: Some(*time),
-                input_tokens: *tokens,
+        let sessions: Vec<SessionOfOne<'_>> = requests
+            .iter()
+            .map(|(time, prompt, tokens)| SessionOfOne {
+                time: *time,
+                prompt,
+                answer: &[],
+                tokens: *tokens,
                 output_tokens: 10,
-                shared_with_previous: 0,
-                shared_with_previous_sequence: 0,
-                previous_input_tokens: 0,
-                kept_blocks: 0,
-                new_blocks: start..end,
-                generated_blocks: end..end,
-                finding: None,
-            });
-        }
-        Trace {
-            block_size: 16,
-            renderer: String::new(),
-            sessions: (0..requests.len() as u32)
-                .map(|session| TraceSession {
-                    identity: format!("s{session}"),
-                    requests: session..session + 1,
-                })
-                .collect(),
-            requests: trace_requests,
-            blocks,
-            rules: Vec::new(),
-        }
+            })
+            .collect();
+        one_request_sessions(16, &sessions)
     }
 
     fn run(trace: &Trace, policy: &str, prefill_tps: f64, fleet: FleetOptions) -> SimulationResult {

@@ -637,39 +637,75 @@ pub(super) mod tests {
     use crate::simulate::{CacheSize, SimEngine};
     use crate::trace::TraceSession;
 
-    /// Three one-request sessions, a second apart, on 16-token blocks: blocks 1, 2 (40
-    /// tokens), blocks 11, 12, 13 (50 tokens), then blocks 1, 2 again (40 tokens).
-    pub(in crate::simulate) fn trace() -> Trace {
-        let request = |session: u32, blocks: std::ops::Range<u32>, tokens: u32| TraceRequest {
-            session,
-            time: Some(f64::from(session)),
-            input_tokens: tokens,
-            output_tokens: 0,
-            shared_with_previous: 0,
-            shared_with_previous_sequence: 0,
-            previous_input_tokens: 0,
-            kept_blocks: 0,
-            generated_blocks: blocks.end..blocks.end,
-            new_blocks: blocks,
-            finding: None,
-        };
+    /// A session of one request, for the traces the tests build by hand.
+    pub(in crate::simulate) struct SessionOfOne<'a> {
+        pub time: f64,
+        pub prompt: &'a [u64],
+        /// The blocks its answer adds (stored, never served to it).
+        pub answer: &'a [u64],
+        pub tokens: u32,
+        pub output_tokens: u32,
+    }
+
+    /// A trace of one-request sessions on blocks of `block_size` tokens.
+    pub(in crate::simulate) fn one_request_sessions(
+        block_size: u32,
+        sessions: &[SessionOfOne<'_>],
+    ) -> Trace {
+        let mut blocks = Vec::new();
+        let mut requests = Vec::new();
+        for (session, one) in sessions.iter().enumerate() {
+            let start = blocks.len() as u32;
+            blocks.extend_from_slice(one.prompt);
+            let middle = blocks.len() as u32;
+            blocks.extend_from_slice(one.answer);
+            requests.push(TraceRequest {
+                session: session as u32,
+                time: Some(one.time),
+                input_tokens: one.tokens,
+                output_tokens: one.output_tokens,
+                shared_with_previous: 0,
+                shared_with_previous_sequence: 0,
+                previous_input_tokens: 0,
+                kept_blocks: 0,
+                new_blocks: start..middle,
+                generated_blocks: middle..blocks.len() as u32,
+                finding: None,
+            });
+        }
         Trace {
-            block_size: 16,
+            block_size,
             renderer: String::new(),
-            sessions: (0..3)
+            sessions: (0..sessions.len() as u32)
                 .map(|session| TraceSession {
                     identity: format!("s{session}"),
                     requests: session..session + 1,
                 })
                 .collect(),
-            requests: vec![
-                request(0, 0..2, 40),
-                request(1, 2..5, 50),
-                request(2, 5..7, 40),
-            ],
-            blocks: vec![1, 2, 11, 12, 13, 1, 2],
+            requests,
+            blocks,
             rules: Vec::new(),
         }
+    }
+
+    /// Three one-request sessions, a second apart, on 16-token blocks: blocks 1, 2 (40
+    /// tokens), blocks 11, 12, 13 (50 tokens), then blocks 1, 2 again (40 tokens).
+    pub(in crate::simulate) fn trace() -> Trace {
+        let session = |time: f64, prompt: &'static [u64], tokens: u32| SessionOfOne {
+            time,
+            prompt,
+            answer: &[],
+            tokens,
+            output_tokens: 0,
+        };
+        one_request_sessions(
+            16,
+            &[
+                session(0.0, &[1, 2], 40),
+                session(1.0, &[11, 12, 13], 50),
+                session(2.0, &[1, 2], 40),
+            ],
+        )
     }
 
     fn run(policy: &str, cache: CacheSize) -> SimulationResult {
