@@ -374,6 +374,14 @@ pub fn simulated(folder: &Path, args: &[&str]) -> Vec<Value> {
         .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&output.stderr)))
 }
 
+/// [`simulated`] rendering as the test suite's llama-server does ([`engine_rendering`]).
+pub fn simulated_as_llama_server(folder: &Path, args: &[&str]) -> Vec<Value> {
+    let rendering = engine_rendering();
+    let mut all: Vec<&str> = rendering.iter().map(String::as_str).collect();
+    all.extend_from_slice(args);
+    simulated(folder, &all)
+}
+
 /// `kvlint proxy` in front of `upstreams`, recording into `record`, its counters on
 /// `metrics_port`, with `options`; its URL once its metrics answer.
 pub fn proxy_to(upstreams: &[&str], record: &Path, metrics_port: u16, options: &[&str]) -> Served {

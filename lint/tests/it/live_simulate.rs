@@ -85,22 +85,17 @@ fn llama_server_slots_and_prompt_cache_serve_what_the_simulation_says() {
             .flatten()
             .collect();
         drop(engine);
-        let mut args = common::engine_rendering();
-        args.extend(
-            [
-                "--engine",
-                case.engine,
-                "--cache",
-                case.cache,
-                "--replicas",
-                "1",
-                "--routing",
-                "round-robin",
-            ]
-            .map(String::from),
-        );
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let results = common::simulated(&folder, &args);
+        let args = [
+            "--engine",
+            case.engine,
+            "--cache",
+            case.cache,
+            "--replicas",
+            "1",
+            "--routing",
+            "round-robin",
+        ];
+        let results = common::simulated_as_llama_server(&folder, &args);
         let simulated = served(&results[0]);
         eprintln!(
             "{}: observed {observed:?}, simulated {simulated:?}",
@@ -151,22 +146,17 @@ fn alternating_sessions_in_one_slot_with_the_default_prompt_cache() {
         .flatten()
         .collect();
     drop(engine);
-    let mut args = common::engine_rendering();
-    args.extend(
-        [
-            "--engine",
-            "llamacpp:slots=1",
-            "--cache",
-            "unbounded",
-            "--replicas",
-            "1",
-            "--routing",
-            "round-robin",
-        ]
-        .map(String::from),
-    );
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let simulated = served(&common::simulated(&folder, &args)[0]);
+    let args = [
+        "--engine",
+        "llamacpp:slots=1",
+        "--cache",
+        "unbounded",
+        "--replicas",
+        "1",
+        "--routing",
+        "round-robin",
+    ];
+    let simulated = served(&common::simulated_as_llama_server(&folder, &args)[0]);
     eprintln!("observed {observed:?}, simulated {simulated:?}");
     // Session 0's turn 2 and session 1's (the third of each session's five) read the slot.
     assert_eq!((observed[2], observed[12]), (59, 59));
@@ -206,22 +196,17 @@ fn lost_locality_behind_nginx_is_what_the_simulation_says() {
         runs.push((computed(&replicas) - before, observed));
     }
     let observed_lost = runs[0].0 - runs[1].0;
-    let mut args = common::engine_rendering();
-    args.extend(
-        [
-            "--engine",
-            "llamacpp:slots=1",
-            "--cache",
-            "unbounded",
-            "--replicas",
-            "2",
-            "--routing",
-            "round-robin,session-hash",
-        ]
-        .map(String::from),
-    );
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let results = common::simulated(&folder.join("round-robin-record"), &args);
+    let args = [
+        "--engine",
+        "llamacpp:slots=1",
+        "--cache",
+        "unbounded",
+        "--replicas",
+        "2",
+        "--routing",
+        "round-robin,session-hash",
+    ];
+    let results = common::simulated_as_llama_server(&folder.join("round-robin-record"), &args);
     eprintln!(
         "observed computed {:?}; lost {observed_lost}; simulated {results:#?}",
         (runs[0].0, runs[1].0)
