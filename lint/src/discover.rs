@@ -35,6 +35,13 @@ pub fn session_files(paths: &[PathBuf]) -> Vec<Candidate> {
     })
 }
 
+/// Request logs (`--log`): JSON Lines and Parquet, compressed or not
+/// (`kvlint_recordings::log::is_log_file_name`).
+#[cfg(feature = "recordings")]
+pub fn log_files(paths: &[PathBuf]) -> Vec<Candidate> {
+    walk(paths, kvlint_recordings::log::is_log_file_name)
+}
+
 /// Templates: model chat templates (`tokenizer_config.json`, Jinja) and application prompt
 /// templates (Mustache, Handlebars, Prompty, Dotprompt).
 pub fn template_files(paths: &[PathBuf]) -> Vec<Candidate> {

@@ -30,6 +30,7 @@ mod group;
 mod har;
 mod input;
 mod inspect;
+pub mod log;
 mod otel;
 mod vcr;
 pub mod yaml;

@@ -15,7 +15,7 @@ use miette::IntoDiagnostic;
 use rayon::prelude::*;
 
 use super::Outcome;
-use super::workload::{TraceArgs, deliver, traced};
+use super::workload::{TraceArgs, deliver, log_to_stderr, traced};
 
 mod calibrate;
 
@@ -161,6 +161,7 @@ pub fn run(mut args: Args) -> miette::Result<Outcome> {
     // The trace's blocks are the engine's.
     args.trace.block = Some(args.engine.block_size());
     let traced = traced(&args.sessions, &args.dataset, &args.trace)?;
+    log_to_stderr(&traced);
     if !args.signal_delay.is_finite() || args.signal_delay < 0.0 {
         miette::bail!("--signal-delay must be a number of milliseconds, 0 or more");
     }

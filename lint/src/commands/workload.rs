@@ -6,6 +6,7 @@
 //! are read as they are (`--hashed-trace`).
 
 mod hashed;
+mod logs;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -23,6 +24,7 @@ use miette::{IntoDiagnostic, WrapErr};
 
 pub use self::hashed::TraceFormat;
 use self::hashed::{export_trace, hashed_traces, joined};
+pub use self::logs::{LogArgs, LogSummary, summary_human, summary_json};
 use super::{Outcome, RenderArgs, SERVING_ENGINES, current_config, engine_name};
 use crate::config::Discovery;
 use crate::discover::session_files;
@@ -97,6 +99,8 @@ pub struct TraceArgs {
     #[arg(long, value_name = "TOKENS")]
     pub hashed_block: Option<u32>,
     #[command(flatten)]
+    pub logs: LogArgs,
+    #[command(flatten)]
     pub render: RenderArgs,
     /// With a chat template: the engine whose request parsing is reproduced.
     #[arg(long, default_value = "vllm", value_name = "ENGINE", value_parser = engine_name(&SERVING_ENGINES))]
@@ -141,12 +145,13 @@ impl ExportFormat {
     }
 }
 
-/// A workload traced: the trace, the renderer, and how long tracing took (`None`: read from
-/// the cache).
+/// A workload traced: the trace, the renderer, how long tracing took (`None`: read from
+/// the cache), and what reading the request logs found (`--log`).
 pub struct Traced {
     pub trace: Trace,
     pub renderer: Renderer,
     pub tracing_seconds: Option<f64>,
+    pub log: Option<LogSummary>,
 }
 
 /// The trace of `sessions` and `datasets`, from the cache when it holds it.
@@ -165,7 +170,19 @@ pub fn traced(
         .map(|candidate| candidate.path)
         .collect();
     let hashed = hashed_traces(args)?;
-    if files.is_empty() && datasets.is_empty() {
+    let logs = logs::read(&args.logs)?;
+    if let Some(logs) = &logs
+        && logs::nothing_used(&logs.summary)
+        && files.is_empty()
+        && datasets.is_empty()
+        && hashed.is_empty()
+    {
+        miette::bail!(
+            "no row of the request logs could be used\n{}",
+            summary_human(&logs.summary)
+        );
+    }
+    if files.is_empty() && datasets.is_empty() && logs.is_none() {
         let Some(first) = hashed.first() else {
             miette::bail!("no session file found in {}", shown(sessions));
         };
@@ -174,6 +191,7 @@ pub fn traced(
             trace: joined(Vec::new(), hashed, block)?,
             renderer,
             tracing_seconds: None,
+            log: None,
         });
     }
     // vLLM's, when neither the command line nor a hashed trace says.
@@ -194,7 +212,9 @@ pub fn traced(
         &format!("{} {:?}", renderer.name(), args.serving_engine),
         block,
     );
-    let cached = (!args.no_trace_cache).then(|| trace_path(&cache_folder(args), &key));
+    // A log's summary comes from reading it: with logs, the trace is built again each run.
+    let cached =
+        (!args.no_trace_cache && logs.is_none()).then(|| trace_path(&cache_folder(args), &key));
     if let Some(path) = cached.as_ref().filter(|path| path.is_file())
         && let Ok(trace) = load(path)
     {
@@ -202,6 +222,7 @@ pub fn traced(
             trace: joined(vec![trace], hashed, block)?,
             renderer,
             tracing_seconds: None,
+            log: None,
         });
     }
     let started = Instant::now();
@@ -215,6 +236,24 @@ pub fn traced(
         let relative = relative_name(file, sessions);
         relative_names.extend(std::iter::repeat_n(relative, found.len()));
         parsed.extend(found);
+    }
+    let mut log = None;
+    if let Some(logs) = logs {
+        // A log's session is named `FILE#n`, its file named as a session file is: its
+        // identity, unless it carries a session key.
+        relative_names.extend(logs.sessions.iter().map(
+            |session| match session.path.rsplit_once('#') {
+                Some((file, number)) => {
+                    format!(
+                        "{}#{number}",
+                        relative_name(Path::new(file), &args.logs.log)
+                    )
+                }
+                None => session.path.clone(),
+            },
+        ));
+        parsed.extend(logs.sessions);
+        log = Some(logs.summary);
     }
     let mut trace = build_trace(&parsed, &renderer, block).map_err(miette::Report::new)?;
     for ((traced, session), file) in trace.sessions.iter_mut().zip(&parsed).zip(&relative_names) {
@@ -238,6 +277,7 @@ pub fn traced(
         trace: joined(vec![trace], hashed, block)?,
         renderer,
         tracing_seconds,
+        log,
     })
 }
 
@@ -304,6 +344,14 @@ fn cache_folder(args: &TraceArgs) -> PathBuf {
     base.join("kvlint").join("traces")
 }
 
+/// The request logs' summary on standard error, for the outputs that have no place for it
+/// (the human and JSON reports carry it).
+pub fn log_to_stderr(traced: &Traced) {
+    if let Some(log) = &traced.log {
+        eprint!("kvlint: {}", summary_human(log));
+    }
+}
+
 /// Writes `text` to `output`, or returns it for standard output.
 pub fn deliver(output: Option<&Path>, text: String) -> miette::Result<String> {
     match output {
@@ -327,6 +375,7 @@ pub fn run(mut args: Args) -> miette::Result<Outcome> {
         }
         args.trace.block = Some(block);
         let traced = traced(&args.sessions, &args.dataset, &args.trace)?;
+        log_to_stderr(&traced);
         return export_trace(
             &traced.trace,
             format.format(),
@@ -335,6 +384,9 @@ pub fn run(mut args: Args) -> miette::Result<Outcome> {
         );
     }
     let traced = traced(&args.sessions, &args.dataset, &args.trace)?;
+    if args.export_benchmark.is_some() || args.format == WorkloadFormat::Html {
+        log_to_stderr(&traced);
+    }
     if let Some(format) = args.export_benchmark {
         let mut buffer = Vec::new();
         let written = export(
@@ -362,6 +414,10 @@ pub fn run(mut args: Args) -> miette::Result<Outcome> {
     let text = match args.format {
         WorkloadFormat::Human => {
             let mut text = human(&report, traced.tracing_seconds);
+            if let Some(log) = &traced.log {
+                text.push('\n');
+                text.push_str(&summary_human(log));
+            }
             if let Some((name, compared)) = &compared {
                 text.push_str(&format!("\ncompared with {name}:\n"));
                 text.push_str(&human(
@@ -372,7 +428,11 @@ pub fn run(mut args: Args) -> miette::Result<Outcome> {
             text
         }
         WorkloadFormat::Json => {
-            let mut json = serde_json::to_string_pretty(&report).into_diagnostic()?;
+            let mut value = serde_json::to_value(&report).into_diagnostic()?;
+            if let (Some(log), Some(object)) = (&traced.log, value.as_object_mut()) {
+                object.insert("log".into(), summary_json(log));
+            }
+            let mut json = serde_json::to_string_pretty(&value).into_diagnostic()?;
             json.push('\n');
             json
         }

@@ -33,6 +33,7 @@ mod live_proxy;
 mod live_routers;
 mod live_simulate;
 mod live_vllm;
+mod logs;
 mod lsp;
 mod otel;
 mod pre_commit;
