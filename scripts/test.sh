@@ -80,11 +80,12 @@ scripts/test-editors.sh 2>&1 | tee "$log.editors"
 # The Python package: the wheel (the native module and the `kvlint` command) built with
 # maturin, installed from the file into the pinned SDK venv, and its tests: the real openai,
 # anthropic, LangGraph and Agents SDK clients against llama-server, the pytest plugin, and the
-# wheel in a fresh venv and through pre-commit with no Rust on PATH.
+# wheel in a fresh venv and through pre-commit with no Rust on PATH; then the distributed
+# recipes' tests on Ray and Spark.
 scripts/setup-python-sdk.sh
 sdk_bin="$(dirname "$(scripts/setup-python-sdk.sh --print-python)")"
 wheels="$(mktemp -d)"
-trap 'rm -f "$log" "$log.python" "$log.editors" "$log.skips"; rm -rf "$wheels"' EXIT
+trap 'rm -f "$log" "$log.python" "$log.distributed" "$log.editors" "$log.skips"; rm -rf "$wheels"' EXIT
 (cd python && VIRTUAL_ENV="$(dirname "$sdk_bin")" "$sdk_bin/maturin" build --release --locked --quiet -o "$wheels")
 wheel="$(ls "$wheels"/kvlint_cache-*.whl)"
 "$sdk_bin/python" -m pip install --quiet --force-reinstall --no-deps "$wheel"
@@ -97,6 +98,14 @@ wheel="$(ls "$wheels"/kvlint_cache-*.whl)"
 "$sdk_bin/python" -m mypy.stubtest kvlint_cache._kvlint --allowlist python/stubtest-allowlist.txt
 KVLINT_WHEEL="$wheel" "$sdk_bin/pytest" -q -p no:cacheprovider python/tests 2>&1 | tee "$log.python"
 
+# The workload's map and reduce steps (kvlint_cache.workload) on the engines people run: the
+# same wheel in a venv of Ray, PySpark (on the machine's JDK 17), DuckDB and pyarrow, and a real
+# local Ray cluster and Spark local[2] (a worker killed mid-job in each) held to `kvlint workload`.
+scripts/setup-distributed.sh
+dist_bin="$(dirname "$(scripts/setup-distributed.sh --print-python)")"
+"$dist_bin/python" -m pip install --quiet --force-reinstall --no-deps "$wheel"
+"$dist_bin/pytest" -q -p no:cacheprovider python/tests-distributed 2>&1 | tee "$log.distributed"
+
 # One closing line for the whole suite: Rust's test results, then pytest's summary lines
 # (an error, such as a skip turned into a failure under CI, counts as failed); skipped: the
 # Rust tests' recorded skips (a test that skips its oracle still passes in cargo's count) and
@@ -104,4 +113,4 @@ KVLINT_WHEEL="$wheel" "$sdk_bin/pytest" -q -p no:cacheprovider python/tests 2>&1
 awk 'FILENAME ~ /\.skips$/ { if ($1 == "SKIPPED") skipped++; next }
   /^test result:/ { passed += $4; failed += $6 }
   /^[0-9]+ (passed|failed|skipped|errors?)[ ,]/ { for (i = 1; i < NF; i++) { if ($(i+1) ~ /^passed/) passed += $i; if ($(i+1) ~ /^(failed|error)/) failed += $i; if ($(i+1) ~ /^skipped/) skipped += $i } }
-  END { printf "tests: %d passed, %d failed, %d skipped\n", passed, failed, skipped }' "$log" "$log.editors" "$log.python" "$log.skips"
+  END { printf "tests: %d passed, %d failed, %d skipped\n", passed, failed, skipped }' "$log" "$log.editors" "$log.python" "$log.distributed" "$log.skips"

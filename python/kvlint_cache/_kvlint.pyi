@@ -26,11 +26,13 @@ __all__ = [
     "Outcome",
     "Report",
     "TierChange",
+    "Workload",
     "__version__",
     "check",
     "opens_conversation",
     "run_cli",
     "session_key",
+    "trace_rows",
 ]
 
 Severity: TypeAlias = Literal["error", "warning", "info"]
@@ -278,3 +280,39 @@ def session_key(body: Mapping[str, Any], headers: Sequence[tuple[str, str]] = ..
 
 def run_cli(argv: Sequence[str]) -> int:
     """Run the ``kvlint`` command line (``argv[0]`` is the program name); the exit code."""
+
+def trace_rows(
+    names: Sequence[str],
+    contents: Sequence[bytes | str],
+    *,
+    block_size: int = 16,
+    tokenizer: str | None = None,
+    chat_template: str | None = None,
+    serving_engine: str = "vllm",
+) -> dict[str, list[Any]]:
+    """The workload's map step: each file (named relative to the workload's folder; bytes or
+    text, gzip inflated) traced into one row per request, as columns
+    (:data:`kvlint_cache.workload.COLUMNS`); a file or session that cannot be traced is one
+    row with its ``error``. The GIL is released while tracing."""
+
+@final
+class Workload:
+    """The workload's reduce step: rows from any number of map calls, in any order, joined
+    into the trace ``kvlint workload`` builds from the same files."""
+
+    @staticmethod
+    def from_rows(columns: Mapping[str, Sequence[Any]]) -> Workload:
+        """Join rows given as columns (a dict of lists, or a table's ``to_pydict()``)."""
+    @property
+    def rows(self) -> int:
+        """Rows read, the failed ones included."""
+    @property
+    def errors(self) -> list[tuple[str, int, str]]:
+        """``(file, session, error)`` of each file or session that could not be traced."""
+    def report(self) -> dict[str, Any]:
+        """The report ``kvlint workload --format json`` prints for the same files."""
+    def report_html(self, name: str = "workload") -> str:
+        """The page ``kvlint workload --format html`` writes, the workload named ``name``."""
+    def export_trace(self, format: str, block_size: int | None = None) -> str:
+        """The hashed trace ``kvlint workload --export-trace FORMAT --block-size N`` writes
+        (the format's block size by default)."""

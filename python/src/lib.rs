@@ -11,6 +11,8 @@
 //! mode a deferred change or a volatile value in a cached tier is a `CacheWarning` issued at
 //! the caller's line.
 
+mod workload;
+
 use std::ffi::CString;
 use std::sync::Arc;
 
@@ -770,6 +772,8 @@ fn _kvlint(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<TierChange>()?;
     module.add_class::<Conversation>()?;
     module.add_class::<Guard>()?;
+    module.add_class::<workload::Workload>()?;
+    module.add_function(wrap_pyfunction!(workload::trace_rows, module)?)?;
     module.add_function(wrap_pyfunction!(check, module)?)?;
     module.add_function(wrap_pyfunction!(run_cli, module)?)?;
     module.add_function(wrap_pyfunction!(session_key, module)?)?;

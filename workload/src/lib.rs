@@ -14,7 +14,10 @@
 //!    engine ([`cache`]: vLLM's block pool, SGLang's radix tree, llama.cpp's slots and prompt
 //!    cache) under a routing [`Policy`], with a queueing model of prefill for time to first
 //!    token.
-//! 4. [`export`] writes a benchmark dataset of the workload's shape with random text;
+//! 4. [`rows`] splits that work for a log too large for one machine: the map step traces a
+//!    batch of sessions into one self-contained row per request (Ray, Spark), the reduce step
+//!    joins any set of rows back into the trace of step 1.
+//! 5. [`export`] writes a benchmark dataset of the workload's shape with random text;
 //!    [`hashed_trace`] writes and reads the hashed traces fleet tools exchange (Mooncake,
 //!    Qwen-Bailian, AIPerf's Claude Code conversations): block ids, no text.
 //!
@@ -46,6 +49,7 @@ pub mod export;
 pub mod hashed_trace;
 pub mod html;
 mod report;
+pub mod rows;
 mod simulate;
 mod stats;
 pub mod store;

@@ -125,11 +125,11 @@ pub fn chain_hash(previous: u64, tokens: &[u32]) -> u64 {
 }
 
 /// One session, as its requests and block hashes, before joining the others.
-struct SessionTrace {
+pub(crate) struct SessionTrace {
     identity: String,
-    requests: Vec<TraceRequest>,
-    blocks: Vec<u64>,
-    rules: Vec<&'static str>,
+    pub(crate) requests: Vec<TraceRequest>,
+    pub(crate) blocks: Vec<u64>,
+    pub(crate) rules: Vec<&'static str>,
 }
 
 /// Builds the trace of `sessions` with `renderer`, `block_size` tokens per block. Sessions are
@@ -226,7 +226,7 @@ impl Trace {
     }
 }
 
-fn trace_session(
+pub(crate) fn trace_session(
     session: &SessionFile,
     renderer: &Renderer,
     block_size: u32,

@@ -119,6 +119,20 @@ pub enum HashedFormat {
 }
 
 impl HashedFormat {
+    /// Every form, in the order the documentation lists them.
+    pub const ALL: [Self; 5] = [
+        Self::Mooncake,
+        Self::MooncakeAgentic,
+        Self::Bailian,
+        Self::Weka,
+        Self::Lmcache,
+    ];
+
+    /// The form named `name` (as [`HashedFormat::name`] gives it).
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|format| format.name() == name)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Self::Mooncake => "mooncake",

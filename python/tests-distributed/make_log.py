@@ -1,0 +1,145 @@
+"""A small generated log of agent sessions, for the distributed recipes' tests and the docs page
+"From a month of logs to a benchmark and a fleet decision" (docs/month-of-logs.md).
+
+Agent sessions of three applications (each with its own system prompt and tools, shared by its
+sessions), two to seven turns each, times a few seconds apart, answers with their reported usage;
+every ninth session puts the time in its system prompt (a break every turn), one file is gzip
+compressed. The same seed gives the same files.
+
+    python make_log.py OUT SESSIONS
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+import sys
+from pathlib import Path
+from typing import Any
+
+APPLICATIONS = [
+    (
+        (
+            "You are a coding agent for the repository `acme-api`. Read before you edit, run the "
+            "tests after every change, and keep your answers short."
+        ),
+        ["read_file", "write_file", "run_tests"],
+    ),
+    (
+        (
+            "You are a support agent for Example Bank. Never ask for a full card number. Look the "
+            "customer up before answering and escalate disputes over 500 euros."
+        ),
+        ["lookup_customer", "open_ticket"],
+    ),
+    (
+        (
+            "You summarize research papers for a reading group: the question, the method, the main "
+            "result and one open problem, in that order."
+        ),
+        [],
+    ),
+]
+
+WORDS = [
+    "the",
+    "a",
+    "test",
+    "module",
+    "function",
+    "error",
+    "value",
+    "request",
+    "cache",
+    "token",
+    "prefix",
+    "session",
+    "user",
+    "answer",
+    "file",
+    "line",
+    "change",
+    "result",
+    "method",
+    "paper",
+    "customer",
+    "ticket",
+    "account",
+    "number",
+    "query",
+    "engine",
+    "block",
+]
+
+
+def _tool(name: str) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": f"{name.replace('_', ' ')} and return the result as text.",
+            "parameters": {
+                "type": "object",
+                "properties": {"argument": {"type": "string"}},
+                "required": ["argument"],
+            },
+        },
+    }
+
+
+def _text(rng: random.Random, words: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(words))
+
+
+def _session(rng: random.Random, start: float, timestamped: bool) -> list[dict[str, Any]]:
+    system, tools = rng.choice(APPLICATIONS)
+    messages: list[dict[str, Any]] = []
+    lines = []
+    time = start
+    for turn in range(rng.randint(2, 7)):
+        messages.append({"role": "user", "content": _text(rng, rng.randint(5, 60))})
+        prompt = system
+        if timestamped:
+            prompt += f"\nCurrent time: {time:.0f}"
+        body: dict[str, Any] = {
+            "model": "gpt-4o",
+            "messages": [{"role": "system", "content": prompt}, *messages],
+        }
+        if tools:
+            body["tools"] = [_tool(name) for name in tools]
+        answer = _text(rng, rng.randint(3, 80))
+        response = {
+            "choices": [{"message": {"role": "assistant", "content": answer}}],
+            "usage": {"completion_tokens": rng.randint(3, 120)},
+        }
+        lines.append({"time": time, "request": body, "response": response})
+        messages.append({"role": "assistant", "content": answer})
+        time += rng.uniform(0.5, 30.0)
+    return lines
+
+
+def write_log(root: Path, sessions: int, seed: int = 7) -> list[Path]:
+    """Writes `sessions` generated sessions under `root`; returns the files written."""
+    rng = random.Random(seed)
+    root.mkdir(parents=True, exist_ok=True)
+    files = []
+    start = 1_764_000_000.0
+    for number in range(sessions):
+        start += rng.uniform(0.1, 20.0)
+        lines = _session(rng, start, timestamped=number % 9 == 4)
+        text = "".join(json.dumps(line) + "\n" for line in lines)
+        if number == 3:
+            path = root / f"session-{number:04}.jsonl.gz"
+            path.write_bytes(gzip.compress(text.encode()))
+        else:
+            path = root / f"session-{number:04}.jsonl"
+            path.write_text(text)
+        files.append(path)
+    return files
+
+
+if __name__ == "__main__":
+    out, sessions = sys.argv[1], int(sys.argv[2])
+    written = write_log(Path(out), sessions)
+    print(f"{len(written)} session files in {out}")

@@ -1,0 +1,223 @@
+"""The workload's map and reduce steps (`kvlint_cache.workload`) on the engines people run:
+one process, a real local Ray cluster (two worker processes), PySpark ``local[2]``, and DuckDB
+over the Parquet files they write. Each run's figures must equal ``kvlint workload`` on the
+same files exactly: the report, the hashed traces byte for byte, and the sharing rate and
+block count that DuckDB's SQL computes on its own from the rows.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import ray
+from conftest import rmtree_quietly
+from pyspark.sql import SparkSession
+
+from kvlint_cache.workload import (
+    SHARING_SQL,
+    SPARK_SCHEMA,
+    Workload,
+    arrow_schema,
+    map_arrow,
+    map_batch,
+)
+
+FORMATS = ("mooncake", "mooncake-agentic", "bailian", "weka", "lmcache")
+
+
+def files_of(root: Path) -> list[Path]:
+    return sorted(path for path in root.rglob("*") if path.is_file())
+
+
+def batch_of(root: Path, paths: list[Path]) -> dict[str, list[Any]]:
+    return {"path": [str(path) for path in paths], "bytes": [path.read_bytes() for path in paths]}
+
+
+def assert_same_as_kvlint(workload: Workload, expected: dict[str, Any]) -> None:
+    assert workload.report() == expected["report"]
+    for (format, block), text in expected["traces"].items():
+        assert workload.export_trace(format, block) == text, (format, block)
+
+
+def sql_figures(connection: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+    row = connection.execute(SHARING_SQL).fetchone()
+    assert row is not None
+    names = [column[0] for column in connection.description]
+    return dict(zip(names, row))
+
+
+def assert_sql_agrees(figures: dict[str, Any], expected: dict[str, Any]) -> None:
+    report = expected["report"]
+    assert figures["requests"] == report["requests"]
+    assert figures["prompt_tokens"] == report["prompt_tokens"]
+    assert figures["within_session_tokens"] == report["reuse"]["within_session_tokens"]
+    assert figures["prefix_sharing_rate"] == report["reuse"]["prefix_sharing_rate"]
+    # The block count, from kvlint's own Mooncake trace at 16-token blocks: its distinct ids,
+    # less the one id each request with a partial last block has alone.
+    lines = [json.loads(line) for line in expected["traces"][("mooncake", 16)].splitlines()]
+    ids = {hash_id for line in lines for hash_id in line["hash_ids"]}
+    partial = sum(1 for line in lines if line["input_length"] % 16)
+    assert figures["blocks"] == len(ids) - partial
+
+
+def test_map_and_reduce_in_one_process_equal_kvlint_workload(
+    log: Path, expected: dict[str, Any]
+) -> None:
+    paths = files_of(log)
+    # Three map calls, their rows concatenated in reverse: the reduce orders them itself.
+    parts = [map_batch(batch_of(log, paths[start::3]), root=str(log)) for start in range(3)]
+    rows = {name: [value for part in reversed(parts) for value in part[name]] for name in parts[0]}
+    workload = Workload.from_rows(rows)
+    assert workload.errors == []
+    assert workload.rows == expected["report"]["requests"]
+    assert_same_as_kvlint(workload, expected)
+    table = pa.Table.from_pydict(rows, schema=arrow_schema())
+    connection = duckdb.connect()
+    connection.register("rows", table)
+    assert_sql_agrees(sql_figures(connection), expected)
+
+
+def test_a_bad_file_is_a_counted_row_and_the_job_goes_on(
+    log: Path, bad: Path, expected: dict[str, Any]
+) -> None:
+    paths = files_of(bad) + files_of(log)
+    rows = map_batch(
+        {"name": [path.name for path in paths], "bytes": [p.read_bytes() for p in paths]}
+    )
+    workload = Workload.from_rows(rows)
+    failed = {(file, error.split(":")[0]) for file, _, error in workload.errors}
+    assert {file for file, _ in failed} == {
+        "invalid.jsonl",
+        "truncated.jsonl.gz",
+        "not-a-request.jsonl",
+    }
+    for file, _, error in workload.errors:
+        assert file in error, error
+    # Every row read is a request or an error: nothing dropped.
+    assert workload.rows == expected["report"]["requests"] + len(workload.errors)
+    assert workload.report() == expected["report"]
+
+
+@pytest.fixture()
+def ray_cluster() -> Any:
+    """A local Ray cluster with two CPUs (its tasks run in worker processes of their own);
+    its state in a folder of its own, removed after."""
+    temp = tempfile.mkdtemp(prefix="ray-", dir="/tmp")
+    ray.init(num_cpus=2, include_dashboard=False, _temp_dir=temp, log_to_driver=False)
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    try:
+        yield
+    finally:
+        ray.shutdown()
+        rmtree_quietly(temp)
+
+
+@pytest.mark.parametrize("crash", [False, True], ids=["ray", "ray-worker-killed"])
+@pytest.mark.usefixtures("ray_cluster")
+def test_ray_data_on_two_workers_equals_kvlint_workload(
+    log: Path, expected: dict[str, Any], tmp_path: Path, crash: bool
+) -> None:
+    marker = str(tmp_path / "crashed") if crash else None
+
+    # Defined here, so that Ray ships it to its workers by value (they cannot import tests).
+    def traced_with_pid(batch: Any, root: str, crash_marker: str | None) -> dict[str, Any]:
+        """The map step, with the worker's process id beside the rows; with `crash_marker`,
+        the first worker to reach the log's third file dies there (once: it leaves the
+        marker)."""
+        paths = batch.column("path").to_pylist()
+        third = any(path.endswith("session-0002.jsonl") for path in paths)
+        if crash_marker and third and not os.path.exists(crash_marker):
+            Path(crash_marker).write_text(str(os.getpid()))
+            os._exit(1)
+        rows = map_batch(batch, root=root)
+        rows["worker"] = [os.getpid()] * len(rows["file"])
+        return rows
+
+    dataset = ray.data.read_binary_files(str(log), include_paths=True, override_num_blocks=8)
+    rows = dataset.map_batches(
+        traced_with_pid,
+        fn_kwargs={"root": str(log), "crash_marker": marker},
+        batch_size=4,
+        batch_format="pyarrow",
+        max_retries=3,
+    )
+    out = tmp_path / "rows"
+    rows.write_parquet(str(out))
+    table = pq.read_table(str(out))
+    workers = set(table.column("worker").to_pylist())
+    assert len(workers) >= 2, f"the map ran in {len(workers)} worker process"
+    if crash:
+        assert Path(marker or "").exists(), "no worker was killed"
+    workload = Workload.from_rows(table.to_pydict())
+    assert workload.errors == []
+    assert_same_as_kvlint(workload, expected)
+    connection = duckdb.connect()
+    files = sorted(glob.glob(str(out / "*.parquet")))
+    connection.execute(f"CREATE VIEW rows AS SELECT * FROM read_parquet({files!r})")
+    assert_sql_agrees(sql_figures(connection), expected)
+
+
+@pytest.fixture(scope="module")
+def spark() -> Any:
+    """PySpark on two local cores, a failed task tried up to three times; its Python workers
+    this interpreter."""
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    warehouse = tempfile.mkdtemp(prefix="spark-", dir="/tmp")
+    session = (
+        SparkSession.builder.master("local[2, 3]")
+        .appName("kvlint-workload")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.warehouse.dir", warehouse)
+        .config("spark.local.dir", warehouse)
+        .config("spark.python.worker.reuse", "false")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    try:
+        yield session
+    finally:
+        session.stop()
+        rmtree_quietly(warehouse)
+
+
+@pytest.mark.parametrize("crash", [False, True], ids=["spark", "spark-task-killed"])
+def test_pyspark_map_in_arrow_equals_kvlint_workload(
+    spark: Any, log: Path, expected: dict[str, Any], tmp_path: Path, crash: bool
+) -> None:
+    root = str(log)
+    marker = str(tmp_path / "crashed") if crash else None
+
+    def traced(batches: Any) -> Any:
+        for batch in batches:
+            paths = batch.column("path").to_pylist()
+            third = any(path.endswith("session-0002.jsonl") for path in paths)
+            if marker and third and not os.path.exists(marker):
+                Path(marker).write_text(str(os.getpid()))
+                os._exit(1)
+            yield from map_arrow([batch], root=root)
+
+    files = spark.read.format("binaryFile").load(root).select("path", "content").repartition(4)
+    rows = files.mapInArrow(traced, SPARK_SCHEMA)
+    out = tmp_path / "rows"
+    rows.write.parquet(str(out))
+    if crash:
+        assert Path(marker or "").exists(), "no task was killed"
+    table = pq.read_table(str(out))
+    workload = Workload.from_rows(table.to_pydict())
+    assert workload.errors == []
+    assert_same_as_kvlint(workload, expected)
+    connection = duckdb.connect()
+    parquet = sorted(glob.glob(str(out / "*.parquet")))
+    connection.execute(f"CREATE VIEW rows AS SELECT * FROM read_parquet({parquet!r})")
+    assert_sql_agrees(sql_figures(connection), expected)
