@@ -324,3 +324,64 @@ fn grouped(taken: &[Taken], names: &[String], summary: &mut LogSummary) -> Vec<S
     }
     sessions
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_files_are_told_by_their_names_compressed_or_not() {
+        for name in [
+            "requests.jsonl",
+            "requests.ndjson.zst",
+            "part-0001.parquet",
+            "export.json.gz",
+            "day.jsonl.zstd",
+        ] {
+            assert!(is_log_file_name(name), "{name}");
+        }
+        for name in ["notes.txt", "trace.yaml", "requests.jsonl.bz2", "parquet"] {
+            assert!(!is_log_file_name(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn rows_of_a_log_add_up_and_are_grouped_in_time_order() {
+        let folder = std::env::temp_dir().join(format!("kvlint-log-unit-{}", std::process::id()));
+        std::fs::create_dir_all(&folder).unwrap_or_default();
+        let log = folder.join("log.jsonl");
+        // The second turn is written first: grouped by time, it still follows the first.
+        let lines = [
+            r#"{"time": 20, "request": {"model": "m", "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}, {"role": "user", "content": "bye"}]}}"#,
+            r#"{"time": 10, "request": {"model": "m", "messages": [{"role": "user", "content": "hi"}]}}"#,
+            r#"{"time": 15, "url": "/v1/embeddings", "request": {"model": "e", "input": "x"}}"#,
+            r#"{"time": 30, "request": {"model": "m", "messages": [{"role": "user", "content": "later"}]}}"#,
+            "not json",
+        ];
+        std::fs::write(&log, lines.join("\n")).unwrap_or_default();
+        let filter = RowFilter {
+            until: Some(25.0),
+            ..RowFilter::default()
+        };
+        let read = read_logs(&[&log], &filter);
+        let summary = &read.summary;
+        assert_eq!(
+            (
+                summary.rows_read,
+                summary.rows_used,
+                summary.rows_filtered,
+                summary.rows_not_prompts,
+                summary.rows_bad
+            ),
+            (5, 2, 1, 1, 1)
+        );
+        assert_eq!(summary.bad[0].row, Some(5));
+        assert_eq!(read.sessions.len(), 1);
+        assert_eq!(read.sessions[0].len(), 2);
+        assert_eq!(
+            read.sessions[0].turn(0).ok().and_then(|turn| turn.time),
+            Some(10.0)
+        );
+        std::fs::remove_dir_all(&folder).unwrap_or_default();
+    }
+}
