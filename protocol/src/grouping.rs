@@ -194,8 +194,12 @@ impl Grouping {
                     && conversation != last.conversation
                     && exchange.is_some()
                     && exchange == opening_exchange(&last.conversation);
-                let closeness = Closeness::of(&last.instructions, &instructions);
-                (continues || rewrites).then_some(((continues, shared, closeness), index))
+                // Only for a candidate it joins: comparing instructions that differ writes
+                // both out, and a log without session keys has thousands of candidates.
+                (continues || rewrites).then(|| {
+                    let closeness = Closeness::of(&last.instructions, &instructions);
+                    ((continues, shared, closeness), index)
+                })
             })
             .collect();
         // The best first; of equals, the earliest (parallel requests answered in order).
