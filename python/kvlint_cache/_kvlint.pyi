@@ -17,6 +17,7 @@ __all__ = [
     "PROMPT_PATHS",
     "ROUTING_KEY_HEADER",
     "SUMMARY_SESSION_KEY",
+    "TRACE_ROW_COLUMNS",
     "CacheWarning",
     "Conversation",
     "ConversationError",
@@ -280,6 +281,10 @@ def session_key(body: Mapping[str, Any], headers: Sequence[tuple[str, str]] = ..
 
 def run_cli(argv: Sequence[str]) -> int:
     """Run the ``kvlint`` command line (``argv[0]`` is the program name); the exit code."""
+
+TRACE_ROW_COLUMNS: tuple[str, ...]
+"""The columns of the workload's rows, in order, as :func:`trace_rows` writes them and
+:meth:`Workload.from_rows` reads them."""
 
 def trace_rows(
     names: Sequence[str],

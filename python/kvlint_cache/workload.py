@@ -32,7 +32,7 @@ import os
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from kvlint_cache._kvlint import Workload, trace_rows
+from kvlint_cache._kvlint import TRACE_ROW_COLUMNS, Workload, trace_rows
 
 __all__ = [
     "COLUMNS",
@@ -45,25 +45,8 @@ __all__ = [
     "trace_rows",
 ]
 
-COLUMNS: tuple[str, ...] = (
-    "file",
-    "session",
-    "identity",
-    "turn",
-    "time",
-    "input_length",
-    "output_length",
-    "shared_with_previous",
-    "shared_with_previous_sequence",
-    "previous_input_tokens",
-    "kept_blocks",
-    "hash_ids",
-    "generated_hash_ids",
-    "finding",
-    "block_size",
-    "renderer",
-    "error",
-)
+#: The rows' columns, in order (the native module's, which writes and reads them).
+COLUMNS: tuple[str, ...] = TRACE_ROW_COLUMNS
 
 _LIST_COLUMNS = ("hash_ids", "generated_hash_ids")
 _TEXT_COLUMNS = ("file", "identity", "finding", "renderer", "error")

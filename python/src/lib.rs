@@ -772,6 +772,10 @@ fn _kvlint(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<TierChange>()?;
     module.add_class::<Conversation>()?;
     module.add_class::<Guard>()?;
+    module.add(
+        "TRACE_ROW_COLUMNS",
+        pyo3::types::PyTuple::new(py, workload::COLUMNS)?,
+    )?;
     module.add_class::<workload::Workload>()?;
     module.add_function(wrap_pyfunction!(workload::trace_rows, module)?)?;
     module.add_function(wrap_pyfunction!(check, module)?)?;

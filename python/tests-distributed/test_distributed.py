@@ -70,6 +70,18 @@ def assert_sql_agrees(figures: dict[str, Any], expected: dict[str, Any]) -> None
     assert figures["blocks"] == len(ids) - partial
 
 
+def assert_parquet_rows_agree(out: Path, expected: dict[str, Any]) -> None:
+    """The rows a distributed run wrote to Parquet in `out`: joined, they are the trace of
+    `kvlint workload`; read by DuckDB, their sharing rate and block count are its too."""
+    workload = Workload.from_rows(pq.read_table(str(out)).to_pydict())
+    assert workload.errors == []
+    assert_same_as_kvlint(workload, expected)
+    connection = duckdb.connect()
+    parquet = sorted(glob.glob(str(out / "*.parquet")))
+    connection.execute(f"CREATE VIEW rows AS SELECT * FROM read_parquet({parquet!r})")
+    assert_sql_agrees(sql_figures(connection), expected)
+
+
 def test_map_and_reduce_in_one_process_equal_kvlint_workload(
     log: Path, expected: dict[str, Any]
 ) -> None:
@@ -158,13 +170,7 @@ def test_ray_data_on_two_workers_equals_kvlint_workload(
     assert len(workers) >= 2, f"the map ran in {len(workers)} worker process"
     if crash:
         assert Path(marker or "").exists(), "no worker was killed"
-    workload = Workload.from_rows(table.to_pydict())
-    assert workload.errors == []
-    assert_same_as_kvlint(workload, expected)
-    connection = duckdb.connect()
-    files = sorted(glob.glob(str(out / "*.parquet")))
-    connection.execute(f"CREATE VIEW rows AS SELECT * FROM read_parquet({files!r})")
-    assert_sql_agrees(sql_figures(connection), expected)
+    assert_parquet_rows_agree(out, expected)
 
 
 @pytest.fixture(scope="module")
@@ -213,11 +219,4 @@ def test_pyspark_map_in_arrow_equals_kvlint_workload(
     rows.write.parquet(str(out))
     if crash:
         assert Path(marker or "").exists(), "no task was killed"
-    table = pq.read_table(str(out))
-    workload = Workload.from_rows(table.to_pydict())
-    assert workload.errors == []
-    assert_same_as_kvlint(workload, expected)
-    connection = duckdb.connect()
-    parquet = sorted(glob.glob(str(out / "*.parquet")))
-    connection.execute(f"CREATE VIEW rows AS SELECT * FROM read_parquet({parquet!r})")
-    assert_sql_agrees(sql_figures(connection), expected)
+    assert_parquet_rows_agree(out, expected)

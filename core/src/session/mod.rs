@@ -49,6 +49,23 @@ pub fn unix_seconds(text: &str) -> Option<f64> {
     Some(time.timestamp() as f64 + f64::from(time.timestamp_subsec_micros()) / 1e6)
 }
 
+/// A time a recording gives: seconds since the Unix epoch (milliseconds when larger than any
+/// date in seconds), or RFC 3339 text.
+pub fn recorded_time(value: &Value) -> Option<f64> {
+    match value {
+        Value::Number(number) => {
+            let seconds = number.as_f64()?;
+            Some(if seconds > 1e11 {
+                seconds / 1e3
+            } else {
+                seconds
+            })
+        }
+        Value::String(text) => unix_seconds(text),
+        _ => None,
+    }
+}
+
 /// Where a turn is in its file, and the turn parsed when it is kept.
 #[derive(Debug, Clone)]
 struct TurnRecord {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::{RepeatedKey, SessionFile, Skipped, Turn, TurnRecord, unix_seconds};
+use super::{RepeatedKey, SessionFile, Skipped, Turn, TurnRecord, recorded_time as time_of};
 use crate::duplicate_keys::duplicate_keys;
 use crate::error::InputError;
 use crate::excerpt::Excerpt;
@@ -14,23 +14,6 @@ use crate::json::{heap_size, kind_of};
 use crate::locate::LineColumn;
 use crate::path::PartPath;
 use crate::request::{BodyError, Message, Part, Request, SharedParts};
-
-/// A time a recording gives: seconds (milliseconds when larger than any date in seconds), or
-/// RFC 3339 text.
-fn time_of(value: &Value) -> Option<f64> {
-    match value {
-        Value::Number(number) => {
-            let seconds = number.as_f64()?;
-            Some(if seconds > 1e11 {
-                seconds / 1e3
-            } else {
-                seconds
-            })
-        }
-        Value::String(text) => unix_seconds(text),
-        _ => None,
-    }
-}
 
 /// What a JSON document of a session file holds.
 pub(super) enum Document {

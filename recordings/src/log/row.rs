@@ -302,16 +302,8 @@ fn headers(value: Option<&Value>) -> Vec<(String, String)> {
 /// ClickHouse's `2025-03-04 10:22:48.123` (UTC).
 pub(super) fn time_of(value: &Value) -> Option<f64> {
     match value {
-        Value::Number(number) => {
-            let seconds = number.as_f64()?;
-            Some(if seconds > 1e11 {
-                seconds / 1e3
-            } else {
-                seconds
-            })
-        }
         Value::String(text) => parse_time(text),
-        _ => None,
+        other => kvlint_core::session::recorded_time(other),
     }
 }
 
