@@ -21,7 +21,7 @@ use kvlint_core::render::Renderer;
 use kvlint_core::session::SessionFile;
 use serde::{Deserialize, Serialize};
 
-use crate::trace::{Trace, TraceRequest, TraceSession, trace_session};
+use crate::trace::{Trace, TraceRequest, TraceSession, range, trace_session};
 
 /// One request of a workload, as the map step writes it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -212,14 +212,10 @@ pub fn trace_of_rows(rows: impl IntoIterator<Item = TraceRow>) -> Result<Option<
             trace
                 .blocks
                 .extend(row.generated_hash_ids.iter().map(|hash| *hash as u64));
-            let finding = row.finding.as_ref().map(|rule| {
-                let known = trace.rules.iter().position(|name| name == rule);
-                let position = known.unwrap_or_else(|| {
-                    trace.rules.push(rule.clone());
-                    trace.rules.len() - 1
-                });
-                u16::try_from(position).unwrap_or(u16::MAX)
-            });
+            let finding = row
+                .finding
+                .as_deref()
+                .and_then(|rule| trace.rule_index(rule));
             trace.requests.push(TraceRequest {
                 session: index,
                 time: row.time,
@@ -241,10 +237,6 @@ pub fn trace_of_rows(rows: impl IntoIterator<Item = TraceRow>) -> Result<Option<
         });
     }
     Ok(Some(trace))
-}
-
-fn range(range: &std::ops::Range<u32>) -> std::ops::Range<usize> {
-    range.start as usize..range.end as usize
 }
 
 #[cfg(test)]

@@ -106,7 +106,7 @@ impl Trace {
     }
 }
 
-fn range(range: &Range<u32>) -> Range<usize> {
+pub(crate) fn range(range: &Range<u32>) -> Range<usize> {
     range.start as usize..range.end as usize
 }
 
@@ -168,14 +168,7 @@ impl Trace {
         let rules: Vec<Option<u16>> = other
             .rules
             .iter()
-            .map(|rule| {
-                let known = self.rules.iter().position(|name| name == rule);
-                let position = known.unwrap_or_else(|| {
-                    self.rules.push(rule.clone());
-                    self.rules.len() - 1
-                });
-                u16::try_from(position).ok()
-            })
+            .map(|rule| self.rule_index(rule))
             .collect();
         let shift = |range: &Range<u32>, by: u32| range.start + by..range.end + by;
         self.sessions
@@ -198,6 +191,16 @@ impl Trace {
         self.blocks.extend(other.blocks);
     }
 
+    /// The index of `rule` in [`Trace::rules`], added when new (`None` past `u16::MAX` rules).
+    pub(crate) fn rule_index(&mut self, rule: &str) -> Option<u16> {
+        let known = self.rules.iter().position(|name| name == rule);
+        let position = known.unwrap_or_else(|| {
+            self.rules.push(rule.to_owned());
+            self.rules.len() - 1
+        });
+        u16::try_from(position).ok()
+    }
+
     fn push_session(&mut self, session: SessionTrace) {
         let index = self.sessions.len() as u32;
         let offset = self.blocks.len() as u32;
@@ -207,15 +210,9 @@ impl Trace {
             request.session = index;
             request.new_blocks = shift(&request.new_blocks);
             request.generated_blocks = shift(&request.generated_blocks);
-            request.finding = request.finding.map(|local| {
-                let rule = session.rules[usize::from(local)];
-                let known = self.rules.iter().position(|name| name == rule);
-                let position = known.unwrap_or_else(|| {
-                    self.rules.push(rule.to_owned());
-                    self.rules.len() - 1
-                });
-                u16::try_from(position).unwrap_or(u16::MAX)
-            });
+            request.finding = request
+                .finding
+                .and_then(|local| self.rule_index(session.rules[usize::from(local)]));
             self.requests.push(request);
         }
         self.blocks.extend(session.blocks);

@@ -431,38 +431,28 @@ const ROUTING: &str = "round-robin,least-loaded,prefix-aware,ideal";
 
 #[test]
 fn simulate_reads_logs_too() {
-    let (code, stdout, stderr) = kvlint(&[
-        "simulate",
-        "--routing",
-        ROUTING,
-        "--no-trace-cache",
-        "--format",
-        "json",
-        "--replicas",
-        "2",
-        "--cache",
-        "5000",
-        "--prefill-tps",
-        "8000",
-        "--log",
-        &format!("{LOGS}/interleaved.parquet"),
-    ]);
+    let simulate = |input: &[&str]| {
+        let mut args = vec![
+            "simulate",
+            "--routing",
+            ROUTING,
+            "--no-trace-cache",
+            "--format",
+            "json",
+            "--replicas",
+            "2",
+            "--cache",
+            "5000",
+            "--prefill-tps",
+            "8000",
+        ];
+        args.extend_from_slice(input);
+        kvlint(&args)
+    };
+    let log = format!("{LOGS}/interleaved.parquet");
+    let (code, stdout, stderr) = simulate(&["--log", &log]);
     assert_eq!(code, 0, "{stderr}");
-    let (_, from_files, _) = kvlint(&[
-        "simulate",
-        "--routing",
-        ROUTING,
-        "--no-trace-cache",
-        "--format",
-        "json",
-        "--replicas",
-        "2",
-        "--cache",
-        "5000",
-        "--prefill-tps",
-        "8000",
-        &format!("{LOGS}/sessions"),
-    ]);
+    let (_, from_files, _) = simulate(&[&format!("{LOGS}/sessions")]);
     assert_eq!(
         serde_json::from_str::<Value>(&stdout).unwrap(),
         serde_json::from_str::<Value>(&from_files).unwrap()
