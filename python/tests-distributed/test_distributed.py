@@ -12,6 +12,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -140,12 +141,25 @@ def test_ray_data_on_two_workers_equals_kvlint_workload(
     log: Path, expected: dict[str, Any], tmp_path: Path, crash: bool
 ) -> None:
     marker = str(tmp_path / "crashed") if crash else None
+    workers_seen = tmp_path / "workers"
+    workers_seen.mkdir()
 
     # Defined here, so that Ray ships it to its workers by value (they cannot import tests).
-    def traced_with_pid(batch: Any, root: str, crash_marker: str | None) -> dict[str, Any]:
-        """The map step, with the worker's process id beside the rows; with `crash_marker`,
-        the first worker to reach the log's third file dies there (once: it leaves the
-        marker)."""
+    def traced_with_pid(
+        batch: Any, root: str, crash_marker: str | None, workers: str
+    ) -> dict[str, Any]:
+        """The map step, with the worker's process id beside the rows. A worker's first batch
+        waits (up to 30 s) until a second worker has started one: the map's tasks are
+        quick, and Ray would otherwise be free to run them all, one after the other, in the
+        same process. With `crash_marker`, the first worker to reach the log's third file dies
+        there (once: it leaves the marker)."""
+        seen = Path(workers)
+        mine = seen / str(os.getpid())
+        if not mine.exists():
+            mine.touch()
+            deadline = time.monotonic() + 30
+            while len(list(seen.iterdir())) < 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
         paths = batch.column("path").to_pylist()
         third = any(path.endswith("session-0002.jsonl") for path in paths)
         if crash_marker and third and not os.path.exists(crash_marker):
@@ -155,21 +169,23 @@ def test_ray_data_on_two_workers_equals_kvlint_workload(
         rows["worker"] = [os.getpid()] * len(rows["file"])
         return rows
 
+    # No `max_retries`: Ray Data's map tasks already retry a dead worker without limit
+    # (ray/data/_internal/remote_fn.py), and 2.60 ran the map one task at a time when it was given.
     dataset = ray.data.read_binary_files(str(log), include_paths=True, override_num_blocks=8)
     rows = dataset.map_batches(
         traced_with_pid,
-        fn_kwargs={"root": str(log), "crash_marker": marker},
-        batch_size=4,
+        fn_kwargs={"root": str(log), "crash_marker": marker, "workers": str(workers_seen)},
         batch_format="pyarrow",
-        max_retries=3,
     )
     out = tmp_path / "rows"
     rows.write_parquet(str(out))
     table = pq.read_table(str(out))
     workers = set(table.column("worker").to_pylist())
-    assert len(workers) >= 2, f"the map ran in {len(workers)} worker process"
     if crash:
         assert Path(marker or "").exists(), "no worker was killed"
+        # The killed worker ran the map too, though none of its rows survived it.
+        workers.add(int(Path(marker or "").read_text()))
+    assert len(workers) >= 2, f"the map ran in {len(workers)} worker process"
     assert_parquet_rows_agree(out, expected)
 
 
