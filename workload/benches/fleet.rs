@@ -40,6 +40,7 @@ use peak_alloc::PeakAlloc;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rayon::ThreadPoolBuilder;
+use rayon::iter::{IntoParallelIterator, ParallelIterator};
 use rustc_hash::FxHashSet;
 
 const TURNS: usize = 20;
@@ -152,9 +153,11 @@ fn main() {
         }
         (started.elapsed(), new_tokens)
     };
-    // The trace of the sessions in `range`, their generation and parsing included.
+    // The trace of the sessions in `range`, their generation and parsing included (on the
+    // current pool's threads: one in the rounds below, every core in the whole pass).
     let trace_of = |range: std::ops::Range<usize>| {
         let files: Vec<SessionFile> = range
+            .into_par_iter()
             .map(|index| {
                 let (jsonl, _) = session(index, &systems);
                 SessionFile::parse(format!("session-{index}.jsonl"), Arc::from(jsonl))
