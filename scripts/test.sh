@@ -17,7 +17,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Each phase's wall time, printed as it ends and together before the closing line.
 timings=()
 phase_started=$SECONDS
 phase_done() {
