@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
+from clusters import local_ray, local_spark
 from make_log import write_log
 
 from kvlint_cache.workload import SPARK_SCHEMA, map_arrow, map_batch
@@ -66,17 +67,13 @@ def ray_job(log: Path, workers: int, out: Path) -> float:
     excluded."""
     import ray
 
-    temp = tempfile.mkdtemp(prefix="ray-", dir="/tmp")
-    ray.init(num_cpus=workers, include_dashboard=False, _temp_dir=temp, log_to_driver=False)
-    ray.data.DataContext.get_current().enable_progress_bars = False
-
     def mapped(batch: Any, root: str) -> dict[str, Any]:
         rows = map_batch(batch, root=root)
         rows["worker"] = [os.getpid()] * len(rows["file"])
         rows["peak_rss_kb"] = [peak_rss_kb()] * len(rows["file"])
         return rows
 
-    try:
+    with local_ray(cpus=workers):
         started = time.perf_counter()
         # Eight blocks for both sizes, one plan: Ray's default (about one block per hundred
         # small files) doubled the one-worker job's time in scheduling.
@@ -84,28 +81,10 @@ def ray_job(log: Path, workers: int, out: Path) -> float:
         rows = files.map_batches(mapped, fn_kwargs={"root": str(log)}, batch_format="pyarrow")
         rows.write_parquet(str(out))
         return time.perf_counter() - started
-    finally:
-        ray.shutdown()
-        shutil.rmtree(temp, ignore_errors=True)
 
 
 def spark_job(log: Path, workers: int, out: Path) -> float:
     """The map job on PySpark `local[workers]`: its seconds, the session's start excluded."""
-    from pyspark.sql import SparkSession
-
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    warehouse = tempfile.mkdtemp(prefix="spark-", dir="/tmp")
-    spark = (
-        SparkSession.builder.master(f"local[{workers}]")
-        .appName("kvlint-bench")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.warehouse.dir", warehouse)
-        .config("spark.local.dir", warehouse)
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
     root = str(log)
 
     def mapped(batches: Iterator[Any]) -> Iterator[Any]:
@@ -117,16 +96,13 @@ def spark_job(log: Path, workers: int, out: Path) -> float:
                 "worker", pa.array([os.getpid()] * count, pa.int64())
             ).append_column("peak_rss_kb", pa.array([peak_rss_kb()] * count, pa.int64()))
 
-    try:
+    with local_spark(f"local[{workers}]") as spark:
         started = time.perf_counter()
         files = spark.read.format("binaryFile").load(root).select("path", "content")
         files = files.repartition(4 * workers)
         rows = files.mapInArrow(mapped, f"{SPARK_SCHEMA}, worker bigint, peak_rss_kb bigint")
         rows.write.parquet(str(out))
         return time.perf_counter() - started
-    finally:
-        spark.stop()
-        shutil.rmtree(warehouse, ignore_errors=True)
 
 
 def memory_growth(out: Path) -> tuple[int, int]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -67,7 +66,3 @@ def expected(log: Path) -> dict[str, Any]:
                 "workload", log, "--export-trace", format, *extra, "--no-trace-cache"
             )
     return {"report": report, "traces": traces}
-
-
-def rmtree_quietly(path: str | os.PathLike[str]) -> None:
-    shutil.rmtree(path, ignore_errors=True)

@@ -10,8 +10,6 @@ from __future__ import annotations
 import glob
 import json
 import os
-import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -21,8 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import ray
-from conftest import rmtree_quietly
-from pyspark.sql import SparkSession
+from clusters import local_ray, local_spark
 
 from kvlint_cache.workload import (
     SHARING_SQL,
@@ -123,16 +120,9 @@ def test_a_bad_file_is_a_counted_row_and_the_job_goes_on(
 
 @pytest.fixture()
 def ray_cluster() -> Any:
-    """A local Ray cluster with two CPUs (its tasks run in worker processes of their own);
-    its state in a folder of its own, removed after."""
-    temp = tempfile.mkdtemp(prefix="ray-", dir="/tmp")
-    ray.init(num_cpus=2, include_dashboard=False, _temp_dir=temp, log_to_driver=False)
-    ray.data.DataContext.get_current().enable_progress_bars = False
-    try:
+    """A local Ray cluster with two CPUs."""
+    with local_ray(cpus=2):
         yield
-    finally:
-        ray.shutdown()
-        rmtree_quietly(temp)
 
 
 @pytest.mark.parametrize("crash", [False, True], ids=["ray", "ray-worker-killed"])
@@ -191,26 +181,10 @@ def test_ray_data_on_two_workers_equals_kvlint_workload(
 
 @pytest.fixture(scope="module")
 def spark() -> Any:
-    """PySpark on two local cores, a failed task tried up to three times; its Python workers
-    this interpreter."""
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    warehouse = tempfile.mkdtemp(prefix="spark-", dir="/tmp")
-    session = (
-        SparkSession.builder.master("local[2, 3]")
-        .appName("kvlint-workload")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.warehouse.dir", warehouse)
-        .config("spark.local.dir", warehouse)
-        .config("spark.python.worker.reuse", "false")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    try:
+    """PySpark on two local cores, a failed task tried up to three times (a new Python worker
+    for each, so that a killed one is not reused)."""
+    with local_spark("local[2, 3]", **{"spark.python.worker.reuse": "false"}) as session:
         yield session
-    finally:
-        session.stop()
-        rmtree_quietly(warehouse)
 
 
 @pytest.mark.parametrize("crash", [False, True], ids=["spark", "spark-task-killed"])
