@@ -191,14 +191,15 @@ impl Trace {
         self.blocks.extend(other.blocks);
     }
 
-    /// The index of `rule` in [`Trace::rules`], added when new (`None` past `u16::MAX` rules).
+    /// The index of `rule` in [`Trace::rules`], added when new; `None`, and not added, when the
+    /// index would not fit a `u16`.
     pub(crate) fn rule_index(&mut self, rule: &str) -> Option<u16> {
-        let known = self.rules.iter().position(|name| name == rule);
-        let position = known.unwrap_or_else(|| {
-            self.rules.push(rule.to_owned());
-            self.rules.len() - 1
-        });
-        u16::try_from(position).ok()
+        if let Some(known) = self.rules.iter().position(|name| name == rule) {
+            return u16::try_from(known).ok();
+        }
+        let index = u16::try_from(self.rules.len()).ok()?;
+        self.rules.push(rule.to_owned());
+        Some(index)
     }
 
     fn push_session(&mut self, session: SessionTrace) {
@@ -385,5 +386,28 @@ mod tests {
         // Else the file's name as given.
         let unkeyed = session("./prod/a.jsonl", plain);
         assert_eq!(session_identity(&unkeyed, "a.jsonl"), "a.jsonl");
+    }
+
+    #[test]
+    fn a_rule_is_interned_once_and_none_past_what_a_u16_indexes() {
+        let mut trace = Trace {
+            block_size: 16,
+            renderer: String::new(),
+            sessions: Vec::new(),
+            requests: Vec::new(),
+            blocks: Vec::new(),
+            rules: (0..=u16::MAX)
+                .map(|index| format!("rule-{index}"))
+                .collect(),
+        };
+        assert_eq!(trace.rule_index("rule-7"), Some(7));
+        assert_eq!(trace.rule_index("rule-65535"), Some(u16::MAX));
+        // A new rule past the last index is neither given one nor kept.
+        assert_eq!(trace.rule_index("new"), None);
+        assert_eq!(trace.rules.len(), usize::from(u16::MAX) + 1);
+        trace.rules.truncate(2);
+        assert_eq!(trace.rule_index("new"), Some(2));
+        assert_eq!(trace.rule_index("new"), Some(2));
+        assert_eq!(trace.rules.len(), 3);
     }
 }

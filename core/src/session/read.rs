@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::{RepeatedKey, SessionFile, Skipped, Turn, TurnRecord, recorded_time as time_of};
+use super::{RepeatedKey, SessionFile, Skipped, Turn, TurnRecord, recorded_time};
 use crate::duplicate_keys::duplicate_keys;
 use crate::error::InputError;
 use crate::excerpt::Excerpt;
@@ -222,7 +222,7 @@ impl SessionFile {
         }
         let time = ["time", "timestamp", "started_at"]
             .iter()
-            .find_map(|key| object.get(*key).and_then(time_of));
+            .find_map(|key| object.get(*key).and_then(recorded_time));
         let (body, response, body_path) = match (object.remove("body"), object.remove("request")) {
             (Some(body), _) if is_batch_line => (body, None, PartPath::root().key("body")),
             (_, Some(request)) if request.is_object() => (
@@ -244,7 +244,7 @@ impl SessionFile {
             .map_err(|error| self.body_error(&document, &body_path, error))?;
         Ok(Document::Turn(
             Box::new(Turn {
-                time: time.or_else(|| response.as_ref()?.get("created").and_then(time_of)),
+                time: time.or_else(|| response.as_ref()?.get("created").and_then(recorded_time)),
                 request,
                 response,
             }),
