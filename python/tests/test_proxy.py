@@ -61,10 +61,11 @@ def proxy(llama_server, tmp_path):
     process.wait(timeout=10)
 
 
-def counter(metrics_url: str, name: str) -> float:
+def counter(metrics_url: str, name: str, label: str = "") -> float:
     with urllib.request.urlopen(metrics_url) as answer:
         text = answer.read().decode()
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name))
+    lines = (line for line in text.splitlines() if line.startswith(name) and label in line)
+    return sum(float(line.rsplit(" ", 1)[1]) for line in lines)
 
 
 def wait_for(metrics_url: str, requests: int) -> None:
@@ -108,11 +109,16 @@ def test_the_anthropic_client_streaming_and_not_passes_through(proxy):
                  {"role": "user", "content": "more"}]
     with client.messages.stream(model=MODEL, max_tokens=4, system="Be terse.", messages=messages) as stream:
         streamed = stream.get_final_message()
-    assert streamed.usage.cache_read_input_tokens > 0, "the second turn is served from cache"
+    served = streamed.usage.cache_read_input_tokens
+    assert served > 0, "the second turn is served from cache"
     wait_for(proxy.metrics, 2)
-    assert counter(proxy.metrics, "kvlint_prompt_tokens_cached_total") >= streamed.usage.cache_read_input_tokens
-    # The Messages bodies predicted in the chat shape llama-server turns them into: the
-    # engine's own tokens of the two turns share the prefix it served, and nothing is lost.
+    assert counter(proxy.metrics, "kvlint_prompt_tokens_cached_total") >= served
+    # The Messages bodies predicted in the chat shape llama-server turns them into, with the
+    # answer the slot keeps after the first prompt. The tiny random model's answer need not be
+    # the tokenizer's own split of its text: then the engine serves the prompt and less of the
+    # answer than predicted, and exactly that shortfall is lost, as `answer_retokenized`.
     predicted = counter(proxy.metrics, "kvlint_prompt_tokens_predicted_cached_total")
-    assert 0 < predicted <= streamed.usage.cache_read_input_tokens
-    assert counter(proxy.metrics, "kvlint_prompt_tokens_lost_total") == 0
+    lost = counter(proxy.metrics, "kvlint_prompt_tokens_lost_total")
+    retokenized = counter(proxy.metrics, "kvlint_prompt_tokens_lost_total", 'cause="answer_retokenized"')
+    assert served <= predicted
+    assert lost == retokenized == predicted - served, (predicted, served, lost, retokenized)

@@ -7,8 +7,9 @@ use prometheus_client::registry::Registry;
 
 /// Why a session's reusable prefix was computed again when the serving side lost it (see the
 /// analysis); an application's break is counted under its rule's name.
-pub(super) const LOST_CAUSES: [&str; 6] = [
+pub(super) const LOST_CAUSES: [&str; 7] = [
     "locality",
+    "answer_retokenized",
     "eviction",
     "locality_or_eviction",
     "ttl",
@@ -85,7 +86,7 @@ impl Metrics {
         let lost_tokens = Family::<Cause, Counter>::default();
         registry.register(
             "kvlint_prompt_tokens_lost",
-            "Prompt tokens a session's previous turn had made reusable that the upstream computed again, by cause: the application's break, named by the kvlint rule that finds it (volatile-prefix, tool-order, ...: the tokens of the previous prompt after the first changed one); or, on the serving side, locality (another replica served the turn), eviction (the same replica, whose cache moved on), locality_or_eviction (the replica is not known: no replica header, no --replica-metrics), ttl (longer than the hosted cache keeps a prefix since the previous turn), below_minimum (a prompt shorter than the API caches), unknown",
+            "Prompt tokens a session's previous turn had made reusable that the upstream computed again, by cause: the application's break, named by the kvlint rule that finds it (volatile-prefix, tool-order, ...: the tokens of the previous prompt after the first changed one); or, on the serving side, locality (another replica served the turn), answer_retokenized (the previous answer's text, sent back, tokenized to other ids than the engine generated), eviction (the same replica, whose cache moved on), locality_or_eviction (the replica is not known: no replica header, no --replica-metrics), ttl (longer than the hosted cache keeps a prefix since the previous turn), below_minimum (a prompt shorter than the API caches), unknown",
             lost_tokens.clone(),
         );
         let findings = Family::<Rule, Counter>::default();

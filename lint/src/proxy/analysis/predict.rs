@@ -100,6 +100,22 @@ impl CachedPrompt {
             shared_with_previous_sequence: 0,
         }
     }
+
+    /// The prompt alone, as if nothing had been generated after it.
+    fn without_answer(&self) -> Prompt<'_> {
+        Prompt {
+            generated_blocks: &[],
+            output_tokens: 0,
+            ..self.prompt()
+        }
+    }
+}
+
+/// What `engine` would serve of `prompt` on a replica that served `previous` alone.
+fn reusable_after(engine: SimEngine, previous: &Prompt<'_>, prompt: &CachedPrompt) -> usize {
+    let mut alone = engine.cache(CacheSize::Unbounded);
+    alone.serve(previous);
+    alone.peek(&prompt.prompt()) as usize
 }
 
 impl Analysis {
@@ -176,16 +192,17 @@ impl Analysis {
         if let Some(((previous, previous_replica), reported)) =
             session.previous_prompt.as_ref().zip(turn.usage)
         {
-            // What a replica that served the previous turn alone would serve now.
-            let mut alone = engine.cache(CacheSize::Unbounded);
-            alone.serve(&previous.prompt());
-            let reusable = alone.peek(&prompt.prompt()) as usize;
+            // What a replica that served the previous turn alone would serve now, with the
+            // tokens generated for it and without.
+            let reusable = reusable_after(engine, &previous.prompt(), &prompt);
             if reported.cached_tokens < reusable {
-                let cause = loss_cause(
-                    previous_replica.as_deref(),
-                    replica.as_deref(),
-                    predicted < reusable,
-                );
+                let cause = loss_cause(ServedTurn {
+                    previous_replica: previous_replica.as_deref(),
+                    replica: replica.as_deref(),
+                    predicted: predicted < reusable,
+                    served_the_prompt: reported.cached_tokens
+                        >= reusable_after(engine, &previous.without_answer(), &prompt),
+                });
                 let lost = reusable - reported.cached_tokens;
                 self.metrics.lost(&turn.exchange.upstream, cause, lost);
                 eprintln!(
@@ -304,15 +321,30 @@ fn hosted_loss(turn: HostedTurn) -> Option<(&'static str, usize)> {
     Some((cause, turn.predicted - served))
 }
 
-/// Why a turn served less than its session's previous turn made reusable, from the replica
-/// that served each (`None`: not known) and whether the model of the serving replica's cache
-/// predicted the loss: another replica (`locality`), the same one whose cache moved on
-/// (`eviction`), the same one where the model saw no reason (`unknown`); a replica not known
-/// could be either of the first two (`locality_or_eviction`).
-fn loss_cause(previous: Option<&str>, now: Option<&str>, predicted: bool) -> &'static str {
-    match (previous, now) {
+/// A turn served less than its session's previous turn made reusable, as the loss's cause
+/// reads it.
+struct ServedTurn<'a> {
+    /// The replica that served the previous turn and this one (`None`: not known).
+    previous_replica: Option<&'a str>,
+    replica: Option<&'a str>,
+    /// Whether the model of the serving replica's cache predicted the loss.
+    predicted: bool,
+    /// Whether the engine served all the previous prompt shares with this one, short only
+    /// in the tokens generated after it.
+    served_the_prompt: bool,
+}
+
+/// Why a turn served less than its session's previous turn made reusable: another replica
+/// (`locality`); the answer's text, sent back, tokenized to other ids than the engine generated
+/// (`answer_retokenized`: a model's answer need not be the tokenizer's own tokenization of its
+/// text, and the engine's cache holds the ids it generated); the same replica whose cache
+/// moved on (`eviction`); the same one where the model saw no reason (`unknown`); a replica
+/// not known could be either of locality and eviction (`locality_or_eviction`).
+fn loss_cause(turn: ServedTurn<'_>) -> &'static str {
+    match (turn.previous_replica, turn.replica) {
         (Some(before), Some(now)) if before != now => "locality",
-        (Some(_), Some(_)) if predicted => "eviction",
+        _ if turn.served_the_prompt => "answer_retokenized",
+        (Some(_), Some(_)) if turn.predicted => "eviction",
         (Some(_), Some(_)) => "unknown",
         _ => "locality_or_eviction",
     }
@@ -342,5 +374,42 @@ fn shown(replica: Option<&str>) -> String {
     match replica {
         Some(name) => format!("{name:?}"),
         None => "unknown".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A llama.cpp slot keeps the ids the model generated; the next turn sends the answer's
+    /// text back, which the tokenizer may split otherwise. Served the whole prompt and short
+    /// in the answer: that, not the replica, is why the tokens were computed again.
+    #[test]
+    fn an_answer_tokenized_otherwise_is_told_from_the_serving_side() {
+        let engine = SimEngine::LlamaCpp { slots: 1, block: 1 };
+        let prompt: Vec<u32> = (0..20).collect();
+        // Generated as 100, 101, 102, 103; its text tokenizes back as 100, 205, 103.
+        let previous = CachedPrompt::new(0, &prompt, &[100, 101, 102, 103], 1);
+        let mut next = prompt.clone();
+        next.extend([100, 205, 103, 7, 8]);
+        let now = CachedPrompt::new(1, &next, &[], 1);
+        // The model reads the previous answer's ids as generated: the prompt and 100 reused.
+        assert_eq!(reusable_after(engine, &previous.prompt(), &now), 21);
+        assert_eq!(reusable_after(engine, &previous.without_answer(), &now), 20);
+        let cause = |served: usize, previous_replica, replica| {
+            loss_cause(ServedTurn {
+                previous_replica,
+                replica,
+                predicted: false,
+                served_the_prompt: served >= 20,
+            })
+        };
+        assert_eq!(cause(20, Some("a"), Some("a")), "answer_retokenized");
+        assert_eq!(cause(20, None, None), "answer_retokenized");
+        // Less than the prompt: the serving side's causes, as before.
+        assert_eq!(cause(12, Some("a"), Some("a")), "unknown");
+        assert_eq!(cause(12, None, None), "locality_or_eviction");
+        // Another replica that happened to hold the prompt is still another replica.
+        assert_eq!(cause(20, Some("a"), Some("b")), "locality");
     }
 }
