@@ -67,7 +67,7 @@ log="$(mktemp)"
 # (kvlint_fixtures::missing_oracle), counted as skipped in the closing line.
 export KVLINT_SKIP_LOG="$log.skips"
 : >"$KVLINT_SKIP_LOG"
-trap 'rm -f "$log" "$log.editors" "$log.skips"' EXIT
+trap 'rm -f "$log" "$log.editors" "$log.node" "$log.skips"' EXIT
 cargo test --workspace --locked 2>&1 | tee "$log"
 phase_done cargo-test
 assets="${KVLINT_ASSETS:-$HOME/.cache/kvlint/assets}"
@@ -98,6 +98,10 @@ phase_done bench-fleet
 scripts/test-editors.sh 2>&1 | tee "$log.editors"
 phase_done editors
 
+# The npm package: the native module built by napi-rs, the TypeScript layer, its tests in Node.
+scripts/test-node.sh 2>&1 | tee "$log.node"
+phase_done node
+
 # The Python package: the wheel (the native module and the `kvlint` command) built with
 # maturin, installed from the file into the pinned SDK venv, and its tests: the real openai,
 # anthropic, LangGraph and Agents SDK clients against llama-server, the pytest plugin, and the
@@ -106,7 +110,7 @@ phase_done editors
 scripts/setup-python-sdk.sh
 sdk_bin="$(dirname "$(scripts/setup-python-sdk.sh --print-python)")"
 wheels="$(mktemp -d)"
-trap 'rm -f "$log" "$log.python" "$log.distributed" "$log.editors" "$log.skips"; rm -rf "$wheels"' EXIT
+trap 'rm -f "$log" "$log.python" "$log.distributed" "$log.editors" "$log.node" "$log.skips"; rm -rf "$wheels"' EXIT
 (cd python && VIRTUAL_ENV="$(dirname "$sdk_bin")" "$sdk_bin/maturin" build --release --locked --quiet -o "$wheels")
 wheel="$(ls "$wheels"/kvlint_cache-*.whl)"
 "$sdk_bin/python" -m pip install --quiet --force-reinstall --no-deps "$wheel"
@@ -138,5 +142,6 @@ phase_done distributed
 echo "timings: $(IFS=,; echo "${timings[*]}" | sed 's/,/, /g')"
 awk 'FILENAME ~ /\.skips$/ { if ($1 == "SKIPPED") skipped++; next }
   /^test result:/ { passed += $4; failed += $6 }
+  FILENAME ~ /\.node$/ && /^# (pass|fail|cancelled|skipped) [0-9]+$/ { if ($2 == "pass") passed += $3; else if ($2 == "skipped") skipped += $3; else failed += $3; next }
   /^[0-9]+ (passed|failed|skipped|errors?)[ ,]/ { for (i = 1; i < NF; i++) { if ($(i+1) ~ /^passed/) passed += $i; if ($(i+1) ~ /^(failed|error)/) failed += $i; if ($(i+1) ~ /^skipped/) skipped += $i } }
-  END { printf "tests: %d passed, %d failed, %d skipped\n", passed, failed, skipped }' "$log" "$log.editors" "$log.python" "$log.distributed" "$log.skips"
+  END { printf "tests: %d passed, %d failed, %d skipped\n", passed, failed, skipped }' "$log" "$log.editors" "$log.node" "$log.python" "$log.distributed" "$log.skips"

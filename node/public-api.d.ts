@@ -1,0 +1,205 @@
+/**
+ * kvlint-cache for Node: assemble agent prompts that keep their cached prefix, and guard the
+ * requests an agent sends. The engine is kvlint's Rust code (the `kvlint-sdk` crate), compiled
+ * in through Node-API; this layer only turns JavaScript values into JSON text for it and its
+ * answers back into objects, warnings and typed errors.
+ *
+ * - {@link Conversation}: one agent session in stability tiers (static blocks, session blocks,
+ *   tools, turn context last) with an append-only history, rendered as an OpenAI Chat,
+ *   OpenAI Responses or Anthropic Messages body.
+ * - {@link Guard}: `kvlint check` on each pair of turns, as the requests are sent.
+ * - {@link check}: the findings of one recorded session.
+ *
+ * Mistakes are reported at the call that made them: an input the provider would reject (or a
+ * change a strict conversation refuses) throws {@link ConversationError}; a deferred change or
+ * a volatile value in a cached tier is a `CacheWarning` (`process.emitWarning`); a value JSON
+ * cannot carry throws {@link JSONValueError} naming where it is.
+ */
+/** A finding of kvlint's rules, at the turn that broke the cache. */
+export interface Finding {
+    rule: string;
+    code: string;
+    severity: "error" | "warning" | "info";
+    message: string;
+    help: string;
+    /** The turn (0-based) whose request recomputes cached tokens. */
+    turn: number;
+    tokensLost: number;
+    /** Where in the request the break starts (`messages[3].content`), when known. */
+    part: string | null;
+}
+/** A value in a cached tier that changes from request to request. */
+export interface VolatileValue {
+    tier: string;
+    class: string;
+    value: string;
+    rule: string;
+    code: string;
+}
+/** What an `add*` call did. */
+export interface TierChange {
+    /** In the prompt from the next body on. */
+    applied: boolean;
+    /** Waiting for the next compaction: the prefix is committed. */
+    deferred: boolean;
+    /** Blocks of the current prefix the deferred change recomputes when applied. */
+    costBlocks: number;
+    volatile: VolatileValue[];
+}
+/** What a compaction cost: the only way history loses messages. */
+export interface CacheBreak {
+    droppedMessages: number;
+    keptMessages: number;
+    /** Kept beyond `keepLast`: no user message followed the cut. */
+    keptBeyondAsked: number;
+    reusedBlocks: number;
+    lostBlocks: number;
+    appliedChanges: unknown[];
+}
+/** A tool call the assistant made: arguments as the model's JSON text (kept byte for byte) or
+ * as an object; the Chat Completions shape `{id, function: {name, arguments}}` too. */
+export type ToolCallInput = {
+    id: string;
+    name: string;
+    arguments?: string | Record<string, unknown>;
+} | {
+    id: string;
+    function: {
+        name: string;
+        arguments?: string | Record<string, unknown>;
+    };
+};
+/** A message's content: its text, or content blocks in any of the three APIs' shapes. */
+export type Content = string | Record<string, unknown>[];
+/** JSON data: what a request body, a response or a tool definition is. */
+export type JSONValue = string | number | boolean | null | JSONValue[] | {
+    [key: string]: JSONValue;
+};
+/** An input the provider would reject, or a change a strict conversation refuses. */
+export declare class ConversationError extends Error {
+    name: string;
+}
+/** A guard in error mode refusing a request that recomputes cached content. */
+export declare class GuardError extends Error {
+    name: string;
+    /** The refused turn's findings. */
+    readonly findings: Finding[];
+    constructor(message: string, findings: Finding[]);
+}
+/** A value JSON cannot carry (a `BigInt`, a cycle, a function, a symbol, `undefined` in an
+ * array, a number that is not finite), found before anything is sent. */
+export declare class JSONValueError extends TypeError {
+    name: string;
+    /** Where the value is: `body.messages[2].content`. */
+    readonly path: string;
+    constructor(path: string, what: string);
+}
+/** The findings of a session ({@link check}) or of one turn ({@link Guard.observe}). */
+export declare class Outcome {
+    readonly findings: Finding[];
+    constructor(findings: Finding[]);
+    /** No error and no warning (infos are costs by design). */
+    isClean(): boolean;
+    errors(): Finding[];
+    warnings(): Finding[];
+    /** The previous turn's per-turn tail, dropped by design: info findings with their tokens. */
+    costs(): Finding[];
+    get tokensLost(): number;
+    [Symbol.iterator](): Iterator<Finding>;
+}
+/** The result of {@link check}: the session's findings and token counts. */
+export declare class Report extends Outcome {
+    readonly promptTokens: number;
+    readonly reusedTokens: number;
+    constructor(findings: Finding[], promptTokens: number, reusedTokens: number);
+}
+/** The JSON text of `value`, as `JSON.stringify` writes it (key order kept), after refusing
+ * what JSON cannot carry, at its path. */
+export declare function toJSONText(value: unknown, name: string): string;
+/** One agent session in stability tiers, with an append-only history. */
+export declare class Conversation {
+    #private;
+    /** `strict`: a change to a committed tier throws instead of waiting for compaction. */
+    constructor(options?: {
+        strict?: boolean;
+    });
+    get isStrict(): boolean;
+    /** A block of the static tier (instructions shared by every session). */
+    addStatic(text: string): TierChange;
+    /** A block of the session tier, by key (a project's rules, a user's profile). */
+    addSession(key: string, text: string): TierChange;
+    /** A tool, in any API's definition shape; tools are sent in canonical order. */
+    addTool(definition: Record<string, unknown>): TierChange;
+    /** What changes every turn (the time, the open file): sent last, after the history. */
+    addTurnContext(text: string): void;
+    clearTurnContext(): void;
+    pushUser(content: Content): void;
+    pushAssistant(text?: string, toolCalls?: ToolCallInput[], options?: {
+        thinking?: Record<string, unknown>[];
+    }): void;
+    pushToolResult(callId: string, content: Content): void;
+    /** The answer of a Chat Completions response (its first choice's message). */
+    pushOpenAIResponse(response: object): void;
+    /** The output items of a Responses API response. */
+    pushResponsesOutput(response: object): void;
+    /** The content of an Anthropic Messages response. */
+    pushAnthropicResponse(response: object): void;
+    /** The conversation a request body holds, in any of the three APIs' shapes. */
+    static fromBody(body: object): Conversation;
+    toOpenAIChat(model: string): Record<string, JSONValue>;
+    toOpenAIResponses(model: string): Record<string, JSONValue>;
+    toAnthropic(model: string, options?: {
+        maxTokens?: number;
+    }): Record<string, JSONValue>;
+    /** A copy to render from without committing this conversation's prefix. */
+    preview(): Conversation;
+    /** Drops history but the last `keepLast` messages (and a summary before them): the one
+     * break, explicit, with its cost. */
+    compact(keepLast: number, options?: {
+        summary?: string;
+    }): CacheBreak;
+    /** Compacts down to `keepMessages` when history passes `maxMessages`. */
+    enforceWindow(maxMessages: number, keepMessages: number): CacheBreak | null;
+    /** The key a router keeps this session's requests together by. */
+    get routingKey(): string;
+    routingHeaders(): Record<string, string>;
+    get isCommitted(): boolean;
+    get history(): Record<string, JSONValue>[];
+    get pendingChanges(): Record<string, JSONValue>[];
+    /** The conversation saved, to {@link Conversation.fromJSON} in this process or another:
+     * `JSON.stringify(conversation)` gives the same text. */
+    toJSON(): Record<string, JSONValue>;
+    /** A conversation {@link Conversation.toJSON} saved, as text or as the parsed object. */
+    static fromJSON(saved: string | Record<string, unknown>): Conversation;
+}
+/** `kvlint check` on each pair of turns of one session, as the requests are sent. */
+export declare class Guard {
+    #private;
+    readonly mode: "warn" | "error";
+    /** `mode: "error"` refuses a request that recomputes cached content ({@link GuardError});
+     * `"warn"` (the default) reports it in the outcome. */
+    constructor(options?: {
+        mode?: "warn" | "error";
+    });
+    /** The next request body of the session, as it is sent. */
+    observe(body: object): Outcome;
+    /** A body's JSON text, exactly as it goes on the wire (a `fetch` guard's). */
+    observeText(body: string): Outcome;
+    /** Every finding so far, in order (refused turns included). */
+    get findings(): Finding[];
+    /** The next turn breaks the prefix on purpose (a compaction): counted, not reported. */
+    expectBreak(): void;
+    get isBreakExpected(): boolean;
+    /** Forgets the session: the next body is a first turn. */
+    reset(): void;
+    get counters(): Record<string, unknown>;
+}
+/** Checks one session, the request bodies an agent sent, in order, in provider mode (the
+ * order hosted APIs cache in, tokenized with `o200k_base`). */
+export declare function check(bodies: object[]): Report;
+/** The session a request belongs to, from its body and headers: `""` when it carries none. */
+export declare function sessionKey(body: object, headers?: [string, string][]): string;
+/** Whether a body opens a conversation: one user message and no answer yet. */
+export declare function opensConversation(body: object): boolean;
+/** The header a self-hosted router reads a session's routing key from. */
+export declare const ROUTING_KEY_HEADER: string;

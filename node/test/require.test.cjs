@@ -1,0 +1,14 @@
+// The CommonJS entry point gives the same classes as the ES module one.
+const assert = require("node:assert/strict");
+const { test } = require("node:test");
+
+const kvlint = require("kvlint-cache");
+
+test("require() loads the package and its engine", async () => {
+  const esm = await import("kvlint-cache");
+  assert.equal(kvlint.Conversation, esm.Conversation);
+  assert.equal(kvlint.ROUTING_KEY_HEADER, "x-kvlint-routing-key");
+  const conversation = new kvlint.Conversation();
+  conversation.pushUser("Hi.");
+  assert.deepEqual(conversation.toOpenAIChat("gpt-4o").messages, [{ role: "user", content: "Hi." }]);
+});
