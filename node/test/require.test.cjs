@@ -7,6 +7,8 @@ const kvlint = require("kvlint-cache");
 test("require() loads the package and its engine", async () => {
   const esm = await import("kvlint-cache");
   assert.equal(kvlint.Conversation, esm.Conversation);
+  const named = (module) => Object.keys(module).filter((name) => name !== "default" && name !== "__esModule").sort();
+  assert.deepEqual(named(esm), named(kvlint), "index.mjs re-exports every name of the CommonJS build");
   assert.equal(kvlint.ROUTING_KEY_HEADER, "x-kvlint-routing-key");
   const conversation = new kvlint.Conversation();
   conversation.pushUser("Hi.");

@@ -273,8 +273,7 @@ fn check(py: Python<'_>, bodies: &Bound<'_, PyAny>) -> PyResult<Py<Report>> {
     let lines: String = bodies.iter().map(|body| format!("{body}\n")).collect();
     let session =
         SessionFile::parse("bodies".into(), Arc::from(lines)).map_err(conversation_error)?;
-    let checked = kvlint_rules::check_session(&session, &Renderer::provider(), None)
-        .map_err(conversation_error)?;
+    let checked = kvlint_rules::check_sent_session(&session).map_err(conversation_error)?;
     let report = Report {
         prompt_tokens: checked.prompt_tokens(),
         reused_tokens: checked.reused_tokens(),

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import anthropic
 import pytest
@@ -59,3 +62,27 @@ def test_a_refused_request_reaches_the_caller_unwrapped_and_unretried(llama_serv
     assert not isinstance(refused.value, anthropic.APIConnectionError)
     assert [f.rule for f in refused.value.findings if f.severity == "error"] == ["volatile-timestamp"]
     assert len(attempts) == 2, "one attempt each: the refused request was not retried"
+
+
+def test_check_audits_anthropic_bodies_as_kvlint_check_does(tmp_path):
+    """Anthropic Messages bodies imply Anthropic: `check` runs the session audit under it, as
+    `kvlint check` does on the same bodies, and names a cache breakpoint that never reached the
+    wire (an AI SDK `cacheControl` option dropped, say)."""
+    system = "You are a careful coding agent: read before you write, and test what you change. " * 120
+    first = {"model": "claude-sonnet-4-5", "max_tokens": 8, "system": system,
+             "messages": [{"role": "user", "content": "Hello."}]}
+    second = {**first, "messages": [*first["messages"], {"role": "assistant", "content": "Hi."},
+                                    {"role": "user", "content": "Go on."}]}
+    marked = [{**body, "system": [{"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}]}
+              for body in (first, second)]
+    for bodies, expected in (([first, second], True), (marked, False)):
+        rules = [finding.rule for finding in check(bodies)]
+        assert ("no-cache-breakpoint" in rules) is expected, rules
+        session = tmp_path / "session.jsonl"
+        session.write_text("".join(json.dumps(body) + "\n" for body in bodies))
+        kvlint = Path(sys.executable).with_name("kvlint")
+        printed = subprocess.run([kvlint, "check", str(session), "--format", "json"], capture_output=True, text=True)
+        assert printed.returncode in (0, 1), printed.stderr
+        report = json.loads(printed.stdout)
+        command_rules = [finding["rule"] for session in report["sessions"] for finding in session["findings"]]
+        assert sorted(command_rules) == sorted(rules)

@@ -17,6 +17,8 @@ use kvlint_core::render::{Rendered, Renderer};
 use kvlint_core::request::Request;
 use kvlint_core::session::{SessionFile, Turn};
 use kvlint_core::tokenize::Tokenizer;
+use kvlint_protocol::engine::EngineName;
+use kvlint_protocol::format::BodyFormat;
 use rayon::prelude::*;
 
 use crate::rules::JsonReserialized;
@@ -71,6 +73,61 @@ pub fn check_session_under_implied_provider(
     provider: &Engine,
 ) -> Result<SessionCheck, InputError> {
     check(session, renderer, Some(provider), Audits::SessionOnly)
+}
+
+/// The hosted API a session was sent to as its input shows it, when neither an engine nor a
+/// chat template was given: `kvlint check` and the SDKs' `check` run the session audit
+/// (KV503–KV505) under it, nothing else.
+#[derive(Clone, Debug)]
+pub struct ImpliedProvider {
+    pub api: EngineName,
+    /// What showed it: `the request URL's host api.openai.com`, `the request format`.
+    pub implied_by: String,
+    /// Its cache model.
+    pub engine: Engine,
+}
+
+impl ImpliedProvider {
+    /// The provider `session` shows. A recording's URLs decide when they name a host (a host
+    /// no hosted API serves from, such as a self-hosted engine's, implies none); otherwise an
+    /// Anthropic Messages body implies Anthropic. An OpenAI-format body implies nothing: vLLM,
+    /// SGLang and llama.cpp serve it too.
+    pub fn of(session: &SessionFile) -> Option<Self> {
+        let host = session
+            .origin
+            .as_ref()
+            .and_then(|origin| origin.host.as_deref());
+        let (api, implied_by) = match host {
+            Some(host) => (
+                kvlint_protocol::endpoint::hosted_api(host)?,
+                format!("the request URL's host {host}"),
+            ),
+            None if !session.is_empty()
+                && session
+                    .formats()
+                    .all(|format| format == BodyFormat::AnthropicMessages) =>
+            {
+                (EngineName::Anthropic, "the request format".to_owned())
+            }
+            None => return None,
+        };
+        let engine = api.as_str().parse().ok()?;
+        Some(Self {
+            api,
+            implied_by,
+            engine,
+        })
+    }
+}
+
+/// `kvlint check` on a session as the SDKs' `check(bodies)` runs it: provider mode, no engine
+/// named, the session audit under the provider the bodies imply ([`ImpliedProvider`]).
+pub fn check_sent_session(session: &SessionFile) -> Result<SessionCheck, InputError> {
+    let renderer = Renderer::provider();
+    match ImpliedProvider::of(session) {
+        Some(implied) => check_session_under_implied_provider(session, &renderer, &implied.engine),
+        None => check_session(session, &renderer, None),
+    }
 }
 
 /// What an engine's cache model is asked about a session.

@@ -47,8 +47,8 @@ mod rules;
 pub mod volatile;
 
 pub use check::{
-    CheckedTurn, SessionCheck, check_pair, check_session, check_session_under_implied_provider,
-    visit_turns,
+    CheckedTurn, ImpliedProvider, SessionCheck, check_pair, check_sent_session, check_session,
+    check_session_under_implied_provider, visit_turns,
 };
 pub use pair::TurnPair;
 pub use rules::*;

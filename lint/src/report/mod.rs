@@ -23,8 +23,6 @@ use kvlint_core::diagnostic::{Diagnostic, Severity, SeverityCounts};
 use kvlint_core::error::InputError;
 use kvlint_core::render::Renderer;
 use kvlint_core::session::{RepeatedKey, SessionFile, Skipped};
-use kvlint_protocol::engine::EngineName;
-use kvlint_protocol::format::BodyFormat;
 use kvlint_rules::{BelowCacheMinimum, NoCacheBreakpoint, NoCacheRoutingKey};
 use serde::Serialize;
 
@@ -101,41 +99,6 @@ pub struct ImpliedProvider {
     pub engine: &'static str,
     /// What showed it: `the request URL's host api.openai.com`, `the request format`.
     pub implied_by: String,
-}
-
-impl ImpliedProvider {
-    /// The provider `session` shows, and its cache model. A recording's URLs decide when they
-    /// name a host (a host no hosted API serves from, such as a self-hosted engine's, implies
-    /// none); otherwise an Anthropic Messages body implies Anthropic. An OpenAI-format body
-    /// implies nothing: vLLM, SGLang and llama.cpp serve it too.
-    fn of(session: &SessionFile) -> Option<(Self, Engine)> {
-        let host = session
-            .origin
-            .as_ref()
-            .and_then(|origin| origin.host.as_deref());
-        let (api, implied_by) = match host {
-            Some(host) => (
-                kvlint_protocol::endpoint::hosted_api(host)?,
-                format!("the request URL's host {host}"),
-            ),
-            None if !session.is_empty()
-                && session
-                    .formats()
-                    .all(|format| format == BodyFormat::AnthropicMessages) =>
-            {
-                (EngineName::Anthropic, "the request format".to_owned())
-            }
-            None => return None,
-        };
-        let engine = api.as_str().parse().ok()?;
-        Some((
-            Self {
-                engine: api.as_str(),
-                implied_by,
-            },
-            engine,
-        ))
-    }
 }
 
 /// A turn: its diff against the turn before and, with `--engine`, the predicted cache use.
@@ -376,13 +339,15 @@ impl SessionReport {
     ) -> Result<Self, InputError> {
         // A chat template given says a self-hosted model renders the prompts: none implied.
         let implied = match (&options.engine, renderer) {
-            (None, Renderer::Provider { .. }) => ImpliedProvider::of(session),
+            (None, Renderer::Provider { .. }) => kvlint_rules::ImpliedProvider::of(session),
             _ => None,
         };
         let checked = match &implied {
-            Some((_, provider)) => {
-                kvlint_rules::check_session_under_implied_provider(session, renderer, provider)?
-            }
+            Some(implied) => kvlint_rules::check_session_under_implied_provider(
+                session,
+                renderer,
+                &implied.engine,
+            )?,
             None => kvlint_rules::check_session(session, renderer, options.engine.as_ref())?,
         };
         let session_audit_rules = [
@@ -390,12 +355,17 @@ impl SessionReport {
             NoCacheRoutingKey::META.name,
             BelowCacheMinimum::META.name,
         ];
-        let implied_provider = implied.map(|(implied, _)| implied).filter(|_| {
-            checked
-                .findings
-                .iter()
-                .any(|finding| session_audit_rules.contains(&finding.rule))
-        });
+        let implied_provider = implied
+            .map(|implied| ImpliedProvider {
+                engine: implied.api.as_str(),
+                implied_by: implied.implied_by,
+            })
+            .filter(|_| {
+                checked
+                    .findings
+                    .iter()
+                    .any(|finding| session_audit_rules.contains(&finding.rule))
+            });
         let formats: Vec<_> = session.formats().collect();
         let format = match formats.first() {
             Some(first) if formats.iter().all(|format| format == first) => first.name().to_owned(),

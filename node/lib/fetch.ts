@@ -1,0 +1,183 @@
+/**
+ * A guard on the wire: a `fetch` that passes the body of every prompt request to its session's
+ * {@link Guard} before it is sent, exactly as it is sent. Every client that takes a `fetch`
+ * option takes it: the official `openai` and `@anthropic-ai/sdk` clients, and the AI SDK's
+ * providers (`createOpenAI`, `createOpenAICompatible`, `createAnthropic`).
+ *
+ * Which requests: POSTs whose path ends in a prompt endpoint (`/chat/completions`,
+ * `/responses`, `/messages`: kvlint's protocol crate's list). Which session: a per-user or
+ * per-session id the body carries, else its prefix key (`prompt_cache_key`, or the
+ * `x-kvlint-routing-key` header), as every part of kvlint reads it.
+ *
+ * How a refusal reaches the caller: the guarded `fetch` rejects with the {@link GuardError}.
+ * The AI SDK retries only its own retryable errors, so the call rejects with the GuardError
+ * itself. The `openai` and `@anthropic-ai/sdk` clients retry a failed `fetch` (`maxRetries`,
+ * numbered in `x-stainless-retry-count`), then reject with `APIConnectionError` whose `cause`
+ * is the GuardError ({@link unwrapGuardError}); a retry of a refused body is refused again
+ * without being observed twice, so it is never sent.
+ */
+
+import { type Finding, Guard, GuardError, type Outcome, sessionKey, opensConversation } from "./sdk";
+import * as native from "../native/native.cjs";
+
+/** One guard for every session, or a factory called once per session. */
+export type GuardLike = Guard | (() => Guard);
+
+/** Both clients number their attempts in this header (openai and @anthropic-ai/sdk's
+ * `buildHeaders`): a retry resends a body already observed. */
+const RETRY_HEADER = "x-stainless-retry-count";
+
+/** One {@link Guard} per session key. */
+export class GuardSessions {
+  readonly guards = new Map<string, Guard>();
+  /** Every body observed, as sent, with its session key and outcome, in order. */
+  readonly observed: { key: string; body: string; outcome: Outcome }[] = [];
+  readonly #single: Guard | undefined;
+  readonly #factory: () => Guard;
+  /** Per session, the last body refused and why: its retry is refused again. */
+  readonly #refused = new Map<string, { body: string; error: unknown }>();
+
+  /** `guard`: one Guard for every request, or a factory (`() => new Guard({mode: "error"})`)
+   * called once per session; by default a warn-mode Guard per session. */
+  constructor(guard?: GuardLike) {
+    this.#single = guard instanceof Guard ? guard : undefined;
+    this.#factory = typeof guard === "function" ? guard : () => new Guard();
+  }
+
+  guardFor(key: string): Guard {
+    if (this.#single) {
+      return this.#single;
+    }
+    let guard = this.guards.get(key);
+    if (!guard) {
+      guard = this.#factory();
+      this.guards.set(key, guard);
+    }
+    return guard;
+  }
+
+  /** The bodies of one session, parsed, in the order they were sent (for {@link check}). */
+  bodies(key = ""): Record<string, unknown>[] {
+    return this.observed.filter((entry) => entry.key === key).map((entry) => JSON.parse(entry.body));
+  }
+
+  /**
+   * Observes one body's JSON text, as it goes on the wire, with its session's guard. An
+   * unannounced break warns (`CacheWarning`) in warn mode; error mode throws
+   * {@link GuardError}. `retry`: the client's attempt number; a retry is not observed again.
+   */
+  observe(body: string, headers: [string, string][] = [], retry = 0): Outcome | undefined {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(body);
+    } catch {
+      return undefined; // not a JSON prompt: nothing to guard
+    }
+    if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
+      return undefined;
+    }
+    const key = sessionKey(parsed, headers);
+    if (retry > 0) {
+      const refused = this.#refused.get(key);
+      if (refused && refused.body === body) {
+        throw refused.error;
+      }
+      return undefined;
+    }
+    const guard = this.guardFor(key);
+    // A compaction down to one user message reads as a new conversation; announced with
+    // `expectBreak()`, it is the same session's break, counted as one.
+    if (opensConversation(parsed) && !guard.isBreakExpected) {
+      guard.reset();
+    }
+    const expectedBefore = expectedBreaks(guard);
+    let outcome: Outcome;
+    try {
+      outcome = guard.observeText(body);
+    } catch (error) {
+      this.#refused.set(key, { body, error });
+      throw error;
+    }
+    this.#refused.delete(key);
+    this.observed.push({ key, body, outcome });
+    const errors = outcome.errors();
+    if (errors.length > 0 && expectedBreaks(guard) === expectedBefore) {
+      process.emitWarning(formatFindings(errors), { type: "CacheWarning", code: "KVLINT_CACHE" });
+    }
+    return outcome;
+  }
+}
+
+function expectedBreaks(guard: Guard): number {
+  return Number(guard.counters.expectedBreaks ?? 0);
+}
+
+/** `rule (turn N, part): message`, a finding a line. */
+export function formatFindings(findings: Finding[]): string {
+  return findings
+    .map((finding) => `${finding.rule} (turn ${finding.turn}${finding.part ? `, ${finding.part}` : ""}): ${finding.message}`)
+    .join("\n");
+}
+
+/** A `fetch` with its sessions, at `kvlintGuard`. */
+export type GuardedFetch = typeof fetch & { kvlintGuard: GuardSessions };
+
+/**
+ * A `fetch` that guards every prompt request before sending it with `options.fetch` (by
+ * default the global one). `guard`: a Guard, a factory of guards (one per session), or the
+ * sessions themselves; by default a warn-mode Guard per session.
+ */
+export function guardFetch(guard?: GuardLike | GuardSessions, options: { fetch?: typeof fetch } = {}): GuardedFetch {
+  const sessions = guard instanceof GuardSessions ? guard : new GuardSessions(guard);
+  const send = options.fetch ?? globalThis.fetch;
+  const guarded = async (input: string | URL | Request, init?: RequestInit): Promise<Response> => {
+    const sent = await promptRequest(input, init);
+    if (sent) {
+      sessions.observe(sent.body, sent.headers, sent.retry);
+    }
+    return send(input, init);
+  };
+  return Object.assign(guarded, { kvlintGuard: sessions }) as GuardedFetch;
+}
+
+/** The body text, headers and attempt of a prompt request, else undefined. */
+async function promptRequest(
+  input: string | URL | Request,
+  init: RequestInit | undefined,
+): Promise<{ body: string; headers: [string, string][]; retry: number } | undefined> {
+  const request = input instanceof Request ? input : undefined;
+  const method = (init?.method ?? request?.method ?? "GET").toUpperCase();
+  const url = request ? request.url : String(input);
+  if (method !== "POST" || !native.isPromptPath(url)) {
+    return undefined;
+  }
+  const headers = new Headers(init?.headers ?? request?.headers);
+  let body: string | undefined;
+  const given = init?.body;
+  if (typeof given === "string") {
+    body = given;
+  } else if (given instanceof Uint8Array || given instanceof ArrayBuffer) {
+    body = new TextDecoder().decode(given);
+  } else if (given === undefined && request) {
+    body = await request.clone().text();
+  }
+  if (!body) {
+    return undefined; // a stream or a form: not a JSON prompt
+  }
+  return { body, headers: [...headers.entries()], retry: Number(headers.get(RETRY_HEADER) ?? 0) || 0 };
+}
+
+/** The {@link GuardError} behind a client's `APIConnectionError`, following `cause`; the error
+ * itself when there is none. */
+export function unwrapGuardError(error: unknown): unknown {
+  const seen = new Set<unknown>();
+  let current = error;
+  while (current instanceof Error && !seen.has(current)) {
+    if (current instanceof GuardError) {
+      return current;
+    }
+    seen.add(current);
+    current = current.cause;
+  }
+  return error;
+}
