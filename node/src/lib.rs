@@ -231,16 +231,7 @@ pub fn session_key(body: String, headers: String) -> String {
                 message: format!("headers: expected [name, value] pairs ({error})"),
                 findings: Vec::new(),
             })?;
-        let headers: Vec<(&str, &str)> = headers
-            .iter()
-            .map(|(name, value)| (name.as_str(), value.as_str()))
-            .collect();
-        let carried = kvlint_protocol::key::Carried {
-            body: Some(&body),
-            headers: &headers,
-            trace_conversation: None,
-        };
-        Ok(carried.session_key().unwrap_or_default())
+        Ok(kvlint_protocol::key::session_key_of(&body, &headers))
     };
     answer(key().map(|key| (Value::String(key), Vec::new())))
 }

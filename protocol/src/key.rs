@@ -235,6 +235,21 @@ impl<'a> Carried<'a> {
     }
 }
 
+/// The session a request belongs to, from its body and its headers as a language binding
+/// holds them (name, value): [`Carried::session_key`], `""` when it carries none.
+pub fn session_key_of(body: &Value, headers: &[(String, String)]) -> String {
+    let headers: Vec<(&str, &str)> = headers
+        .iter()
+        .map(|(name, value)| (name.as_str(), value.as_str()))
+        .collect();
+    let carried = Carried {
+        body: Some(body),
+        headers: &headers,
+        trace_conversation: None,
+    };
+    carried.session_key().unwrap_or_default()
+}
+
 /// Whether a body opens a conversation: one user message and no answer yet (in `messages`,
 /// or a Responses `input` of items or a string). A conversation that opens under the key of
 /// an earlier one (a prefix key covers only the tools and instructions every session shares)

@@ -725,16 +725,7 @@ impl Guard {
 #[pyo3(signature = (body, headers = Vec::new()))]
 fn session_key(body: &Bound<'_, PyAny>, headers: Vec<(String, String)>) -> PyResult<String> {
     let body = to_value(body, "body")?;
-    let headers: Vec<(&str, &str)> = headers
-        .iter()
-        .map(|(name, value)| (name.as_str(), value.as_str()))
-        .collect();
-    let carried = kvlint_protocol::key::Carried {
-        body: Some(&body),
-        headers: &headers,
-        trace_conversation: None,
-    };
-    Ok(carried.session_key().unwrap_or_default())
+    Ok(kvlint_protocol::key::session_key_of(&body, &headers))
 }
 
 /// Whether a body opens a conversation: one user message and no answer yet
