@@ -1,6 +1,10 @@
 // The ES module entry point: the CommonJS build, re-exported by name (test/require.test.cjs
-// holds the two to the same names).
-import kvlint from "./dist/index.js";
+// holds the two to the same names). Loaded with `require`, not a default import: bundlers and
+// vitest's module runner read a TypeScript build's `__esModule` mark and give `exports.default`,
+// which it has not.
+import { createRequire } from "node:module";
+
+const kvlint = createRequire(import.meta.url)("./dist/index.js");
 
 export const {
   Conversation,
@@ -9,14 +13,18 @@ export const {
   GuardError,
   GuardSessions,
   JSONValueError,
+  PromptRecorder,
   Outcome,
   Report,
   ROUTING_KEY_HEADER,
+  assertPrefixStable,
   check,
   formatFindings,
   guardFetch,
+  kvlintMatchers,
   kvlintMiddleware,
   opensConversation,
+  recordPrompts,
   sessionKey,
   toJSONText,
   unwrapGuardError,

@@ -65,8 +65,11 @@ export declare class GuardSessions {
         outcome: Outcome;
     }[];
     /** `guard`: one Guard for every request, or a factory (`() => new Guard({mode: "error"})`)
-     * called once per session; by default a warn-mode Guard per session. */
-    constructor(guard?: GuardLike);
+     * called once per session; by default a warn-mode Guard per session. `warn: false` keeps
+     * the findings without a `CacheWarning` (a test's recorder reports them itself). */
+    constructor(guard?: GuardLike, options?: {
+        warn?: boolean;
+    });
     guardFor(key: string): Guard;
     /** The bodies of one session, parsed, in the order they were sent (for {@link check}). */
     bodies(key?: string): Record<string, unknown>[];
@@ -102,10 +105,13 @@ export declare function unwrapGuardError(error: unknown): unknown;
  * - `sdk`: {@link Conversation}, {@link Guard}, {@link check} and the errors.
  * - `fetch`: {@link guardFetch}, the guard on the wire for every client that takes a `fetch`.
  * - `ai`: {@link kvlintMiddleware}, for the AI SDK's `wrapLanguageModel`.
+ * - `testing`: {@link recordPrompts}, {@link assertPrefixStable} and vitest's
+ *   {@link kvlintMatchers}.
  */
 export * from "./sdk";
 export * from "./fetch";
 export * from "./ai";
+export * from "./testing";
 // dist/sdk.d.ts
 /**
  * kvlint-cache for Node: assemble agent prompts that keep their cached prefix, and guard the
@@ -312,3 +318,52 @@ export declare function sessionKey(body: object, headers?: [string, string][]): 
 export declare function opensConversation(body: object): boolean;
 /** The header a self-hosted router reads a session's routing key from. */
 export declare const ROUTING_KEY_HEADER: string;
+// dist/testing.d.ts
+/**
+ * Tests that the prompts an agent sends keep their cached prefix: the TypeScript twin of the
+ * Python package's pytest plugin, for Node's test runner and vitest.
+ *
+ * - {@link recordPrompts}: while it lasts, every prompt request sent through the global
+ *   `fetch` (so by every client built meanwhile that does not bring its own) goes through a
+ *   fresh warn-mode {@link Guard} per session; nothing is refused, the findings are kept.
+ * - {@link assertPrefixStable}: throws an `AssertionError` with each error finding's rule,
+ *   turn and message, kvlint's own words; for any test runner.
+ * - {@link kvlintMatchers}: `expect.extend(kvlintMatchers)` in vitest gives
+ *   `expect(recorded).toKeepItsPrefix()`.
+ *
+ * Each takes what there is to judge: the recorder, a guarded `fetch`'s sessions
+ * (`fetch.kvlintGuard`), an {@link Outcome} or {@link Report}, a list of findings, or a recorded
+ * session (an array of request bodies, checked as `kvlint check` checks it).
+ */
+import { GuardSessions } from "./fetch";
+import { type Finding, Outcome } from "./sdk";
+/** The prompts recorded by {@link recordPrompts}, and their findings. */
+export declare class PromptRecorder {
+    #private;
+    /** Recorded here, reported by the assertion: no `CacheWarning` on the way. */
+    readonly sessions: GuardSessions;
+    constructor();
+    /** Every observed request body, as sent, in order. */
+    get bodies(): string[];
+    /** Every finding, in order of the requests. */
+    get findings(): Finding[];
+    /** The error findings: cached content recomputed. */
+    errors(): Finding[];
+    /** Puts the global `fetch` back. */
+    restore(): void;
+    [Symbol.dispose](): void;
+}
+/** Records every prompt request sent through the global `fetch` until `restore()`. */
+export declare function recordPrompts(): PromptRecorder;
+/** What {@link assertPrefixStable} and the matcher judge. */
+export type Recorded = PromptRecorder | GuardSessions | Outcome | Finding[] | object[];
+/** Throws an `AssertionError` naming each cache break of what was recorded. */
+export declare function assertPrefixStable(recorded: Recorded): void;
+/** vitest's matchers: `expect.extend(kvlintMatchers)`, then
+ * `expect(recorded).toKeepItsPrefix()` (and `.not.toKeepItsPrefix()`). */
+export declare const kvlintMatchers: {
+    toKeepItsPrefix(recorded: Recorded): {
+        pass: boolean;
+        message: () => string;
+    };
+};

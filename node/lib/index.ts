@@ -5,8 +5,11 @@
  * - `sdk`: {@link Conversation}, {@link Guard}, {@link check} and the errors.
  * - `fetch`: {@link guardFetch}, the guard on the wire for every client that takes a `fetch`.
  * - `ai`: {@link kvlintMiddleware}, for the AI SDK's `wrapLanguageModel`.
+ * - `testing`: {@link recordPrompts}, {@link assertPrefixStable} and vitest's
+ *   {@link kvlintMatchers}.
  */
 
 export * from "./sdk";
 export * from "./fetch";
 export * from "./ai";
+export * from "./testing";

@@ -4,7 +4,7 @@
 //! A thin binding, like the Python module (`python/src/lib.rs`): each class and function wraps
 //! the Rust one it names ([`kvlint_sdk`]'s `Conversation` and `Guard`,
 //! [`kvlint_rules::check_session`]). Values cross as JSON text both ways. The package's
-//! TypeScript layer (`node/lib/index.ts`) serializes what the caller passed as
+//! TypeScript layer (`node/lib/sdk.ts`) serializes what the caller passed as
 //! `JSON.stringify` does, in the object's key order, after refusing what JSON cannot carry and
 //! naming where it is; serde_json's `preserve_order` keeps that order here. A call that can
 //! fail or warn answers an [`Answer`] (its value, the warnings to issue at the caller's line,
