@@ -4,12 +4,12 @@
 # scripts/test-node.sh built) and of the main package with that platform package among its
 # optional dependencies (as `napi prepublish` writes them), installed from the two tarballs into
 # a new project; a TypeScript file there is type-checked against the installed types, compiled
-# and run as an ES module and as CommonJS.
+# and run as an ES module and as CommonJS, on Node, Bun and Deno.
 set -euo pipefail
 cd "$(dirname "$0")/../node"
 
 work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
+trap '[[ -n "${KVLINT_KEEP:-}" ]] || rm -rf "$work"' EXIT
 version="$(node -p 'require("./package.json").version')"
 platform="$(node -p 'require("./npm/linux-x64-gnu/package.json").name')"
 
@@ -41,10 +41,17 @@ cp "$OLDPWD/test-package/consumer.ts" consumer.ts
 cp consumer.ts consumer.mts
 "$tsc" --strict --target es2022 --module node16 --moduleResolution node16 --types node \
   --typeRoots "$OLDPWD/node_modules/@types" consumer.ts consumer.mts
+# On Node, and on Bun and Deno through their Node-API support (both from the npm registry, in
+# node/'s locked tools).
+bin="$OLDPWD/node_modules/.bin"
 expected='{"applied":true,"findings":0,"reused":'
-for program in consumer.js consumer.mjs; do
-  printed="$(node "$program")"
-  echo "$program: $printed"
-  [[ "$printed" == "$expected"* ]] || { echo "test-package.sh: $program printed $printed" >&2; exit 1; }
+passed=0
+for run in "node consumer.js" "node consumer.mjs" "$bin/bun consumer.js" "$bin/bun consumer.mjs" \
+  "$bin/deno run --allow-read --allow-env --allow-ffi consumer.mjs"; do
+  printed="$($run)"
+  echo "${run##*/}: $printed"
+  [[ "$printed" == "$expected"* ]] || { echo "test-package.sh: $run printed $printed" >&2; exit 1; }
+  passed=$((passed + 1))
 done
-echo "# pass 1"
+[[ -z "${KVLINT_KEEP:-}" ]] || echo "test-package.sh: the project is kept in $work/project"
+echo "# pass $passed"
