@@ -1,6 +1,7 @@
 // A real llama-server for the clients' tests: the binary scripts/build-llama-server.sh builds
 // and the tiny random-weight Qwen2 model scripts/make-tiny-model.py makes (its real tokenizer
-// and chat template), started with the flags python/tests/conftest.py starts it with. It
+// and chat template) with its random vision projector (scripts/make-tiny-mmproj.py), started
+// with the flags python/tests/conftest.py starts it with. It
 // serves OpenAI Chat Completions and Responses under /v1 and Anthropic Messages at /v1/messages.
 import { spawn } from "node:child_process";
 import { existsSync, readdirSync } from "node:fs";
@@ -18,13 +19,15 @@ function binaryAndModel() {
       .map((name) => join(cache, name, "llama-server"))
       .find(existsSync);
   const model = process.env.KVLINT_TINY_MODEL ?? join(cache, "tiny-qwen2.gguf");
-  if (!binary || !existsSync(model)) {
+  const mmproj = process.env.KVLINT_TINY_MMPROJ ?? join(cache, "tiny-qwen2-mmproj.gguf");
+  if (!binary || !existsSync(model) || !existsSync(mmproj)) {
     throw new Error(
-      "llama-server or the tiny model missing: run scripts/build-llama-server.sh and scripts/make-tiny-model.py " +
-        "(or set KVLINT_LLAMA_SERVER, KVLINT_TINY_MODEL)",
+      "llama-server, the tiny model or its projector missing: run scripts/build-llama-server.sh, " +
+        "scripts/make-tiny-model.py and scripts/make-tiny-mmproj.py (or set KVLINT_LLAMA_SERVER, " +
+        "KVLINT_TINY_MODEL, KVLINT_TINY_MMPROJ)",
     );
   }
-  return { binary, model };
+  return { binary, model, mmproj };
 }
 
 async function freePort() {
@@ -37,9 +40,10 @@ async function freePort() {
 
 /** Starts llama-server; resolves with its URL and a `stop()`. */
 export async function startLlamaServer() {
-  const { binary, model } = binaryAndModel();
+  const { binary, model, mmproj } = binaryAndModel();
   const port = await freePort();
-  const args = ["-m", model, "--host", "127.0.0.1", "--port", String(port), "--jinja", "--metrics", "-np", "1", "-c", "8192"];
+  // The projector makes the server take images.
+  const args = ["-m", model, "--mmproj", mmproj, "--host", "127.0.0.1", "--port", String(port), "--jinja", "--metrics", "-np", "1", "-c", "8192"];
   const child = spawn(binary, args, { stdio: "ignore" });
   let exited = null;
   child.on("exit", (code) => {
