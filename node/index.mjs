@@ -26,6 +26,7 @@ export const {
   opensConversation,
   recordPrompts,
   sessionKey,
+  sessionOfText,
   toJSONText,
   unwrapGuardError,
 } = kvlint;

@@ -312,6 +312,12 @@ export declare class Guard {
 /** Checks one session, the request bodies an agent sent, in order, in provider mode (the
  * order hosted APIs cache in, tokenized with `o200k_base`). */
 export declare function check(bodies: object[]): Report;
+/** Which session a body's JSON text (as sent) belongs to, and whether it opens a conversation;
+ * `undefined` when the text is not a JSON object (not a prompt). Read once, in the engine. */
+export declare function sessionOfText(body: string, headers?: [string, string][]): {
+    key: string;
+    opens: boolean;
+} | undefined;
 /** The session a request belongs to, from its body and headers: `""` when it carries none. */
 export declare function sessionKey(body: object, headers?: [string, string][]): string;
 /** Whether a body opens a conversation: one user message and no answer yet. */

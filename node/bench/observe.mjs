@@ -50,12 +50,16 @@ for (let round = 0; round < ROUNDS; round += 1) {
   conversation.addStatic(sentence(random, 1_500));
   const guard = new Guard();
   const shadow = new Guard();
+  let counted = 0;
   for (let turn = 0; turn < TURNS; turn += 1) {
     conversation.pushUser(sentence(random, USER_WORDS));
     const body = conversation.toOpenAIChat("gpt-4o");
     let started = performance.now();
     const outcome = guard.observe(body);
     samples[turn].observe.push(performance.now() - started);
+    // The turn's prompt tokens, as the guard counted them (the same every round).
+    samples[turn].tokens = guard.counters.promptTokens - counted;
+    counted += samples[turn].tokens;
     if (!outcome.isClean()) {
       throw new Error(`turn ${turn}: ${JSON.stringify(outcome.findings)}`);
     }
@@ -69,22 +73,6 @@ for (let round = 0; round < ROUNDS; round += 1) {
     native.isPromptPath("/v1/chat/completions");
     samples[turn].crossing.push(performance.now() - started);
     conversation.pushAssistant(sentence(random, ANSWER_WORDS));
-  }
-  // Prompt tokens per turn, as the guard counted them: the counters add each turn's.
-  if (round === 0) {
-    const counting = new Guard();
-    const replay = new Conversation();
-    const again = seeded(7);
-    replay.addStatic(sentence(again, 1_500));
-    let before = 0;
-    for (let turn = 0; turn < TURNS; turn += 1) {
-      replay.pushUser(sentence(again, USER_WORDS));
-      counting.observe(replay.toOpenAIChat("gpt-4o"));
-      const total = counting.counters.promptTokens;
-      samples[turn].tokens = total - before;
-      before = total;
-      replay.pushAssistant(sentence(again, ANSWER_WORDS));
-    }
   }
 }
 

@@ -17,7 +17,7 @@
  * without being observed twice, so it is never sent.
  */
 
-import { type Finding, Guard, GuardError, type Outcome, sessionKey, opensConversation } from "./sdk";
+import { type Finding, Guard, GuardError, type Outcome, sessionOfText } from "./sdk";
 import * as native from "../native/native.cjs";
 
 /** One guard for every session, or a factory called once per session. */
@@ -71,16 +71,11 @@ export class GuardSessions {
    * {@link GuardError}. `retry`: the client's attempt number; a retry is not observed again.
    */
   observe(body: string, headers: [string, string][] = [], retry = 0): Outcome | undefined {
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(body);
-    } catch {
+    const session = sessionOfText(body, headers);
+    if (session === undefined) {
       return undefined; // not a JSON prompt: nothing to guard
     }
-    if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
-      return undefined;
-    }
-    const key = sessionKey(parsed, headers);
+    const { key } = session;
     if (retry > 0) {
       const refused = this.#refused.get(key);
       if (refused && refused.body === body) {
@@ -91,7 +86,7 @@ export class GuardSessions {
     const guard = this.guardFor(key);
     // A compaction down to one user message reads as a new conversation; announced with
     // `expectBreak()`, it is the same session's break, counted as one.
-    if (opensConversation(parsed) && !guard.isBreakExpected) {
+    if (session.opens && !guard.isBreakExpected) {
       guard.reset();
     }
     const expectedBefore = expectedBreaks(guard);

@@ -468,14 +468,27 @@ export function check(bodies: object[]): Report {
   return new Report(report.findings, report.promptTokens, report.reusedTokens);
 }
 
+/** Which session a body's JSON text (as sent) belongs to, and whether it opens a conversation;
+ * `undefined` when the text is not a JSON object (not a prompt). Read once, in the engine. */
+export function sessionOfText(body: string, headers: [string, string][] = []): { key: string; opens: boolean } | undefined {
+  try {
+    return answered(native.sessionOf(body, JSON.stringify(headers)));
+  } catch (error) {
+    if (error instanceof TypeError) {
+      return undefined;
+    }
+    throw error;
+  }
+}
+
 /** The session a request belongs to, from its body and headers: `""` when it carries none. */
 export function sessionKey(body: object, headers: [string, string][] = []): string {
-  return answered(native.sessionKey(toJSONText(body, "body"), toJSONText(headers, "headers")));
+  return answered<{ key: string }>(native.sessionOf(toJSONText(body, "body"), toJSONText(headers, "headers"))).key;
 }
 
 /** Whether a body opens a conversation: one user message and no answer yet. */
 export function opensConversation(body: object): boolean {
-  return answered(native.opensConversation(toJSONText(body, "body")));
+  return answered<{ opens: boolean }>(native.sessionOf(toJSONText(body, "body"), "[]")).opens;
 }
 
 /** The header a self-hosted router reads a session's routing key from. */

@@ -156,37 +156,12 @@ fn compacted(cache_break: &CacheBreak) -> (Value, Vec<String>) {
     (to_value(cache_break), warnings)
 }
 
-/// Parts from a string, or from blocks in any API's shape.
 fn parts(content: &Value) -> Result<Vec<Part>, Failure> {
-    match content {
-        Value::String(text) => Ok(vec![Part::text(text)]),
-        Value::Array(blocks) => blocks
-            .iter()
-            .map(|block| Part::from_block(block).map_err(Failure::conversation))
-            .collect(),
-        _ => Err(Failure::conversation(
-            "content: expected a string or an array of content blocks",
-        )),
-    }
+    Part::from_content(content).map_err(Failure::conversation)
 }
 
-/// A tool call from `{id, name, arguments}` (arguments as a JSON string, kept byte for byte,
-/// or as an object) or the Chat Completions shape (`{id, function: {…}}`).
 fn tool_call(call: &Value) -> Result<ToolCall, Failure> {
-    let function = call.get("function").unwrap_or(call);
-    let text = |value: &Value, key: &str| {
-        value
-            .get(key)
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-            .ok_or_else(|| Failure::conversation(format!("tool call: no `{key}` string")))
-    };
-    let (id, name) = (text(call, "id")?, text(function, "name")?);
-    Ok(match function.get("arguments") {
-        Some(Value::String(arguments)) => ToolCall::verbatim(id, name, arguments.clone()),
-        Some(arguments) => ToolCall::new(id, name, arguments),
-        None => ToolCall::new(id, name, &json!({})),
-    })
+    ToolCall::from_json(call).map_err(Failure::conversation)
 }
 
 /// Checks one session, the request bodies an agent sent (a JSON array), in provider mode (the
@@ -219,31 +194,35 @@ fn check_bodies(bodies: &str) -> Outcome {
     Ok((value, Vec::new()))
 }
 
-/// The session a request belongs to, from its body and headers (`[[name, value], …]`): the
-/// first of [`kvlint_protocol::key::SESSION_KEY`] it carries; `""` when none.
+/// Which session a request body (its JSON text, as sent) belongs to, with its headers
+/// (`[[name, value], …]`), read once: `{key, opens}`, its session key (the first of
+/// [`kvlint_protocol::key::SESSION_KEY`] it carries, `""` when none) and whether it opens a
+/// conversation (one user message, no answer yet:
+/// [`kvlint_protocol::key::opens_conversation`]). A body that is not a JSON object is a
+/// `TypeError`: not a prompt.
 #[napi]
-pub fn session_key(body: String, headers: String) -> String {
-    let key = || -> Result<String, Failure> {
+pub fn session_of(body: String, headers: String) -> String {
+    let session = || -> Result<Value, Failure> {
         let body = parse(&body, "body")?;
+        if !body.is_object() {
+            return Err(Failure {
+                kind: "TypeError",
+                message: "body: not a JSON object".into(),
+                findings: Vec::new(),
+            });
+        }
         let headers: Vec<(String, String)> = serde_json::from_value(parse(&headers, "headers")?)
             .map_err(|error| Failure {
                 kind: "TypeError",
                 message: format!("headers: expected [name, value] pairs ({error})"),
                 findings: Vec::new(),
             })?;
-        Ok(kvlint_protocol::key::session_key_of(&body, &headers))
+        Ok(json!({
+            "key": kvlint_protocol::key::session_key_of(&body, &headers),
+            "opens": kvlint_protocol::key::opens_conversation(&body),
+        }))
     };
-    answer(key().map(|key| (Value::String(key), Vec::new())))
-}
-
-/// Whether a body opens a conversation: one user message and no answer yet
-/// ([`kvlint_protocol::key::opens_conversation`]).
-#[napi]
-pub fn opens_conversation(body: String) -> String {
-    answer(parse(&body, "body").map(|body| {
-        let opens = kvlint_protocol::key::opens_conversation(&body);
-        (Value::Bool(opens), Vec::new())
-    }))
+    answer(session().map(|session| (session, Vec::new())))
 }
 
 /// Whether a request to `url` (a path or a whole URL) carries a prompt kvlint reads

@@ -2,7 +2,7 @@
 // Completions API, in a few turns of an agent with a tool (the call scripted in the history:
 // the tiny model's answers are random text), against llama-server.
 import assert from "node:assert/strict";
-import { after, before, test } from "node:test";
+import { test } from "node:test";
 
 import { Agent, run, setDefaultOpenAIClient, setOpenAIAPI, setTracingDisabled, tool } from "@openai/agents";
 import OpenAI from "openai";
@@ -10,17 +10,10 @@ import { z } from "zod";
 
 import { Guard, GuardError, guardFetch, unwrapGuardError } from "kvlint-cache";
 
-import { countingFetch, startLlamaServer } from "./llama.mjs";
+import { RULES, countingFetch, llamaServerForTests } from "./llama.mjs";
 
-const RULES = "You are a careful coding agent: read before you write, and test what you change. ".repeat(20);
 
-let server;
-before(async () => {
-  server = await startLlamaServer();
-});
-after(async () => {
-  await server?.stop();
-});
+const llama = llamaServerForTests();
 
 const readFile = tool({
   name: "read_file",
@@ -38,7 +31,7 @@ const runTests = tool({
 test("an Agents SDK agent through guardFetch keeps its prefix; a tool added mid-session is refused unsent", async () => {
   const sent = countingFetch();
   const fetch = guardFetch(() => new Guard({ mode: "error" }), { fetch: sent });
-  setDefaultOpenAIClient(new OpenAI({ baseURL: `${server.url}/v1`, apiKey: "none", fetch, maxRetries: 0 }));
+  setDefaultOpenAIClient(new OpenAI({ baseURL: `${llama().url}/v1`, apiKey: "none", fetch, maxRetries: 0 }));
   setOpenAIAPI("chat_completions");
   setTracingDisabled(true);
   const settings = { maxTokens: 4 };

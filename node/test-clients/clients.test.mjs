@@ -5,7 +5,7 @@
 // reported at the call that made it and, in error mode, never sent.
 import assert from "node:assert/strict";
 import { once } from "node:events";
-import { after, before, test } from "node:test";
+import { test } from "node:test";
 
 import { createAnthropic } from "@ai-sdk/anthropic";
 import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
@@ -23,18 +23,11 @@ import {
   unwrapGuardError,
 } from "kvlint-cache";
 
-import { countingFetch, startLlamaServer } from "./llama.mjs";
+import { RULES, countingFetch, llamaServerForTests } from "./llama.mjs";
 
 const MODEL = "tiny-qwen2";
-const RULES = "You are a careful coding agent: read before you write, and test what you change. ".repeat(20);
 
-let server;
-before(async () => {
-  server = await startLlamaServer();
-});
-after(async () => {
-  await server?.stop();
-});
+const llama = llamaServerForTests();
 
 /** What `promise` rejected with. */
 async function rejection(promise) {
@@ -60,7 +53,7 @@ function readFile() {
 test("the openai client: turns through the guard, and a rewritten prefix refused unsent, retries included", async () => {
   const sent = countingFetch();
   const fetch = guardFetch(() => new Guard({ mode: "error" }), { fetch: sent });
-  const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: "none", fetch, maxRetries: 2 });
+  const client = new OpenAI({ baseURL: `${llama().url}/v1`, apiKey: "none", fetch, maxRetries: 2 });
   const conversation = new Conversation();
   conversation.addStatic(RULES);
   conversation.addTool(readFile());
@@ -89,7 +82,7 @@ test("the openai client: turns through the guard, and a rewritten prefix refused
 test("the anthropic client, streaming and not: the wire bytes are what the guard saw", async () => {
   const sent = countingFetch();
   const fetch = guardFetch(new Guard({ mode: "error" }), { fetch: sent });
-  const client = new Anthropic({ baseURL: server.url, apiKey: "none", fetch, maxRetries: 0 });
+  const client = new Anthropic({ baseURL: llama().url, apiKey: "none", fetch, maxRetries: 0 });
   const conversation = new Conversation();
   conversation.addStatic(RULES);
   conversation.pushUser("Hello.");
@@ -124,7 +117,7 @@ test("the anthropic client, streaming and not: the wire bytes are what the guard
 test("the AI SDK's provider with guardFetch: a reordered tool list is refused before it is sent", async () => {
   const sent = countingFetch();
   const fetch = guardFetch(() => new Guard({ mode: "error" }), { fetch: sent });
-  const provider = createOpenAICompatible({ name: "llama", baseURL: `${server.url}/v1`, fetch });
+  const provider = createOpenAICompatible({ name: "llama", baseURL: `${llama().url}/v1`, fetch });
   const model = provider.chatModel(MODEL);
   const tools = {
     read_file: { description: "Read a file.", inputSchema: jsonSchema({ type: "object", properties: { path: { type: "string" } } }) },
@@ -148,7 +141,7 @@ test("the AI SDK's Anthropic provider: whether providerOptions' cache control re
   const longRules = `${RULES}\n`.repeat(6);
   const run = async (providerOptions) => {
     const fetch = guardFetch(new Guard(), { fetch: countingFetch() });
-    const model = createAnthropic({ baseURL: `${server.url}/v1`, apiKey: "none", fetch })("claude-sonnet-4-5");
+    const model = createAnthropic({ baseURL: `${llama().url}/v1`, apiKey: "none", fetch })("claude-sonnet-4-5");
     const instructions = { role: "system", content: longRules, providerOptions };
     const messages = [{ role: "user", content: "Hello." }];
     const first = await generateText({ model, instructions, messages, maxOutputTokens: 4 });
@@ -166,7 +159,7 @@ test("the AI SDK's Anthropic provider: whether providerOptions' cache control re
 
 test("wrapLanguageModel with kvlintMiddleware: a break the provider sent is reported where the call returns", async () => {
   const middleware = kvlintMiddleware(() => new Guard());
-  const provider = createOpenAICompatible({ name: "llama", baseURL: `${server.url}/v1` });
+  const provider = createOpenAICompatible({ name: "llama", baseURL: `${llama().url}/v1` });
   const model = wrapLanguageModel({ model: provider.chatModel(MODEL), middleware });
   const messages = [{ role: "user", content: "Hello." }];
   const first = await generateText({ model, instructions: RULES, messages, maxOutputTokens: 4 });

@@ -4,13 +4,13 @@
 // llama-server's /v1/messages with the official client (its tiny vision projector takes the
 // image), which must accept it.
 import assert from "node:assert/strict";
-import { after, before, test } from "node:test";
+import { test } from "node:test";
 
 import Anthropic from "@anthropic-ai/sdk";
 
 import { Conversation, ConversationError, Guard, GuardError } from "kvlint-cache";
 
-import { startLlamaServer } from "./llama.mjs";
+import { llamaServerForTests } from "./llama.mjs";
 
 const MODEL = "tiny-qwen2";
 const PNG_BASE64 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
@@ -22,13 +22,7 @@ const LIST_FILES = {
   function: { name: "list_files", description: "List the files.", parameters: { type: "object", properties: { path: { type: "string" } } } },
 };
 
-let server;
-before(async () => {
-  server = await startLlamaServer();
-});
-after(async () => {
-  await server?.stop();
-});
+const llama = llamaServerForTests();
 
 /** Content blocks without the `cache_control` marker the newest message carries. */
 const withoutBreakpoints = (blocks) => blocks.map(({ cache_control: _, ...block }) => block);
@@ -48,7 +42,7 @@ function warnings(call) {
 
 test("an image, thinking, a restore, a compaction and planted mistakes, each at its call", async () => {
   const guard = new Guard({ mode: "error" });
-  const client = new Anthropic({ baseURL: server.url, apiKey: "none", maxRetries: 0 });
+  const client = new Anthropic({ baseURL: llama().url, apiKey: "none", maxRetries: 0 });
   const sent = async (body) => {
     const outcome = guard.observe(body);
     await client.messages.create({ ...body, max_tokens: 4 });

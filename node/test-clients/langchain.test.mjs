@@ -1,24 +1,17 @@
 // LangChain.js: ChatOpenAI given guardFetch through its `configuration` (the openai client it
 // builds takes the `fetch`), in a small agent loop with a tool call, against llama-server.
 import assert from "node:assert/strict";
-import { after, before, test } from "node:test";
+import { test } from "node:test";
 
 import { AIMessage, HumanMessage, SystemMessage, ToolMessage } from "@langchain/core/messages";
 import { ChatOpenAI } from "@langchain/openai";
 
 import { Guard, GuardError, guardFetch, unwrapGuardError } from "kvlint-cache";
 
-import { countingFetch, startLlamaServer } from "./llama.mjs";
+import { RULES, countingFetch, llamaServerForTests } from "./llama.mjs";
 
-const RULES = "You are a careful coding agent: read before you write, and test what you change. ".repeat(20);
 
-let server;
-before(async () => {
-  server = await startLlamaServer();
-});
-after(async () => {
-  await server?.stop();
-});
+const llama = llamaServerForTests();
 
 const tool = (name, description) => ({
   type: "function",
@@ -36,7 +29,7 @@ test("ChatOpenAI through guardFetch: each turn of a tool loop extends the last; 
     maxTokens: 4,
     // A refusal is final: LangChain's own retries would only be refused again.
     maxRetries: 0,
-    configuration: { baseURL: `${server.url}/v1`, fetch, maxRetries: 0 },
+    configuration: { baseURL: `${llama().url}/v1`, fetch, maxRetries: 0 },
   });
   const model = chat.bindTools([readFile, runTests]);
   const messages = [new SystemMessage(RULES), new HumanMessage("Why does the parser test fail?")];

@@ -8,6 +8,7 @@ import { existsSync, readdirSync } from "node:fs";
 import { createServer } from "node:net";
 import { homedir } from "node:os";
 import { join } from "node:path";
+import { after, before } from "node:test";
 
 const cache = process.env.KVLINT_CACHE ?? join(homedir(), ".cache/kvlint");
 
@@ -85,3 +86,19 @@ export function countingFetch() {
   };
   return Object.assign(send, { sent });
 }
+
+/** A llama-server for a test file under Node's test runner: started before its tests, stopped
+ * after them. Returns a getter: the server is there once the tests run. */
+export function llamaServerForTests() {
+  let server;
+  before(async () => {
+    server = await startLlamaServer();
+  });
+  after(async () => {
+    await server?.stop();
+  });
+  return () => server;
+}
+
+/** A system prompt long enough to be cached (about 340 tokens). */
+export const RULES = "You are a careful coding agent: read before you write, and test what you change. ".repeat(20);

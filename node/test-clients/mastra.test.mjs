@@ -1,7 +1,7 @@
 // Mastra: an Agent on an AI SDK model whose provider is given guardFetch, wrapped with
 // kvlintMiddleware (Mastra takes AI SDK models as they are), a few turns against llama-server.
 import assert from "node:assert/strict";
-import { after, before, test } from "node:test";
+import { test } from "node:test";
 
 import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
 import { Agent } from "@mastra/core/agent";
@@ -9,23 +9,16 @@ import { wrapLanguageModel } from "ai";
 
 import { Guard, GuardError, guardFetch, kvlintMiddleware, unwrapGuardError } from "kvlint-cache";
 
-import { countingFetch, startLlamaServer } from "./llama.mjs";
+import { RULES, countingFetch, llamaServerForTests } from "./llama.mjs";
 
-const RULES = "You are a careful coding agent: read before you write, and test what you change. ".repeat(20);
 
-let server;
-before(async () => {
-  server = await startLlamaServer();
-});
-after(async () => {
-  await server?.stop();
-});
+const llama = llamaServerForTests();
 
 test("a Mastra agent on a guarded model keeps its prefix; a timestamp in its instructions is refused unsent", async () => {
   const sent = countingFetch();
   const fetch = guardFetch(() => new Guard({ mode: "error" }), { fetch: sent });
   const middleware = kvlintMiddleware(() => new Guard());
-  const provider = createOpenAICompatible({ name: "llama", baseURL: `${server.url}/v1`, fetch });
+  const provider = createOpenAICompatible({ name: "llama", baseURL: `${llama().url}/v1`, fetch });
   const model = wrapLanguageModel({ model: provider.chatModel("tiny-qwen2"), middleware });
   const agent = new Agent({ id: "coder", name: "coder", instructions: RULES, model });
   const options = { modelSettings: { maxOutputTokens: 4 }, maxSteps: 1 };

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, expect, test } from "vitest";
 
 import { Conversation, kvlintMatchers, recordPrompts } from "kvlint-cache";
 
-import { startLlamaServer } from "../test-clients/llama.mjs";
+import { RULES, startLlamaServer } from "../test-clients/llama.mjs";
 
 expect.extend(kvlintMatchers);
 
@@ -16,8 +16,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await server?.stop();
 });
-
-const RULES = "You are a careful coding agent: read before you write, and test what you change. ".repeat(20);
 
 async function agent(planted) {
   const recorder = recordPrompts();

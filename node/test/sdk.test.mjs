@@ -13,6 +13,7 @@ import {
   check,
   opensConversation,
   sessionKey,
+  sessionOfText,
 } from "kvlint-cache";
 
 /** What `run` threw. */
@@ -244,4 +245,8 @@ test("session keys and first turns read as the Python package reads them", () =>
   assert.equal(sessionKey(body), "");
   assert.equal(sessionKey(body, [["x-kvlint-routing-key", "abc"]]), "abc");
   assert.equal(sessionKey({ ...body, prompt_cache_key: "k1" }), "k1");
+  // The wire text, read once: what a fetch guard reads.
+  assert.deepEqual(sessionOfText(JSON.stringify({ ...body, user: "u7" })), { key: "u7", opens: true });
+  assert.equal(sessionOfText("[1, 2]"), undefined);
+  assert.equal(sessionOfText("not json"), undefined);
 });

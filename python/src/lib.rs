@@ -23,7 +23,7 @@ use kvlint_sdk::{Change, ChangeReport, Effect, GuardMode, Part, Tool, ToolCall};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyIndexError, PyUserWarning, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyFrozenSet, PyList, PySet, PyString, PyTuple};
+use pyo3::types::{PyDict, PyFrozenSet, PyList, PySet, PyTuple};
 use pythonize::{depythonize, pythonize};
 use serde::Serialize;
 use serde_json::Value;
@@ -365,39 +365,9 @@ fn warn_kept_beyond_asked(py: Python<'_>, cache_break: &kvlint_sdk::CacheBreak) 
     }
 }
 
-/// Parts from a string, or from blocks in any API's shape.
+/// Parts from a string, or from blocks in any API's shape ([`Part::from_content`]).
 fn parts(content: &Bound<'_, PyAny>, name: &str) -> PyResult<Vec<Part>> {
-    if content.is_instance_of::<PyString>() {
-        return Ok(vec![Part::text(content.extract::<String>()?)]);
-    }
-    match to_value(content, name)? {
-        Value::Array(blocks) => blocks
-            .iter()
-            .map(|block| Part::from_block(block).map_err(conversation_error))
-            .collect(),
-        _ => Err(conversation_error(
-            "content: expected a string or a list of content blocks",
-        )),
-    }
-}
-
-/// A tool call from `{"id", "name", "arguments"}` (arguments as a JSON string, kept byte for
-/// byte, or as an object) or the Chat Completions shape (`{"id", "function": {…}}`).
-fn tool_call(call: &Value) -> PyResult<ToolCall> {
-    let function = call.get("function").unwrap_or(call);
-    let text = |value: &Value, key: &str| {
-        value
-            .get(key)
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-            .ok_or_else(|| conversation_error(format!("tool call: no `{key}` string")))
-    };
-    let (id, name) = (text(call, "id")?, text(function, "name")?);
-    Ok(match function.get("arguments") {
-        Some(Value::String(arguments)) => ToolCall::verbatim(id, name, arguments.clone()),
-        Some(arguments) => ToolCall::new(id, name, arguments),
-        None => ToolCall::new(id, name, &serde_json::json!({})),
-    })
+    Part::from_content(&to_value(content, name)?).map_err(conversation_error)
 }
 
 /// One agent session in stability tiers, with an append-only history.
@@ -462,7 +432,10 @@ impl Conversation {
     ) -> PyResult<()> {
         let calls = match tool_calls {
             Some(calls) => match to_value(calls, "tool_calls")? {
-                Value::Array(calls) => calls.iter().map(tool_call).collect::<PyResult<_>>()?,
+                Value::Array(calls) => calls
+                    .iter()
+                    .map(|call| ToolCall::from_json(call).map_err(conversation_error))
+                    .collect::<PyResult<_>>()?,
                 _ => return Err(conversation_error("tool_calls: expected a list")),
             },
             None => Vec::new(),

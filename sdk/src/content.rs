@@ -181,6 +181,19 @@ impl Part {
         Self::parse(block, "content block")
     }
 
+    /// A message's content as the language bindings take it: a string (one text part) or an
+    /// array of content blocks in any API's shape ([`Part::from_block`]).
+    pub fn from_content(content: &Value) -> Result<Vec<Self>, ConversationError> {
+        match content {
+            Value::String(text) => Ok(vec![Self::text(text)]),
+            Value::Array(blocks) => blocks.iter().map(Self::from_block).collect(),
+            _ => Err(ConversationError::body(
+                "content",
+                "expected a string or an array of content blocks",
+            )),
+        }
+    }
+
     pub(crate) fn parse(block: &Value, path: &str) -> Result<Self, ConversationError> {
         let kind = block
             .get("type")

@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use thiserror::Error;
 
+use crate::ConversationError;
 use crate::canonical::{canonical_json, canonical_schema, nfc};
 
 /// A tool definition in canonical form: name and description in NFC, the parameter schema
@@ -246,6 +247,26 @@ impl From<ToolCallFields> for ToolCall {
 }
 
 impl ToolCall {
+    /// A call as the language bindings take it: `{id, name, arguments}` (arguments as a JSON
+    /// string, kept byte for byte, or as a value, serialized canonically) or the Chat
+    /// Completions shape `{id, function: {name, arguments}}`.
+    pub fn from_json(call: &Value) -> Result<Self, ConversationError> {
+        let function = call.get("function").unwrap_or(call);
+        let text = |value: &Value, key: &str| {
+            value
+                .get(key)
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .ok_or_else(|| ConversationError::body("tool call", format!("no `{key}` string")))
+        };
+        let (id, name) = (text(call, "id")?, text(function, "name")?);
+        Ok(match function.get("arguments") {
+            Some(Value::String(arguments)) => Self::verbatim(id, name, arguments.clone()),
+            Some(arguments) => Self::new(id, name, arguments),
+            None => Self::new(id, name, &Value::Object(Map::new())),
+        })
+    }
+
     /// A call whose arguments are given as a value: they are serialized once, canonically
     /// (keys sorted, text NFC).
     pub fn new(id: impl Into<String>, name: impl AsRef<str>, arguments: &Value) -> Self {

@@ -486,3 +486,35 @@ fn a_clean_loop_is_clean_and_its_tail_is_a_cost() {
     assert!(costs[0].tokens_lost > 0);
     assert_eq!(observed.tokens_lost(), costs[0].tokens_lost);
 }
+
+/// The readers the language bindings share: a call's arguments given as the model's text stay
+/// that text; given as a value, they are serialized canonically; both shapes of a call read.
+#[test]
+fn tool_calls_and_content_are_read_as_the_bindings_pass_them() {
+    let verbatim = ToolCall::from_json(
+        &json!({"id": "c1", "name": "read", "arguments": "{\"b\": 1, \"a\": 2}"}),
+    )
+    .unwrap();
+    assert_eq!(verbatim.arguments(), "{\"b\": 1, \"a\": 2}");
+    let chat = ToolCall::from_json(
+        &json!({"id": "c2", "function": {"name": "read", "arguments": {"b": 1, "a": 2}}}),
+    )
+    .unwrap();
+    assert_eq!(
+        (chat.id(), chat.name(), chat.arguments()),
+        ("c2", "read", "{\"a\":2,\"b\":1}")
+    );
+    let error = ToolCall::from_json(&json!({"name": "read"})).unwrap_err();
+    assert_eq!(error.to_string(), "`tool call`: no `id` string");
+
+    assert_eq!(
+        Part::from_content(&json!("Hi.")).unwrap(),
+        vec![Part::text("Hi.")]
+    );
+    let blocks = Part::from_content(
+        &json!([{"type": "text", "text": "Hi."}, {"type": "input_text", "text": "Go."}]),
+    )
+    .unwrap();
+    assert_eq!(blocks, vec![Part::text("Hi."), Part::text("Go.")]);
+    assert!(Part::from_content(&json!(42)).is_err());
+}
