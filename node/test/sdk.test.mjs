@@ -16,15 +16,7 @@ import {
   sessionOfText,
 } from "kvlint-cache";
 
-/** What `run` threw. */
-function thrown(run) {
-  try {
-    run();
-  } catch (error) {
-    return error;
-  }
-  assert.fail("nothing was thrown");
-}
+import { thrown } from "./thrown.mjs";
 
 const RULES = "You are a careful coding agent: read before you write, and test what you change. ".repeat(20);
 

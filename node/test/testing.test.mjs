@@ -5,6 +5,8 @@ import { test } from "node:test";
 
 import { Guard, GuardSessions, assertPrefixStable, check, kvlintMatchers } from "kvlint-cache";
 
+import { thrown } from "./thrown.mjs";
+
 const RULES = "You are a careful coding agent: read before you write, and test what you change. ".repeat(20);
 
 /** Two turns whose system prompts start with the time given for each. */
@@ -21,16 +23,6 @@ function session(firstTime, secondTime = firstTime) {
     ],
   };
   return [first, second];
-}
-
-/** What `run` threw. */
-function thrown(run) {
-  try {
-    run();
-  } catch (error) {
-    return error;
-  }
-  assert.fail("nothing was thrown");
 }
 
 test("a recorded session that keeps its prefix passes, one that rewrites it fails with kvlint's message", () => {
