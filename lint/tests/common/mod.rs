@@ -120,6 +120,19 @@ pub fn gateway(replicas: &[&Served], balance: &str, folder: &Path) -> Served {
     start_nginx(folder, &upstream_block(replicas, balance), &server, port)
 }
 
+/// nginx as the plain reverse proxy people put in front of an engine, for comparison with
+/// `kvlint proxy` on equal terms: a new connection to the engine per request (nginx's
+/// default, as the proxy does for plain http), the request body held in memory (as the proxy
+/// holds it) and the response passed on as it arrives.
+pub fn reverse_proxy(replica: &Served, folder: &Path) -> Served {
+    let port = kvlint_fixtures::free_port();
+    let server = format!(
+        "listen 127.0.0.1:{port};\n    client_max_body_size 8m;\n    client_body_buffer_size 8m;\n    \
+         location / {{ proxy_pass http://replicas; proxy_http_version 1.1; proxy_buffering off; }}"
+    );
+    start_nginx(folder, &upstream_block(&[replica], ""), &server, port)
+}
+
 /// The same gateway, but its responses do not say which replica served them.
 pub fn silent_gateway(replicas: &[&Served], balance: &str, folder: &Path) -> Served {
     let port = kvlint_fixtures::free_port();
