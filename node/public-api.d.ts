@@ -54,24 +54,38 @@ export {};
 import { type Finding, Guard, type Outcome } from "./sdk";
 /** One guard for every session, or a factory called once per session. */
 export type GuardLike = Guard | (() => Guard);
+/** What {@link GuardSessions} keeps: how many of the latest bodies in `observed`, and how
+ * many sessions' guards (the least recently used dropped first), so that a long-running
+ * service's memory stays bounded. */
+export interface GuardSessionsOptions {
+    /** Warn (`CacheWarning`) on an unannounced break; `false` keeps the findings without
+     * warning (a test's recorder reports them itself). Default `true`. */
+    warn?: boolean;
+    /** Bodies kept in `observed`, the latest. Default 1,000; `Infinity` keeps them all. */
+    keepBodies?: number;
+    /** Sessions whose guards are kept. A dropped session's next request starts a new guard,
+     * which reads it as a first turn (nothing to compare it with, so nothing is reported).
+     * Default 10,000. */
+    maxSessions?: number;
+}
 /** One {@link Guard} per session key. */
 export declare class GuardSessions {
     #private;
+    /** The sessions' guards, least recently used first. */
     readonly guards: Map<string, Guard>;
-    /** Every body observed, as sent, with its session key and outcome, in order. */
+    /** The latest bodies observed (`keepBodies` of them), as sent, with their session key and
+     * outcome, in order. */
     readonly observed: {
         key: string;
         body: string;
         outcome: Outcome;
     }[];
     /** `guard`: one Guard for every request, or a factory (`() => new Guard({mode: "error"})`)
-     * called once per session; by default a warn-mode Guard per session. `warn: false` keeps
-     * the findings without a `CacheWarning` (a test's recorder reports them itself). */
-    constructor(guard?: GuardLike, options?: {
-        warn?: boolean;
-    });
+     * called once per session; by default a warn-mode Guard per session. */
+    constructor(guard?: GuardLike, options?: GuardSessionsOptions);
     guardFor(key: string): Guard;
-    /** The bodies of one session, parsed, in the order they were sent (for {@link check}). */
+    /** The bodies of one session kept in `observed`, parsed, in the order they were sent (for
+     * {@link check}). */
     bodies(key?: string): Record<string, unknown>[];
     /**
      * Observes one body's JSON text, as it goes on the wire, with its session's guard. An

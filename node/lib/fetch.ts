@@ -27,25 +27,44 @@ export type GuardLike = Guard | (() => Guard);
  * `buildHeaders`): a retry resends a body already observed. */
 const RETRY_HEADER = "x-stainless-retry-count";
 
+/** What {@link GuardSessions} keeps: how many of the latest bodies in `observed`, and how
+ * many sessions' guards (the least recently used dropped first), so that a long-running
+ * service's memory stays bounded. */
+export interface GuardSessionsOptions {
+  /** Warn (`CacheWarning`) on an unannounced break; `false` keeps the findings without
+   * warning (a test's recorder reports them itself). Default `true`. */
+  warn?: boolean;
+  /** Bodies kept in `observed`, the latest. Default 1,000; `Infinity` keeps them all. */
+  keepBodies?: number;
+  /** Sessions whose guards are kept. A dropped session's next request starts a new guard,
+   * which reads it as a first turn (nothing to compare it with, so nothing is reported).
+   * Default 10,000. */
+  maxSessions?: number;
+}
+
 /** One {@link Guard} per session key. */
 export class GuardSessions {
+  /** The sessions' guards, least recently used first. */
   readonly guards = new Map<string, Guard>();
-  /** Every body observed, as sent, with its session key and outcome, in order. */
+  /** The latest bodies observed (`keepBodies` of them), as sent, with their session key and
+   * outcome, in order. */
   readonly observed: { key: string; body: string; outcome: Outcome }[] = [];
   readonly #single: Guard | undefined;
   readonly #factory: () => Guard;
   /** Per session, the last body refused and why: its retry is refused again. */
   readonly #refused = new Map<string, { body: string; error: unknown }>();
-
   readonly #warn: boolean;
+  readonly #keepBodies: number;
+  readonly #maxSessions: number;
 
   /** `guard`: one Guard for every request, or a factory (`() => new Guard({mode: "error"})`)
-   * called once per session; by default a warn-mode Guard per session. `warn: false` keeps
-   * the findings without a `CacheWarning` (a test's recorder reports them itself). */
-  constructor(guard?: GuardLike, options: { warn?: boolean } = {}) {
+   * called once per session; by default a warn-mode Guard per session. */
+  constructor(guard?: GuardLike, options: GuardSessionsOptions = {}) {
     this.#single = guard instanceof Guard ? guard : undefined;
     this.#factory = typeof guard === "function" ? guard : () => new Guard();
     this.#warn = options.warn ?? true;
+    this.#keepBodies = positiveCount(options.keepBodies ?? 1_000, "keepBodies");
+    this.#maxSessions = positiveCount(options.maxSessions ?? 10_000, "maxSessions");
   }
 
   guardFor(key: string): Guard {
@@ -53,14 +72,24 @@ export class GuardSessions {
       return this.#single;
     }
     let guard = this.guards.get(key);
+    // Re-inserted, the session becomes the most recently used.
+    this.guards.delete(key);
     if (!guard) {
       guard = this.#factory();
-      this.guards.set(key, guard);
+      for (const oldest of this.guards.keys()) {
+        if (this.guards.size < this.#maxSessions) {
+          break;
+        }
+        this.guards.delete(oldest);
+        this.#refused.delete(oldest);
+      }
     }
+    this.guards.set(key, guard);
     return guard;
   }
 
-  /** The bodies of one session, parsed, in the order they were sent (for {@link check}). */
+  /** The bodies of one session kept in `observed`, parsed, in the order they were sent (for
+   * {@link check}). */
   bodies(key = ""): Record<string, unknown>[] {
     return this.observed.filter((entry) => entry.key === key).map((entry) => JSON.parse(entry.body));
   }
@@ -99,12 +128,22 @@ export class GuardSessions {
     }
     this.#refused.delete(key);
     this.observed.push({ key, body, outcome });
+    if (this.observed.length > this.#keepBodies) {
+      this.observed.splice(0, this.observed.length - this.#keepBodies);
+    }
     const errors = outcome.errors();
     if (this.#warn && errors.length > 0 && expectedBreaks(guard) === expectedBefore) {
       process.emitWarning(formatFindings(errors), { type: "CacheWarning", code: "KVLINT_CACHE" });
     }
     return outcome;
   }
+}
+
+function positiveCount(value: number, name: string): number {
+  if (!(Number.isInteger(value) || value === Infinity) || value < 1) {
+    throw new RangeError(`GuardSessions: ${name} must be a positive integer or Infinity, not ${value}`);
+  }
+  return value;
 }
 
 function expectedBreaks(guard: Guard): number {

@@ -23,7 +23,7 @@ import { check, type Finding, Guard, Outcome } from "./sdk";
 /** The prompts recorded by {@link recordPrompts}, and their findings. */
 export class PromptRecorder {
   /** Recorded here, reported by the assertion: no `CacheWarning` on the way. */
-  readonly sessions = new GuardSessions(() => new Guard(), { warn: false });
+  readonly sessions = new GuardSessions(() => new Guard(), { warn: false, keepBodies: Infinity, maxSessions: Infinity });
   readonly #original: typeof fetch;
 
   constructor() {

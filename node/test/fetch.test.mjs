@@ -1,0 +1,45 @@
+// What the guard on the wire keeps: a long-running service's memory stays bounded.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import { Guard, GuardSessions } from "kvlint-cache";
+
+const RULES = "You are a careful coding agent: read before you write, and test what you change. ".repeat(20);
+
+/** Turn `turn` of session `key`, its system prompt opening with `time`. */
+function body(key, turn, time = "10:00") {
+  const messages = [{ role: "system", content: `Time: ${time}\n${RULES}` }, { role: "user", content: "Hi." }];
+  for (let step = 1; step <= turn; step += 1) {
+    messages.push({ role: "assistant", content: `Step ${step} done.` }, { role: "user", content: "Go on." });
+  }
+  return JSON.stringify({ model: "gpt-4o", prompt_cache_key: key, messages });
+}
+
+test("the sessions keep the latest bodies and the guards of the most recently used sessions", () => {
+  const sessions = new GuardSessions(() => new Guard(), { warn: false, keepBodies: 2, maxSessions: 2 });
+  sessions.observe(body("a", 0));
+  sessions.observe(body("b", 0));
+  sessions.observe(body("a", 1)); // a is now the most recently used
+  sessions.observe(body("c", 0)); // a third session: b, the least recently used, is dropped
+  assert.deepEqual([...sessions.guards.keys()], ["a", "c"]);
+  assert.deepEqual(
+    sessions.observed.map((entry) => entry.key),
+    ["a", "c"],
+  );
+  // a's guard remembers its last turn, so a's rewritten prefix is reported …
+  const kept = sessions.observe(body("a", 2, "10:05"));
+  assert.deepEqual(
+    kept.errors().map((finding) => finding.rule),
+    ["volatile-timestamp"],
+  );
+  // … while b's next turn starts a new guard, a first turn with nothing to compare.
+  assert.equal(sessions.observe(body("b", 1, "10:05")).findings.length, 0);
+  assert.deepEqual([...sessions.guards.keys()], ["a", "b"]);
+});
+
+test("the bounds are positive counts", () => {
+  for (const options of [{ keepBodies: 0 }, { maxSessions: 1.5 }, { keepBodies: Number.NaN }]) {
+    assert.throws(() => new GuardSessions(undefined, options), RangeError);
+  }
+  assert.doesNotThrow(() => new GuardSessions(undefined, { keepBodies: Infinity, maxSessions: Infinity }));
+});
