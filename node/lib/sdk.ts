@@ -155,23 +155,39 @@ export class Report extends Outcome {
 /** The JSON text of `value`, as `JSON.stringify` writes it (key order kept), after refusing
  * what JSON cannot carry, at its path. */
 export function toJSONText(value: unknown, name: string): string {
-  refuseNonJSON(value, name, new Set());
+  refuseNonJSON(value, [name], new Set());
   return JSON.stringify(value);
 }
 
-function refuseNonJSON(value: unknown, path: string, open: Set<object>): void {
+/** The path of a value from its trail of keys: the name, then `.key`, `["odd key"]`, `[3]`. */
+function pathOf(trail: (string | number)[]): string {
+  const [name, ...keys] = trail;
+  return keys.reduce<string>(
+    (path, key) =>
+      typeof key === "number"
+        ? `${path}[${key}]`
+        : /^[A-Za-z_$][\w$]*$/.test(key)
+          ? `${path}.${key}`
+          : `${path}[${JSON.stringify(key)}]`,
+    String(name),
+  );
+}
+
+/** Walks `value` as JSON.stringify will; `trail` holds the keys down to it, made into a path
+ * only for an error, so that a large body's walk allocates nothing per value. */
+function refuseNonJSON(value: unknown, trail: (string | number)[], open: Set<object>): void {
   switch (typeof value) {
     case "bigint":
-      throw new JSONValueError(path, "a BigInt");
+      throw new JSONValueError(pathOf(trail), "a BigInt");
     case "function":
-      throw new JSONValueError(path, "a function");
+      throw new JSONValueError(pathOf(trail), "a function");
     case "symbol":
-      throw new JSONValueError(path, "a symbol");
+      throw new JSONValueError(pathOf(trail), "a symbol");
     case "undefined":
-      throw new JSONValueError(path, "undefined");
+      throw new JSONValueError(pathOf(trail), "undefined");
     case "number":
       if (!Number.isFinite(value)) {
-        throw new JSONValueError(path, String(value));
+        throw new JSONValueError(pathOf(trail), String(value));
       }
       return;
     case "object":
@@ -184,28 +200,38 @@ function refuseNonJSON(value: unknown, path: string, open: Set<object>): void {
   }
   if (value instanceof Map || value instanceof Set) {
     // JSON.stringify writes either as `{}`.
-    throw new JSONValueError(path, `a ${value instanceof Map ? "Map" : "Set"}`);
+    throw new JSONValueError(pathOf(trail), `a ${value instanceof Map ? "Map" : "Set"}`);
   }
   const object = value as Record<string, unknown>;
   if (typeof object.toJSON === "function") {
     // A Date, or a class that says how it is sent: JSON.stringify calls it.
-    refuseNonJSON(object.toJSON(), path, open);
+    refuseNonJSON(object.toJSON(), trail, open);
     return;
   }
   if (open.has(object)) {
-    throw new JSONValueError(path, "a cycle back to an enclosing value");
+    throw new JSONValueError(pathOf(trail), "a cycle back to an enclosing value");
   }
   open.add(object);
   if (Array.isArray(object)) {
-    object.forEach((item, index) => refuseNonJSON(item, `${path}[${index}]`, open));
+    for (let index = 0; index < object.length; index += 1) {
+      trail.push(index);
+      refuseNonJSON(object[index], trail, open);
+      trail.pop();
+    }
   } else {
-    for (const [key, item] of Object.entries(object)) {
+    for (const key in object) {
+      if (!Object.hasOwn(object, key)) {
+        continue;
+      }
+      const item = object[key];
       // JSON.stringify leaves out an object's undefined, function and symbol values: the body
       // sent has no such key, as the caller meant.
       if (item === undefined || typeof item === "function" || typeof item === "symbol") {
         continue;
       }
-      refuseNonJSON(item, /^[A-Za-z_$][\w$]*$/.test(key) ? `${path}.${key}` : `${path}[${JSON.stringify(key)}]`, open);
+      trail.push(key);
+      refuseNonJSON(item, trail, open);
+      trail.pop();
     }
   }
   open.delete(object);

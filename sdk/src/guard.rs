@@ -201,6 +201,9 @@ pub struct Guard {
     renderer: Renderer,
     mode: GuardMode,
     previous: Option<ObservedTurn>,
+    /// The rendering of the turn before `previous`, whose allocations the next rendering
+    /// reuses.
+    spare: Option<Rendered>,
     next_turn: usize,
     break_expected: bool,
     counters: GuardCounters,
@@ -213,6 +216,7 @@ impl Guard {
             renderer,
             mode,
             previous: None,
+            spare: None,
             next_turn: 0,
             break_expected: false,
             counters: GuardCounters::default(),
@@ -229,7 +233,18 @@ impl Guard {
             part: error.path,
             message: error.message,
         })?;
-        let rendered = self.renderer.render(&request).map_err(InputError::from)?;
+        // Parts sent again unchanged keep the previous turn's tokens: only what is new is
+        // encoded, as `kvlint check` renders a session.
+        let rendered = self
+            .renderer
+            .render_reusing(
+                &request,
+                self.previous
+                    .as_ref()
+                    .map(|previous| (&previous.request, &previous.rendered)),
+                self.spare.take(),
+            )
+            .map_err(InputError::from)?;
         let previous = self.previous.as_ref().map(|previous| RenderedRequest {
             request: &previous.request,
             rendered: &previous.rendered,
@@ -263,7 +278,10 @@ impl Guard {
             });
         }
         self.break_expected = false;
-        self.previous = Some(ObservedTurn { request, rendered });
+        self.spare = self
+            .previous
+            .replace(ObservedTurn { request, rendered })
+            .map(|previous| previous.rendered);
         self.next_turn += 1;
         Ok(Observation { diagnostics })
     }
