@@ -490,7 +490,7 @@ impl NativeGuard {
             Ok(body) => body,
             Err(failure) => return answer(Err(failure)),
         };
-        let outcome = match self.inner.observe(&body) {
+        let outcome = match self.inner.observe_body(body) {
             Ok(observed) => {
                 let findings = findings(&observed);
                 self.seen.extend(findings.iter().cloned());

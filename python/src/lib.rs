@@ -648,7 +648,7 @@ impl Guard {
 
     fn observe(&mut self, py: Python<'_>, body: &Bound<'_, PyAny>) -> PyResult<Outcome> {
         let body = to_value(body, "body")?;
-        match self.inner.observe(&body) {
+        match self.inner.observe_body(body) {
             Ok(observed) => {
                 let findings = findings(&observed);
                 self.seen.extend(findings.iter().cloned());

@@ -29,6 +29,11 @@ impl PartPath {
         Self::default()
     }
 
+    /// Whether another holder shares this path's segments.
+    pub fn is_shared(&self) -> bool {
+        Arc::strong_count(&self.0) > 1
+    }
+
     pub fn key(&self, key: &'static str) -> Self {
         self.then(PathSegment::Key(key))
     }

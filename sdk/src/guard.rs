@@ -8,7 +8,7 @@ use kvlint_core::error::InputError;
 use kvlint_core::locate::Unplaced;
 use kvlint_core::path::PartPath;
 use kvlint_core::render::{Rendered, Renderer};
-use kvlint_core::request::Request;
+use kvlint_core::request::{Request, SharedParts};
 use serde::Serialize;
 use serde_json::Value;
 use thiserror::Error;
@@ -204,6 +204,8 @@ pub struct Guard {
     /// The rendering of the turn before `previous`, whose allocations the next rendering
     /// reuses.
     spare: Option<Rendered>,
+    /// The texts of `previous`, which the next turn's parts that repeat them share.
+    shared: SharedParts,
     next_turn: usize,
     break_expected: bool,
     counters: GuardCounters,
@@ -217,6 +219,7 @@ impl Guard {
             mode,
             previous: None,
             spare: None,
+            shared: SharedParts::default(),
             next_turn: 0,
             break_expected: false,
             counters: GuardCounters::default(),
@@ -227,8 +230,21 @@ impl Guard {
     /// Checks the next request body of the session against the previous one and returns the
     /// findings ([`Observation::is_clean`] when it keeps what the cache held).
     pub fn observe(&mut self, body: &Value) -> Result<Observation, GuardError> {
+        self.observe_body(body.clone())
+    }
+
+    /// [`Guard::observe`] on a body the caller no longer needs (one it just parsed): read
+    /// without a copy.
+    pub fn observe_body(&mut self, body: Value) -> Result<Observation, GuardError> {
+        let observation = self.check_next(body);
+        // The texts of the turn kept are shared with the next turn's; the others are freed.
+        self.shared.forget_unused();
+        observation
+    }
+
+    fn check_next(&mut self, body: Value) -> Result<Observation, GuardError> {
         let index = self.next_turn;
-        let request = Request::from_body(body).map_err(|error| GuardError::Body {
+        let request = Request::parse(body, &mut self.shared).map_err(|error| GuardError::Body {
             turn: index,
             part: error.path,
             message: error.message,
@@ -318,6 +334,7 @@ impl Guard {
     /// Forgets the previous turn: the next request starts a new session.
     pub fn reset(&mut self) {
         self.previous = None;
+        self.shared.forget_unused();
         self.next_turn = 0;
         self.break_expected = false;
     }

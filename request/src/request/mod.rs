@@ -135,6 +135,13 @@ impl SharedParts {
         self.texts.into_iter().collect()
     }
 
+    /// Forgets the texts and paths no request holds any more: a guard that keeps one turn
+    /// keeps only that turn's.
+    pub fn forget_unused(&mut self) {
+        self.texts.retain(|text| Arc::strong_count(text) > 1);
+        self.paths.retain(PartPath::is_shared);
+    }
+
     pub fn path(&mut self, path: PartPath) -> PartPath {
         if let Some(shared) = self.paths.get(&path) {
             return shared.clone();
@@ -375,5 +382,33 @@ mod tests {
             .filter(|part| !part.kind.is_structural())
             .map(|part| part.path.to_string())
             .collect()
+    }
+
+    #[test]
+    fn shared_parts_forget_what_no_request_holds() {
+        let body = |question: &str| {
+            serde_json::json!({"messages": [{"role": "system", "content": "Be terse."},
+                                            {"role": "user", "content": question}]})
+        };
+        let mut shared = SharedParts::default();
+        let first = Request::parse(body("hi"), &mut shared).unwrap();
+        let second = Request::parse(body("bye"), &mut shared).unwrap();
+        // The system prompt is one text, shared by both turns.
+        let system = |request: &Request| {
+            let part = request.parts.iter().find(|part| &*part.text == "Be terse.");
+            Arc::clone(&part.unwrap().text)
+        };
+        assert!(Arc::ptr_eq(&system(&first), &system(&second)));
+        drop(first);
+        shared.forget_unused();
+        let texts: Vec<String> = shared
+            .into_texts()
+            .iter()
+            .map(|text| text.to_string())
+            .collect();
+        assert!(texts.iter().any(|text| text == "Be terse."), "{texts:?}");
+        assert!(texts.iter().any(|text| text == "bye"), "{texts:?}");
+        assert!(!texts.iter().any(|text| text == "hi"), "{texts:?}");
+        drop(second);
     }
 }
