@@ -22,10 +22,10 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use kvlint_fixtures::Served;
+use serde_json::{Value, json};
 
 #[path = "../tests/common/mod.rs"]
 mod common;
-use serde_json::{Value, json};
 
 const ROUNDS: usize = 1000;
 /// What the proxy may add to the median request: this, or [`TIMES_NGINX`] what nginx adds

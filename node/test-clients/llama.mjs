@@ -101,4 +101,4 @@ export function llamaServerForTests() {
 }
 
 /** A system prompt long enough to be cached (about 340 tokens). */
-export const RULES = "You are a careful coding agent: read before you write, and test what you change. ".repeat(20);
+export { RULES } from "../test/shared.mjs";

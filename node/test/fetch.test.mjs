@@ -4,7 +4,7 @@ import { test } from "node:test";
 
 import { Guard, GuardSessions } from "kvlint-cache";
 
-const RULES = "You are a careful coding agent: read before you write, and test what you change. ".repeat(20);
+import { RULES } from "./shared.mjs";
 
 /** Turn `turn` of session `key`, its system prompt opening with `time`. */
 function body(key, turn, time = "10:00") {

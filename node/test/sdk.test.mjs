@@ -16,9 +16,7 @@ import {
   sessionOfText,
 } from "kvlint-cache";
 
-import { thrown } from "./thrown.mjs";
-
-const RULES = "You are a careful coding agent: read before you write, and test what you change. ".repeat(20);
+import { RULES, thrown } from "./shared.mjs";
 
 function readFile(description = "Read a file of the repository.") {
   return {

@@ -5,9 +5,7 @@ import { test } from "node:test";
 
 import { Guard, GuardSessions, assertPrefixStable, check, kvlintMatchers } from "kvlint-cache";
 
-import { thrown } from "./thrown.mjs";
-
-const RULES = "You are a careful coding agent: read before you write, and test what you change. ".repeat(20);
+import { RULES, thrown } from "./shared.mjs";
 
 /** Two turns whose system prompts start with the time given for each. */
 function session(firstTime, secondTime = firstTime) {
