@@ -377,6 +377,9 @@ struct Routed {
     calibration: Value,
     /// The replica number per request, in sending order.
     served_by: Vec<usize>,
+    /// When the last request was sent and when the first answer came back (seconds).
+    last_sent: f64,
+    first_answered: f64,
     /// The router's log and its Prometheus text after the run.
     log: PathBuf,
     metrics: String,
@@ -429,19 +432,34 @@ fn run(router: &Router, sending: &Sending) -> Option<Routed> {
             .as_secs_f64()
     };
     let mut sent = Vec::new();
-    match sending.stagger {
-        None => workload.iter().for_each(|(_, body)| {
-            sent.push(now());
-            send(body);
-        }),
-        Some(stagger) => std::thread::scope(|scope| {
-            for (_, body) in &workload {
+    let answered: Vec<f64> = match sending.stagger {
+        None => workload
+            .iter()
+            .map(|(_, body)| {
                 sent.push(now());
-                scope.spawn(|| send(body));
-                std::thread::sleep(stagger);
-            }
+                send(body);
+                now()
+            })
+            .collect(),
+        Some(stagger) => std::thread::scope(|scope| {
+            let answers: Vec<_> = workload
+                .iter()
+                .map(|(_, body)| {
+                    sent.push(now());
+                    let answer = scope.spawn(|| {
+                        send(body);
+                        now()
+                    });
+                    std::thread::sleep(stagger);
+                    answer
+                })
+                .collect();
+            answers
+                .into_iter()
+                .map(|answer| answer.join().unwrap())
+                .collect()
         }),
-    }
+    };
     let metrics = common::get(&metrics);
     drop(gateway);
     let served_by = merge(&fleet, &workload, &sent, &folder.join("sessions"));
@@ -474,6 +492,8 @@ fn run(router: &Router, sending: &Sending) -> Option<Routed> {
         folder,
         calibration,
         served_by,
+        last_sent: sent.iter().copied().fold(f64::MIN, f64::max),
+        first_answered: answered.iter().copied().fold(f64::MAX, f64::min),
         log,
         metrics,
     })
@@ -904,8 +924,9 @@ report = run_trace_replay([sys.argv[1]], num_workers=2, router_mode='kv_router',
 print(report.to_dict()['summary']['prefix_cache_reused_ratio'])
 ";
 
-/// Eight sessions' first turns on one long shared system prompt, each generating 48 tokens
-/// (end of text ignored), so that all are in flight together.
+/// Eight sessions' first turns on one long shared system prompt, each generating 512 tokens
+/// (end of text ignored), so that all are in flight together: the tiny model decodes 48
+/// tokens in 150–300 ms here, and a faster host finished one within the burst's 70 ms.
 fn burst(model: &str) -> Vec<(usize, Value)> {
     let system = "You are a careful coding agent working in a large repository. Read files \
                   before editing them and run the tests after each change."
@@ -918,7 +939,7 @@ fn burst(model: &str) -> Vec<(usize, Value)> {
             ];
             (
                 session,
-                json!({"model": model, "messages": messages, "max_tokens": 48,
+                json!({"model": model, "messages": messages, "max_tokens": 512,
                        "ignore_eos": true, "temperature": 0}),
             )
         })
@@ -947,12 +968,20 @@ fn sglang_router_load_gate_fires_where_the_simulation_says() {
     };
     let sending = Sending {
         workload: burst,
-        stagger: Some(std::time::Duration::from_millis(10)),
+        stagger: Some(std::time::Duration::from_millis(20)),
         speeds: &["--prefill-tps", "100", "--decode-tps", "10"],
     };
     let Some(routed) = run(&GATED, &sending) else {
         return;
     };
+    // What the comparison rests on: no answer came back before the last request was sent
+    // (the router then routed it with every request in flight, as the model does).
+    assert!(
+        routed.first_answered > routed.last_sent,
+        "an answer came back {:.3} s before the burst's last request was sent: the loads the \
+         router saw were not the requests it routed",
+        routed.last_sent - routed.first_answered
+    );
     for request in routed.calibration["requests"].as_array().unwrap() {
         let recorded = &request["recorded_replica"];
         match request["tie"].as_array() {
