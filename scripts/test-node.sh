@@ -4,7 +4,11 @@
 # crate by `napi build` (into node/native/, with its loader and the types napi-rs generates from
 # the binding), the TypeScript layer compiled by tsc (node/dist/), then the tests:
 # - node/test/: the package's API from its ES module and CommonJS entry points, on the
-#   oldest Node it supports (18), the machine's (20 here) and Node 22;
+#   oldest Node it supports (18), the machine's (20 here) and Node 22, then again on Nodes 18
+#   and 22 with the engine compiled to WebAssembly (kvlint-cache-wasm32, built by
+#   scripts/build-wasm.sh, chosen by `--conditions=kvlint-wasm`);
+# - node/test-workers/: that build in Cloudflare's Workers runtime, a Worker bundled by wrangler
+#   and served by workerd, against the native module, on Node 22;
 # - node/test-clients/: the real `openai`, `@anthropic-ai/sdk`, AI SDK, LangChain.js, OpenAI
 #   Agents SDK and Mastra packages (which need Node 22) against llama-server, on Node 22;
 # - node/test-vitest/: the matcher under vitest, on Node 22;
@@ -39,6 +43,7 @@ node22="$(node_release 22.23.5)"
 
 npm ci --no-audit --no-fund --loglevel=error
 npx napi build --platform --output-dir native --js native.cjs --dts native.d.cts
+"$scripts/build-wasm.sh"
 npx tsc -p tsconfig.json
 api="$(mktemp)"
 trap 'rm -f "$api"' EXIT
@@ -54,7 +59,9 @@ elif ! diff -u public-api.d.ts "$api"; then
 fi
 "$node18/bin/node" --test --test-reporter=tap test/*.test.*
 node --test --test-reporter=tap test/*.test.*
-"$node22/bin/node" --test --test-reporter=tap test/*.test.* test-clients/*.test.mjs
+"$node22/bin/node" --test --test-reporter=tap test/*.test.* test-clients/*.test.mjs test-workers/*.test.mjs
+"$node18/bin/node" --conditions=kvlint-wasm --test --test-reporter=tap test/*.test.*
+"$node22/bin/node" --conditions=kvlint-wasm --test --test-reporter=tap test/*.test.*
 # vitest's counts printed as the TAP summary lines scripts/test.sh adds up.
 results="$(mktemp)"
 trap 'rm -f "$api" "$results"' EXIT

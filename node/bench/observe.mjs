@@ -12,7 +12,7 @@
 import { performance } from "node:perf_hooks";
 
 import { Conversation, Guard } from "kvlint-cache";
-import * as native from "../native/native.cjs";
+import * as native from "#native";
 
 const TURNS = 200;
 const ROUNDS = Number(process.argv[2] ?? 5);

@@ -18,7 +18,7 @@
  */
 
 import { type Finding, Guard, GuardError, type Outcome, sessionOfText } from "./sdk";
-import * as native from "../native/native.cjs";
+import * as native from "#native";
 
 /** One guard for every session, or a factory called once per session. */
 export type GuardLike = Guard | (() => Guard);

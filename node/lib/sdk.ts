@@ -16,7 +16,7 @@
  * cannot carry throws {@link JSONValueError} naming where it is.
  */
 
-import * as native from "../native/native.cjs";
+import * as native from "#native";
 
 /** A finding of kvlint's rules, at the turn that broke the cache. */
 export interface Finding {
@@ -243,6 +243,9 @@ interface Answer<T> {
   error?: { kind: string; message: string; findings?: Finding[] };
 }
 
+/** The `max_tokens` an Anthropic body gets when none is asked for. */
+const ANTHROPIC_DEFAULT_MAX_TOKENS = native.anthropicDefaultMaxTokens();
+
 /** The native call's answer: its value, after its warnings are issued at the caller's line;
  * or its error, thrown as its class. */
 function answered<T>(text: string): T {
@@ -361,7 +364,7 @@ export class Conversation {
   }
 
   toAnthropic(model: string, options: { maxTokens?: number } = {}): Record<string, JSONValue> {
-    const maxTokens = options.maxTokens ?? native.ANTHROPIC_DEFAULT_MAX_TOKENS;
+    const maxTokens = options.maxTokens ?? ANTHROPIC_DEFAULT_MAX_TOKENS;
     if (!Number.isInteger(maxTokens) || maxTokens < 1 || maxTokens > 0xffff_ffff) {
       throw new ConversationError(`maxTokens: expected a positive integer, got ${maxTokens}`);
     }
@@ -518,4 +521,4 @@ export function opensConversation(body: object): boolean {
 }
 
 /** The header a self-hosted router reads a session's routing key from. */
-export const ROUTING_KEY_HEADER: string = native.ROUTING_KEY_HEADER;
+export const ROUTING_KEY_HEADER: string = native.routingKeyHeader();

@@ -1,5 +1,7 @@
 //! `kvlint-cache`'s native module for Node (Node-API, through napi-rs): the npm package's
-//! engine.
+//! engine. Compiled to `wasm32-unknown-unknown`, the same bindings are wasm-bindgen's
+//! (`cfg(wasm)`, set by the build script; each item carries both attributes), the
+//! `kvlint-cache-wasm32` package (`scripts/build-wasm.sh`).
 //!
 //! A thin binding, like the Python module (`python/src/lib.rs`): each class and function wraps
 //! the Rust one it names ([`kvlint_sdk`]'s `Conversation` and `Guard`,
@@ -18,9 +20,12 @@ use kvlint_core::diagnostic::Diagnostic;
 use kvlint_core::render::Renderer;
 use kvlint_core::session::SessionFile;
 use kvlint_sdk::{CacheBreak, Change, Effect, GuardMode, Part, Tool, ToolCall};
+#[cfg(not(wasm))]
 use napi_derive::napi;
 use serde::Serialize;
 use serde_json::{Value, json};
+#[cfg(wasm)]
+use wasm_bindgen::prelude::wasm_bindgen;
 
 /// What a call answers, as JSON text: `{"value"}`, with `"warnings"` when it warned, or
 /// `{"error": {"kind", "message", "findings"?}}`.
@@ -167,7 +172,8 @@ fn tool_call(call: &Value) -> Result<ToolCall, Failure> {
 /// Checks one session, the request bodies an agent sent (a JSON array), in provider mode (the
 /// order hosted APIs cache in, tokenized with `o200k_base`). Answers
 /// `{findings, promptTokens, reusedTokens}`.
-#[napi]
+#[cfg_attr(not(wasm), napi)]
+#[cfg_attr(wasm, wasm_bindgen)]
 pub fn check(bodies: String) -> String {
     answer(check_bodies(&bodies))
 }
@@ -200,7 +206,8 @@ fn check_bodies(bodies: &str) -> Outcome {
 /// conversation (one user message, no answer yet:
 /// [`kvlint_protocol::key::opens_conversation`]). A body that is not a JSON object is a
 /// `TypeError`: not a prompt.
-#[napi]
+#[cfg_attr(not(wasm), napi)]
+#[cfg_attr(wasm, wasm_bindgen(js_name = sessionOf))]
 pub fn session_of(body: String, headers: String) -> String {
     let session = || -> Result<Value, Failure> {
         let body = parse(&body, "body")?;
@@ -227,29 +234,40 @@ pub fn session_of(body: String, headers: String) -> String {
 
 /// Whether a request to `url` (a path or a whole URL) carries a prompt kvlint reads
 /// ([`kvlint_protocol::endpoint::is_prompt_path`]).
-#[napi]
+#[cfg_attr(not(wasm), napi)]
+#[cfg_attr(wasm, wasm_bindgen(js_name = isPromptPath))]
 pub fn is_prompt_path(url: String) -> bool {
     kvlint_protocol::endpoint::is_prompt_path(&url)
 }
 
-/// The header a self-hosted router reads a session's routing key from.
-#[napi]
-pub const ROUTING_KEY_HEADER: &str = kvlint_sdk::ROUTING_KEY_HEADER;
+/// The header a self-hosted router reads a session's routing key from. A function, not a
+/// constant: WebAssembly exports only functions.
+#[cfg_attr(not(wasm), napi)]
+#[cfg_attr(wasm, wasm_bindgen(js_name = routingKeyHeader))]
+pub fn routing_key_header() -> String {
+    kvlint_sdk::ROUTING_KEY_HEADER.to_owned()
+}
 
 /// The `max_tokens` an Anthropic body gets when none is asked for.
-#[napi]
-pub const ANTHROPIC_DEFAULT_MAX_TOKENS: u32 = kvlint_sdk::ANTHROPIC_DEFAULT_MAX_TOKENS as u32;
+#[cfg_attr(not(wasm), napi)]
+#[cfg_attr(wasm, wasm_bindgen(js_name = anthropicDefaultMaxTokens))]
+pub fn anthropic_default_max_tokens() -> u32 {
+    kvlint_sdk::ANTHROPIC_DEFAULT_MAX_TOKENS as u32
+}
 
 /// One agent session in stability tiers, with an append-only history
 /// ([`kvlint_sdk::Conversation`]).
-#[napi]
+#[cfg_attr(not(wasm), napi)]
+#[cfg_attr(wasm, wasm_bindgen)]
 pub struct NativeConversation {
     inner: kvlint_sdk::Conversation,
 }
 
-#[napi]
+#[cfg_attr(not(wasm), napi)]
+#[cfg_attr(wasm, wasm_bindgen)]
 impl NativeConversation {
-    #[napi(constructor)]
+    #[cfg_attr(not(wasm), napi(constructor))]
+    #[cfg_attr(wasm, wasm_bindgen(constructor))]
     pub fn new(strict: bool) -> Self {
         let inner = if strict {
             kvlint_sdk::Conversation::strict()
@@ -259,22 +277,26 @@ impl NativeConversation {
         Self { inner }
     }
 
-    #[napi(getter)]
+    #[cfg_attr(not(wasm), napi(getter))]
+    #[cfg_attr(wasm, wasm_bindgen(getter = isStrict))]
     pub fn is_strict(&self) -> bool {
         self.inner.is_strict()
     }
 
-    #[napi]
+    #[cfg_attr(not(wasm), napi)]
+    #[cfg_attr(wasm, wasm_bindgen(js_name = addStatic))]
     pub fn add_static(&mut self, text: String) -> String {
         answer(tier_change(self.inner.add_static(text)))
     }
 
-    #[napi]
+    #[cfg_attr(not(wasm), napi)]
+    #[cfg_attr(wasm, wasm_bindgen(js_name = addSession))]
     pub fn add_session(&mut self, key: String, text: String) -> String {
         answer(tier_change(self.inner.add_session(&key, text)))
     }
 
-    #[napi]
+    #[cfg_attr(not(wasm), napi)]
+    #[cfg_attr(wasm, wasm_bindgen(js_name = addTool))]
     pub fn add_tool(&mut self, definition: String) -> String {
         let tool = parse(&definition, "definition").and_then(|definition| {
             Tool::from_definition(&definition).map_err(Failure::conversation)
@@ -282,24 +304,28 @@ impl NativeConversation {
         answer(tool.and_then(|tool| tier_change(self.inner.add_tool(tool))))
     }
 
-    #[napi]
+    #[cfg_attr(not(wasm), napi)]
+    #[cfg_attr(wasm, wasm_bindgen(js_name = addTurnContext))]
     pub fn add_turn_context(&mut self, text: String) {
         self.inner.add_turn_context(text);
     }
 
-    #[napi]
+    #[cfg_attr(not(wasm), napi)]
+    #[cfg_attr(wasm, wasm_bindgen(js_name = clearTurnContext))]
     pub fn clear_turn_context(&mut self) {
         self.inner.clear_turn_context();
     }
 
-    #[napi]
+    #[cfg_attr(not(wasm), napi)]
+    #[cfg_attr(wasm, wasm_bindgen(js_name = pushUser))]
     pub fn push_user(&mut self, content: String) -> String {
         let parts = parse(&content, "content").and_then(|content| parts(&content));
         answer(parts.and_then(|parts| pushed(self.inner.push_user_parts(parts))))
     }
 
     /// `toolCalls` and `thinking`: JSON arrays, or `null`.
-    #[napi]
+    #[cfg_attr(not(wasm), napi)]
+    #[cfg_attr(wasm, wasm_bindgen(js_name = pushAssistant))]
     pub fn push_assistant(&mut self, text: String, tool_calls: String, thinking: String) -> String {
         let answer_parts = || -> Result<(Vec<Part>, Vec<ToolCall>), Failure> {
             let calls = match parse(&tool_calls, "toolCalls")? {
@@ -322,13 +348,15 @@ impl NativeConversation {
         )
     }
 
-    #[napi]
+    #[cfg_attr(not(wasm), napi)]
+    #[cfg_attr(wasm, wasm_bindgen(js_name = pushToolResult))]
     pub fn push_tool_result(&mut self, call_id: String, content: String) -> String {
         let parts = parse(&content, "content").and_then(|content| parts(&content));
         answer(parts.and_then(|parts| pushed(self.inner.push_tool_result_parts(&call_id, parts))))
     }
 
-    #[napi(js_name = "pushOpenAIResponse")]
+    #[cfg_attr(not(wasm), napi(js_name = "pushOpenAIResponse"))]
+    #[cfg_attr(wasm, wasm_bindgen(js_name = pushOpenAIResponse))]
     pub fn push_openai_response(&mut self, response: String) -> String {
         answer(
             parse(&response, "response")
@@ -336,7 +364,8 @@ impl NativeConversation {
         )
     }
 
-    #[napi]
+    #[cfg_attr(not(wasm), napi)]
+    #[cfg_attr(wasm, wasm_bindgen(js_name = pushResponsesOutput))]
     pub fn push_responses_output(&mut self, response: String) -> String {
         answer(
             parse(&response, "response")
@@ -344,7 +373,8 @@ impl NativeConversation {
         )
     }
 
-    #[napi]
+    #[cfg_attr(not(wasm), napi)]
+    #[cfg_attr(wasm, wasm_bindgen(js_name = pushAnthropicResponse))]
     pub fn push_anthropic_response(&mut self, response: String) -> String {
         answer(
             parse(&response, "response")
@@ -353,7 +383,8 @@ impl NativeConversation {
     }
 
     /// Becomes the conversation a request body holds (`Conversation.fromBody`).
-    #[napi]
+    #[cfg_attr(not(wasm), napi)]
+    #[cfg_attr(wasm, wasm_bindgen(js_name = loadBody))]
     pub fn load_body(&mut self, body: String) -> String {
         let loaded = parse(&body, "body").and_then(|body| {
             kvlint_sdk::Conversation::from_body(&body).map_err(Failure::conversation)
@@ -365,7 +396,8 @@ impl NativeConversation {
     }
 
     /// Becomes the conversation `toJSON` saved (`Conversation.fromJSON`).
-    #[napi]
+    #[cfg_attr(not(wasm), napi)]
+    #[cfg_attr(wasm, wasm_bindgen)]
     pub fn restore(&mut self, saved: String) -> String {
         let restored = serde_json::from_str(&saved)
             .map_err(|error| Failure::conversation(format!("not a saved conversation: {error}")));
@@ -375,24 +407,28 @@ impl NativeConversation {
         }))
     }
 
-    #[napi(js_name = "toOpenAIChat")]
+    #[cfg_attr(not(wasm), napi(js_name = "toOpenAIChat"))]
+    #[cfg_attr(wasm, wasm_bindgen(js_name = toOpenAIChat))]
     pub fn to_openai_chat(&self, model: String) -> String {
         self.inner.to_openai_chat(&model).to_string()
     }
 
-    #[napi(js_name = "toOpenAIResponses")]
+    #[cfg_attr(not(wasm), napi(js_name = "toOpenAIResponses"))]
+    #[cfg_attr(wasm, wasm_bindgen(js_name = toOpenAIResponses))]
     pub fn to_openai_responses(&self, model: String) -> String {
         self.inner.to_openai_responses(&model).to_string()
     }
 
-    #[napi]
+    #[cfg_attr(not(wasm), napi)]
+    #[cfg_attr(wasm, wasm_bindgen(js_name = toAnthropic))]
     pub fn to_anthropic(&self, model: String, max_tokens: u32) -> String {
         let mut body = self.inner.to_anthropic(&model);
         body["max_tokens"] = Value::from(max_tokens);
         body.to_string()
     }
 
-    #[napi]
+    #[cfg_attr(not(wasm), napi)]
+    #[cfg_attr(wasm, wasm_bindgen)]
     pub fn preview(&self) -> NativeConversation {
         NativeConversation {
             inner: self.inner.preview(),
@@ -400,7 +436,8 @@ impl NativeConversation {
     }
 
     /// `summary`: `null` or the summary's text.
-    #[napi]
+    #[cfg_attr(not(wasm), napi)]
+    #[cfg_attr(wasm, wasm_bindgen)]
     pub fn compact(&mut self, keep_last: u32, summary: Option<String>) -> String {
         let cache_break = match summary {
             Some(summary) => self.inner.compact_with_summary(keep_last as usize, summary),
@@ -409,7 +446,8 @@ impl NativeConversation {
         answer(Ok(compacted(&cache_break)))
     }
 
-    #[napi]
+    #[cfg_attr(not(wasm), napi)]
+    #[cfg_attr(wasm, wasm_bindgen(js_name = enforceWindow))]
     pub fn enforce_window(&mut self, max_messages: u32, keep_messages: u32) -> String {
         let window = kvlint_sdk::HistoryWindow::new(max_messages as usize, keep_messages as usize);
         let enforced = self.inner.enforce_window(&window);
@@ -419,13 +457,15 @@ impl NativeConversation {
             })))
     }
 
-    #[napi(getter)]
+    #[cfg_attr(not(wasm), napi(getter))]
+    #[cfg_attr(wasm, wasm_bindgen(getter = routingKey))]
     pub fn routing_key(&self) -> String {
         self.inner.routing_key()
     }
 
     /// `{name: value}`.
-    #[napi]
+    #[cfg_attr(not(wasm), napi)]
+    #[cfg_attr(wasm, wasm_bindgen(js_name = routingHeaders))]
     pub fn routing_headers(&self) -> String {
         let headers: serde_json::Map<String, Value> = self
             .inner
@@ -436,23 +476,27 @@ impl NativeConversation {
         Value::Object(headers).to_string()
     }
 
-    #[napi(getter)]
+    #[cfg_attr(not(wasm), napi(getter))]
+    #[cfg_attr(wasm, wasm_bindgen(getter = isCommitted))]
     pub fn is_committed(&self) -> bool {
         self.inner.is_committed()
     }
 
-    #[napi]
+    #[cfg_attr(not(wasm), napi)]
+    #[cfg_attr(wasm, wasm_bindgen)]
     pub fn history(&self) -> String {
         to_value(&self.inner.history()).to_string()
     }
 
-    #[napi]
+    #[cfg_attr(not(wasm), napi)]
+    #[cfg_attr(wasm, wasm_bindgen(js_name = pendingChanges))]
     pub fn pending_changes(&self) -> String {
         to_value(&self.inner.pending_changes()).to_string()
     }
 
     /// The conversation saved, for `restore` in this process or another.
-    #[napi]
+    #[cfg_attr(not(wasm), napi)]
+    #[cfg_attr(wasm, wasm_bindgen)]
     pub fn save(&self) -> String {
         to_value(&self.inner).to_string()
     }
@@ -460,17 +504,20 @@ impl NativeConversation {
 
 /// `kvlint check` on each pair of turns of one session, as the requests are sent
 /// ([`kvlint_sdk::Guard`]).
-#[napi]
+#[cfg_attr(not(wasm), napi)]
+#[cfg_attr(wasm, wasm_bindgen)]
 pub struct NativeGuard {
     inner: kvlint_sdk::Guard,
     /// Every finding of the accepted and refused turns, in order.
     seen: Vec<Value>,
 }
 
-#[napi]
+#[cfg_attr(not(wasm), napi)]
+#[cfg_attr(wasm, wasm_bindgen)]
 impl NativeGuard {
     /// `refuse`: error mode (a turn that recomputes cached content is refused), else warn.
-    #[napi(constructor)]
+    #[cfg_attr(not(wasm), napi(constructor))]
+    #[cfg_attr(wasm, wasm_bindgen(constructor))]
     pub fn new(refuse: bool) -> Self {
         let mode = if refuse {
             GuardMode::Error
@@ -484,7 +531,8 @@ impl NativeGuard {
     }
 
     /// Answers the turn's findings, or refuses it (`GuardError`, with them).
-    #[napi]
+    #[cfg_attr(not(wasm), napi)]
+    #[cfg_attr(wasm, wasm_bindgen)]
     pub fn observe(&mut self, body: String) -> String {
         let body = match parse(&body, "body") {
             Ok(body) => body,
@@ -517,28 +565,33 @@ impl NativeGuard {
     }
 
     /// Every finding so far, in order (refused turns included).
-    #[napi]
+    #[cfg_attr(not(wasm), napi)]
+    #[cfg_attr(wasm, wasm_bindgen)]
     pub fn findings(&self) -> String {
         Value::Array(self.seen.clone()).to_string()
     }
 
-    #[napi]
+    #[cfg_attr(not(wasm), napi)]
+    #[cfg_attr(wasm, wasm_bindgen(js_name = expectBreak))]
     pub fn expect_break(&mut self) {
         self.inner.expect_break();
     }
 
-    #[napi(getter)]
+    #[cfg_attr(not(wasm), napi(getter))]
+    #[cfg_attr(wasm, wasm_bindgen(getter = isBreakExpected))]
     pub fn is_break_expected(&self) -> bool {
         self.inner.is_break_expected()
     }
 
-    #[napi]
+    #[cfg_attr(not(wasm), napi)]
+    #[cfg_attr(wasm, wasm_bindgen)]
     pub fn reset(&mut self) {
         self.inner.reset();
     }
 
     /// The guard's counters, with `costs_by_rule` beside them.
-    #[napi]
+    #[cfg_attr(not(wasm), napi)]
+    #[cfg_attr(wasm, wasm_bindgen)]
     pub fn counters(&self) -> String {
         let mut counters = to_value(self.inner.counters());
         counters["costs_by_rule"] = to_value(self.inner.costs_by_rule());

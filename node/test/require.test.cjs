@@ -14,3 +14,13 @@ test("require() loads the package and its engine", async () => {
   conversation.pushUser("Hi.");
   assert.deepEqual(conversation.toOpenAIChat("gpt-4o").messages, [{ role: "user", content: "Hi." }]);
 });
+
+// The engine is the native module, or the WebAssembly build under `--conditions=kvlint-wasm`
+// (scripts/test-node.sh runs these tests both ways).
+test("the engine loaded is the one the conditions select", () => {
+  const engine = process.execArgv.includes("--conditions=kvlint-wasm")
+    ? /wasm32[/\\]kvlint\.js$/
+    : /native[/\\]native\.cjs$/;
+  const loaded = Object.keys(require.cache);
+  assert.ok(loaded.some((file) => engine.test(file)), `${engine} is not among ${loaded.join(", ")}`);
+});
