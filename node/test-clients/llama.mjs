@@ -5,10 +5,11 @@
 // serves OpenAI Chat Completions and Responses under /v1 and Anthropic Messages at /v1/messages.
 import { spawn } from "node:child_process";
 import { existsSync, readdirSync } from "node:fs";
-import { createServer } from "node:net";
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { after, before } from "node:test";
+
+import { freePort } from "../test/shared.mjs";
 
 const cache = process.env.KVLINT_CACHE ?? join(homedir(), ".cache/kvlint");
 
@@ -29,14 +30,6 @@ function binaryAndModel() {
     );
   }
   return { binary, model, mmproj };
-}
-
-async function freePort() {
-  const server = createServer();
-  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address();
-  await new Promise((resolve) => server.close(resolve));
-  return port;
 }
 
 /** Starts llama-server; resolves with its URL and a `stop()`. */

@@ -5,7 +5,6 @@
 import assert from "node:assert/strict";
 import { execFileSync, spawn } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { test } from "node:test";
@@ -13,23 +12,21 @@ import { fileURLToPath } from "node:url";
 
 import * as kvlint from "kvlint-cache";
 
+import { freePort } from "../test/shared.mjs";
 import { scenario } from "./scenario.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const tools = join(here, "..", "node_modules", ".bin");
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.on("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-  });
+/** wrangler.toml's `key`, a string or an array of strings, as JSON. */
+function wranglerSetting(key) {
+  const line = readFileSync(join(here, "wrangler.toml"), "utf8").match(new RegExp(`^${key} = (.+)$`, "m"));
+  assert.ok(line, `wrangler.toml sets no ${key}`);
+  return JSON.parse(line[1]);
 }
 
-/** workerd's configuration: the bundle and its WebAssembly module, served on `port`. */
+/** workerd's configuration: the bundle and its WebAssembly module, served on `port`, under the
+ * compatibility settings wrangler bundled it for. */
 function config(bundle, wasm, port) {
   return `using Workerd = import "/workerd/workerd.capnp";
 const config :Workerd.Config = (
@@ -41,8 +38,8 @@ const worker :Workerd.Worker = (
     (name = "${bundle}", esModule = embed "${bundle}"),
     (name = "${wasm}", wasm = embed "${wasm}"),
   ],
-  compatibilityDate = "2026-11-17",
-  compatibilityFlags = ["nodejs_compat"],
+  compatibilityDate = ${JSON.stringify(wranglerSetting("compatibility_date"))},
+  compatibilityFlags = ${JSON.stringify(wranglerSetting("compatibility_flags"))},
 );
 `;
 }
