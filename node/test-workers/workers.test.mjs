@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
+import { gzipSync } from "node:zlib";
 
 import * as kvlint from "kvlint-cache";
 
@@ -76,6 +77,10 @@ test("in the Workers runtime the WebAssembly build says what the native module s
   assert.ok(wasm, `wrangler bundled no WebAssembly module: ${files}`);
   assert.ok(files.includes("worker.js"), `${files}`);
   assert.doesNotMatch(readFileSync(join(out, "worker.js"), "utf8"), /\.node\b["']/, "the bundle loads a native addon");
+  // Cloudflare refuses a Worker over 10 MB compressed (3 MB on the free plan):
+  // https://developers.cloudflare.com/workers/platform/limits/#worker-size
+  const compressed = files.reduce((sum, file) => sum + gzipSync(readFileSync(join(out, file))).length, 0);
+  assert.ok(compressed < 10 * 1024 * 1024, `the Worker is ${compressed} bytes gzipped, over Cloudflare's 10 MB`);
 
   const port = await freePort();
   writeFileSync(join(out, "config.capnp"), config("worker.js", wasm, port));

@@ -18,6 +18,7 @@ use kvlint_request::error::InputError;
 use crate::error::RenderError;
 
 mod chunk_cache;
+mod o200k;
 mod splitter;
 mod tokens;
 
@@ -29,7 +30,8 @@ use splitter::{Splitter, splitter};
 use tokens::chunk_offset;
 
 enum Backend {
-    O200k(&'static bpe_openai::Tokenizer),
+    /// `None` if its tables could not be built ([`o200k::o200k_base`]): it encodes nothing.
+    O200k(Option<&'static bpe_openai::Tokenizer>),
     HuggingFace {
         tokenizer: Box<tokenizers::Tokenizer>,
         /// Finds the special tokens a text can be cut at; `None` when cutting is unsafe.
@@ -57,10 +59,7 @@ impl std::fmt::Debug for Tokenizer {
 impl Tokenizer {
     /// OpenAI's `o200k_base`, embedded in the binary: no download, works offline.
     pub fn o200k_base() -> Self {
-        Self::with_backend(
-            Backend::O200k(bpe_openai::o200k_base()),
-            "o200k_base".into(),
-        )
+        Self::with_backend(Backend::O200k(o200k::o200k_base()), "o200k_base".into())
     }
 
     /// A Hugging Face `tokenizer.json`.
@@ -230,9 +229,9 @@ impl Tokenizer {
 
     pub fn decode(&self, ids: &[u32]) -> String {
         match &self.backend {
-            Backend::O200k(tokenizer) => {
+            Backend::O200k(tokenizer) => tokenizer.map_or_else(String::new, |tokenizer| {
                 String::from_utf8_lossy(&tokenizer.bpe.decode_tokens(ids)).into_owned()
-            }
+            }),
             Backend::HuggingFace { tokenizer, .. } => {
                 tokenizer.decode(ids, false).unwrap_or_default()
             }
@@ -254,7 +253,8 @@ impl Tokenizer {
 
     fn encode_chunk(&self, text: &str) -> Chunk {
         match &self.backend {
-            Backend::O200k(tokenizer) => {
+            Backend::O200k(None) => Chunk::default(),
+            Backend::O200k(Some(tokenizer)) => {
                 let ids = tokenizer.encode(text);
                 let mut starts = Vec::with_capacity(ids.len());
                 let mut offset = 0;
