@@ -17,6 +17,7 @@
  */
 
 import * as native from "#native";
+import { BodyText, utf8 } from "./internal/body-text";
 
 /** A finding of kvlint's rules, at the turn that broke the cache. */
 export interface Finding {
@@ -155,7 +156,13 @@ export class Report extends Outcome {
 /** The JSON text of `value`, as `JSON.stringify` writes it (key order kept), after refusing
  * what JSON cannot carry, at its path. */
 export function toJSONText(value: unknown, name: string): string {
-  refuseNonJSON(value, [name], new Set());
+  return serializeAt(value, [name], []);
+}
+
+/** {@link toJSONText} of a value inside another: `trail` names its place, `ancestors` the values
+ * that enclose it (a reference back to one is a cycle). */
+function serializeAt(value: unknown, trail: (string | number)[], ancestors: object[]): string {
+  refuseNonJSON(value, trail, new Set(ancestors));
   return JSON.stringify(value);
 }
 
@@ -438,6 +445,8 @@ function count(value: number, name: string): number {
 /** `kvlint check` on each pair of turns of one session, as the requests are sent. */
 export class Guard {
   #native: native.NativeGuard;
+  /** The bodies' JSON text: what a body sends again is not serialized again. */
+  #bodyText = new BodyText(serializeAt);
   readonly mode: "warn" | "error";
 
   /** `mode: "error"` refuses a request that recomputes cached content ({@link GuardError});
@@ -453,12 +462,12 @@ export class Guard {
 
   /** The next request body of the session, as it is sent. */
   observe(body: object): Outcome {
-    return new Outcome(answered(this.#native.observe(toJSONText(body, "body"))));
+    return new Outcome(answered(this.#native.observe(utf8(this.#bodyText.pieces(body, "body")))));
   }
 
   /** A body's JSON text, exactly as it goes on the wire (a `fetch` guard's). */
   observeText(body: string): Outcome {
-    return new Outcome(answered(this.#native.observe(body)));
+    return new Outcome(answered(this.#native.observe(utf8([body]))));
   }
 
   /** Every finding so far, in order (refused turns included). */

@@ -8,9 +8,23 @@ pub fn compact_json(value: &Value) -> String {
 }
 
 /// Whether two values serialize to the same bytes. `==` on `serde_json::Value` ignores key
-/// order; the cache does not.
+/// order, and holds `0.0 == -0.0`; the cache does not.
 pub fn same_bytes(a: &Value, b: &Value) -> bool {
-    compact_json(a) == compact_json(b)
+    match (a, b) {
+        (Value::Object(a), Value::Object(b)) => {
+            a.len() == b.len()
+                && a.iter()
+                    .zip(b)
+                    .all(|((key_a, a), (key_b, b))| key_a == key_b && same_bytes(a, b))
+        }
+        (Value::Array(a), Value::Array(b)) => {
+            a.len() == b.len() && a.iter().zip(b).all(|(a, b)| same_bytes(a, b))
+        }
+        (Value::Number(a), Value::Number(b)) if a.is_f64() && b.is_f64() => {
+            a.as_f64().map(f64::to_bits) == b.as_f64().map(f64::to_bits)
+        }
+        _ => a == b,
+    }
 }
 
 /// A value's JSON type, as error messages name it ("found a number").
@@ -53,6 +67,39 @@ pub fn heap_size(value: &Value) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn same_bytes_is_equal_compact_json() {
+        let values: Vec<Value> = [
+            r#"{"a": 1, "b": [1, 2.5, {"c": null}]}"#,
+            r#"{"b": [1, 2.5, {"c": null}], "a": 1}"#,
+            r#"{"a": 1, "b": [1, 2.5, {"c": null}], "d": true}"#,
+            r#"{"a": 1.0, "b": [1, 2.5, {"c": null}]}"#,
+            r#"{"a": 1, "b": [1, 2.5, {"c": false}]}"#,
+            r#"{"a": 1, "b": [1, 2.5]}"#,
+            r#"[0.0]"#,
+            r#"[-0.0]"#,
+            r#"[-1]"#,
+            r#""é""#,
+            r#""\u00e9""#,
+        ]
+        .iter()
+        .map(|text| serde_json::from_str(text).unwrap())
+        .collect();
+        for a in &values {
+            for b in &values {
+                assert_eq!(
+                    same_bytes(a, b),
+                    compact_json(a) == compact_json(b),
+                    "{a} {b}"
+                );
+            }
+        }
+        // `==` says these are equal; the bytes sent are not.
+        assert_eq!(values[0], values[1]);
+        assert!(!same_bytes(&values[0], &values[1]));
+        assert!(!same_bytes(&values[6], &values[7]));
+    }
 
     #[test]
     fn heap_size_grows_with_what_a_value_holds() {

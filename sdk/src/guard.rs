@@ -244,10 +244,13 @@ impl Guard {
 
     fn check_next(&mut self, body: Value) -> Result<Observation, GuardError> {
         let index = self.next_turn;
-        let request = Request::parse(body, &mut self.shared).map_err(|error| GuardError::Body {
-            turn: index,
-            part: error.path,
-            message: error.message,
+        let earlier = self.previous.as_ref().map(|previous| &previous.request);
+        let request = Request::parse_after(body, &mut self.shared, earlier).map_err(|error| {
+            GuardError::Body {
+                turn: index,
+                part: error.path,
+                message: error.message,
+            }
         })?;
         // Parts sent again unchanged keep the previous turn's tokens: only what is new is
         // encoded, as `kvlint check` renders a session.

@@ -1,10 +1,14 @@
 //! The parts list under construction, and the steps every API shares: tool definitions,
 //! cache-relevant settings, message scaffolding and string fields.
 
+use std::ops::Range;
+
 use serde_json::{Map, Value};
 
-use super::{BodyError, Message, Part, PartKind, Role, SharedParts, Tool, without_cache_control};
-use crate::json::{compact_json, kind_of};
+use super::{
+    BodyError, Message, Part, PartKind, Request, Role, SharedParts, Tool, without_cache_control,
+};
+use crate::json::{compact_json, kind_of, same_bytes};
 use crate::path::PartPath;
 
 /// What [`super::Request::parse`] collects while it walks a body in cache order.
@@ -13,16 +17,76 @@ pub(super) struct PartsBuilder<'s> {
     pub(super) messages: Vec<Message>,
     pub(super) parts: Vec<Part>,
     shared: &'s mut SharedParts,
+    earlier: Option<EarlierTurn<'s>>,
+}
+
+/// The session's previous request, whose messages this one sends again.
+struct EarlierTurn<'e> {
+    request: &'e Request,
+    /// Each message's parts in `request.parts`; `None` where they are not one run.
+    parts: Vec<Option<Range<usize>>>,
+}
+
+impl<'e> EarlierTurn<'e> {
+    fn new(request: &'e Request) -> Self {
+        let mut parts: Vec<Option<Range<usize>>> = vec![None; request.messages.len()];
+        let mut seen = vec![false; request.messages.len()];
+        for (position, part) in request.parts.iter().enumerate() {
+            let Some(message) = part.message else {
+                continue;
+            };
+            match (parts.get_mut(message), seen.get_mut(message)) {
+                (Some(Some(run)), _) if run.end == position => run.end = position + 1,
+                (Some(run @ None), Some(seen @ false)) => {
+                    *run = Some(position..position + 1);
+                    *seen = true;
+                }
+                // A second run: its parts are not one block of the list.
+                (Some(run), _) => *run = None,
+                (None, _) => {}
+            }
+        }
+        Self { request, parts }
+    }
 }
 
 impl<'s> PartsBuilder<'s> {
-    pub(super) fn new(shared: &'s mut SharedParts) -> Self {
+    /// `earlier`: the request the session sent before this one, if it is to be reused.
+    pub(super) fn new(shared: &'s mut SharedParts, earlier: Option<&'s Request>) -> Self {
         Self {
             tools: Vec::new(),
             messages: Vec::new(),
             parts: Vec::new(),
             shared,
+            earlier: earlier.map(EarlierTurn::new),
         }
+    }
+
+    /// A message the earlier request sent at the same place with the same bytes: its record
+    /// and parts are taken over as they are, not read again (an agent resends every earlier
+    /// message each turn). Whether it was.
+    pub(super) fn repeat_earlier_message(&mut self, path: &PartPath, message: &Value) -> bool {
+        let index = self.messages.len();
+        let Some(earlier) = &self.earlier else {
+            return false;
+        };
+        let Some(record) = earlier.request.messages.get(index) else {
+            return false;
+        };
+        let Some(Some(parts)) = earlier.parts.get(index) else {
+            return false;
+        };
+        let same = record.path == *path
+            && record
+                .path
+                .lookup(&earlier.request.body)
+                .is_some_and(|sent| same_bytes(sent, message));
+        if same {
+            self.messages.push(record.clone());
+            self.parts
+                .extend_from_slice(&earlier.request.parts[parts.clone()]);
+        }
+        same
     }
 
     pub(super) fn push(

@@ -11,7 +11,12 @@ use crate::path::PartPath;
 impl PartsBuilder<'_> {
     /// The `messages` array of a Chat Completions or Anthropic Messages body.
     pub(super) fn chat_messages(&mut self, body: &Map<String, Value>) -> Result<(), BodyError> {
-        self.each_item(body, "messages", Self::message)
+        self.each_item(body, "messages", |builder, path, message| {
+            if builder.repeat_earlier_message(&path, message) {
+                return Ok(());
+            }
+            builder.message(path, message)
+        })
     }
 
     /// One message with a `role`: its name or call id, reasoning, content and tool calls.

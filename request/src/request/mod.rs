@@ -191,6 +191,17 @@ impl Request {
 
     /// Parses a body, sharing part texts and paths with the earlier turns' through `shared`.
     pub fn parse(body: Value, shared: &mut SharedParts) -> Result<Self, BodyError> {
+        Self::parse_after(body, shared, None)
+    }
+
+    /// [`Request::parse`] knowing the request the session sent before (`earlier`): the
+    /// messages it sends again at the same place, byte for byte, are taken over from it, not
+    /// read again, so parsing a turn costs what it adds. The result is what `parse` gives.
+    pub fn parse_after(
+        body: Value,
+        shared: &mut SharedParts,
+        earlier: Option<&Request>,
+    ) -> Result<Self, BodyError> {
         let Some(object) = body.as_object() else {
             return Err(BodyError::new(
                 PartPath::root(),
@@ -218,7 +229,8 @@ impl Request {
             )
             .expected(SUPPORTED_FORMATS)
         })?;
-        let mut builder = PartsBuilder::new(shared);
+        let earlier = earlier.filter(|earlier| earlier.format == format);
+        let mut builder = PartsBuilder::new(shared, earlier);
         if format.is_served_by_engines() {
             builder.tools(object)?;
             builder.settings(object);
@@ -382,6 +394,58 @@ mod tests {
             .filter(|part| !part.kind.is_structural())
             .map(|part| part.path.to_string())
             .collect()
+    }
+
+    /// `parse_after` must give what `parse` gives: on every turn of the corpus's sessions after
+    /// the one before, and on turns that change an earlier message in ways `==` does not see.
+    #[test]
+    fn parse_after_the_previous_turn_is_parse() {
+        let mut sessions: Vec<Vec<Value>> = kvlint_fixtures::corpus_sessions()
+            .iter()
+            .map(|session| {
+                let text = std::fs::read_to_string(session).unwrap();
+                text.lines()
+                    .map(|line| serde_json::from_str(line).unwrap())
+                    .collect()
+            })
+            .collect();
+        assert!(sessions.len() > 10, "no corpus sessions");
+        let turn = |content: serde_json::Value, arguments: serde_json::Value| {
+            serde_json::json!({"model": "m", "messages": [
+                {"role": "system", "content": "Be terse."},
+                {"role": "user", "content": content},
+                {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+                    "function": {"name": "f", "arguments": arguments}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "done"}]})
+        };
+        let text = |text: &str| serde_json::json!([{"type": "text", "text": text}]);
+        sessions.push(vec![
+            turn(text("hi"), serde_json::json!({"a": 1, "b": 2})),
+            // The same arguments in another key order: equal to `==`, not to the cache.
+            turn(text("hi"), serde_json::json!({"b": 2, "a": 1})),
+            turn(text("hi"), serde_json::json!({"b": 2.0, "a": 1})),
+            turn(text("hello"), serde_json::json!({"b": 2.0, "a": 1})),
+            turn(
+                serde_json::json!("hello"),
+                serde_json::json!({"b": 2.0, "a": 1}),
+            ),
+            // An Anthropic body after a Chat one.
+            serde_json::json!({"model": "m", "system": "Be terse.", "max_tokens": 8,
+                "messages": [{"role": "user", "content": "hello"}]}),
+        ]);
+        let mut compared = 0;
+        for bodies in &sessions {
+            let (mut shared, mut shared_after) = (SharedParts::default(), SharedParts::default());
+            let mut earlier: Option<Request> = None;
+            for body in bodies {
+                let parsed = Request::parse(body.clone(), &mut shared);
+                let after = Request::parse_after(body.clone(), &mut shared_after, earlier.as_ref());
+                assert_eq!(parsed, after, "{body}");
+                compared += 1;
+                earlier = after.ok();
+            }
+        }
+        assert!(compared > 100, "{compared}");
     }
 
     #[test]
