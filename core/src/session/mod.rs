@@ -180,7 +180,8 @@ impl SessionFile {
             return Ok(Cow::Borrowed(kept));
         }
         let value = self.parse_json(record.document.clone())?;
-        match self.document(value, record.document.clone(), &mut SharedParts::default())? {
+        let document = record.document.clone();
+        match self.document(value, document, &mut SharedParts::default(), None)? {
             Document::Turn(turn, _) => Ok(Cow::Owned(*turn)),
             Document::Skipped(_) => Err(self.no_turn(index)),
         }

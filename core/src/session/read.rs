@@ -117,7 +117,12 @@ impl SessionFile {
             Some(_) => &mut reader.shared,
             None => &mut unshared,
         };
-        match self.document(value, document.clone(), shared)? {
+        let earlier = self
+            .turns
+            .last()
+            .and_then(|record| record.kept.as_ref())
+            .map(|turn| &turn.request);
+        match self.document(value, document.clone(), shared, earlier)? {
             Document::Turn(turn, body_path) => {
                 let request = &turn.request;
                 let format = request.format;
@@ -192,12 +197,15 @@ impl SessionFile {
         }
     }
 
-    /// Unwraps the known containers around a request body and parses the body.
+    /// Unwraps the known containers around a request body and parses the body, taking over
+    /// from `earlier` (the turn read before it) the messages it sends again
+    /// ([`Request::parse_after`]).
     pub(super) fn document(
         &self,
         value: Value,
         document: Range<usize>,
         shared: &mut SharedParts,
+        earlier: Option<&Request>,
     ) -> Result<Document, InputError> {
         let Value::Object(mut object) = value else {
             return Err(self.body_error(
@@ -240,7 +248,7 @@ impl SessionFile {
                 (Value::Object(object), None, PartPath::root())
             }
         };
-        let request = Request::parse(body, shared)
+        let request = Request::parse_after(body, shared, earlier)
             .map_err(|error| self.body_error(&document, &body_path, error))?;
         Ok(Document::Turn(
             Box::new(Turn {
