@@ -3,11 +3,12 @@
 // prompt tokens (o200k, as the guard counts them).
 //
 // Measured apart, on the same bodies, in rounds of their own after observe's (so that their
-// garbage and code do not land in observe's times): the JSON hand-over `observe` makes (the body's text, serialized
-// only where it changed since the previous turn, encoded as UTF-8 for the native call to read
-// in place); `JSON.stringify` of the whole body, what a hand-over without that reuse would
-// cost; `observeText` on that whole text (a `fetch` guard's call: the text parsed whole); and a
-// Node-API call that does nothing (`isPromptPath`), the native crossing alone.
+// garbage and code do not land in observe's times): the JSON hand-over `observe` makes (the
+// body's text, serialized only where it changed since the previous turn, encoded as UTF-8 for
+// the native call to read in place); `JSON.stringify` of the whole body, what a hand-over
+// without that reuse would cost; `observeText` on that whole text (a `fetch` guard's call: the
+// text parsed whole); and a Node-API call that does nothing (`isPromptPath`), the native
+// crossing alone.
 //
 // Fails (exit 1) when observe's p99 at 50k tokens is 2 ms or more (the target on this machine).
 // Run by hand, on a release build of the module (`npx napi build --platform --release

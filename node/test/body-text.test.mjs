@@ -75,7 +75,7 @@ test("each body's pieces are JSON.stringify's text, through edits in place, reor
     for (let turn = 0; turn < 30; turn += 1) {
       const text = pieces.pieces(body, "body").join("");
       assert.equal(text, JSON.stringify(body), `session ${session} turn ${turn}`);
-      assert.equal(new TextDecoder().decode(utf8([text])), text.replace(/\uD800/g, "\uFFFD"));
+      assert.equal(new TextDecoder().decode(utf8([text])), text);
       mutate(body, random);
     }
   }

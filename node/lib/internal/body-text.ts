@@ -33,8 +33,7 @@ export class BodyText {
    * of errors): the pieces of the values sent again are the earlier strings, not copies. */
   pieces(body: object, name: string): string[] {
     if (!isPlainObject(body)) {
-      this.#previous.clear();
-      return [this.#serialize(body, [name], [])];
+      return this.#whole(body, name);
     }
     const record = body as Record<string, unknown>;
     const sent = new Map<string, SentValue>();
@@ -46,8 +45,7 @@ export class BodyText {
       }
       if (hasToJSON(value) || (Array.isArray(value) && value.some(hasToJSON))) {
         // JSON.stringify calls it with the key or index it is under: serialized whole.
-        this.#previous.clear();
-        return [this.#serialize(body, [name], [])];
+        return this.#whole(body, name);
       }
       pieces.push(`${pieces.length === 0 ? "{" : ","}${JSON.stringify(key)}:`);
       const previous = this.#previous.get(key);
@@ -67,7 +65,8 @@ export class BodyText {
         sent.set(key, { items });
         pieces.push("]");
       } else {
-        const whole = this.#sent(value, previous !== undefined && "whole" in previous ? previous.whole : undefined, [name, key], [record]);
+        const before = previous !== undefined && "whole" in previous ? previous.whole : undefined;
+        const whole = this.#sent(value, before, [name, key], [record]);
         sent.set(key, { whole });
         pieces.push(whole.text);
       }
@@ -75,6 +74,12 @@ export class BodyText {
     pieces.push(pieces.length === 0 ? "{}" : "}");
     this.#previous = sent;
     return pieces;
+  }
+
+  /** The body serialized in one piece, nothing kept for the next. */
+  #whole(body: object, name: string): string[] {
+    this.#previous.clear();
+    return [this.#serialize(body, [name], [])];
   }
 
   #sent(value: unknown, previous: Sent | undefined, trail: (string | number)[], ancestors: object[]): Sent {

@@ -402,12 +402,7 @@ mod tests {
     fn parse_after_the_previous_turn_is_parse() {
         let mut sessions: Vec<Vec<Value>> = kvlint_fixtures::corpus_sessions()
             .iter()
-            .map(|session| {
-                let text = std::fs::read_to_string(session).unwrap();
-                text.lines()
-                    .map(|line| serde_json::from_str(line).unwrap())
-                    .collect()
-            })
+            .map(|session| kvlint_fixtures::written_requests(session))
             .collect();
         assert!(sessions.len() > 10, "no corpus sessions");
         let turn = |content: serde_json::Value, arguments: serde_json::Value| {
