@@ -11,8 +11,9 @@
 # 5x tokenizing only the turns' new messages, both on one thread, or a simulation point 35x a
 # baseline replay of the same trace; the language server one when re-analysing a 200-turn
 # session after an edit takes 100 ms at the median), then the editors' tests (the language
-# server under real clients, the VS Code extension) and the Python package's and the
-# distributed recipes'. Each phase's time is printed as it ends and listed before the
+# server under real clients, the VS Code extension), the npm package's (then its guard's
+# bench, which fails when Guard.observe's p99 at 50k prompt tokens is 2 ms or more) and the
+# Python package's and the distributed recipes'. Each phase's time is printed as it ends and listed before the
 # closing line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -101,6 +102,9 @@ phase_done editors
 # The npm package: the native module built by napi-rs, the TypeScript layer, its tests in Node.
 scripts/test-node.sh 2>&1 | tee "$log.node"
 phase_done node
+# Guard.observe in Node at 50k prompt tokens: p99 under 2 ms, on a release build.
+scripts/bench-node.sh
+phase_done bench-node
 
 # The Python package: the wheel (the native module and the `kvlint` command) built with
 # maturin, installed from the file into the pinned SDK venv, and its tests: the real openai,

@@ -462,12 +462,12 @@ export class Guard {
 
   /** The next request body of the session, as it is sent. */
   observe(body: object): Outcome {
-    return new Outcome(answered(this.#native.observe(utf8(this.#bodyText.pieces(body, "body")))));
+    return new Outcome(answered(this.#native.observe(this.#bodyText.utf8(body, "body"))));
   }
 
   /** A body's JSON text, exactly as it goes on the wire (a `fetch` guard's). */
   observeText(body: string): Outcome {
-    return new Outcome(answered(this.#native.observe(utf8([body]))));
+    return new Outcome(answered(this.#native.observe(utf8(body))));
   }
 
   /** Every finding so far, in order (refused turns included). */

@@ -34,7 +34,7 @@ function mutate(body, random) {
   const pick = (array) => array[Math.floor(random() * array.length)];
   const messages = body.messages;
   const message = pick(messages);
-  switch (Math.floor(random() * 9)) {
+  switch (Math.floor(random() * 12)) {
     case 0:
       messages.push({ role: pick(["user", "assistant"]), content: `turn ${messages.length}` });
       break;
@@ -62,23 +62,47 @@ function mutate(body, random) {
     case 7:
       delete message.extra;
       break;
+    case 8:
+      // Long and multi-byte: the encoded text outgrows its buffer.
+      messages.push({ role: "user", content: "é\u{1F600} ".repeat(Math.floor(random() * 8_000)) });
+      break;
+    case 9:
+      messages.splice(1 + Math.floor(random() * (messages.length - 1)), 2); // the first stays
+      break;
+    case 10:
+      // Keys in the other order, their values equal.
+      message.order = Object.keys(message.order ?? {})[0] === "x" ? { y: 1, x: 1 } : { x: 1, y: 1 };
+      break;
     default:
       body.messages = [...messages]; // a new array of the same objects
   }
 }
 
-test("each body's pieces are JSON.stringify's text, through edits in place, reorders and odd values", () => {
+test("each body's text is JSON.stringify's, in UTF-8, through edits in place, reorders and odd values", () => {
   const random = seeded(11);
+  const serialize = (value) => {
+    if (typeof value === "object" && value !== null && "refused" in value) {
+      throw new TypeError("refused");
+    }
+    return JSON.stringify(value);
+  };
   for (let session = 0; session < 40; session += 1) {
-    const pieces = new BodyText((value) => JSON.stringify(value));
+    const bodyText = new BodyText(serialize);
     const body = { model: "m", messages: [{ role: "system", content: "Be terse." }, { role: "user", content: "hi" }] };
     for (let turn = 0; turn < 30; turn += 1) {
-      const text = pieces.pieces(body, "body").join("");
-      assert.equal(text, JSON.stringify(body), `session ${session} turn ${turn}`);
-      assert.equal(new TextDecoder().decode(utf8([text])), text);
+      const where = `session ${session} turn ${turn}`;
+      if (random() < 0.1) {
+        // A body refused half-way leaves nothing behind for the next.
+        body.messages.push({ role: "user", refused: true });
+        assert.throws(() => bodyText.utf8(body, "body"), /refused/, where);
+        body.messages.pop();
+      }
+      assert.equal(bodyText.pieces(body, "body").join(""), JSON.stringify(body), where);
+      assert.deepEqual(bodyText.utf8(body, "body"), new TextEncoder().encode(JSON.stringify(body)), where);
       mutate(body, random);
     }
   }
+  assert.deepEqual(utf8("é\u{1F600}\"\n"), new TextEncoder().encode("é\u{1F600}\"\n"));
 });
 
 test("the guard sees a message edited in place, as it sees the same text sent fresh", () => {
