@@ -15,6 +15,7 @@ import gzip
 import json
 import random
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -136,6 +137,56 @@ def write_log(root: Path, sessions: int, seed: int = 7) -> list[Path]:
             path = root / f"session-{number:04}.jsonl"
             path.write_text(text)
         files.append(path)
+    return files
+
+
+def write_har_log(root: Path, sessions: int, per_file: int, seed: int = 7) -> list[Path]:
+    """Writes the same `sessions` as :func:`write_log`, `per_file` to an HTTP Archive (as a
+    proxy in front of the engine captures them): each request under its session's
+    `x-claude-code-session-id` header, the entries of a file in time order; returns the files
+    written."""
+    rng = random.Random(seed)
+    root.mkdir(parents=True, exist_ok=True)
+    files = []
+    start = 1_764_000_000.0
+    entries: list[tuple[float, dict[str, Any]]] = []
+    for number in range(sessions):
+        start += rng.uniform(0.1, 20.0)
+        for line in _session(rng, start, timestamped=number % 9 == 4):
+            started = datetime.fromtimestamp(line["time"], timezone.utc)
+            entries.append(
+                (
+                    line["time"],
+                    {
+                        "startedDateTime": started.isoformat(timespec="milliseconds"),
+                        "request": {
+                            "method": "POST",
+                            "url": "http://engine/v1/chat/completions",
+                            "headers": [
+                                {"name": "x-claude-code-session-id", "value": f"s{number}"}
+                            ],
+                            "postData": {
+                                "mimeType": "application/json",
+                                "text": json.dumps(line["request"]),
+                            },
+                        },
+                        "response": {
+                            "status": 200,
+                            "content": {
+                                "mimeType": "application/json",
+                                "text": json.dumps(line["response"]),
+                            },
+                        },
+                    },
+                )
+            )
+        if (number + 1) % per_file == 0 or number + 1 == sessions:
+            entries.sort(key=lambda entry: entry[0])
+            path = root / f"capture-{len(files):04}.har"
+            har = {"log": {"version": "1.2", "entries": [entry for _, entry in entries]}}
+            path.write_text(json.dumps(har))
+            files.append(path)
+            entries = []
     return files
 
 

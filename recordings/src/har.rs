@@ -4,14 +4,14 @@
 use base64::Engine;
 use serde_json::Value;
 
-use super::{
-    Body, Container, Interaction, Recording, body_text, key_headers, place_of, response_of,
-};
+use super::place::JsonPlaces;
+use super::{Body, Container, Interaction, Recording, body_text, key_headers, response_of};
 use kvlint_core::path::PathSegment;
 
 /// The HAR `text` holds (parsed as `root`), or `None` when it is not one.
 pub(super) fn read(root: &Value, text: &str) -> Option<Recording> {
     let entries = root.get("log")?.get("entries")?.as_array()?;
+    let mut places = JsonPlaces::new(text);
     let interactions = entries
         .iter()
         .enumerate()
@@ -32,7 +32,7 @@ pub(super) fn read(root: &Value, text: &str) -> Option<Recording> {
             if post_data.is_some() {
                 path.extend([PathSegment::Key("postData"), PathSegment::Key("text")]);
             }
-            let at = place_of(text, &path);
+            let at = places.place(&path);
             Some(Interaction {
                 index,
                 method: field("method").to_ascii_uppercase(),

@@ -5,9 +5,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use kvlint_core::error::InputError;
+use kvlint_core::locate::LineIndex;
 use kvlint_core::session::{Origin, SessionFile};
 
-use crate::{Place, Recording, RecordingError, unpack};
+use crate::{Recording, RecordingError, unpack};
 
 /// The text of an input file: a session file, or a recording; a gzip-compressed one
 /// inflated, an Inspect `.eval` log as the JSON log it holds.
@@ -75,6 +76,7 @@ fn sessions_of(
 ) -> Result<Vec<SessionFile>, InputError> {
     let found = recording.sessions();
     let count = found.sessions.len();
+    let lines = Arc::new(LineIndex::new(text));
     found
         .sessions
         .into_iter()
@@ -87,10 +89,11 @@ fn sessions_of(
                 session: number + 1,
                 sessions: count,
                 text: Arc::clone(text),
+                lines: Arc::clone(&lines),
                 body_offsets: found
                     .at
                     .iter()
-                    .map(|place| offset_of_place(text, *place))
+                    .map(|place| lines.offset_of(text, place.line, place.column))
                     .collect(),
                 interactions: found.interactions,
                 reconstructed: found.reconstructed,
@@ -121,21 +124,4 @@ fn bad_recording(path: &str, error: RecordingError) -> InputError {
         column: error.at.column,
         message: error.message,
     }
-}
-
-/// The byte offset of a place (line, column in characters; 1-based) in a text.
-fn offset_of_place(text: &str, place: Place) -> usize {
-    let line_start = text
-        .split_inclusive('\n')
-        .take(place.line.saturating_sub(1))
-        .map(str::len)
-        .sum::<usize>()
-        .min(text.len());
-    let line = text[line_start..].split('\n').next().unwrap_or_default();
-    line_start
-        + line
-            .chars()
-            .take(place.column.saturating_sub(1))
-            .map(char::len_utf8)
-            .sum::<usize>()
 }

@@ -12,7 +12,8 @@ use std::io::Read;
 
 use serde_json::{Map, Value};
 
-use super::{Body, Container, Interaction, Recording, place_of};
+use super::place::JsonPlaces;
+use super::{Body, Container, Interaction, Recording};
 use kvlint_core::path::PathSegment;
 
 /// The eval log `text` holds (parsed as `root`), or `None` when it is not one.
@@ -23,6 +24,7 @@ pub(super) fn read(root: &Value, text: &str) -> Option<Recording> {
     }
     let samples = root.get("samples")?.as_array()?;
     let mut interactions = Vec::new();
+    let mut places = JsonPlaces::new(text);
     for (sample_index, sample) in samples.iter().enumerate() {
         let empty = Map::new();
         let attachments = sample
@@ -46,7 +48,7 @@ pub(super) fn read(root: &Value, text: &str) -> Option<Recording> {
                 PathSegment::Key("call"),
                 PathSegment::Key("request"),
             ];
-            let at = place_of(text, &path);
+            let at = places.place(&path);
             let model = event
                 .get("model")
                 .and_then(Value::as_str)

@@ -32,6 +32,7 @@ mod input;
 mod inspect;
 pub mod log;
 mod otel;
+mod place;
 mod vcr;
 pub mod yaml;
 
@@ -39,8 +40,6 @@ use std::io::Read;
 
 use serde_json::Value;
 
-use kvlint_core::locate::{LineColumn, value_range};
-use kvlint_core::path::PathSegment;
 use kvlint_core::response::parse_response;
 
 pub use group::{FoundSessions, Session};
@@ -181,16 +180,6 @@ impl Recording {
     pub fn sessions(&self) -> FoundSessions {
         group::sessions(&self.interactions)
     }
-}
-
-/// Where the value at `path` starts in the JSON `text` (the file's start when not found).
-fn place_of(text: &str, path: &[PathSegment]) -> Place {
-    value_range(text, path)
-        .map(|range| LineColumn::of_offset(text, range.start))
-        .map_or_else(Place::default, |place| Place {
-            line: place.line,
-            column: place.column,
-        })
 }
 
 /// The text a packed file stands for: a gzip-compressed file (a compressed cassette)

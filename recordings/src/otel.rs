@@ -16,7 +16,8 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{Body, Container, Interaction, Place, Recording, key_headers, place_of};
+use super::place::JsonPlaces;
+use super::{Body, Container, Interaction, Place, Recording, key_headers};
 use kvlint_core::path::PathSegment;
 
 /// The trace one OTLP document holds (`root`, parsed from `text`); `None` when it is not one.
@@ -98,6 +99,7 @@ struct Span {
 /// The model calls of one OTLP document, `text` from its start, `lines_before` it in the file.
 fn collect_spans(root: &Value, text: &str, lines_before: usize, spans: &mut Vec<Span>) {
     let resources = root.get("resourceSpans").and_then(Value::as_array);
+    let mut places = JsonPlaces::new(text);
     for (resource_index, resource) in resources.into_iter().flatten().enumerate() {
         let scopes = resource.get("scopeSpans").and_then(Value::as_array);
         for (scope_index, scope) in scopes.into_iter().flatten().enumerate() {
@@ -115,7 +117,7 @@ fn collect_spans(root: &Value, text: &str, lines_before: usize, spans: &mut Vec<
                     PathSegment::Key("spans"),
                     PathSegment::Index(span_index),
                 ];
-                let mut at = place_of(text, &path);
+                let mut at = places.place(&path);
                 at.line += lines_before;
                 spans.push(Span {
                     start: integer(span.get("startTimeUnixNano")).unwrap_or(0),

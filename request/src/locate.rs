@@ -27,6 +27,104 @@ impl LineColumn {
     }
 }
 
+/// Lines and columns of many offsets of one text (a recording of thousands of requests, one
+/// line of megabytes): where its lines start and, every [`LineIndex::BLOCK`] bytes, how many
+/// characters come before, so that each conversion reads at most a block of the text.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LineIndex {
+    line_starts: Vec<usize>,
+    chars_before_block: Vec<usize>,
+}
+
+impl LineIndex {
+    pub const BLOCK: usize = 4096;
+
+    pub fn new(text: &str) -> Self {
+        let bytes = text.as_bytes();
+        let line_starts = std::iter::once(0)
+            .chain(
+                bytes
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, byte)| **byte == b'\n')
+                    .map(|(newline, _)| newline + 1),
+            )
+            .collect();
+        let mut chars_before_block = vec![0];
+        for block in bytes.chunks(Self::BLOCK) {
+            let before = chars_before_block.last().copied().unwrap_or(0);
+            chars_before_block.push(before + chars_in(block));
+        }
+        Self {
+            line_starts,
+            chars_before_block,
+        }
+    }
+
+    /// [`LineColumn::of_offset`] in `text`, the text this index was made of.
+    pub fn line_column(&self, text: &str, offset: usize) -> LineColumn {
+        let offset = floor_char_boundary(text, offset);
+        let line = self
+            .line_starts
+            .partition_point(|start| *start <= offset)
+            .max(1);
+        let line_start = self.line_starts.get(line - 1).copied().unwrap_or(0);
+        let column = self
+            .chars_before(text, offset)
+            .saturating_sub(self.chars_before(text, line_start))
+            + 1;
+        LineColumn { line, column }
+    }
+
+    /// The byte offset of `line` and `column` (1-based, the column in characters) in `text`:
+    /// the end of the line when it is shorter, the end of the text when it has fewer lines.
+    pub fn offset_of(&self, text: &str, line: usize, column: usize) -> usize {
+        let line = line.max(1);
+        let Some(&line_start) = self.line_starts.get(line - 1) else {
+            return text.len();
+        };
+        let line_end = self
+            .line_starts
+            .get(line)
+            .map_or(text.len(), |next| next.saturating_sub(1));
+        let wanted = self.chars_before(text, line_start) + column.saturating_sub(1);
+        // From the start of the block the character is in (or of the line), a block at most.
+        let block = self
+            .chars_before_block
+            .partition_point(|before| *before <= wanted)
+            .saturating_sub(1);
+        let mut offset = (block * Self::BLOCK).clamp(line_start, line_end.max(line_start));
+        let mut counted = self.chars_before(text, offset);
+        while !text.is_char_boundary(offset) {
+            offset += 1;
+        }
+        for character in text.get(offset..line_end).unwrap_or_default().chars() {
+            if counted >= wanted {
+                break;
+            }
+            offset += character.len_utf8();
+            counted += 1;
+        }
+        offset
+    }
+
+    fn chars_before(&self, text: &str, offset: usize) -> usize {
+        let block = offset / Self::BLOCK;
+        let before = self.chars_before_block.get(block).copied().unwrap_or(0);
+        before
+            + chars_in(
+                text.as_bytes()
+                    .get(block * Self::BLOCK..offset)
+                    .unwrap_or_default(),
+            )
+    }
+}
+
+/// The characters that start in `bytes` of UTF-8 (its bytes that do not continue one).
+fn chars_in(bytes: &[u8]) -> usize {
+    bytes.iter().filter(|byte| (**byte & 0xC0) != 0x80).count()
+}
+
 /// Where the parts of a session's turns are in the user's file: what placing a finding needs.
 ///
 /// A `SessionFile` (`kvlint_core::session`) places parts in the file it was read from;
@@ -78,6 +176,18 @@ pub fn floor_char_boundary(text: &str, offset: usize) -> usize {
 ///
 /// Returns `None` when the text is not valid JSON along the way or the path does not exist.
 pub fn value_range(json: &str, path: &[PathSegment]) -> Option<Range<usize>> {
+    let start = value_start(json, path)?;
+    let mut scanner = Scanner {
+        bytes: json.as_bytes(),
+        position: start,
+    };
+    scanner.skip_value()?;
+    Some(start..scanner.position)
+}
+
+/// Where the value at `path` starts inside the JSON document `json`: [`value_range`]'s start,
+/// without reading the value to its end.
+pub fn value_start(json: &str, path: &[PathSegment]) -> Option<usize> {
     let mut scanner = Scanner {
         bytes: json.as_bytes(),
         position: 0,
@@ -90,9 +200,34 @@ pub fn value_range(json: &str, path: &[PathSegment]) -> Option<Range<usize>> {
             _ => return None,
         }
     }
-    let start = scanner.position;
-    scanner.skip_value()?;
-    Some(start..scanner.position)
+    Some(scanner.position)
+}
+
+/// The byte ranges of the items of the JSON array `json` starts with, found in one pass:
+/// `None` when it is not an array, or not valid JSON along the way.
+pub fn array_item_ranges(json: &str) -> Option<Vec<Range<usize>>> {
+    let mut scanner = Scanner {
+        bytes: json.as_bytes(),
+        position: 0,
+    };
+    scanner.expect(b'[')?;
+    let mut items = Vec::new();
+    scanner.skip_whitespace();
+    if scanner.peek()? == b']' {
+        return Some(items);
+    }
+    loop {
+        scanner.skip_whitespace();
+        let start = scanner.position;
+        scanner.skip_value()?;
+        items.push(start..scanner.position);
+        scanner.skip_whitespace();
+        match scanner.peek()? {
+            b',' => scanner.position += 1,
+            b']' => return Some(items),
+            _ => return None,
+        }
+    }
 }
 
 /// Maps a byte offset inside a decoded JSON string to the byte offset in its raw literal.
@@ -262,6 +397,44 @@ impl Scanner<'_> {
 mod tests {
     use super::*;
     use crate::path::PartPath;
+
+    #[test]
+    fn a_line_index_places_every_offset_as_counting_from_the_start_does() {
+        // Lines long and short, characters of one to four bytes across the blocks' edges,
+        // a text ending in a newline and one not.
+        let line = "é\u{1F600}a\u{2603}".repeat(700);
+        for text in [
+            format!("{line}\n\nshort\n{line}{line}\n"),
+            format!("\n{line}x"),
+            String::new(),
+        ] {
+            let index = LineIndex::new(&text);
+            for offset in 0..=text.len() + 2 {
+                let place = index.line_column(&text, offset);
+                assert_eq!(
+                    place,
+                    LineColumn::of_offset(&text, offset),
+                    "offset {offset}"
+                );
+                // And back, to the character's start.
+                let start = floor_char_boundary(&text, offset);
+                assert_eq!(index.offset_of(&text, place.line, place.column), start);
+            }
+            // Past a line's end, past the text's, and line 0 (a place not found).
+            let mut line_start = 0;
+            for (number, line) in text.split('\n').enumerate() {
+                let end = line_start + line.len();
+                assert_eq!(
+                    index.offset_of(&text, number + 1, line.chars().count() + 5),
+                    end
+                );
+                line_start = end + 1;
+            }
+            let lines = text.split('\n').count();
+            assert_eq!(index.offset_of(&text, lines + 1, 1), text.len());
+            assert_eq!(index.offset_of(&text, 0, 0), 0);
+        }
+    }
 
     const BODY: &str = r#"{"model": "m", "messages": [ {"role":"system","content":"Now: \"12:00\"\n\u00e9x"},
       {"role": "user", "content": [{"type": "text", "text": "hi"}]} ]}"#;

@@ -107,6 +107,8 @@ pub struct Origin {
     pub sessions: usize,
     /// The recording's text.
     pub text: Arc<str>,
+    /// Its lines, which place the findings of all its sessions.
+    pub lines: Arc<crate::locate::LineIndex>,
     /// The recording's interactions the turns came from.
     pub interactions: Vec<usize>,
     /// The byte offset of each turn's body in the recording's text.

@@ -134,6 +134,9 @@ impl Locator for SessionFile {
     }
 
     fn line_column(&self, offset: usize) -> LineColumn {
-        LineColumn::of_offset(self.source_text(), offset)
+        match &self.origin {
+            Some(origin) => origin.lines.line_column(&origin.text, offset),
+            None => LineColumn::of_offset(&self.text, offset),
+        }
     }
 }
