@@ -127,7 +127,6 @@ for (let round = 0; round < ROUNDS; round += 1) {
 
 const rows = [];
 let failed = false;
-const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
 for (const mark of MARKS) {
   // The turns whose prompts are within 10% of the mark.
   const near = samples.filter((sample) => Math.abs(sample.tokens - mark) <= mark / 10);
@@ -140,8 +139,8 @@ for (const mark of MARKS) {
   const row = {
     tokens: mark,
     "calls per group": groups[0].length,
-    "observe p50 ms": median(groups.map((times) => percentile(times, 0.5))),
-    "observe p99 ms": median(p99s),
+    "observe p50 ms": percentile(groups.map((times) => percentile(times, 0.5)), 0.5),
+    "observe p99 ms": percentile(p99s, 0.5),
     "p99 by group": p99s.map((p99) => p99.toFixed(2)).join(" "),
     "hand-over p50 ms": percentile(all("handOver"), 0.5),
     "JSON.stringify p50 ms": percentile(all("stringify"), 0.5),

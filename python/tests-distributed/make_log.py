@@ -15,6 +15,7 @@ import gzip
 import json
 import random
 import sys
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -120,15 +121,20 @@ def _session(rng: random.Random, start: float, timestamped: bool) -> list[dict[s
     return lines
 
 
-def write_log(root: Path, sessions: int, seed: int = 7) -> list[Path]:
-    """Writes `sessions` generated sessions under `root`; returns the files written."""
+def _sessions(sessions: int, seed: int) -> Iterator[tuple[int, list[dict[str, Any]]]]:
+    """The generated sessions, numbered: the same seed gives the same ones."""
     rng = random.Random(seed)
-    root.mkdir(parents=True, exist_ok=True)
-    files = []
     start = 1_764_000_000.0
     for number in range(sessions):
         start += rng.uniform(0.1, 20.0)
-        lines = _session(rng, start, timestamped=number % 9 == 4)
+        yield number, _session(rng, start, timestamped=number % 9 == 4)
+
+
+def write_log(root: Path, sessions: int, seed: int = 7) -> list[Path]:
+    """Writes `sessions` generated sessions under `root`; returns the files written."""
+    root.mkdir(parents=True, exist_ok=True)
+    files = []
+    for number, lines in _sessions(sessions, seed):
         text = "".join(json.dumps(line) + "\n" for line in lines)
         if number == 3:
             path = root / f"session-{number:04}.jsonl.gz"
@@ -145,14 +151,11 @@ def write_har_log(root: Path, sessions: int, per_file: int, seed: int = 7) -> li
     proxy in front of the engine captures them): each request under its session's
     `x-claude-code-session-id` header, the entries of a file in time order; returns the files
     written."""
-    rng = random.Random(seed)
     root.mkdir(parents=True, exist_ok=True)
     files = []
-    start = 1_764_000_000.0
     entries: list[tuple[float, dict[str, Any]]] = []
-    for number in range(sessions):
-        start += rng.uniform(0.1, 20.0)
-        for line in _session(rng, start, timestamped=number % 9 == 4):
+    for number, lines in _sessions(sessions, seed):
+        for line in lines:
             started = datetime.fromtimestamp(line["time"], timezone.utc)
             entries.append(
                 (

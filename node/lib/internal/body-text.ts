@@ -223,8 +223,8 @@ class Utf8Buffer {
   bytes = new Uint8Array(64 * 1024);
 
   /** Writes `pieces` from index `first` on after the `start` bytes already written, records
-   * where each ends in `ends`, and returns the length written. */
-  write(pieces: readonly string[], first: number, start: number, ends: number[]): number {
+   * where each ends in `ends` if given, and returns the length written. */
+  write(pieces: readonly string[], first: number, start: number, ends?: number[]): number {
     let units = 0;
     for (let index = first; index < pieces.length; index += 1) {
       units += pieces[index]?.length ?? 0;
@@ -236,22 +236,23 @@ class Utf8Buffer {
       grown.set(this.bytes.subarray(0, start));
       this.bytes = grown;
     }
-    ends.length = first;
+    if (ends !== undefined) {
+      ends.length = first;
+    }
     let written = start;
     for (let index = first; index < pieces.length; index += 1) {
       written += encoder.encodeInto(pieces[index] ?? "", this.bytes.subarray(written)).written;
-      ends.push(written);
+      ends?.push(written);
     }
     return written;
   }
 }
 
 const shared = new Utf8Buffer();
-const noEnds: number[] = [];
 
 /** `text` as UTF-8, for a native call to read at once: in one buffer such calls share
  * (JavaScript runs one at a time), valid until the next. */
 export function utf8(text: string): Uint8Array {
-  const length = shared.write([text], 0, 0, noEnds);
+  const length = shared.write([text], 0, 0);
   return shared.bytes.subarray(0, length);
 }
