@@ -294,11 +294,15 @@ def trace_rows(
     tokenizer: str | None = None,
     chat_template: str | None = None,
     serving_engine: str = "vllm",
+    log: bool = False,
 ) -> dict[str, list[Any]]:
     """The workload's map step: each file (named relative to the workload's folder; bytes or
     text, gzip inflated) traced into one row per request, as columns
     (:data:`kvlint_cache.workload.COLUMNS`); a file or session that cannot be traced is one
-    row with its ``error``. The GIL is released while tracing."""
+    row with its ``error``. With ``log``, each content is a request log's rows (JSON Lines,
+    plain, gzip or zstd) holding every row of the session keys in it, grouped into sessions as
+    ``kvlint workload --log`` groups them; a row not traced (bad, or a request that takes no
+    prompt) is a row with its ``error``. The GIL is released while tracing."""
 
 @final
 class Workload:

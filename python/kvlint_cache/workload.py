@@ -8,6 +8,13 @@ never split: its sessions are traced by the one call that reads it. A file that 
 or traced is one row whose ``error`` says why, so that a bad file never stops the job and the
 rows always add up.
 
+The map step over **request logs** (one row per request, sessions interleaved, as a platform team
+keeps them in Parquet or JSON Lines), :func:`map_log_batch` and :func:`map_log_arrow`, takes the
+log's rows instead of files: every row of each session key it is handed (a ``session_id``
+column), partitioned by that key (Spark's ``repartition(key)`` then
+``sortWithinPartitions(key, time)``, Ray's ``groupby(key).map_groups``), and groups them into the
+sessions ``kvlint workload --log`` finds for those keys, then traces them into the same rows.
+
 The **reduce steps**:
 
 - :meth:`Workload.from_rows` joins any set of rows, in any order, into the trace
@@ -28,8 +35,11 @@ Row columns (:data:`COLUMNS`; :func:`arrow_schema` and :data:`SPARK_SCHEMA` give
 from __future__ import annotations
 
 import importlib
+import json
+import math
 import os
 from collections.abc import Iterable, Iterator, Sequence
+from datetime import date, datetime, timezone
 from typing import Any
 
 from kvlint_cache._kvlint import TRACE_ROW_COLUMNS, Workload, trace_rows
@@ -42,6 +52,8 @@ __all__ = [
     "arrow_schema",
     "map_arrow",
     "map_batch",
+    "map_log_arrow",
+    "map_log_batch",
     "trace_rows",
 ]
 
@@ -182,3 +194,104 @@ def map_arrow(batches: Iterable[Any], **options: Any) -> Iterator[Any]:
     for batch in batches:
         columns = map_batch(batch.to_pydict(), **options)
         yield pa.RecordBatch.from_pydict(columns, schema=schema)
+
+
+#: The file name a log's rows without a session key are traced under.
+NO_KEY = "(no session key)"
+
+
+def _json_value(value: Any) -> Any:
+    # What json.dumps cannot write itself, as kvlint reads the same column from Parquet.
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=timezone.utc)
+        return value.timestamp()
+    if isinstance(value, date):
+        return (value - date(1970, 1, 1)).days * 86_400
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("utf-8", "replace")
+    if hasattr(value, "tolist"):  # numpy arrays and scalars, from pandas
+        return value.tolist()
+    raise TypeError(f"a log column of type {type(value).__name__}")
+
+
+def _log_line(row: dict[str, Any]) -> str:
+    # A row as kvlint reads a JSON Lines log: its null (and NaN, pandas' null) columns left out.
+    present = {
+        name: value
+        for name, value in row.items()
+        if value is not None and not (isinstance(value, float) and math.isnan(value))
+    }
+    return json.dumps(present, default=_json_value)
+
+
+def _rows(batch: Any) -> list[dict[str, Any]]:
+    # A pyarrow table or record batch, a pandas frame, or a dict of lists, as rows.
+    if hasattr(batch, "to_pylist"):
+        rows: list[dict[str, Any]] = batch.to_pylist()
+        return rows
+    if hasattr(batch, "to_dict") and hasattr(batch, "columns"):
+        return list(batch.to_dict("records"))
+    names = list(batch.keys())
+    return [dict(zip(names, values)) for values in zip(*(batch[name] for name in names))]
+
+
+def _key_name(key: Any) -> str:
+    return NO_KEY if key is None else str(key)
+
+
+def _trace_log_groups(
+    groups: Sequence[tuple[Any, Sequence[dict[str, Any]]]], options: dict[str, Any]
+) -> dict[str, list[Any]]:
+    names = [_key_name(key) for key, _ in groups]
+    contents = ["\n".join(_log_line(row) for row in rows) for _, rows in groups]
+    columns: dict[str, list[Any]] = trace_rows(names, contents, log=True, **options)
+    return columns
+
+
+def map_log_batch(batch: Any, *, key: str = "session_id", **options: Any) -> dict[str, list[Any]]:
+    """The map step over a batch of a request log's rows that holds every row of each value of
+    the column ``key`` in it (a group of Ray's ``groupby(key).map_groups``, a frame of Spark's
+    ``applyInPandas``): the rows of each key are grouped into sessions as ``kvlint workload
+    --log`` groups them, traced under the file name the key is (rows without a key under
+    :data:`NO_KEY`). Columns are read as ``kvlint workload --log`` reads a log's (``request``,
+    ``time``, ``response``, ``headers``, ``url``, ``session_id``, Langfuse's); a row that is not
+    traced (bad, or a request that takes no prompt) is a row with its ``error``. ``options`` are
+    :func:`map_batch`'s but ``root``. Returns the rows as columns (:data:`COLUMNS`)."""
+    groups: dict[Any, list[dict[str, Any]]] = {}
+    for row in _rows(batch):
+        groups.setdefault(row.get(key), []).append(row)
+    return _trace_log_groups(list(groups.items()), options)
+
+
+def map_log_arrow(
+    batches: Iterable[Any], *, key: str = "session_id", **options: Any
+) -> Iterator[Any]:
+    """The map step over a request log's rows as Spark's ``mapInArrow`` calls it, after
+    ``repartition(key)`` and ``sortWithinPartitions(key, ...)``: pyarrow record batches of rows
+    whose keys come together, record batches of trace rows out. A key's rows may span batches
+    (a session larger than a batch): its rows are held until the next key starts. A key met
+    again after another is an error: the partition was not sorted by it. ``options`` are
+    :func:`map_log_batch`'s."""
+    pa = _pyarrow()
+    schema = arrow_schema()
+    finished: set[Any] = set()
+    held: list[tuple[Any, list[dict[str, Any]]]] = []
+    for batch in batches:
+        for row in _rows(batch):
+            value = row.get(key)
+            if held and held[-1][0] == value:
+                held[-1][1].append(row)
+                continue
+            if value in finished:
+                raise ValueError(
+                    f"the rows of {key} {value!r} are not together: sort each partition by {key}"
+                )
+            if held:
+                finished.add(held[-1][0])
+            held.append((value, [row]))
+        ready, held = held[:-1], held[-1:]
+        if ready:
+            yield pa.RecordBatch.from_pydict(_trace_log_groups(ready, options), schema=schema)
+    if held:
+        yield pa.RecordBatch.from_pydict(_trace_log_groups(held, options), schema=schema)

@@ -9,6 +9,8 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use kvlint_core::session::SessionFile;
+use kvlint_recordings::log::{RowFilter, read_log_bytes};
 use kvlint_workload::hashed_trace::{HashedFormat, export_hashed};
 use kvlint_workload::html::workload_html;
 use kvlint_workload::rows::{TraceRow, trace_of_rows, trace_rows as map_rows};
@@ -51,9 +53,13 @@ fn error_row(file: &str, session: u32, error: String) -> (TraceRow, Option<Strin
 
 /// Traces the files `names[i]` (relative to the workload's folder, as `kvlint workload`
 /// names them) with contents `contents[i]` (bytes or text; gzip is inflated) into rows,
-/// as columns.
+/// as columns. With `log`, each content is a request log's rows (JSON Lines, plain, gzip or
+/// zstd) holding every row of the session keys it holds, grouped into sessions as
+/// `kvlint workload --log` groups them; a row not traced (bad, or no prompt) is a row with its
+/// `error`.
 #[pyfunction]
-#[pyo3(signature = (names, contents, *, block_size = 16, tokenizer = None, chat_template = None, serving_engine = "vllm"))]
+#[pyo3(signature = (names, contents, *, block_size = 16, tokenizer = None, chat_template = None, serving_engine = "vllm", log = false))]
+#[allow(clippy::too_many_arguments)]
 pub fn trace_rows<'py>(
     py: Python<'py>,
     names: Vec<String>,
@@ -62,6 +68,7 @@ pub fn trace_rows<'py>(
     tokenizer: Option<PathBuf>,
     chat_template: Option<PathBuf>,
     serving_engine: &str,
+    log: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     if names.len() != contents.len() {
         return Err(PyValueError::new_err(format!(
@@ -86,13 +93,17 @@ pub fn trace_rows<'py>(
     let rows = py.detach(|| {
         let mut rows = Vec::new();
         for (name, bytes) in inputs {
-            let parsed = kvlint_recordings::input_text(name.clone(), bytes)
-                .and_then(|text| kvlint_recordings::parse_all(name.clone(), Arc::from(text)));
-            let sessions = match parsed {
-                Ok(sessions) => sessions,
-                Err(error) => {
-                    rows.push(error_row(&name, 0, error.to_string()));
-                    continue;
+            let sessions = if log {
+                log_sessions(&name, &bytes, &mut rows)
+            } else {
+                let parsed = kvlint_recordings::input_text(name.clone(), bytes)
+                    .and_then(|text| kvlint_recordings::parse_all(name.clone(), Arc::from(text)));
+                match parsed {
+                    Ok(sessions) => sessions,
+                    Err(error) => {
+                        rows.push(error_row(&name, 0, error.to_string()));
+                        continue;
+                    }
                 }
             };
             for (number, session) in sessions.into_iter().enumerate() {
@@ -106,6 +117,47 @@ pub fn trace_rows<'py>(
         rows
     });
     columns(py, rows)
+}
+
+/// The sessions of the log rows `bytes` (named `name`), grouped as `kvlint workload --log`
+/// groups them; the rows not traced go to `rows` as rows with their `error`: each bad row
+/// placed (the first [`kvlint_recordings::log::BAD_ROWS_KEPT`]), then one for the bad rows
+/// beyond those and one for the rows that are no prompts, with their counts.
+fn log_sessions(
+    name: &str,
+    bytes: &[u8],
+    rows: &mut Vec<(TraceRow, Option<String>)>,
+) -> Vec<SessionFile> {
+    let read = read_log_bytes(name, bytes, &RowFilter::default());
+    let summary = &read.summary;
+    for bad in &summary.bad {
+        let place = bad
+            .row
+            .map(|row| format!("row {row}: "))
+            .unwrap_or_default();
+        rows.push(error_row(name, 0, format!("{place}{}", bad.reason)));
+    }
+    let placed: u64 = summary.bad.iter().map(|bad| bad.rows.max(1)).sum();
+    let unplaced = (summary.rows_bad + summary.unreadable).saturating_sub(placed);
+    if unplaced > 0 {
+        rows.push(error_row(name, 0, format!("{unplaced} more bad rows")));
+    }
+    if summary.rows_not_prompts > 0 {
+        rows.push(error_row(
+            name,
+            0,
+            format!(
+                "requests that take no prompt (embeddings, token counts): {} row{}",
+                summary.rows_not_prompts,
+                if summary.rows_not_prompts == 1 {
+                    ""
+                } else {
+                    "s"
+                }
+            ),
+        ));
+    }
+    read.sessions
 }
 
 fn columns<'py>(

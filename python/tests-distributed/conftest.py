@@ -1,5 +1,5 @@
-"""The generated log (make_log.py), files no run can trace, and the `kvlint` command the
-distributed runs are held to."""
+"""The generated log (make_log.py), as session files and as a request log in Parquet, files no
+run can trace, and the `kvlint` command the distributed runs are held to."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from make_log import write_log
+from make_log import write_log, write_parquet_log
 
 
 @pytest.fixture(scope="session")
@@ -53,16 +53,38 @@ def kvlint(*args: str | os.PathLike[str]) -> str:
     return done.stdout
 
 
-@pytest.fixture(scope="session")
-def expected(log: Path) -> dict[str, Any]:
-    """What `kvlint workload` says of the log, on one machine: its JSON report, and its hashed
-    traces (each format at 16-token blocks and at the format's own)."""
-    report = json.loads(kvlint("workload", log, "--format", "json", "--no-trace-cache"))
+def kvlint_figures(*source: str | os.PathLike[str]) -> dict[str, Any]:
+    """What `kvlint workload SOURCE` says, on one machine: its JSON report (without the
+    request logs' summary, which only `--log` has), and its hashed traces (each format at
+    16-token blocks and at the format's own)."""
+    report = json.loads(kvlint("workload", *source, "--format", "json", "--no-trace-cache"))
+    report.pop("log", None)
     traces = {}
     for format in ("mooncake", "mooncake-agentic", "bailian", "weka", "lmcache"):
         for block in (16, None):
             extra = ["--block-size", str(block)] if block else []
             traces[(format, block)] = kvlint(
-                "workload", log, "--export-trace", format, *extra, "--no-trace-cache"
+                "workload", *source, "--export-trace", format, *extra, "--no-trace-cache"
             )
     return {"report": report, "traces": traces}
+
+
+@pytest.fixture(scope="session")
+def expected(log: Path) -> dict[str, Any]:
+    """What `kvlint workload` says of the log."""
+    return kvlint_figures(log)
+
+
+@pytest.fixture(scope="session")
+def parquet_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same 48 sessions as a request log in Parquet: 208 rows in the order sent, 80 to a
+    file, 30 to a row group."""
+    root = tmp_path_factory.mktemp("request-log") / "log"
+    write_parquet_log(root, 48, 80, rows_per_group=30)
+    return root
+
+
+@pytest.fixture(scope="session")
+def expected_log(parquet_log: Path) -> dict[str, Any]:
+    """What `kvlint workload --log` says of the Parquet log."""
+    return kvlint_figures("--log", parquet_log)

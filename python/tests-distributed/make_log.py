@@ -12,6 +12,7 @@ compressed. The same seed gives the same files.
 from __future__ import annotations
 
 import gzip
+import heapq
 import json
 import random
 import sys
@@ -190,6 +191,72 @@ def write_har_log(root: Path, sessions: int, per_file: int, seed: int = 7) -> li
             path.write_text(json.dumps(har))
             files.append(path)
             entries = []
+    return files
+
+
+def _rows_in_time_order(sessions: int, seed: int) -> Iterator[tuple[float, int, dict[str, Any]]]:
+    """The requests of the same sessions as :func:`write_log`, each with its session's number,
+    in the order they were sent (sessions interleaved, as a request log holds them). Sessions
+    start in order, so a request sent before a session starts is final: only the sessions in
+    flight are held."""
+    pending: list[tuple[float, int, int, dict[str, Any]]] = []
+    for number, lines in _sessions(sessions, seed):
+        start = lines[0]["time"]
+        while pending and pending[0][0] < start:
+            time, session, _, line = heapq.heappop(pending)
+            yield time, session, line
+        for turn, line in enumerate(lines):
+            heapq.heappush(pending, (line["time"], number, turn, line))
+    while pending:
+        time, session, _, line = heapq.heappop(pending)
+        yield time, session, line
+
+
+def write_parquet_log(
+    root: Path, sessions: int, rows_per_file: int, seed: int = 7, rows_per_group: int = 20_000
+) -> list[Path]:
+    """Writes the same `sessions` as :func:`write_log` as a request log in Parquet, one row per
+    request in the order sent, `rows_per_file` to a file (zstd): `session_id` (text), `time` (a
+    UTC timestamp, microseconds), `request` and `response` (their JSON as text). Returns the
+    files written."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = pa.schema(
+        [
+            ("session_id", pa.string()),
+            ("time", pa.timestamp("us", tz="UTC")),
+            ("request", pa.string()),
+            ("response", pa.string()),
+        ]
+    )
+    root.mkdir(parents=True, exist_ok=True)
+    files: list[Path] = []
+    writer: Any = None
+    columns: dict[str, list[Any]] = {name: [] for name in schema.names}
+
+    def flush() -> None:
+        if columns["time"]:
+            writer.write_table(pa.Table.from_pydict(columns, schema=schema))
+            for values in columns.values():
+                values.clear()
+
+    for written, (time, session, line) in enumerate(_rows_in_time_order(sessions, seed)):
+        if written % rows_per_file == 0:
+            if writer is not None:
+                flush()
+                writer.close()
+            files.append(root / f"requests-{len(files):04}.parquet")
+            writer = pq.ParquetWriter(files[-1], schema, compression="zstd")
+        columns["session_id"].append(f"s{session}")
+        columns["time"].append(round(time * 1e6))
+        columns["request"].append(json.dumps(line["request"]))
+        columns["response"].append(json.dumps(line["response"]))
+        if len(columns["time"]) == rows_per_group:
+            flush()
+    if writer is not None:
+        flush()
+        writer.close()
     return files
 
 

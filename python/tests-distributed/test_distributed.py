@@ -2,7 +2,8 @@
 one process, a real local Ray cluster (two worker processes), PySpark ``local[2]``, and DuckDB
 over the Parquet files they write. Each run's figures must equal ``kvlint workload`` on the
 same files exactly: the report, the hashed traces byte for byte, and the sharing rate and
-block count that DuckDB's SQL computes on its own from the rows.
+block count that DuckDB's SQL computes on its own from the rows. The map step over a request
+log's rows is held to ``kvlint workload --log`` on the same log in the same way.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from kvlint_cache.workload import (
     arrow_schema,
     map_arrow,
     map_batch,
+    map_log_arrow,
+    map_log_batch,
 )
 
 FORMATS = ("mooncake", "mooncake-agentic", "bailian", "weka", "lmcache")
@@ -210,3 +213,70 @@ def test_pyspark_map_in_arrow_equals_kvlint_workload(
     if crash:
         assert Path(marker or "").exists(), "no task was killed"
     assert_parquet_rows_agree(out, expected)
+
+
+def test_log_rows_in_one_process_equal_kvlint_workload_log(
+    parquet_log: Path, expected_log: dict[str, Any]
+) -> None:
+    rows = pq.read_table(str(parquet_log)).to_pylist()
+    for row in rows:
+        row["url"] = None
+    # A body that is no request, in a session that has good ones (the third row of its key),
+    # and a request that takes no prompt.
+    key, sent = rows[0]["session_id"], rows[0]["time"]
+    third = [index for index, row in enumerate(rows) if row["session_id"] == key][2]
+    rows.insert(third, {"session_id": key, "time": sent, "request": "{not json", "url": None})
+    embedding = json.dumps({"model": "e", "input": "x"})
+    rows.append({"session_id": "e", "time": sent, "request": embedding, "url": "/v1/embeddings"})
+    # Two batches, each holding every row of its keys, their rows concatenated in reverse.
+    halves = [[row for row in rows if row["session_id"] in ("e", key)], []]
+    halves[1] = [row for row in rows if row not in halves[0]]
+    parts = [map_log_batch(pa.Table.from_pylist(half)) for half in reversed(halves)]
+    columns = {name: [value for part in parts for value in part[name]] for name in parts[0]}
+    workload = Workload.from_rows(columns)
+    assert sorted(workload.errors) == [
+        ("e", 0, "requests that take no prompt (embeddings, token counts): 1 row"),
+        (
+            key,
+            0,
+            "row 3: not a request kvlint reads: expected a request body object, found a string",
+        ),
+    ]
+    assert workload.rows == expected_log["report"]["requests"] + len(workload.errors)
+    assert_same_as_kvlint(workload, expected_log)
+
+
+def test_log_rows_of_a_key_apart_are_refused() -> None:
+    rows = [
+        {"session_id": key, "request": json.dumps({"model": "m", "messages": []})}
+        for key in ("a", "b", "a")
+    ]
+    with pytest.raises(ValueError, match="session_id 'a' are not together"):
+        list(map_log_arrow([pa.RecordBatch.from_pylist(rows)]))
+
+
+def test_pyspark_log_rows_grouped_by_key_equal_kvlint_workload_log(
+    spark: Any, parquet_log: Path, expected_log: dict[str, Any], tmp_path: Path
+) -> None:
+    """Spark shuffles the log's rows by `session_id`, sorts each partition by it and by time,
+    and maps them in Arrow batches of 7 rows: most sessions span batches."""
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "7")
+    try:
+        log = spark.read.parquet(str(parquet_log))
+        grouped = log.repartition(3, "session_id").sortWithinPartitions("session_id", "time")
+        out = tmp_path / "rows"
+        grouped.mapInArrow(map_log_arrow, SPARK_SCHEMA).write.parquet(str(out))
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    assert_parquet_rows_agree(out, expected_log)
+
+
+@pytest.mark.usefixtures("ray_cluster")
+def test_ray_data_log_rows_grouped_by_key_equal_kvlint_workload_log(
+    parquet_log: Path, expected_log: dict[str, Any], tmp_path: Path
+) -> None:
+    log = ray.data.read_parquet(str(parquet_log))
+    rows = log.groupby("session_id").map_groups(map_log_batch, batch_format="pyarrow")
+    out = tmp_path / "rows"
+    rows.write_parquet(str(out))
+    assert_parquet_rows_agree(out, expected_log)

@@ -176,18 +176,19 @@ pub fn workload_report(trace: &Trace) -> WorkloadReport {
         )
     };
     let mut think = Vec::new();
-    let mut reuse_by_turn: Vec<(f64, usize)> = Vec::new();
+    // Per turn, each request's share of its prompt sent before in its session.
+    let mut reuse_by_turn: Vec<Vec<f64>> = Vec::new();
     for session in &trace.sessions {
         let range = session.requests.start as usize..session.requests.end as usize;
         for (turn, index) in range.clone().enumerate() {
             let request = &requests[index];
             if reuse_by_turn.len() <= turn {
-                reuse_by_turn.push((0.0, 0));
+                reuse_by_turn.push(Vec::new());
             }
             if request.input_tokens > 0 {
-                reuse_by_turn[turn].0 +=
-                    f64::from(request.shared_with_previous) / f64::from(request.input_tokens);
-                reuse_by_turn[turn].1 += 1;
+                reuse_by_turn[turn].push(
+                    f64::from(request.shared_with_previous) / f64::from(request.input_tokens),
+                );
             }
             if turn > 0
                 && let (Some(before), Some(now)) = (requests[index - 1].time, request.time)
@@ -227,9 +228,18 @@ pub fn workload_report(trace: &Trace) -> WorkloadReport {
         think_time: (!think.is_empty()).then(|| Distribution::of(think)),
         burstiness: Distribution::variation(&gaps),
         arrival_gaps: (!gaps.is_empty()).then(|| Distribution::of(gaps)),
+        // Summed in order of size: the same mean whatever order the sessions are in (the
+        // rows of a distributed run, joined, order them by file, not by time).
         reuse_by_turn: reuse_by_turn
             .into_iter()
-            .map(|(sum, count)| if count == 0 { 0.0 } else { sum / count as f64 })
+            .map(|mut shares| {
+                shares.sort_by(f64::total_cmp);
+                if shares.is_empty() {
+                    0.0
+                } else {
+                    shares.iter().sum::<f64>() / shares.len() as f64
+                }
+            })
             .collect(),
     }
 }

@@ -5,7 +5,9 @@
 //! rows a [`RowFilter`] selects, groups the prompts into sessions with
 //! [`kvlint_protocol::grouping`] (the one grouping of recordings and of the proxy) and hands
 //! each session over as a [`SessionFile`], with a [`LogSummary`] whose counts add up:
-//! `rows_read = rows_used + rows_filtered + rows_not_prompts + rows_bad`.
+//! `rows_read = rows_used + rows_filtered + rows_not_prompts + rows_bad`. [`read_log_bytes`]
+//! reads rows held in memory the same way: a distributed job's map step over a log's rows,
+//! handed every row of the session keys it holds.
 //!
 //! # Files
 //!
@@ -80,7 +82,7 @@ pub use row::parse_time;
 
 use crate::{Interaction, Place};
 use row::LogRow;
-use source::{RowPlace, Yielded, read_file};
+use source::{RowPlace, Yielded, read_bytes, read_file};
 
 /// The largest row read: a body over it is a bad row. Anthropic's Messages API refuses
 /// requests over 32 MB, the largest bound of the APIs kvlint reads.
@@ -167,18 +169,41 @@ struct Taken {
 /// Reads the log `files`, takes the rows `filter` selects and groups the prompts into
 /// sessions. Never fails: what cannot be read is counted and listed in the summary.
 pub fn read_logs(files: &[impl AsRef<Path>], filter: &RowFilter) -> LogSessions {
-    let mut summary = LogSummary {
-        files: files.len(),
-        ..LogSummary::default()
-    };
     let names: Vec<String> = files
         .iter()
         .map(|file| file.as_ref().display().to_string())
         .collect();
+    take_rows(&names, filter, |file, visit| {
+        read_file(files[file].as_ref(), MAX_ROW_BYTES, visit);
+    })
+}
+
+/// Reads a log held in memory, named `name`: JSON Lines rows (plain, gzip or zstd
+/// compressed), as [`read_logs`] reads a file of them. This is the map step of a distributed
+/// job over log rows: handed every row of the session keys it holds (all the rows of each
+/// `session_id`, say), it groups them into the sessions `read_logs` finds for those keys in
+/// the whole log.
+pub fn read_log_bytes(name: &str, bytes: &[u8], filter: &RowFilter) -> LogSessions {
+    take_rows(&[name.to_owned()], filter, |_, visit| {
+        read_bytes(bytes, MAX_ROW_BYTES, visit);
+    })
+}
+
+/// Reads each of the files `names` with `read` (a file's index, and where its rows go),
+/// takes the rows `filter` selects and groups the prompts into sessions.
+fn take_rows(
+    names: &[String],
+    filter: &RowFilter,
+    mut read: impl FnMut(usize, &mut dyn FnMut(Yielded)),
+) -> LogSessions {
+    let mut summary = LogSummary {
+        files: names.len(),
+        ..LogSummary::default()
+    };
     let mut taken = Vec::new();
-    for (file, name) in files.iter().zip(&names) {
-        let file_index = taken_file_index(&names, name);
-        read_file(file.as_ref(), MAX_ROW_BYTES, &mut |yielded| match yielded {
+    for (index, name) in names.iter().enumerate() {
+        let file_index = taken_file_index(names, name);
+        read(index, &mut |yielded| match yielded {
             Yielded::Row(place, row) => {
                 summary.rows_read += 1;
                 match classify(*row, filter) {
@@ -217,7 +242,7 @@ pub fn read_logs(files: &[impl AsRef<Path>], filter: &RowFilter) -> LogSessions 
                 .then_with(|| left.place.row.cmp(&right.place.row))
         });
     }
-    let sessions = grouped(&taken, &names, &mut summary);
+    let sessions = grouped(&taken, names, &mut summary);
     summary.sessions = sessions.len();
     LogSessions { sessions, summary }
 }
@@ -382,6 +407,22 @@ mod tests {
             read.sessions[0].turn(0).ok().and_then(|turn| turn.time),
             Some(10.0)
         );
+        // The same rows handed over in memory, gzip compressed, read as the file was.
+        let mut gzip = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut gzip, lines.join("\n").as_bytes()).unwrap_or_default();
+        let name = log.display().to_string();
+        let in_memory = read_log_bytes(&name, &gzip.finish().unwrap_or_default(), &filter);
+        assert_eq!(in_memory.summary, read.summary);
+        assert_eq!(in_memory.sessions.len(), 1);
+        assert_eq!(in_memory.sessions[0].path, read.sessions[0].path);
+        assert_eq!(in_memory.sessions[0].text, read.sessions[0].text);
         std::fs::remove_dir_all(&folder).unwrap_or_default();
+    }
+
+    #[test]
+    fn a_parquet_file_in_memory_is_unreadable_and_says_why() {
+        let read = read_log_bytes("part.parquet", b"PAR1 and the rest", &RowFilter::default());
+        assert_eq!(read.summary.unreadable, 1);
+        assert!(read.summary.bad[0].reason.contains("JSON Lines"));
     }
 }

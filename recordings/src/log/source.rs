@@ -50,22 +50,44 @@ pub(super) fn read_file(path: &Path, max_row_bytes: usize, visit: &mut dyn FnMut
         Ok(read) => read,
         Err(error) => return visit(Yielded::Unreadable(None, error.to_string())),
     };
-    let magic = &magic[..read];
-    if magic == PARQUET {
+    if magic[..read] == PARQUET {
         return read_parquet(file, max_row_bytes, visit);
     }
-    let Ok(file) = File::open(path) else {
-        return visit(Yielded::Unreadable(None, "cannot be opened again".into()));
-    };
-    let stream: Box<dyn Read> = if magic.starts_with(&GZIP) {
-        Box::new(flate2::read::MultiGzDecoder::new(file))
+    match File::open(path) {
+        Ok(file) => read_json_lines(&magic[..read], file, max_row_bytes, visit),
+        Err(_) => visit(Yielded::Unreadable(None, "cannot be opened again".into())),
+    }
+}
+
+/// Reads a log's `bytes` (JSON Lines, plain or compressed), as [`read_file`] reads a file.
+pub(super) fn read_bytes(bytes: &[u8], max_row_bytes: usize, visit: &mut dyn FnMut(Yielded)) {
+    let magic = &bytes[..bytes.len().min(PARQUET.len())];
+    if magic == PARQUET {
+        return visit(Yielded::Unreadable(
+            None,
+            "Parquet is read from a file: hand its rows over as JSON Lines".into(),
+        ));
+    }
+    read_json_lines(magic, bytes, max_row_bytes, visit);
+}
+
+/// Reads JSON Lines from `source`, inflated when its first bytes (`magic`) are gzip's or
+/// zstd's.
+fn read_json_lines(
+    magic: &[u8],
+    source: impl Read,
+    max_row_bytes: usize,
+    visit: &mut dyn FnMut(Yielded),
+) {
+    let stream: Box<dyn Read + '_> = if magic.starts_with(&GZIP) {
+        Box::new(flate2::read::MultiGzDecoder::new(source))
     } else if magic == ZSTD {
-        match zstd::stream::read::Decoder::new(file) {
+        match zstd::stream::read::Decoder::new(source) {
             Ok(decoder) => Box::new(decoder),
             Err(error) => return visit(Yielded::Unreadable(None, format!("zstd: {error}"))),
         }
     } else {
-        Box::new(file)
+        Box::new(source)
     };
     read_lines(
         BufReader::with_capacity(1 << 16, stream),
