@@ -256,8 +256,10 @@ def map_log_batch(batch: Any, *, key: str = "session_id", **options: Any) -> dic
     --log`` groups them, traced under the file name the key is (rows without a key under
     :data:`NO_KEY`). Columns are read as ``kvlint workload --log`` reads a log's (``request``,
     ``time``, ``response``, ``headers``, ``url``, ``session_id``, Langfuse's); a row that is not
-    traced (bad, or a request that takes no prompt) is a row with its ``error``. ``options`` are
-    :func:`map_batch`'s but ``root``. Returns the rows as columns (:data:`COLUMNS`)."""
+    traced (bad, or a request that takes no prompt) is a row with its ``error``. A time without
+    a time zone is read as UTC (Spark hands pandas its timestamps in the session's time zone:
+    set ``spark.sql.session.timeZone`` to ``UTC``). ``options`` are :func:`map_batch`'s but
+    ``root``. Returns the rows as columns (:data:`COLUMNS`)."""
     groups: dict[Any, list[dict[str, Any]]] = {}
     for row in _rows(batch):
         groups.setdefault(row.get(key), []).append(row)

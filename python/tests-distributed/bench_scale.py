@@ -52,13 +52,13 @@ def peak_rss_kb() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
-def kvlint_one_thread(log: Path) -> tuple[float, int]:
-    """`kvlint workload` on one thread: its seconds and the requests it counted."""
+def kvlint_one_thread(*source: str | Path) -> tuple[float, int]:
+    """`kvlint workload SOURCE` on one thread: its seconds and the requests it counted."""
     command = Path(sys.executable).parent / "kvlint"
     env = dict(os.environ, RAYON_NUM_THREADS="1")
     started = time.perf_counter()
     done = subprocess.run(
-        [str(command), "workload", str(log), "--format", "json", "--no-trace-cache"],
+        [str(command), "workload", *map(str, source), "--format", "json", "--no-trace-cache"],
         capture_output=True,
         text=True,
         env=env,
