@@ -232,6 +232,8 @@ def test_log_rows_in_one_process_equal_kvlint_workload_log(
     halves = [[row for row in rows if row["session_id"] in ("e", key)], []]
     halves[1] = [row for row in rows if row not in halves[0]]
     parts = [map_log_batch(pa.Table.from_pylist(half)) for half in reversed(halves)]
+    # A pandas frame (Spark's applyInPandas hands one) gives the same rows as Arrow.
+    assert map_log_batch(pa.Table.from_pylist(halves[1]).to_pandas()) == parts[0]
     columns = {name: [value for part in parts for value in part[name]] for name in parts[0]}
     workload = Workload.from_rows(columns)
     assert sorted(workload.errors) == [
