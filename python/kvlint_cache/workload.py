@@ -259,7 +259,9 @@ def map_log_batch(batch: Any, *, key: str = "session_id", **options: Any) -> dic
     traced (bad, or a request that takes no prompt) is a row with its ``error``. A time without
     a time zone is read as UTC (Spark hands pandas its timestamps in the session's time zone:
     set ``spark.sql.session.timeZone`` to ``UTC``). ``options`` are :func:`map_batch`'s but
-    ``root``. Returns the rows as columns (:data:`COLUMNS`)."""
+    ``root``. Returns the rows as columns (:data:`COLUMNS`); Ray needs them typed
+    (``pa.Table.from_pydict(..., schema=arrow_schema())``), or a group whose ``finding`` is all
+    null makes a column of nulls it cannot join with the others'."""
     groups: dict[Any, list[dict[str, Any]]] = {}
     for row in _rows(batch):
         groups.setdefault(row.get(key), []).append(row)

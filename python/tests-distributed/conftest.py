@@ -78,9 +78,9 @@ def expected(log: Path) -> dict[str, Any]:
 @pytest.fixture(scope="session")
 def parquet_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The same 48 sessions as a request log in Parquet: 208 rows in the order sent, 80 to a
-    file, 30 to a row group."""
+    file, 30 to a row group; every fifth session without a `session_id` (grouped by content)."""
     root = tmp_path_factory.mktemp("request-log") / "log"
-    write_parquet_log(root, 48, 80, rows_per_group=30)
+    write_parquet_log(root, 48, 80, rows_per_group=30, unkeyed=5)
     return root
 
 

@@ -213,12 +213,17 @@ def _rows_in_time_order(sessions: int, seed: int) -> Iterator[tuple[float, int, 
 
 
 def write_parquet_log(
-    root: Path, sessions: int, rows_per_file: int, seed: int = 7, rows_per_group: int = 20_000
+    root: Path,
+    sessions: int,
+    rows_per_file: int,
+    seed: int = 7,
+    rows_per_group: int = 20_000,
+    unkeyed: int = 0,
 ) -> list[Path]:
     """Writes the same `sessions` as :func:`write_log` as a request log in Parquet, one row per
-    request in the order sent, `rows_per_file` to a file (zstd): `session_id` (text), `time` (a
-    UTC timestamp, microseconds), `request` and `response` (their JSON as text). Returns the
-    files written."""
+    request in the order sent, `rows_per_file` to a file (zstd): `session_id` (text; null for
+    every `unkeyed`-th session when `unkeyed` is not 0), `time` (a UTC timestamp, microseconds),
+    `request` and `response` (their JSON as text). Returns the files written."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -248,7 +253,8 @@ def write_parquet_log(
                 writer.close()
             files.append(root / f"requests-{len(files):04}.parquet")
             writer = pq.ParquetWriter(files[-1], schema, compression="zstd")
-        columns["session_id"].append(f"s{session}")
+        keyless = unkeyed and session % unkeyed == unkeyed - 1
+        columns["session_id"].append(None if keyless else f"s{session}")
         columns["time"].append(round(time * 1e6))
         columns["request"].append(json.dumps(line["request"]))
         columns["response"].append(json.dumps(line["response"]))
