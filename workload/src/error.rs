@@ -41,3 +41,15 @@ pub struct TraceFileError {
     pub path: PathBuf,
     pub reason: String,
 }
+
+/// A simulation over a trace read as it goes that cannot run: a setting it does not allow,
+/// or a line it cannot read.
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+pub enum StreamedRunError {
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Setting(#[from] SpecError),
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Trace(#[from] crate::hashed_trace::HashedTraceError),
+}

@@ -55,7 +55,7 @@ mod stats;
 pub mod store;
 mod trace;
 
-pub use error::{SpecError, TraceFileError};
+pub use error::{SpecError, StreamedRunError, TraceFileError};
 pub use report::{FindingCost, Reuse, WorkloadReport, arrival_order, workload_report};
 pub use simulate::{
     Agreement, AgreementSummary, Branch, CalibrateError, CalibratedRequest, Calibration,
@@ -65,7 +65,7 @@ pub use simulate::{
     AibrixConfig, Arrival, Belief, Bounds, CacheSize, DynamoConfig, DynamoCost, FleetOptions,
     LLAMACPP_TRACE_BLOCK, Latency, LlmdConfig, LlmdIndex, Policies, Policy, Ranked, Ranking,
     RayConfig, ReplicaLoad, Setup, SglangConfig, SglangIndex, SglangMiss, SimEngine,
-    SimulationResult, SmgConfig, SmgMiss, rank, simulate,
+    SimulationResult, SmgConfig, SmgMiss, rank, simulate, simulate_streamed,
 };
 pub use simulate::{Along, KNEE_GAIN, SweepGrid, SweepRow, sweep_grid};
 pub use stats::Distribution;

@@ -6,16 +6,17 @@
 
 use std::path::PathBuf;
 
+use kvlint_workload::hashed_trace::{HashedFormat, StreamedTrace};
 use kvlint_workload::html::simulation_html;
 use kvlint_workload::{
     Along, Arrival, CacheSize, FleetOptions, KNEE_GAIN, Policies, Policy, Ranking, Setup,
-    SimEngine, SimulationResult, SweepGrid, rank, simulate, sweep_grid,
+    SimEngine, SimulationResult, SweepGrid, rank, simulate, simulate_streamed, sweep_grid,
 };
 use miette::IntoDiagnostic;
 use rayon::prelude::*;
 
 use super::Outcome;
-use super::workload::{TraceArgs, deliver, log_to_stderr, traced};
+use super::workload::{TraceArgs, TraceFormat, Traced, deliver, log_to_stderr, traced};
 
 mod calibrate;
 
@@ -127,7 +128,8 @@ pub struct Args {
     pub replica_speed: Vec<f64>,
     /// Leave out the two bounds every run reports (the infinite shared cache and Belady's
     /// eviction): on a trace of millions of requests Belady's bound holds each run's blocks
-    /// once more in memory, 12 bytes each.
+    /// once more in memory, 12 bytes each, and a Mooncake trace in time order can then be read
+    /// as it goes rather than whole (docs/hashed-traces.md).
     #[arg(long)]
     pub no_bounds: bool,
     /// The seed of random routing and arrivals.
@@ -160,8 +162,14 @@ pub fn run(mut args: Args) -> miette::Result<Outcome> {
     }
     // The trace's blocks are the engine's.
     args.trace.block = Some(args.engine.block_size());
-    let traced = traced(&args.sessions, &args.dataset, &args.trace)?;
-    log_to_stderr(&traced);
+    let workload = match streamed(&args)? {
+        Some(streamed) => Workload::Streamed(streamed),
+        None => {
+            let traced = traced(&args.sessions, &args.dataset, &args.trace)?;
+            log_to_stderr(&traced);
+            Workload::Whole(Box::new(traced))
+        }
+    };
     if !args.signal_delay.is_finite() || args.signal_delay < 0.0 {
         miette::bail!("--signal-delay must be a number of milliseconds, 0 or more");
     }
@@ -222,9 +230,8 @@ pub fn run(mut args: Args) -> miette::Result<Outcome> {
     }
     let results: Vec<SimulationResult> = setups
         .par_iter()
-        .map(|setup| simulate(&traced.trace, setup))
-        .collect::<Result<_, _>>()
-        .map_err(miette::Report::new)?;
+        .map(|setup| workload.simulate(setup))
+        .collect::<miette::Result<_>>()?;
     let rankings = if args.compare {
         rank(&results)
     } else {
@@ -246,7 +253,8 @@ pub fn run(mut args: Args) -> miette::Result<Outcome> {
         }
         SimulateFormat::Human => {
             let mut text = decision_report(&rankings);
-            text.push_str(&human(&results, traced.trace.input_tokens()));
+            let prompt_tokens = results.first().map_or(0, |result| result.prompt_tokens);
+            text.push_str(&human(&results, prompt_tokens));
             text
         }
         SimulateFormat::Html => simulation_html("kvlint simulate", &results, &rankings),
@@ -255,6 +263,60 @@ pub fn run(mut args: Args) -> miette::Result<Outcome> {
         output: deliver(args.output.as_deref(), text)?,
         exit_code: 0,
     })
+}
+
+/// What a run simulates: a trace held whole, or a hashed trace read as it goes.
+enum Workload {
+    Whole(Box<Traced>),
+    Streamed(StreamedTrace),
+}
+
+impl Workload {
+    fn simulate(&self, setup: &Setup) -> miette::Result<SimulationResult> {
+        match self {
+            Self::Whole(traced) => simulate(&traced.trace, setup).map_err(miette::Report::new),
+            Self::Streamed(trace) => simulate_streamed(trace, setup).map_err(miette::Report::new),
+        }
+    }
+}
+
+/// The hashed trace to read as it goes rather than whole, so that a trace of millions of
+/// requests costs only the sessions in flight: the one input, a Mooncake file in time order
+/// (`StreamedTrace::open`) at the engine's block size, replayed at its recorded times without
+/// the bounds and the per-request figures, which need it whole.
+fn streamed(args: &Args) -> miette::Result<Option<StreamedTrace>> {
+    let [path] = args.trace.hashed_trace.as_slice() else {
+        return Ok(None);
+    };
+    let block = args.engine.block_size();
+    let mooncake = HashedFormat::Mooncake;
+    let whole_needed = !args.sessions.is_empty()
+        || !args.dataset.is_empty()
+        || !args.trace.logs.log.is_empty()
+        || path.is_dir()
+        || args.arrival != Arrival::Recorded
+        || !args.no_bounds
+        || args.per_request
+        || args
+            .trace
+            .hashed_block
+            .unwrap_or(mooncake.default_block_size())
+            != block;
+    if whole_needed {
+        return Ok(None);
+    }
+    let format = args.trace.hashed_format.map(TraceFormat::format);
+    let Some(trace) =
+        StreamedTrace::open(path, format, args.trace.hashed_block).map_err(miette::Report::new)?
+    else {
+        return Ok(None);
+    };
+    eprintln!(
+        "kvlint: {}: {} requests in time order, read as they go",
+        path.display(),
+        trace.requests
+    );
+    Ok((trace.block_size == block).then_some(trace))
 }
 
 /// The policies `--routing` simulates when it is not given and `--compare` is not asked.

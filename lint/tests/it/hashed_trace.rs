@@ -231,6 +231,56 @@ fn simulate_replays_a_hashed_trace() {
 }
 
 #[test]
+fn simulate_reads_a_trace_in_time_order_as_it_goes_with_the_same_figures() {
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "simulate",
+            "--hashed-trace",
+            MOONCAKE_SAMPLE,
+            "--engine",
+            "vllm:block=512",
+            "--cache",
+            "8,unbounded",
+            "--replicas",
+            "2",
+            "--routing",
+            "round-robin,session-hash,prefix-aware,sglang-cache-aware,llmd-prefix",
+            "--arrival",
+            "recorded",
+            "--prefill-tps",
+            "1000",
+            "--format",
+            "json",
+        ];
+        args.extend(extra);
+        let (code, stdout, stderr) = kvlint(&args);
+        assert_eq!(code, 0, "{stderr}");
+        let mut results: Vec<Value> = serde_json::from_str(&stdout).unwrap();
+        for result in &mut results {
+            result.as_object_mut().unwrap().remove("bounds");
+        }
+        (results, stderr)
+    };
+    let (streamed, said) = run(&["--no-bounds"]);
+    assert!(
+        said.contains(
+            "mooncake-conversation-head.jsonl: 6 requests in time order, read as they go"
+        ),
+        "{said}"
+    );
+    // With the bounds the trace is read whole: the same figures.
+    let (whole, said) = run(&[]);
+    assert!(!said.contains("read as they go"), "{said}");
+    assert_eq!(streamed, whole);
+    assert_eq!(streamed.len(), 10);
+    assert!(
+        streamed
+            .iter()
+            .any(|result| result["served_tokens"].as_u64() > Some(0))
+    );
+}
+
+#[test]
 fn a_malformed_line_is_an_input_error_naming_the_file_and_the_line() {
     let folder = scratch("bad");
     let trace = folder.join("bad.jsonl");
@@ -240,10 +290,21 @@ fn a_malformed_line_is_an_input_error_naming_the_file_and_the_line() {
          {\"timestamp\": 5, \"input_length\": 10, \"output_length\": 1, \"hash_ids\": [0, \"x\"]}\n",
     )
     .unwrap();
-    for command in ["workload", "simulate"] {
+    // `simulate` reads it whole, then as it goes (a trace in time order, at its recorded
+    // times, without the bounds).
+    for (command, streamed) in [("workload", false), ("simulate", false), ("simulate", true)] {
         let mut args = vec![command, "--hashed-trace", trace.to_str().unwrap()];
         if command == "simulate" {
             args.extend(["--cache", "10", "--prefill-tps", "1000"]);
+        }
+        if streamed {
+            args.extend([
+                "--engine",
+                "vllm:block=512",
+                "--arrival",
+                "recorded",
+                "--no-bounds",
+            ]);
         }
         let (code, _, stderr) = kvlint(&args);
         assert_eq!(code, 2, "{command}: {stderr}");

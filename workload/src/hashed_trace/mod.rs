@@ -25,11 +25,14 @@
 //!
 //! Reading back, a request's first `input_length / block_size` ids are its full blocks; its
 //! partial block's id, when the file gives one, is left out as the engine leaves it out. The
-//! ids are chained again (each block's hash covers the ids before it), so that a trace whose
-//! ids name a block's content alone (Bailian's per-block SipHash) is matched by prefix, as
-//! an engine matches it; kvlint's own ids, prefix ids already, keep their sharing exactly.
-//! Token-level sharing is not in any hashed trace: a request shares with its session's
-//! previous one its common leading blocks.
+//! ids are chained again (each block's hash covers the ids before it: `chain_id`), so that a
+//! trace whose ids name a block's content alone (Bailian's per-block SipHash) is matched by
+//! prefix, as an engine matches it; kvlint's own ids, prefix ids already, keep their sharing
+//! exactly. Token-level sharing is not in any hashed trace: a request shares with its
+//! session's previous one its common leading blocks.
+//!
+//! A Mooncake trace in time order can also be read as it goes, for a simulation of millions
+//! of requests ([`StreamedTrace`]).
 //!
 //! # The formats
 //!
@@ -98,7 +101,10 @@
 mod bailian;
 mod lmcache;
 mod mooncake;
+mod stream;
 mod weka;
+
+pub use stream::{StreamedRequest, StreamedTrace};
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -106,7 +112,7 @@ use std::io::Write;
 use serde_json::{Map, Value};
 
 use crate::report::arrival_order;
-use crate::trace::{Trace, TraceRequest, TraceSession, chain_hash};
+use crate::trace::{Trace, TraceRequest, TraceSession};
 
 /// The hashed-trace forms kvlint writes and reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -183,6 +189,9 @@ pub enum HashedTraceError {
         )
     )]
     BlockSize { trace: u32, requested: u32 },
+    #[error("reading {path}: {reason}")]
+    #[diagnostic(code(kvlint::workload::hashed_trace))]
+    Read { path: String, reason: String },
     #[error("writing the trace: {0}")]
     #[diagnostic(code(kvlint::workload::hashed_trace))]
     Io(#[from] std::io::Error),
@@ -445,21 +454,10 @@ fn trace_of(
     requests: Vec<ReadRequest>,
     block_size: u32,
 ) -> Result<Trace, HashedTraceError> {
-    let size = block_size as usize;
     let mut order: HashMap<String, usize> = HashMap::new();
     let mut grouped: Vec<(String, Vec<ReadRequest>)> = Vec::new();
     for request in requests {
-        if request.hash_ids.len() > (request.input_length as usize).div_ceil(size) {
-            return Err(HashedTraceError::Line {
-                path: path.to_owned(),
-                line: request.line,
-                reason: format!(
-                    "{} hash ids for {} tokens: more than blocks of {block_size} tokens hold (is the block size the trace's?)",
-                    request.hash_ids.len(),
-                    request.input_length
-                ),
-            });
-        }
+        check_ids(path, &request, block_size)?;
         let position = *order.entry(request.session.clone()).or_insert_with(|| {
             grouped.push((request.session.clone(), Vec::new()));
             grouped.len() - 1
@@ -477,40 +475,10 @@ fn trace_of(
     for (identity, requests) in grouped {
         let session = trace.sessions.len() as u32;
         let first = trace.requests.len() as u32;
-        // The session's previous request: its length, ids and their chained hashes.
-        let mut previous: (u32, Vec<u64>, Vec<u64>) = Default::default();
-        for request in requests {
-            let full = request
-                .hash_ids
-                .len()
-                .min(request.input_length as usize / size);
-            let ids = &request.hash_ids[..full];
-            let (previous_input, previous_ids, mut hashes) = std::mem::take(&mut previous);
-            let kept = kvlint_protocol::common_slice_prefix_len(&previous_ids, ids);
-            hashes.truncate(kept);
-            let mut last = hashes.last().copied().unwrap_or(request.seed);
-            let new_start = trace.blocks.len() as u32;
-            for id in &ids[kept..] {
-                last = chain_hash(last, &[*id as u32, (*id >> 32) as u32]);
-                hashes.push(last);
-                trace.blocks.push(last);
-            }
-            let end = trace.blocks.len() as u32;
-            let shared = (kept * size) as u32;
-            trace.requests.push(TraceRequest {
-                session,
-                time: request.time,
-                input_tokens: request.input_length,
-                output_tokens: request.output_length,
-                shared_with_previous: shared,
-                shared_with_previous_sequence: shared,
-                previous_input_tokens: previous_input,
-                kept_blocks: kept as u32,
-                new_blocks: new_start..end,
-                generated_blocks: end..end,
-                finding: None,
-            });
-            previous = (request.input_length, ids.to_vec(), hashes);
+        let mut chain = Chain::default();
+        for request in &requests {
+            let entry = chain.next(request, block_size, session, &mut trace.blocks);
+            trace.requests.push(entry);
         }
         trace.sessions.push(TraceSession {
             identity,
@@ -518,6 +486,92 @@ fn trace_of(
         });
     }
     Ok(trace)
+}
+
+/// The hash of the prefix that ends with the block `id` after the prefix hashed `previous`.
+/// The ids are the trace's own, so a 64-bit mix is enough (SplitMix64's finalizer, Steele,
+/// Lea and Flood, "Fast splittable pseudorandom number generators", 2014): a bijection of
+/// the previous hash turned and the id multiplied by an odd constant, so that two prefixes
+/// collide only as two random 64-bit values do, at a fraction of a cryptographic hash's cost
+/// (a trace of ten million requests chains a quarter of a billion ids on every run).
+fn chain_id(previous: u64, id: u64) -> u64 {
+    let mut mixed = previous.rotate_left(29) ^ id.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    mixed = (mixed ^ (mixed >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    mixed = (mixed ^ (mixed >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    mixed ^ (mixed >> 31)
+}
+
+/// Refuses a request with more ids than blocks of `block_size` tokens its prompt holds.
+fn check_ids(path: &str, request: &ReadRequest, block_size: u32) -> Result<(), HashedTraceError> {
+    if request.hash_ids.len() <= (request.input_length as usize).div_ceil(block_size as usize) {
+        return Ok(());
+    }
+    Err(HashedTraceError::Line {
+        path: path.to_owned(),
+        line: request.line,
+        reason: format!(
+            "{} hash ids for {} tokens: more than blocks of {block_size} tokens hold (is the block size the trace's?)",
+            request.hash_ids.len(),
+            request.input_length
+        ),
+    })
+}
+
+/// A session's previous request as its next one is chained after it: its length, its full
+/// blocks' ids and their chained hashes.
+#[derive(Default)]
+struct Chain {
+    input_length: u32,
+    ids: Vec<u64>,
+    hashes: Vec<u64>,
+}
+
+impl Chain {
+    /// The trace entry of `request` (whose ids [`check_ids`] passed), the next of the session
+    /// numbered `session`, on blocks of `block_size` tokens: the blocks it keeps from the
+    /// previous request, and its new ones' hashes pushed to `blocks` (where its entry's
+    /// `new_blocks` point).
+    fn next(
+        &mut self,
+        request: &ReadRequest,
+        block_size: u32,
+        session: u32,
+        blocks: &mut Vec<u64>,
+    ) -> TraceRequest {
+        let size = block_size as usize;
+        let full = request
+            .hash_ids
+            .len()
+            .min(request.input_length as usize / size);
+        let ids = &request.hash_ids[..full];
+        let kept = kvlint_protocol::common_slice_prefix_len(&self.ids, ids);
+        self.hashes.truncate(kept);
+        let mut last = self.hashes.last().copied().unwrap_or(request.seed);
+        let new_start = blocks.len() as u32;
+        for id in &ids[kept..] {
+            last = chain_id(last, *id);
+            self.hashes.push(last);
+            blocks.push(last);
+        }
+        let end = blocks.len() as u32;
+        let shared = (kept * size) as u32;
+        let previous_input_tokens = std::mem::replace(&mut self.input_length, request.input_length);
+        self.ids.clear();
+        self.ids.extend_from_slice(ids);
+        TraceRequest {
+            session,
+            time: request.time,
+            input_tokens: request.input_length,
+            output_tokens: request.output_length,
+            shared_with_previous: shared,
+            shared_with_previous_sequence: shared,
+            previous_input_tokens,
+            kept_blocks: kept as u32,
+            new_blocks: new_start..end,
+            generated_blocks: end..end,
+            finding: None,
+        }
+    }
 }
 
 /// A line's JSON object, with the file and line its errors name.

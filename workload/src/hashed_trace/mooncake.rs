@@ -69,29 +69,110 @@ pub(super) fn read(path: &str, text: &str) -> Result<Vec<ReadRequest>, HashedTra
     let mut last_time: HashMap<String, f64> = HashMap::new();
     numbered_lines(text)
         .map(|(line, content)| {
-            let record = Record::parse(path, line, content)?;
-            let session = record
-                .identifier("session_id")
-                .unwrap_or_else(|| format!("{path}:{line}"));
-            let time = match (record.number("timestamp")?, record.number("delay")?) {
-                (Some(timestamp), _) => Some(timestamp / 1000.0),
-                (None, Some(delay)) => last_time.get(&session).map(|last| last + delay / 1000.0),
-                (None, None) => None,
-            };
+            let fields = Line::parse(path, line, content)?;
+            let session = fields.session(path, line);
+            let time = fields.time(last_time.get(&session).copied());
             if let Some(time) = time {
                 last_time.insert(session.clone(), time);
             }
-            Ok(ReadRequest {
-                time,
-                input_length: record.tokens("input_length")?,
-                output_length: record
-                    .number("output_length")?
-                    .map_or(Ok(0), |_| record.tokens("output_length"))?,
-                hash_ids: record.hash_ids("hash_ids")?,
-                line,
-                session,
-                seed: 0,
-            })
+            Ok(fields.request(session, time, line))
         })
         .collect()
+}
+
+/// One Mooncake line's fields.
+pub(super) struct Line {
+    pub session_id: Option<String>,
+    timestamp: Option<f64>,
+    delay: Option<f64>,
+    input_length: u32,
+    output_length: u32,
+    hash_ids: Vec<u64>,
+}
+
+/// A line as it mostly is, read without building its JSON first.
+#[derive(serde::Deserialize)]
+struct Typed {
+    session_id: Option<Identifier>,
+    timestamp: Option<f64>,
+    delay: Option<f64>,
+    input_length: u32,
+    output_length: Option<u32>,
+    hash_ids: Option<Vec<u64>>,
+}
+
+/// A `session_id`: text, a number, or anything else (no session).
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum Identifier {
+    Text(String),
+    Number(serde_json::Number),
+    Other(serde::de::IgnoredAny),
+}
+
+impl Line {
+    /// The line `content`, line `line` of the file `path`.
+    pub(super) fn parse(path: &str, line: usize, content: &str) -> Result<Self, HashedTraceError> {
+        let typed = serde_json::from_str::<Typed>(content).ok().filter(|typed| {
+            [typed.timestamp, typed.delay]
+                .into_iter()
+                .flatten()
+                .all(|number| number.is_finite() && number >= 0.0)
+        });
+        if let Some(typed) = typed {
+            return Ok(Self {
+                session_id: match typed.session_id {
+                    Some(Identifier::Text(text)) => Some(text),
+                    Some(Identifier::Number(number)) => Some(number.to_string()),
+                    Some(Identifier::Other(_)) | None => None,
+                },
+                timestamp: typed.timestamp,
+                delay: typed.delay,
+                input_length: typed.input_length,
+                output_length: typed.output_length.unwrap_or(0),
+                hash_ids: typed.hash_ids.unwrap_or_default(),
+            });
+        }
+        // Read again as JSON, for the error that names what is wrong.
+        let record = Record::parse(path, line, content)?;
+        Ok(Self {
+            session_id: record.identifier("session_id"),
+            timestamp: record.number("timestamp")?,
+            delay: record.number("delay")?,
+            input_length: record.tokens("input_length")?,
+            output_length: record
+                .number("output_length")?
+                .map_or(Ok(0), |_| record.tokens("output_length"))?,
+            hash_ids: record.hash_ids("hash_ids")?,
+        })
+    }
+
+    /// Its session: its `session_id`, else the line itself.
+    pub(super) fn session(&self, path: &str, line: usize) -> String {
+        self.session_id
+            .clone()
+            .unwrap_or_else(|| format!("{path}:{line}"))
+    }
+
+    /// When it was sent, in seconds: its `timestamp`, else its `delay` after its session's
+    /// previous request, sent at `session_last`.
+    pub(super) fn time(&self, session_last: Option<f64>) -> Option<f64> {
+        match (self.timestamp, self.delay) {
+            (Some(timestamp), _) => Some(timestamp / 1000.0),
+            (None, Some(delay)) => session_last.map(|last| last + delay / 1000.0),
+            (None, None) => None,
+        }
+    }
+
+    pub(super) fn request(self, session: String, time: Option<f64>, line: usize) -> ReadRequest {
+        ReadRequest {
+            time,
+            input_length: self.input_length,
+            output_length: self.output_length,
+            hash_ids: self.hash_ids,
+            line,
+            session,
+            seed: 0,
+        }
+    }
 }

@@ -12,10 +12,11 @@ use rand_distr::{Distribution as _, Gamma};
 use super::routers::{self, Choice, ReplicaSignals, Route, View};
 use super::{Arrival, Belief, Latency, Policy, ReplicaLoad, Setup, SimulationResult};
 use crate::cache::{BlockPool, Prompt, ReplicaCache};
-use crate::error::SpecError;
+use crate::error::{SpecError, StreamedRunError};
+use crate::hashed_trace::StreamedTrace;
 use crate::report::arrival_order;
 use crate::stats::Distribution;
-use crate::trace::{Trace, TraceRequest};
+use crate::trace::{Trace, TraceRequest, range};
 
 /// An event of the simulation: a request of a session arrives.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -40,18 +41,36 @@ impl Ord for Event {
     }
 }
 
-/// Leading tokens the sequence of `earlier` (its prompt and generated tokens) shares with the
-/// prompt of `later`, both of the session whose first request is `session_start`: along the
-/// session, the least of what each request shares with the one before (exact unless two of
-/// them diverge at the same token).
-fn lineage(trace: &Trace, session_start: usize, earlier: usize, later: usize) -> Option<u32> {
-    if earlier < session_start || earlier >= later {
-        return None;
+/// One request of a session as the fleet met it: what [`lineage`] follows.
+#[derive(Clone, Copy, Debug)]
+struct Step {
+    request: usize,
+    shared_with_previous: u32,
+    shared_with_previous_sequence: u32,
+}
+
+impl Step {
+    fn of(index: usize, request: &TraceRequest) -> Self {
+        Self {
+            request: index,
+            shared_with_previous: request.shared_with_previous,
+            shared_with_previous_sequence: request.shared_with_previous_sequence,
+        }
     }
-    let requests = &trace.requests;
-    let mut shared = requests[earlier + 1].shared_with_previous_sequence;
-    for request in &requests[earlier + 2..=later] {
-        shared = shared.min(request.shared_with_previous);
+}
+
+/// Leading tokens the sequence of `earlier` (its prompt and generated tokens) shares with the
+/// prompt of `later`, the steps of one session in order, `later` the last: along the session,
+/// the least of what each request shares with the one before (exact unless two of them
+/// diverge at the same token). `None` for a request not before `later` in the session.
+fn lineage(steps: &[Step], earlier: usize) -> Option<u32> {
+    let position = steps
+        .binary_search_by_key(&earlier, |step| step.request)
+        .ok()?;
+    let mut after = steps.get(position + 1..)?.iter();
+    let mut shared = after.next()?.shared_with_previous_sequence;
+    for step in after {
+        shared = shared.min(step.shared_with_previous);
     }
     Some(shared)
 }
@@ -64,7 +83,40 @@ fn ends_session(trace: &Trace, index: usize) -> bool {
 
 /// Runs one point of the simulation over `trace` (whose block size must be the engine's).
 pub fn simulate(trace: &Trace, setup: &Setup) -> Result<SimulationResult, SpecError> {
-    Ok(run(trace, setup, None)?.result())
+    Ok(run(trace, setup, None)?.result(Some(trace)))
+}
+
+/// Runs one point of the simulation over `trace`, read as it goes: its requests at their
+/// recorded times, with the figures [`simulate`] gives on the same trace held whole, but the
+/// bounds and the per-request figures, which need the whole trace.
+pub fn simulate_streamed(
+    trace: &StreamedTrace,
+    setup: &Setup,
+) -> Result<SimulationResult, StreamedRunError> {
+    let refused = |reason: &str| Err(SpecError::new(&setup.policy.to_string(), reason).into());
+    if trace.block_size != setup.engine.block_size() {
+        return refused("the trace's blocks are not the engine's");
+    }
+    if setup.arrival != Arrival::Recorded {
+        return refused("a trace read as it goes is replayed at its recorded times");
+    }
+    if setup.fleet.bounds || setup.per_request {
+        return refused("the bounds and the per-request figures need the trace held whole");
+    }
+    let mut fleet = Fleet::new(trace.requests, setup, None);
+    let mut rng = SmallRng::seed_from_u64(setup.seed);
+    trace.replay(|streamed| {
+        let arriving = Arriving {
+            index: streamed.line,
+            request: streamed.request,
+            identity: streamed.identity,
+            new_blocks: streamed.new_blocks,
+            generated_blocks: &[],
+            last: streamed.last,
+        };
+        fleet.serve(streamed.time, arriving, &mut rng);
+    })?;
+    Ok(fleet.result(None))
 }
 
 /// Recorded decisions replayed ([`super::calibrate`]): the replica each request was sent to
@@ -123,11 +175,11 @@ fn run<'a>(
             ),
         ));
     }
-    let mut fleet = Fleet::new(trace, setup, recorded);
+    let mut fleet = Fleet::new(trace.requests.len(), setup, recorded);
     let mut rng = SmallRng::seed_from_u64(setup.seed);
     let mut arrivals = Arrivals::start(trace, setup, &mut rng)?;
     while let Some(Reverse(event)) = arrivals.queue.pop() {
-        let finished = fleet.serve(event, &mut rng);
+        let finished = fleet.serve(event.time, Arriving::of(trace, event.request), &mut rng);
         arrivals.follow(trace, setup, event.request, finished);
     }
     Ok(fleet)
@@ -244,48 +296,114 @@ struct InFlight {
     arrived: f64,
 }
 
+/// A request an engine served that the routers have not heard of yet.
+struct Unpublished {
+    time: f64,
+    replica: usize,
+    request: TraceRequest,
+    /// Its session's steps, its own the last.
+    steps: Vec<Step>,
+    blocks: Vec<u64>,
+    generated_blocks: Vec<u64>,
+}
+
 /// The engines' caches as routers that follow KV events read them when signals arrive late:
 /// a copy of each engine's cache, fed each request the engine served (the blocks it stored,
 /// and so evicted) only once the delay has passed since.
 struct Published {
     caches: Vec<ReplicaCache>,
-    /// Requests served and not published yet: when, where, which, and its prompt's blocks.
-    pending: VecDeque<(f64, usize, usize, Vec<u64>)>,
+    /// Requests served and not published yet, in the order served.
+    pending: VecDeque<Unpublished>,
 }
 
 impl Published {
     /// Publishes what the engines served until `as_of`.
-    fn catch_up(&mut self, trace: &Trace, as_of: f64) {
+    fn catch_up(&mut self, as_of: f64) {
         while self
             .pending
             .front()
-            .is_some_and(|(time, ..)| *time <= as_of)
+            .is_some_and(|served| served.time <= as_of)
         {
-            let Some((_, replica, index, blocks)) = self.pending.pop_front() else {
+            let Some(served) = self.pending.pop_front() else {
                 break;
             };
-            let request = &trace.requests[index];
-            let session_start = trace.sessions[request.session as usize].requests.start as usize;
-            let lineage = |earlier: usize| lineage(trace, session_start, earlier, index);
-            self.caches[replica].serve(&Prompt {
-                lineage: &lineage,
-                request: index,
-                session: request.session,
-                previous: (!trace.is_first(index)).then(|| index - 1),
-                blocks: &blocks,
-                generated_blocks: trace.generated_blocks(index),
-                tokens: request.input_tokens,
-                output_tokens: request.output_tokens,
-                shared_with_previous_sequence: request.shared_with_previous_sequence,
-            });
+            let lineage = |earlier: usize| lineage(&served.steps, earlier);
+            self.caches[served.replica].serve(&prompt_of(
+                &served.steps,
+                &served.request,
+                &served.blocks,
+                &served.generated_blocks,
+                &lineage,
+            ));
         }
     }
+}
+
+/// The request whose step ends `steps` as a cache sees it.
+fn prompt_of<'a>(
+    steps: &[Step],
+    request: &TraceRequest,
+    blocks: &'a [u64],
+    generated_blocks: &'a [u64],
+    lineage: &'a dyn Fn(usize) -> Option<u32>,
+) -> Prompt<'a> {
+    let mut earlier = steps.iter().rev().map(|step| step.request);
+    Prompt {
+        lineage,
+        request: earlier.next().unwrap_or_default(),
+        session: request.session,
+        previous: earlier.next(),
+        blocks,
+        generated_blocks,
+        tokens: request.input_tokens,
+        output_tokens: request.output_tokens,
+        shared_with_previous_sequence: request.shared_with_previous_sequence,
+    }
+}
+
+/// A request as it reaches the fleet, from a trace held whole or read as it goes.
+pub(crate) struct Arriving<'a> {
+    /// Its number: its index in the trace, or its place in a trace read as it goes.
+    pub index: usize,
+    pub request: &'a TraceRequest,
+    /// Who its session is (what `session-hash` routing hashes).
+    pub identity: &'a str,
+    /// Its prompt's blocks after the `kept_blocks` of the session's previous request.
+    pub new_blocks: &'a [u64],
+    pub generated_blocks: &'a [u64],
+    /// Whether it is its session's last: the fleet forgets the session after it.
+    pub last: bool,
+}
+
+impl<'a> Arriving<'a> {
+    /// The request `index` of `trace`.
+    fn of(trace: &'a Trace, index: usize) -> Self {
+        let request = &trace.requests[index];
+        Self {
+            index,
+            request,
+            identity: &trace.sessions[request.session as usize].identity,
+            new_blocks: &trace.blocks[range(&request.new_blocks)],
+            generated_blocks: trace.generated_blocks(index),
+            last: ends_session(trace, index),
+        }
+    }
+}
+
+/// What the fleet keeps of a session between its requests.
+#[derive(Default)]
+struct SessionState {
+    /// Its last request's prompt blocks.
+    blocks: Vec<u64>,
+    /// Its requests so far.
+    steps: Vec<Step>,
+    /// Where its last request went.
+    replica: Option<usize>,
 }
 
 /// The replicas as requests reach them: their caches and queues, what each session last used,
 /// and the figures summed so far.
 struct Fleet<'a> {
-    trace: &'a Trace,
     setup: &'a Setup,
     replica_count: usize,
     /// `ideal`: one cache all replicas share.
@@ -304,8 +422,8 @@ struct Fleet<'a> {
     in_flight: Option<Vec<Vec<InFlight>>>,
     belief: Option<Belief>,
     loads: Vec<ReplicaLoad>,
-    session_blocks: HashMap<u32, Vec<u64>>,
-    session_replica: HashMap<u32, usize>,
+    /// The sessions in flight.
+    sessions: HashMap<u32, SessionState>,
     ttfts: Vec<f64>,
     served_per_request: Option<Vec<u32>>,
     /// Recorded decisions to follow or compare with, and per request what the router chose.
@@ -319,7 +437,8 @@ struct Fleet<'a> {
 }
 
 impl<'a> Fleet<'a> {
-    fn new(trace: &'a Trace, setup: &'a Setup, recorded: Option<Recorded<'a>>) -> Self {
+    /// A fleet for `requests` requests (a hint when the trace is read as it goes).
+    fn new(requests: usize, setup: &'a Setup, recorded: Option<Recorded<'a>>) -> Self {
         let block = setup.engine.block_size();
         let replica_count = setup.replicas.max(1);
         let shared = setup.policy == Policy::Ideal;
@@ -336,7 +455,6 @@ impl<'a> Fleet<'a> {
                 .collect()
         };
         Self {
-            trace,
             setup,
             replica_count,
             shared,
@@ -353,17 +471,13 @@ impl<'a> Fleet<'a> {
             belief: None,
             routers,
             routed: 0,
-            order: setup
-                .fleet
-                .bounds
-                .then(|| Vec::with_capacity(trace.requests.len())),
+            order: setup.fleet.bounds.then(|| Vec::with_capacity(requests)),
             loads: vec![ReplicaLoad::default(); replica_count],
-            session_blocks: HashMap::new(),
-            session_replica: HashMap::new(),
-            ttfts: Vec::with_capacity(trace.requests.len()),
-            served_per_request: setup.per_request.then(|| vec![0u32; trace.requests.len()]),
+            sessions: HashMap::new(),
+            ttfts: Vec::with_capacity(requests),
+            served_per_request: setup.per_request.then(|| vec![0u32; requests]),
             replayed: if recorded.is_some() {
-                vec![None; trace.requests.len()]
+                vec![None; requests]
             } else {
                 Vec::new()
             },
@@ -376,36 +490,36 @@ impl<'a> Fleet<'a> {
         }
     }
 
-    /// Routes the request `event` brings, serves it from the chosen replica's cache and
-    /// queues its prefill there; returns when its answer is finished.
-    fn serve(&mut self, event: Event, rng: &mut SmallRng) -> f64 {
-        let trace = self.trace;
-        let now = event.time;
-        let index = event.request;
-        let request = &trace.requests[index];
+    /// Routes `arriving` at `now`, serves it from the chosen replica's cache and queues its
+    /// prefill there; returns when its answer is finished.
+    fn serve(&mut self, now: f64, arriving: Arriving<'_>, rng: &mut SmallRng) -> f64 {
+        let Arriving {
+            index,
+            request,
+            identity,
+            new_blocks,
+            generated_blocks,
+            last,
+        } = arriving;
         let signals = self.signals(now);
         if let Some(published) = self.published.as_mut() {
-            published.catch_up(trace, now - self.setup.fleet.signal_delay);
+            published.catch_up(now - self.setup.fleet.signal_delay);
         }
-        let blocks = self.session_blocks.entry(request.session).or_default();
-        trace.next_prompt_blocks(index, blocks);
-        let first = trace.is_first(index);
-        let session_start = trace.sessions[request.session as usize].requests.start as usize;
-        let lineage = |earlier: usize| lineage(trace, session_start, earlier, index);
-        let prompt = Prompt {
-            lineage: &lineage,
-            request: index,
-            session: request.session,
-            previous: (!first).then(|| index - 1),
-            blocks,
-            generated_blocks: trace.generated_blocks(index),
-            tokens: request.input_tokens,
-            output_tokens: request.output_tokens,
-            shared_with_previous_sequence: request.shared_with_previous_sequence,
-        };
+        let mut session = self.sessions.remove(&request.session).unwrap_or_default();
+        session.blocks.truncate(request.kept_blocks as usize);
+        session.blocks.extend_from_slice(new_blocks);
+        session.steps.push(Step::of(index, request));
+        let lineage = |earlier: usize| lineage(&session.steps, earlier);
+        let prompt = prompt_of(
+            &session.steps,
+            request,
+            &session.blocks,
+            generated_blocks,
+            &lineage,
+        );
         let view = View {
             prompt: &prompt,
-            session: &trace.sessions[request.session as usize].identity,
+            session: identity,
             caches: match (&self.published, self.shared) {
                 (_, true) => &[],
                 (Some(published), false) => &published.caches,
@@ -431,8 +545,7 @@ impl<'a> Fleet<'a> {
         let replica = forced.unwrap_or(decision.replica);
         let cache_index = if self.shared { 0 } else { replica };
         // What the session's previous replica would have served.
-        let previous_replica = self.session_replica.insert(request.session, replica);
-        let elsewhere = match previous_replica {
+        let elsewhere = match session.replica {
             Some(before) if before != replica && !self.shared => {
                 self.changes += 1;
                 Some(self.caches[before].peek(&prompt))
@@ -441,9 +554,14 @@ impl<'a> Fleet<'a> {
         };
         let served = self.caches[cache_index].serve(&prompt);
         if let Some(published) = self.published.as_mut() {
-            published
-                .pending
-                .push_back((now, replica, index, prompt.blocks.to_vec()));
+            published.pending.push_back(Unpublished {
+                time: now,
+                replica,
+                request: request.clone(),
+                steps: session.steps.clone(),
+                blocks: session.blocks.clone(),
+                generated_blocks: generated_blocks.to_vec(),
+            });
         }
         if let Some(order) = self.order.as_mut() {
             order.push(index as u32);
@@ -472,9 +590,9 @@ impl<'a> Fleet<'a> {
         }
         let computed = request.input_tokens.saturating_sub(served.cached);
         let finished = self.prefill(replica, now, request, computed);
-        if ends_session(trace, index) {
-            self.session_blocks.remove(&request.session);
-            self.session_replica.remove(&request.session);
+        if !last {
+            session.replica = Some(replica);
+            self.sessions.insert(request.session, session);
         }
         finished
     }
@@ -558,10 +676,9 @@ impl<'a> Fleet<'a> {
             .collect()
     }
 
-    /// The run's figures.
-    fn result(self) -> SimulationResult {
+    /// The run's figures; the bounds need the `trace` served, held whole.
+    fn result(self, trace: Option<&Trace>) -> SimulationResult {
         let Self {
-            trace,
             setup,
             replica_count,
             loads,
@@ -576,7 +693,7 @@ impl<'a> Fleet<'a> {
             order,
             ..
         } = self;
-        let prompt_tokens = trace.input_tokens();
+        let prompt_tokens: u64 = loads.iter().map(|load| load.prompt_tokens).sum();
         let computed_tokens = prompt_tokens - served_total;
         let mean_computed = loads
             .iter()
@@ -594,7 +711,7 @@ impl<'a> Fleet<'a> {
             engine: setup.engine.to_string(),
             replicas: replica_count,
             arrival: setup.arrival.to_string(),
-            requests: trace.requests.len() as u64,
+            requests: loads.iter().map(|load| load.requests).sum(),
             prompt_tokens,
             served_tokens: served_total,
             computed_tokens,
@@ -624,7 +741,7 @@ impl<'a> Fleet<'a> {
             routers: setup.fleet.routers.max(1),
             signal_delay: setup.fleet.signal_delay,
             replica_speed: setup.fleet.replica_speed.clone(),
-            bounds: order.map(|order| {
+            bounds: order.zip(trace).map(|(order, trace)| {
                 super::bounds::bounds(trace, setup.engine, replica_count, setup.cache, &order)
             }),
         }
