@@ -1,7 +1,8 @@
 //! The scale benchmark of `kvlint simulate` on a hashed trace read as it goes
 //! ([`StreamedTrace`]): a generated Mooncake trace of `KVLINT_SCALE_REQUESTS` requests (by
 //! default 400,000; the design target is 10,000,000, run by hand), simulated at each policy ×
-//! capacity point on one thread.
+//! capacity point: the fleet on one thread, the file read and parsed on another, a few
+//! batches ahead (`StreamedTrace::replay`).
 //!
 //! The trace is shaped like Mooncake's published one: 512-token blocks, 200 system prompts
 //! of 8 blocks, conversations arriving about once a second whose turns, 10 to 110 seconds
@@ -9,9 +10,10 @@
 //! half the conversations carry a `session_id` (each a session in flight until its last
 //! line), the other half are lines of their own, as in the published file.
 //!
-//! - **Time.** Each point is measured against a baseline replay of the same file on the same
-//!   thread, run before each point: the trace read as it goes, each prompt's blocks looked up
-//!   in one hash set and added to it (an unbounded cache that never evicts). The median of the
+//! - **Time.** Each point is measured against a baseline replay of the same file on equal
+//!   terms, run before each point: the trace read as it goes (on its reading thread too), each
+//!   prompt's blocks looked up in one hash set and added to it (an unbounded cache that never
+//!   evicts). The median of the
 //!   replays is the yardstick; every point's ratio to it is gated (the slowest's), so the
 //!   target holds on a slower or busier machine. The seconds a point took are reported beside
 //!   it against the design target, two minutes a point at 10 million requests (reported, not

@@ -46,9 +46,16 @@ pub struct TraceFileError {
 /// or a line it cannot read.
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
 pub enum StreamedRunError {
-    #[error(transparent)]
-    #[diagnostic(transparent)]
-    Setting(#[from] SpecError),
+    /// A setting that needs the trace held whole, or another block size than the trace's.
+    #[error("{setting}: {reason}")]
+    #[diagnostic(
+        code(kvlint::simulate::streamed),
+        help("read the trace whole (`read_hashed`) for this setting")
+    )]
+    Setting {
+        setting: String,
+        reason: &'static str,
+    },
     #[error(transparent)]
     #[diagnostic(transparent)]
     Trace(#[from] crate::hashed_trace::HashedTraceError),

@@ -48,6 +48,7 @@ mod error;
 pub mod export;
 pub mod hashed_trace;
 pub mod html;
+mod recency;
 mod report;
 pub mod rows;
 mod simulate;

@@ -235,3 +235,56 @@ fn a_bad_line_is_named_as_the_trace_read_whole_names_it() {
         "{error}"
     );
 }
+
+/// What needs the trace held whole, or another block size, is refused by name.
+#[test]
+fn a_run_that_needs_the_whole_trace_is_refused_by_its_setting() {
+    let path = write_trace("refused.jsonl", &mooncake_lines(5));
+    let streamed = StreamedTrace::open(&path, None, Some(BLOCK))
+        .unwrap()
+        .unwrap();
+    let fine = setup(
+        SimEngine::Vllm { block: BLOCK },
+        CacheSize::Unbounded,
+        Policy::RoundRobin,
+        FleetOptions::default(),
+    );
+    assert!(simulate_streamed(&streamed, &fine).is_ok());
+    let refusal = |setup: Setup| {
+        simulate_streamed(&streamed, &setup)
+            .unwrap_err()
+            .to_string()
+    };
+    assert_eq!(
+        refusal(Setup {
+            engine: SimEngine::Vllm { block: 32 },
+            ..fine.clone()
+        }),
+        "an engine block of 32 tokens: the trace's blocks are another size"
+    );
+    assert_eq!(
+        refusal(Setup {
+            arrival: Arrival::Closed { concurrency: 4 },
+            ..fine.clone()
+        }),
+        "arrival closed:4: a trace read as it goes is replayed at its recorded times"
+    );
+    for setup in [
+        Setup {
+            per_request: true,
+            ..fine.clone()
+        },
+        Setup {
+            fleet: FleetOptions {
+                bounds: true,
+                ..FleetOptions::default()
+            },
+            ..fine.clone()
+        },
+    ] {
+        assert_eq!(
+            refusal(setup),
+            "the bounds or the per-request figures: they need the trace held whole"
+        );
+    }
+}

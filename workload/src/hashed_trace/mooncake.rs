@@ -66,15 +66,12 @@ pub(super) fn write_line(fields: &[(&str, Value)], out: &mut impl Write) -> std:
 /// Reads Mooncake lines: a line with a `session_id` joins that session (its `delay` counts
 /// from the session's previous request), any other is a session of its own, as AIPerf reads it.
 pub(super) fn read(path: &str, text: &str) -> Result<Vec<ReadRequest>, HashedTraceError> {
-    let mut last_time: HashMap<String, f64> = HashMap::new();
+    let mut last_time: HashMap<String, Option<f64>> = HashMap::new();
     numbered_lines(text)
         .map(|(line, content)| {
             let fields = Line::parse(path, line, content)?;
             let session = fields.session(path, line);
-            let time = fields.time(last_time.get(&session).copied());
-            if let Some(time) = time {
-                last_time.insert(session.clone(), time);
-            }
+            let time = fields.time(last_time.entry(session.clone()).or_default());
             Ok(fields.request(session, time, line))
         })
         .collect()
@@ -155,13 +152,15 @@ impl Line {
     }
 
     /// When it was sent, in seconds: its `timestamp`, else its `delay` after its session's
-    /// previous request, sent at `session_last`.
-    pub(super) fn time(&self, session_last: Option<f64>) -> Option<f64> {
-        match (self.timestamp, self.delay) {
+    /// previous request, sent at `session_last`; noted there as the session's last time.
+    pub(super) fn time(&self, session_last: &mut Option<f64>) -> Option<f64> {
+        let time = match (self.timestamp, self.delay) {
             (Some(timestamp), _) => Some(timestamp / 1000.0),
             (None, Some(delay)) => session_last.map(|last| last + delay / 1000.0),
             (None, None) => None,
-        }
+        };
+        *session_last = time.or(*session_last);
+        time
     }
 
     pub(super) fn request(self, session: String, time: Option<f64>, line: usize) -> ReadRequest {

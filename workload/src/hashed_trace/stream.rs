@@ -17,6 +17,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::SyncSender;
 
 use super::mooncake::Line;
 use super::{Chain, HashedFormat, HashedTraceError, check_ids, detect};
@@ -60,13 +61,23 @@ struct Flight {
     last_time: Option<f64>,
 }
 
-/// Requests read at one time, waiting to be handed over in their sessions' order.
+/// Requests read, handed over from the reading thread to the run's in batches, each time's
+/// in their sessions' order.
 #[derive(Default)]
-struct SameTime {
-    time: f64,
-    entries: Vec<(usize, TraceRequest, String, bool)>,
+struct Batch {
+    /// (time, line, request, identity, last), in the order a run serves them.
+    entries: Vec<(f64, usize, TraceRequest, String, bool)>,
+    /// The requests' new blocks (`TraceRequest::new_blocks` are ranges in it).
     blocks: Vec<u64>,
+    /// Where the requests of the last time read begin.
+    same_time: usize,
 }
+
+/// Requests a batch holds before it is handed over (more when many share a time).
+const BATCH_REQUESTS: usize = 1024;
+
+/// Batches read ahead of the run at most.
+const BATCHES_AHEAD: usize = 4;
 
 impl StreamedTrace {
     /// Looks the trace at `path` over; `None` when it is not one to read as it goes (another
@@ -107,13 +118,11 @@ impl StreamedTrace {
                     let (last_line, last_time) =
                         sessions.entry(session.clone()).or_insert((line, None));
                     *last_line = line;
-                    let time = fields.time(*last_time);
-                    *last_time = time.or(*last_time);
-                    time
+                    fields.time(last_time)
                 }
                 None => {
                     set_bit(&mut last_of_session, line);
-                    fields.time(None)
+                    fields.time(&mut None)
                 }
             };
             // The ids are checked here, so that a run meets no bad line; a line that is not
@@ -157,14 +166,30 @@ impl StreamedTrace {
     }
 
     /// Reads the trace again, handing `visit` each request in the order a run serves it.
+    /// The file is read and its lines parsed on a thread of their own, a few batches ahead
+    /// of `visit`.
     pub fn replay(
         &self,
         mut visit: impl FnMut(StreamedRequest<'_>),
     ) -> Result<(), HashedTraceError> {
+        let (sender, batches) = std::sync::mpsc::sync_channel(BATCHES_AHEAD);
+        std::thread::scope(|scope| {
+            scope.spawn(move || self.read_batches(&sender));
+            for batch in batches {
+                batch?.hand_over(&mut visit);
+            }
+            Ok(())
+        })
+    }
+
+    /// Reads the trace into batches sent to `sender`; a line that cannot be read ends it,
+    /// sent as the last.
+    fn read_batches(&self, sender: &SyncSender<Result<Batch, HashedTraceError>>) {
         let mut flights: HashMap<String, Flight> = HashMap::new();
         let mut sessions = 0u32;
-        let mut same_time = SameTime::default();
-        for_each_line(&self.path, &self.name, |line, content| {
+        let mut batch = Batch::default();
+        let mut time = f64::NAN;
+        let read = for_each_line(&self.path, &self.name, |line, content| {
             let fields = Line::parse(&self.name, line, content)?;
             let identity = fields.session(&self.name, line);
             let last = bit(&self.last_of_session, line);
@@ -176,41 +201,52 @@ impl StreamedTrace {
                     last_time: None,
                 }
             });
-            let time = fields.time(flight.last_time);
-            flight.last_time = time.or(flight.last_time);
-            let now = time.unwrap_or(self.origin) - self.origin;
-            if now != same_time.time {
-                same_time.hand_over(&mut visit);
-                same_time.time = now;
+            let sent = fields.time(&mut flight.last_time);
+            let now = sent.unwrap_or(self.origin) - self.origin;
+            if now != time {
+                batch.close_time();
+                time = now;
+                if batch.entries.len() >= BATCH_REQUESTS
+                    && sender.send(Ok(std::mem::take(&mut batch))).is_err()
+                {
+                    return Ok(false);
+                }
             }
-            let request = fields.request(String::new(), time, line);
-            let entry = flight.chain.next(
-                &request,
-                self.block_size,
-                flight.number,
-                &mut same_time.blocks,
-            );
-            same_time
+            let request = fields.request(String::new(), sent, line);
+            let entry =
+                flight
+                    .chain
+                    .next(&request, self.block_size, flight.number, &mut batch.blocks);
+            batch
                 .entries
-                .push((line, entry, identity.clone(), last));
+                .push((now, line, entry, identity.clone(), last));
             if !last {
                 flights.insert(identity, flight);
             }
             Ok(true)
-        })?;
-        same_time.hand_over(&mut visit);
-        Ok(())
+        });
+        let last = read.map(|()| {
+            batch.close_time();
+            batch
+        });
+        // Only a run that ended has stopped listening: nothing to tell it then.
+        let _ = sender.send(last);
     }
 }
 
-impl SameTime {
-    /// Hands the requests held over to `visit`, by session in order of first appearance (as
+impl Batch {
+    /// Orders the requests of the last time read by session in order of first appearance (as
     /// the whole trace orders requests sent at the same time), each session's in file order.
-    fn hand_over(&mut self, visit: &mut impl FnMut(StreamedRequest<'_>)) {
-        self.entries.sort_by_key(|(_, request, ..)| request.session);
-        for (line, request, identity, last) in &self.entries {
+    fn close_time(&mut self) {
+        self.entries[self.same_time..].sort_by_key(|(_, _, request, ..)| request.session);
+        self.same_time = self.entries.len();
+    }
+
+    /// Hands the requests over to `visit`.
+    fn hand_over(&self, visit: &mut impl FnMut(StreamedRequest<'_>)) {
+        for (time, line, request, identity, last) in &self.entries {
             visit(StreamedRequest {
-                time: self.time,
+                time: *time,
                 line: *line,
                 request,
                 identity,
@@ -218,8 +254,6 @@ impl SameTime {
                 last: *last,
             });
         }
-        self.entries.clear();
-        self.blocks.clear();
     }
 }
 

@@ -93,15 +93,24 @@ pub fn simulate_streamed(
     trace: &StreamedTrace,
     setup: &Setup,
 ) -> Result<SimulationResult, StreamedRunError> {
-    let refused = |reason: &str| Err(SpecError::new(&setup.policy.to_string(), reason).into());
+    let refused = |setting: String, reason| Err(StreamedRunError::Setting { setting, reason });
     if trace.block_size != setup.engine.block_size() {
-        return refused("the trace's blocks are not the engine's");
+        return refused(
+            format!("an engine block of {} tokens", setup.engine.block_size()),
+            "the trace's blocks are another size",
+        );
     }
     if setup.arrival != Arrival::Recorded {
-        return refused("a trace read as it goes is replayed at its recorded times");
+        return refused(
+            format!("arrival {}", setup.arrival),
+            "a trace read as it goes is replayed at its recorded times",
+        );
     }
     if setup.fleet.bounds || setup.per_request {
-        return refused("the bounds and the per-request figures need the trace held whole");
+        return refused(
+            "the bounds or the per-request figures".to_owned(),
+            "they need the trace held whole",
+        );
     }
     let mut fleet = Fleet::new(trace.requests, setup, None);
     let mut rng = SmallRng::seed_from_u64(setup.seed);

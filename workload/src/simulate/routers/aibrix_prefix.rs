@@ -42,9 +42,10 @@ use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use rustc_hash::FxHashMap;
 
-use super::index::{RecencyList, units};
+use super::index::units;
 use super::{Branch, CHARS_PER_TOKEN, Choice, Decision, Route, View, number, random_lowest, ties};
 use crate::error::SpecError;
+use crate::recency::RecencyList;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AibrixConfig {
@@ -123,8 +124,34 @@ impl fmt::Display for AibrixConfig {
     }
 }
 
+/// The pods a hash was added for: the first 64 one bit each, inline (no allocation a hash),
+/// the rest listed.
+#[derive(Default)]
+struct Pods {
+    first: u64,
+    more: Vec<usize>,
+}
+
+impl Pods {
+    fn contains(&self, pod: usize) -> bool {
+        if pod < 64 {
+            self.first & (1 << pod) != 0
+        } else {
+            self.more.contains(&pod)
+        }
+    }
+
+    fn insert(&mut self, pod: usize) {
+        if pod < 64 {
+            self.first |= 1 << pod;
+        } else if !self.more.contains(&pod) {
+            self.more.push(pod);
+        }
+    }
+}
+
 struct Entry {
-    pods: Vec<usize>,
+    pods: Pods,
     last_use: f64,
     /// Its slot in the LRU.
     slot: u32,
@@ -134,7 +161,7 @@ pub struct PrefixCache {
     config: AibrixConfig,
     entries: FxHashMap<u64, Entry>,
     /// Hashes by (use sequence, hash).
-    lru: RecencyList,
+    lru: RecencyList<(u64, u64)>,
     sequence: u64,
 }
 
@@ -169,19 +196,17 @@ impl PrefixCache {
         let entry = match self.entries.entry(hash) {
             MapEntry::Occupied(occupied) => {
                 let entry = occupied.into_mut();
-                self.lru.touch(entry.slot, self.sequence);
+                self.lru.touch(entry.slot, (self.sequence, hash));
                 entry
             }
             MapEntry::Vacant(vacant) => vacant.insert(Entry {
-                pods: Vec::new(),
+                pods: Pods::default(),
                 last_use: now,
                 slot: self.lru.push((self.sequence, hash)),
             }),
         };
         entry.last_use = now;
-        if !entry.pods.contains(&pod) {
-            entry.pods.push(pod);
-        }
+        entry.pods.insert(pod);
     }
 
     /// `seqSearchPrefix`: per pod, the leading hashes it holds, counted only while it
@@ -194,7 +219,7 @@ impl PrefixCache {
             let Some(entry) = self.entries.get(hash) else {
                 break;
             };
-            candidates.retain(|pod| entry.pods.contains(pod));
+            candidates.retain(|pod| entry.pods.contains(*pod));
             if candidates.is_empty() {
                 break;
             }
@@ -475,5 +500,16 @@ mod tests {
             &mut rng,
         );
         assert_eq!(decision.predicted, Some(0));
+    }
+
+    #[test]
+    fn a_hash_s_pods_past_64_are_held_too() {
+        let mut pods = Pods::default();
+        for pod in [70, 3, 63, 64, 3] {
+            pods.insert(pod);
+        }
+        assert_eq!(pods.more, [70, 64]);
+        assert!([3, 63, 64, 70].iter().all(|pod| pods.contains(*pod)));
+        assert!(![0, 62, 65, 128].iter().any(|pod| pods.contains(*pod)));
     }
 }

@@ -5,6 +5,8 @@ use std::collections::hash_map::Entry;
 
 use rustc_hash::FxHashMap;
 
+use crate::recency::RecencyList;
+
 /// The prompt in units of `unit_tokens` tokens, on a trace of `block_size`-token blocks:
 /// units rounded to whole blocks of the trace (at least one), each named by the chained hash
 /// of its last block (which covers everything before it); a partial unit at the end is left
@@ -30,107 +32,11 @@ pub enum Recency {
     TailNewest,
 }
 
-/// No node: the end of a [`RecencyList`].
-const NONE: u32 = u32::MAX;
-
-struct Node {
-    /// (last use, unit).
-    entry: (u64, u64),
-    older: u32,
-    newer: u32,
-}
-
-/// Entries `(last use, unit)` from the least recently used to the most, used with a clock
-/// that only grows, so the order is that of a `BTreeSet<(u64, u64)>`: a doubly linked list
-/// in a vector, a touch and a drop in constant time without allocating (a B-tree's log and
-/// node allocations dominated the simulation of the routers' indexes). Each entry has a slot
-/// its owner keeps (in a map from unit to slot).
-#[derive(Default)]
-pub struct RecencyList {
-    nodes: Vec<Node>,
-    free: Vec<u32>,
-    oldest: Option<u32>,
-    newest: Option<u32>,
-}
-
-impl RecencyList {
-    /// Adds `entry` as the most recently used; returns its slot.
-    pub fn push(&mut self, entry: (u64, u64)) -> u32 {
-        let node = Node {
-            entry,
-            older: self.newest.unwrap_or(NONE),
-            newer: NONE,
-        };
-        let slot = match self.free.pop() {
-            Some(slot) => {
-                self.nodes[slot as usize] = node;
-                slot
-            }
-            None => {
-                self.nodes.push(node);
-                (self.nodes.len() - 1) as u32
-            }
-        };
-        self.link_newest(slot);
-        slot
-    }
-
-    fn link_newest(&mut self, slot: u32) {
-        match self.newest {
-            Some(newest) => self.nodes[newest as usize].newer = slot,
-            None => self.oldest = Some(slot),
-        }
-        self.newest = Some(slot);
-    }
-
-    fn unlink(&mut self, slot: u32) {
-        let Node { older, newer, .. } = self.nodes[slot as usize];
-        match older {
-            NONE => self.oldest = (newer != NONE).then_some(newer),
-            older => self.nodes[older as usize].newer = newer,
-        }
-        match newer {
-            NONE => self.newest = (older != NONE).then_some(older),
-            newer => self.nodes[newer as usize].older = older,
-        }
-    }
-
-    /// Makes the entry in `slot` the most recently used, at `clock`.
-    pub fn touch(&mut self, slot: u32, clock: u64) {
-        self.nodes[slot as usize].entry.0 = clock;
-        if self.newest == Some(slot) {
-            return;
-        }
-        self.unlink(slot);
-        let node = &mut self.nodes[slot as usize];
-        node.older = self.newest.unwrap_or(NONE);
-        node.newer = NONE;
-        self.link_newest(slot);
-    }
-
-    /// Drops the entry in `slot`; returns it.
-    pub fn remove(&mut self, slot: u32) -> (u64, u64) {
-        self.unlink(slot);
-        self.free.push(slot);
-        self.nodes[slot as usize].entry
-    }
-
-    /// The least recently used entry.
-    pub fn first(&self) -> Option<&(u64, u64)> {
-        self.oldest.map(|slot| &self.nodes[slot as usize].entry)
-    }
-
-    /// Drops the least recently used entry; returns it.
-    pub fn pop_first(&mut self) -> Option<(u64, u64)> {
-        self.oldest.map(|slot| self.remove(slot))
-    }
-}
-
 #[derive(Default)]
 struct ReplicaIndex {
     /// Each unit's slot in `lru`.
     slots: FxHashMap<u64, u32>,
-    lru: RecencyList,
+    lru: RecencyList<(u64, u64)>,
 }
 
 /// What a router believes each replica holds.
@@ -158,6 +64,13 @@ impl PrefixIndex {
             .count()
     }
 
+    /// Leading `units` each replica is believed to hold.
+    pub fn matched_all(&self, units: &[u64]) -> Vec<usize> {
+        (0..self.replicas.len())
+            .map(|replica| self.matched(replica, units))
+            .collect()
+    }
+
     pub fn contains(&self, replica: usize, unit: u64) -> bool {
         self.replicas[replica].slots.contains_key(&unit)
     }
@@ -176,27 +89,19 @@ impl PrefixIndex {
         recency: Recency,
         capacity: Option<usize>,
     ) {
-        let touch = |unit: u64, clock: u64, index: &mut ReplicaIndex| match index.slots.entry(unit)
-        {
-            Entry::Occupied(slot) => index.lru.touch(*slot.get(), clock),
-            Entry::Vacant(vacant) => {
-                vacant.insert(index.lru.push((clock, unit)));
+        let index = &mut self.replicas[replica];
+        let mut touch = |unit: u64| {
+            self.clock += 1;
+            match index.slots.entry(unit) {
+                Entry::Occupied(slot) => index.lru.touch(*slot.get(), (self.clock, unit)),
+                Entry::Vacant(vacant) => {
+                    vacant.insert(index.lru.push((self.clock, unit)));
+                }
             }
         };
-        let index = &mut self.replicas[replica];
         match recency {
-            Recency::TailNewest => {
-                for unit in units {
-                    self.clock += 1;
-                    touch(*unit, self.clock, index);
-                }
-            }
-            Recency::HeadNewest => {
-                for unit in units.iter().rev() {
-                    self.clock += 1;
-                    touch(*unit, self.clock, index);
-                }
-            }
+            Recency::TailNewest => units.iter().for_each(|unit| touch(*unit)),
+            Recency::HeadNewest => units.iter().rev().for_each(|unit| touch(*unit)),
         }
         if let Some(capacity) = capacity {
             self.evict_to(replica, capacity);
@@ -250,57 +155,6 @@ mod tests {
         assert_eq!(units(&[1, 2], 16, 4), (vec![1, 2], 16));
         // 16-token units on 16-token blocks: the blocks themselves.
         assert_eq!(units(&[1, 2], 16, 16), (vec![1, 2], 16));
-    }
-
-    #[test]
-    fn the_recency_list_keeps_the_order_of_a_btreeset_of_last_uses() {
-        use rand::{Rng, SeedableRng};
-        let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
-        let mut list = RecencyList::default();
-        let mut slots: FxHashMap<u64, u32> = FxHashMap::default();
-        let mut expected: std::collections::BTreeSet<(u64, u64)> = Default::default();
-        let mut last_use: FxHashMap<u64, u64> = FxHashMap::default();
-        for clock in 1..5_000u64 {
-            let unit = rng.random_range(0..64u64);
-            match rng.random_range(0..4) {
-                // Drop the oldest.
-                0 => {
-                    let popped = list.pop_first();
-                    assert_eq!(popped, expected.pop_first());
-                    if let Some((_, unit)) = popped {
-                        slots.remove(&unit);
-                        last_use.remove(&unit);
-                    }
-                }
-                // Drop a unit wherever it is.
-                1 => {
-                    if let Some(slot) = slots.remove(&unit) {
-                        let before = last_use.remove(&unit).unwrap();
-                        assert_eq!(list.remove(slot), (before, unit));
-                        expected.remove(&(before, unit));
-                    }
-                }
-                // Use a unit: touched, or added.
-                _ => {
-                    match slots.get(&unit) {
-                        Some(slot) => list.touch(*slot, clock),
-                        None => {
-                            slots.insert(unit, list.push((clock, unit)));
-                        }
-                    }
-                    if let Some(before) = last_use.insert(unit, clock) {
-                        expected.remove(&(before, unit));
-                    }
-                    expected.insert((clock, unit));
-                }
-            }
-            assert_eq!(list.first(), expected.first());
-        }
-        let mut drained = Vec::new();
-        while let Some(entry) = list.pop_first() {
-            drained.push(entry);
-        }
-        assert_eq!(drained, expected.into_iter().collect::<Vec<_>>());
     }
 
     #[test]

@@ -136,9 +136,7 @@ impl Route for PrefixAffinity {
         let running = |replica: usize| view.signals[replica].running;
         let most = (0..count).map(running).max().unwrap_or(0);
         let least = (0..count).map(running).min().unwrap_or(0);
-        let matched: Vec<usize> = (0..count)
-            .map(|replica| self.tree.matched(replica, &units))
-            .collect();
+        let matched = self.tree.matched_all(&units);
         let (replica, tied, branch) = if u64::from(most - least) > self.config.imbalance {
             (two_choices(view, rng), two_choices_ties(view), Branch::Gate)
         } else {

@@ -382,9 +382,7 @@ impl Route for CacheAware {
         let min = loads.iter().copied().min().unwrap_or(0);
         let imbalanced = u64::from(max - min) > self.config.abs
             && max as f32 > min as f32 * self.config.rel as f32;
-        let matched: Vec<usize> = (0..count)
-            .map(|replica| self.tree.matched(replica, &units))
-            .collect();
+        let matched = self.tree.matched_all(&units);
         let least_loaded = |loads: &[u32]| -> Vec<usize> {
             (0..count)
                 .filter(|replica| loads[*replica] == min)
@@ -432,7 +430,8 @@ impl Route for CacheAware {
         };
         let routed = forced.unwrap_or(replica);
         self.tree.insert(routed, &units, Recency::HeadNewest, None);
-        for unit in &units {
+        // A unit any replica holds has its creator: the units the replica matched keep theirs.
+        for unit in &units[matched[routed].min(units.len())..] {
             self.creators.entry(*unit).or_insert(routed);
         }
         let predicted = view.tokens_of(matched[replica], unit_tokens);

@@ -184,9 +184,7 @@ impl Route for SmgCacheAware {
             .map(|replica| f64::from(load(replica)))
             .sum::<f64>()
             / count as f64;
-        let matched: Vec<usize> = (0..count)
-            .map(|replica| self.tree.matched(replica, &units))
-            .collect();
+        let matched = self.tree.matched_all(&units);
         let longest = matched.iter().copied().max().unwrap_or(0);
         let rate = if view.prompt.tokens == 0 {
             0.0
