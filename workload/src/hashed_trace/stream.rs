@@ -225,12 +225,12 @@ impl StreamedTrace {
             }
             Ok(true)
         });
-        let last = read.map(|()| {
+        let end = read.map(|()| {
             batch.close_time();
             batch
         });
         // Only a run that ended has stopped listening: nothing to tell it then.
-        let _ = sender.send(last);
+        let _ = sender.send(end);
     }
 }
 

@@ -431,7 +431,7 @@ impl Route for CacheAware {
         let routed = forced.unwrap_or(replica);
         self.tree.insert(routed, &units, Recency::HeadNewest, None);
         // A unit any replica holds has its creator: the units the replica matched keep theirs.
-        for unit in &units[matched[routed].min(units.len())..] {
+        for unit in units.iter().skip(matched[routed]) {
             self.creators.entry(*unit).or_insert(routed);
         }
         let predicted = view.tokens_of(matched[replica], unit_tokens);
