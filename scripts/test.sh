@@ -97,7 +97,7 @@ phase_done bench-fleet
 # against a baseline replay of the same file (under 30x), and the generic policies' peak memory
 # against what their caches and sessions in flight need. Here at its default 400,000 requests;
 # the design target, 10,000,000 requests, is run by hand (README, "Performance").
-cargo bench -p kvlint-workload --bench hashed_scale --locked
+cargo bench -p kvlint-fleet --bench hashed_scale --locked
 phase_done bench-hashed-scale
 
 # The editors: `kvlint lsp` under pytest-lsp and headless Neovim, then the VS Code extension

@@ -10,11 +10,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use kvlint_core::session::SessionFile;
+use kvlint_fleet::Trace;
+use kvlint_fleet::hashed_trace::{HashedFormat, export_hashed};
 use kvlint_recordings::log::{RowFilter, read_log_bytes};
-use kvlint_workload::hashed_trace::{HashedFormat, export_hashed};
 use kvlint_workload::html::workload_html;
 use kvlint_workload::rows::{TraceRow, trace_of_rows, trace_rows as map_rows};
-use kvlint_workload::{Trace, workload_report};
+use kvlint_workload::workload_report;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};

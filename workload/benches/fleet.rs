@@ -32,10 +32,10 @@ use std::time::{Duration, Instant};
 
 use kvlint_core::render::Renderer;
 use kvlint_core::session::SessionFile;
-use kvlint_workload::{
-    Arrival, CacheSize, Policies, Policy, Setup, SimEngine, Trace, arrival_order, build_trace,
-    simulate, workload_report,
+use kvlint_fleet::{
+    Arrival, CacheSize, Policies, Policy, Setup, SimEngine, Trace, arrival_order, simulate,
 };
+use kvlint_workload::{build_trace, workload_report};
 use peak_alloc::PeakAlloc;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -282,7 +282,7 @@ fn main() {
             decode_tps: Some(50.0),
             seed: 1,
             per_request: false,
-            fleet: kvlint_workload::FleetOptions::default(),
+            fleet: kvlint_fleet::FleetOptions::default(),
         };
         let started = Instant::now();
         std::hint::black_box(replay_baseline(&trace));

@@ -15,8 +15,7 @@ use std::io::Write;
 use kvlint_core::tokenize::Tokenizer;
 use serde_json::{Value, json};
 
-use crate::report::arrival_order;
-use crate::trace::{Trace, TraceRequest, TraceSession, chain_hash};
+use kvlint_fleet::{Blocks, NewRequest, Trace, TraceBuilder, arrival_order};
 
 /// The formats [`export`] writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -335,70 +334,43 @@ pub fn dataset_trace(
     block_size: u32,
 ) -> Option<Trace> {
     let entries = dataset_entries(text)?;
-    let block_size = block_size.max(1);
-    let mut trace = Trace {
-        block_size,
-        renderer: tokenizer.name().to_owned(),
-        sessions: Vec::new(),
-        requests: Vec::new(),
-        blocks: Vec::new(),
-        rules: Vec::new(),
-    };
-    // Per session: its index, and its previous prompt's tokens and blocks.
-    let mut open: HashMap<String, (u32, Vec<u32>, Vec<u64>)> = HashMap::new();
-    let mut requests_of: Vec<Vec<TraceRequest>> = Vec::new();
+    let mut builder = TraceBuilder::new(block_size, tokenizer.name());
+    // Per session key: its number, and its previous prompt's tokens.
+    let mut open: HashMap<String, (u32, Vec<u32>)> = HashMap::new();
     for (position, entry) in entries.into_iter().enumerate() {
         let key = entry
             .session
             .clone()
             .unwrap_or_else(|| format!("#{position}"));
         let ids = tokenizer.encode_uncached(&entry.prompt).ids();
-        let (session, previous, previous_blocks) = open.remove(&key).unwrap_or_else(|| {
-            requests_of.push(Vec::new());
-            trace.sessions.push(TraceSession {
-                identity: match &entry.session {
-                    Some(session) => session.clone(),
-                    None => format!("{name}:{}", position + 1),
-                },
-                requests: 0..0,
-            });
-            ((requests_of.len() - 1) as u32, Vec::new(), Vec::new())
+        let (session, previous) = open.remove(&key).unwrap_or_else(|| {
+            let identity = match &entry.session {
+                Some(session) => session.clone(),
+                None => format!("{name}:{}", position + 1),
+            };
+            (builder.open(identity, 0), Vec::new())
         });
-        let shared = previous
-            .iter()
-            .zip(&ids)
-            .take_while(|(left, right)| left == right)
-            .count();
-        let size = block_size as usize;
-        let kept = (shared / size).min(previous_blocks.len());
-        let mut blocks = previous_blocks[..kept].to_vec();
-        let start = trace.blocks.len() as u32;
-        let mut last = blocks.last().copied().unwrap_or(0);
-        for block in ids[kept * size..].chunks_exact(size) {
-            last = chain_hash(last, block);
-            blocks.push(last);
-            trace.blocks.push(last);
-        }
-        let end = trace.blocks.len() as u32;
-        requests_of[session as usize].push(TraceRequest {
+        let shared = kvlint_protocol::common_slice_prefix_len(&previous, &ids);
+        let kept = builder.chain(session).map_or(0, |chain| {
+            chain.kept_by_tokens(shared, builder.block_size())
+        });
+        builder.push(
             session,
-            time: entry.time,
-            input_tokens: ids.len() as u32,
-            output_tokens: entry.output_tokens,
-            shared_with_previous: shared as u32,
-            shared_with_previous_sequence: shared as u32,
-            previous_input_tokens: previous.len() as u32,
-            kept_blocks: kept as u32,
-            new_blocks: start..end,
-            generated_blocks: end..end,
-            finding: None,
-        });
-        open.insert(key, (session, ids, blocks));
+            &NewRequest {
+                time: entry.time,
+                input_tokens: ids.len() as u32,
+                output_tokens: entry.output_tokens,
+                shared_with_previous: shared as u32,
+                shared_with_previous_sequence: shared as u32,
+                kept_blocks: kept,
+                blocks: Blocks::Tokens {
+                    prompt: &ids[kept * builder.block_size() as usize..],
+                    generated: &[],
+                },
+                finding: None,
+            },
+        );
+        open.insert(key, (session, ids));
     }
-    for (session, requests) in requests_of.into_iter().enumerate() {
-        let first = trace.requests.len() as u32;
-        trace.requests.extend(requests);
-        trace.sessions[session].requests = first..trace.requests.len() as u32;
-    }
-    Some(trace)
+    Some(builder.finish())
 }

@@ -10,8 +10,8 @@ mod simulation;
 use std::fmt::Write;
 
 use crate::report::WorkloadReport;
-use crate::simulate::SimulationResult;
-use crate::stats::Distribution;
+use kvlint_fleet::{Distribution, SimulationResult};
+
 use plot::{
     Axis, Lines, ROW_HEIGHT, Scale, Series, cdf_figure, colour, escape, grouped, lines_figure,
     page_start, percent, row_label_svg, rows_frame,

@@ -6,8 +6,7 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use crate::stats::Distribution;
-use crate::trace::Trace;
+use kvlint_fleet::{Distribution, Trace, arrival_order};
 
 /// Prompt tokens a workload lets an engine reuse.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -65,19 +64,6 @@ pub struct WorkloadReport {
     /// Per turn of a session (0 first), the share of its prompt the previous turn had made
     /// reusable, averaged over the sessions that have that turn.
     pub reuse_by_turn: Vec<f64>,
-}
-
-/// The order the requests were sent in: by time when every request has one, else session
-/// after session.
-pub fn arrival_order(trace: &Trace) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..trace.requests.len()).collect();
-    if trace.requests.iter().all(|request| request.time.is_some()) {
-        order.sort_by(|left, right| {
-            let time = |index: &usize| trace.requests[*index].time.unwrap_or(0.0);
-            time(left).total_cmp(&time(right))
-        });
-    }
-    order
 }
 
 /// Analyses a trace.
@@ -167,7 +153,7 @@ pub fn workload_report(trace: &Trace) -> WorkloadReport {
             .then(left.rule.cmp(&right.rule))
     });
     let requests = &trace.requests;
-    let lengths = |value: fn(&crate::trace::TraceRequest) -> u32| {
+    let lengths = |value: fn(&kvlint_fleet::TraceRequest) -> u32| {
         Distribution::of(
             requests
                 .iter()

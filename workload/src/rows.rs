@@ -21,7 +21,9 @@ use kvlint_core::render::Renderer;
 use kvlint_core::session::SessionFile;
 use serde::{Deserialize, Serialize};
 
-use crate::trace::{Trace, TraceRequest, TraceSession, range, trace_session};
+use kvlint_fleet::{Blocks, NewRequest, Trace, TraceBuilder, range};
+
+use crate::trace::trace_session;
 
 /// One request of a workload, as the map step writes it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -40,13 +42,13 @@ pub struct TraceRow {
     pub time: Option<f64>,
     pub input_length: u32,
     pub output_length: u32,
-    /// See [`TraceRequest::shared_with_previous`].
+    /// See [`kvlint_fleet::TraceRequest::shared_with_previous`].
     pub shared_with_previous: u32,
-    /// See [`TraceRequest::shared_with_previous_sequence`].
+    /// See [`kvlint_fleet::TraceRequest::shared_with_previous_sequence`].
     pub shared_with_previous_sequence: u32,
-    /// See [`TraceRequest::previous_input_tokens`].
+    /// See [`kvlint_fleet::TraceRequest::previous_input_tokens`].
     pub previous_input_tokens: u32,
-    /// See [`TraceRequest::kept_blocks`].
+    /// See [`kvlint_fleet::TraceRequest::kept_blocks`].
     pub kept_blocks: u32,
     /// The prompt's full blocks, as chained hashes (signed, the same bits).
     pub hash_ids: Vec<i64>,
@@ -103,8 +105,8 @@ pub fn trace_rows(
     let block_size = block_size.max(1);
     let mut rows = Vec::new();
     for (file, number, session) in sessions {
-        let traced = trace_session(session, renderer, block_size)?;
         let identity = crate::session_identity(session, file);
+        let traced = trace_session(session, identity.clone(), renderer, block_size)?;
         let mut prompt: Vec<u64> = Vec::new();
         for (turn, request) in traced.requests.iter().enumerate() {
             prompt.truncate(request.kept_blocks as usize);
@@ -128,7 +130,7 @@ pub fn trace_rows(
                     .collect(),
                 finding: request
                     .finding
-                    .map(|rule| traced.rules[usize::from(rule)].to_owned()),
+                    .map(|rule| traced.rules[usize::from(rule)].clone()),
                 block_size,
                 renderer: renderer.name(),
             });
@@ -174,18 +176,11 @@ pub fn trace_of_rows(rows: impl IntoIterator<Item = TraceRow>) -> Result<Option<
     let Some((block_size, renderer)) = settings else {
         return Ok(None);
     };
-    let mut trace = Trace {
-        block_size,
-        renderer,
-        sessions: Vec::with_capacity(sessions.len()),
-        requests: Vec::new(),
-        blocks: Vec::new(),
-        rules: Vec::new(),
-    };
+    let mut builder = TraceBuilder::new(block_size, renderer);
     for (_, mut rows) in sessions {
         rows.sort_by_key(|row| row.turn);
-        let first = trace.requests.len() as u32;
-        let index = trace.sessions.len() as u32;
+        let identity = rows.first().map(|row| row.identity.clone());
+        let session = builder.open(identity.unwrap_or_default(), 0);
         let mut previous_blocks = 0;
         for (expected, row) in rows.iter().enumerate() {
             if row.turn != expected as u32 {
@@ -205,38 +200,29 @@ pub fn trace_of_rows(rows: impl IntoIterator<Item = TraceRow>) -> Result<Option<
                 });
             }
             previous_blocks = row.hash_ids.len();
-            let blocks_before = trace.blocks.len() as u32;
-            let new = &row.hash_ids[row.kept_blocks as usize..];
-            trace.blocks.extend(new.iter().map(|hash| *hash as u64));
-            let generated_start = trace.blocks.len() as u32;
-            trace
-                .blocks
-                .extend(row.generated_hash_ids.iter().map(|hash| *hash as u64));
-            let finding = row
-                .finding
-                .as_deref()
-                .and_then(|rule| trace.rule_index(rule));
-            trace.requests.push(TraceRequest {
-                session: index,
-                time: row.time,
-                input_tokens: row.input_length,
-                output_tokens: row.output_length,
-                shared_with_previous: row.shared_with_previous,
-                shared_with_previous_sequence: row.shared_with_previous_sequence,
-                previous_input_tokens: row.previous_input_tokens,
-                kept_blocks: row.kept_blocks,
-                new_blocks: blocks_before..generated_start,
-                generated_blocks: generated_start..trace.blocks.len() as u32,
-                finding,
-            });
+            let as_hashes = |ids: &[i64]| ids.iter().map(|id| *id as u64).collect::<Vec<u64>>();
+            let prompt = as_hashes(&row.hash_ids[row.kept_blocks as usize..]);
+            let generated = as_hashes(&row.generated_hash_ids);
+            builder.push(
+                session,
+                &NewRequest {
+                    time: row.time,
+                    input_tokens: row.input_length,
+                    output_tokens: row.output_length,
+                    shared_with_previous: row.shared_with_previous,
+                    shared_with_previous_sequence: row.shared_with_previous_sequence,
+                    kept_blocks: row.kept_blocks as usize,
+                    blocks: Blocks::Chained {
+                        prompt: &prompt,
+                        generated: &generated,
+                    },
+                    finding: row.finding.as_deref(),
+                },
+            );
         }
-        let identity = rows.first().map(|row| row.identity.clone());
-        trace.sessions.push(TraceSession {
-            identity: identity.unwrap_or_default(),
-            requests: first..trace.requests.len() as u32,
-        });
+        builder.close(session);
     }
-    Ok(Some(trace))
+    Ok(Some(builder.finish()))
 }
 
 #[cfg(test)]

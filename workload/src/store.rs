@@ -8,7 +8,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use crate::error::TraceFileError;
-use crate::trace::{Trace, TraceRequest, TraceSession};
+use kvlint_fleet::{Trace, TraceRequest, TraceSession};
 
 /// The first bytes of a trace file, with the format's version.
 const MAGIC: &[u8; 8] = b"KVLTRC02";

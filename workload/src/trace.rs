@@ -1,136 +1,14 @@
-//! A workload as an engine's prefix cache sees it: per request, its session, when it was sent,
-//! its prompt and output lengths, and its prompt as a chain of block hashes, stored as the
-//! blocks it adds to the session's previous request (a turn resends the head of the one
-//! before: only the rest is new). Built once per workload and block size, by rendering each
-//! turn with kvlint's renderer, which tokenizes only what a turn does not send again.
-
-use std::ops::Range;
+//! Sessions as an engine's prefix cache sees them: the [`kvlint_fleet::Trace`] of a workload,
+//! built once per workload and block size by rendering each turn with kvlint's renderer, which
+//! tokenizes only what a turn does not send again.
 
 use kvlint_core::error::InputError;
 use kvlint_core::render::Renderer;
 use kvlint_core::session::{SessionFile, Turn};
 use kvlint_core::tokenize::Tokens;
+use kvlint_fleet::{Blocks, NewRequest, Trace, TraceBuilder};
 use rayon::prelude::*;
 use serde_json::Value;
-
-/// One request of the workload.
-#[derive(Clone, Debug, PartialEq)]
-pub struct TraceRequest {
-    /// Its session, an index into [`Trace::sessions`].
-    pub session: u32,
-    /// When it was sent, in seconds since the Unix epoch, when the recording says.
-    pub time: Option<f64>,
-    pub input_tokens: u32,
-    pub output_tokens: u32,
-    /// Leading prompt tokens shared with the session's previous request's prompt.
-    pub shared_with_previous: u32,
-    /// Leading prompt tokens shared with the session's previous prompt followed by the
-    /// tokens generated for it (what an engine that keeps generated tokens holds).
-    pub shared_with_previous_sequence: u32,
-    /// The previous request's prompt length, had this turn extended it (what the turn would
-    /// share with its findings fixed).
-    pub previous_input_tokens: u32,
-    /// Leading full blocks equal to the session's previous request's blocks.
-    pub kept_blocks: u32,
-    /// Its blocks after the kept ones, in [`Trace::blocks`].
-    pub new_blocks: Range<u32>,
-    /// Blocks the tokens generated for it complete after the prompt's (the engine caches
-    /// them too), in [`Trace::blocks`].
-    pub generated_blocks: Range<u32>,
-    /// The rule kvlint's check names for this turn's break, if any (in [`Trace::rules`]).
-    pub finding: Option<u16>,
-}
-
-/// One session of the workload.
-#[derive(Clone, Debug, PartialEq)]
-pub struct TraceSession {
-    /// Who the session is, whatever path its file was given by: what `session-hash` routing
-    /// hashes ([`session_identity`]).
-    pub identity: String,
-    /// Its requests, in [`Trace::requests`].
-    pub requests: Range<u32>,
-}
-
-/// A workload's requests as block-hash chains.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Trace {
-    /// Tokens per block.
-    pub block_size: u32,
-    /// The renderer the prompts were tokenized with.
-    pub renderer: String,
-    pub sessions: Vec<TraceSession>,
-    /// All requests, session after session.
-    pub requests: Vec<TraceRequest>,
-    /// Block hashes (the chain's, not the tokens'), referenced by the requests.
-    pub blocks: Vec<u64>,
-    /// Rule names, referenced by [`TraceRequest::finding`].
-    pub rules: Vec<String>,
-}
-
-impl Trace {
-    /// The prompt's full blocks of `request` (an index into [`Trace::requests`]), as hashes.
-    pub fn prompt_blocks(&self, request: usize) -> Vec<u64> {
-        let session = &self.sessions[self.requests[request].session as usize];
-        let mut blocks = Vec::new();
-        for earlier in session.requests.start as usize..=request {
-            self.next_prompt_blocks(earlier, &mut blocks);
-        }
-        blocks
-    }
-
-    /// Turns `blocks`, the prompt blocks of the session's request before `request` (empty
-    /// for a first request), into the prompt blocks of `request`.
-    pub fn next_prompt_blocks(&self, request: usize, blocks: &mut Vec<u64>) {
-        let entry = &self.requests[request];
-        blocks.truncate(entry.kept_blocks as usize);
-        blocks.extend_from_slice(&self.blocks[range(&entry.new_blocks)]);
-    }
-
-    /// The blocks the tokens generated for `request` complete.
-    pub fn generated_blocks(&self, request: usize) -> &[u64] {
-        &self.blocks[range(&self.requests[request].generated_blocks)]
-    }
-
-    /// Whether `request` is the first of its session.
-    pub fn is_first(&self, request: usize) -> bool {
-        let session = &self.sessions[self.requests[request].session as usize];
-        session.requests.start as usize == request
-    }
-
-    /// Total prompt tokens.
-    pub fn input_tokens(&self) -> u64 {
-        self.requests
-            .iter()
-            .map(|request| u64::from(request.input_tokens))
-            .sum()
-    }
-}
-
-pub(crate) fn range(range: &Range<u32>) -> Range<usize> {
-    range.start as usize..range.end as usize
-}
-
-/// Hashes of the chain of full blocks: each block's hash covers the one before it, so equal
-/// hashes mean equal prefixes (vLLM's prefix caching keys its blocks the same way).
-pub fn chain_hash(previous: u64, tokens: &[u32]) -> u64 {
-    let mut hasher = blake3::Hasher::new();
-    hasher.update(&previous.to_le_bytes());
-    for token in tokens {
-        hasher.update(&token.to_le_bytes());
-    }
-    let hash = hasher.finalize();
-    let mut bytes = [0u8; 8];
-    bytes.copy_from_slice(&hash.as_bytes()[..8]);
-    u64::from_le_bytes(bytes)
-}
-
-/// One session, as its requests and block hashes, before joining the others.
-pub(crate) struct SessionTrace {
-    identity: String,
-    pub(crate) requests: Vec<TraceRequest>,
-    pub(crate) blocks: Vec<u64>,
-    pub(crate) rules: Vec<&'static str>,
-}
 
 /// Builds the trace of `sessions` with `renderer`, `block_size` tokens per block. Sessions are
 /// traced in parallel; a session's turns are rendered in order, each reusing the tokens of the
@@ -140,172 +18,74 @@ pub fn build_trace(
     renderer: &Renderer,
     block_size: u32,
 ) -> Result<Trace, InputError> {
-    let block_size = block_size.max(1);
-    let traced: Vec<Result<SessionTrace, InputError>> = sessions
+    let traced: Vec<Result<Trace, InputError>> = sessions
         .par_iter()
-        .map(|session| trace_session(session, renderer, block_size))
+        .map(|session| {
+            let identity = session_identity(session, &session.path);
+            trace_session(session, identity, renderer, block_size)
+        })
         .collect();
-    let mut trace = Trace {
-        block_size,
-        renderer: renderer.name(),
-        sessions: Vec::with_capacity(sessions.len()),
-        requests: Vec::new(),
-        blocks: Vec::new(),
-        rules: Vec::new(),
-    };
+    let mut trace = TraceBuilder::new(block_size, renderer.name()).finish();
     for session in traced {
-        trace.push_session(session?);
+        trace.append(session?);
     }
     Ok(trace)
 }
 
-impl Trace {
-    /// Adds the sessions of `other` (traced with the same block size) after this trace's.
-    pub fn append(&mut self, other: Trace) {
-        let sessions = self.sessions.len() as u32;
-        let requests = self.requests.len() as u32;
-        let blocks = self.blocks.len() as u32;
-        let rules: Vec<Option<u16>> = other
-            .rules
-            .iter()
-            .map(|rule| self.rule_index(rule))
-            .collect();
-        let shift = |range: &Range<u32>, by: u32| range.start + by..range.end + by;
-        self.sessions
-            .extend(other.sessions.into_iter().map(|session| TraceSession {
-                identity: session.identity,
-                requests: shift(&session.requests, requests),
-            }));
-        self.requests
-            .extend(other.requests.into_iter().map(|request| {
-                TraceRequest {
-                    session: request.session + sessions,
-                    new_blocks: shift(&request.new_blocks, blocks),
-                    generated_blocks: shift(&request.generated_blocks, blocks),
-                    finding: request
-                        .finding
-                        .and_then(|rule| rules.get(usize::from(rule)).copied().flatten()),
-                    ..request
-                }
-            }));
-        self.blocks.extend(other.blocks);
-    }
-
-    /// The index of `rule` in [`Trace::rules`], added when new; `None`, and not added, when the
-    /// index would not fit a `u16`.
-    pub(crate) fn rule_index(&mut self, rule: &str) -> Option<u16> {
-        if let Some(known) = self.rules.iter().position(|name| name == rule) {
-            return u16::try_from(known).ok();
-        }
-        let index = u16::try_from(self.rules.len()).ok()?;
-        self.rules.push(rule.to_owned());
-        Some(index)
-    }
-
-    fn push_session(&mut self, session: SessionTrace) {
-        let index = self.sessions.len() as u32;
-        let offset = self.blocks.len() as u32;
-        let first = self.requests.len() as u32;
-        let shift = |range: &Range<u32>| range.start + offset..range.end + offset;
-        for mut request in session.requests {
-            request.session = index;
-            request.new_blocks = shift(&request.new_blocks);
-            request.generated_blocks = shift(&request.generated_blocks);
-            request.finding = request
-                .finding
-                .and_then(|local| self.rule_index(session.rules[usize::from(local)]));
-            self.requests.push(request);
-        }
-        self.blocks.extend(session.blocks);
-        self.sessions.push(TraceSession {
-            identity: session.identity,
-            requests: first..self.requests.len() as u32,
-        });
-    }
-}
-
+/// The trace of one session, known as `identity`: each turn rendered after the one before,
+/// its blocks kept up to the first token that differs from the previous prompt.
 pub(crate) fn trace_session(
     session: &SessionFile,
+    identity: String,
     renderer: &Renderer,
     block_size: u32,
-) -> Result<SessionTrace, InputError> {
-    let size = block_size as usize;
-    let mut traced = SessionTrace {
-        identity: session_identity(session, &session.path),
-        requests: Vec::with_capacity(session.len()),
-        blocks: Vec::new(),
-        rules: Vec::new(),
-    };
-    // The previous turn's generated tokens and prompt block hashes.
-    let mut previous_trace: Option<(Vec<u32>, Vec<u64>)> = None;
+) -> Result<Trace, InputError> {
+    let mut builder = TraceBuilder::new(block_size, renderer.name());
+    let block_size = builder.block_size();
+    let number = builder.open(identity, 0);
+    // The tokens generated for the previous turn.
+    let mut previous_generated: Vec<u32> = Vec::new();
     kvlint_rules::visit_turns(session, 0..session.len(), renderer, |checked| {
         let (turn, tokens) = (checked.turn, &checked.rendered.tokens);
-        let (shared, shared_sequence, previous_input) = match (checked.previous, &previous_trace) {
-            (Some(before), Some((generated, _))) => {
+        let (shared, shared_sequence) = match checked.previous {
+            Some(before) => {
                 let shared = before.tokens.common_prefix_len(tokens);
-                let through_generated = shared == before.tokens.len() && !generated.is_empty();
+                let through_generated =
+                    shared == before.tokens.len() && !previous_generated.is_empty();
                 let sequence = if through_generated {
-                    shared + tokens.common_prefix_from(shared, generated)
+                    shared + tokens.common_prefix_from(shared, &previous_generated)
                 } else {
                     shared
                 };
-                (shared, sequence, before.tokens.len())
+                (shared, sequence)
             }
-            _ => (0, 0, 0),
+            None => (0, 0),
         };
-        // Blocks before the first token that differs are the previous turn's (its list is
-        // cut there and continued, not copied).
-        let mut blocks = previous_trace
-            .take()
-            .map(|(_, blocks)| blocks)
-            .unwrap_or_default();
-        let kept = (shared / size).min(blocks.len());
-        blocks.truncate(kept);
-        let ids = tokens_from(tokens, kept * size);
-        let mut last = blocks.last().copied().unwrap_or(0);
-        let new_start = traced.blocks.len() as u32;
-        for block in ids.chunks_exact(size) {
-            last = chain_hash(last, block);
-            blocks.push(last);
-            traced.blocks.push(last);
-        }
-        let new_blocks = new_start..traced.blocks.len() as u32;
-        // The generated tokens complete the prompt's last partial block and more; the last
-        // one is sampled, never computed into the cache.
+        let kept = builder
+            .chain(number)
+            .map_or(0, |chain| chain.kept_by_tokens(shared, block_size));
+        let prompt = tokens_from(tokens, kept * block_size as usize);
         let generated = generated_ids(turn, renderer);
-        let partial = &ids[ids.len() - ids.len() % size..];
-        let mut sequence: Vec<u32> = partial.to_vec();
-        sequence.extend_from_slice(&generated[..generated.len().saturating_sub(1)]);
-        let generated_start = traced.blocks.len() as u32;
-        for block in sequence.chunks_exact(size) {
-            last = chain_hash(last, block);
-            traced.blocks.push(last);
-        }
-        let finding = checked.finding.map(|finding| {
-            let known = traced.rules.iter().position(|rule| *rule == finding.rule);
-            let position = known.unwrap_or_else(|| {
-                traced.rules.push(finding.rule);
-                traced.rules.len() - 1
-            });
-            u16::try_from(position).unwrap_or(u16::MAX)
-        });
-        traced.requests.push(TraceRequest {
-            session: 0,
-            time: turn.time,
-            input_tokens: count(tokens.len()),
-            output_tokens: count(output_tokens(turn).unwrap_or(generated.len())),
-            shared_with_previous: count(shared),
-            shared_with_previous_sequence: count(shared_sequence),
-            previous_input_tokens: count(previous_input),
-            kept_blocks: count(kept),
-            new_blocks,
-            generated_blocks: generated_start..traced.blocks.len() as u32,
-            finding,
-        });
-        previous_trace = Some((generated, blocks));
+        builder.push(
+            number,
+            &NewRequest {
+                time: turn.time,
+                input_tokens: count(tokens.len()),
+                output_tokens: count(output_tokens(turn).unwrap_or(generated.len())),
+                shared_with_previous: count(shared),
+                shared_with_previous_sequence: count(shared_sequence),
+                kept_blocks: kept,
+                blocks: Blocks::Tokens {
+                    prompt: &prompt,
+                    generated: &generated,
+                },
+                finding: checked.finding.map(|finding| finding.rule),
+            },
+        );
+        previous_generated = generated;
         Ok::<_, InputError>(())
     })?;
-    Ok(traced)
+    Ok(builder.finish())
 }
 
 /// Who a session is, for `session-hash` routing: the session key its first request carries
@@ -386,28 +166,5 @@ mod tests {
         // Else the file's name as given.
         let unkeyed = session("./prod/a.jsonl", plain);
         assert_eq!(session_identity(&unkeyed, "a.jsonl"), "a.jsonl");
-    }
-
-    #[test]
-    fn a_rule_is_interned_once_and_none_past_what_a_u16_indexes() {
-        let mut trace = Trace {
-            block_size: 16,
-            renderer: String::new(),
-            sessions: Vec::new(),
-            requests: Vec::new(),
-            blocks: Vec::new(),
-            rules: (0..=u16::MAX)
-                .map(|index| format!("rule-{index}"))
-                .collect(),
-        };
-        assert_eq!(trace.rule_index("rule-7"), Some(7));
-        assert_eq!(trace.rule_index("rule-65535"), Some(u16::MAX));
-        // A new rule past the last index is neither given one nor kept.
-        assert_eq!(trace.rule_index("new"), None);
-        assert_eq!(trace.rules.len(), usize::from(u16::MAX) + 1);
-        trace.rules.truncate(2);
-        assert_eq!(trace.rule_index("new"), Some(2));
-        assert_eq!(trace.rule_index("new"), Some(2));
-        assert_eq!(trace.rules.len(), 3);
     }
 }

@@ -5,11 +5,9 @@
 
 use kvlint_core::render::Renderer;
 use kvlint_core::session::SessionFile;
+use kvlint_fleet::{Arrival, CacheSize, Policy, Setup, SimEngine, Trace, chain_hash, simulate};
 use kvlint_workload::export::{Format, dataset_trace, export};
-use kvlint_workload::{
-    Arrival, CacheSize, Policy, Setup, SimEngine, Trace, build_trace, chain_hash, simulate,
-    workload_report,
-};
+use kvlint_workload::{build_trace, workload_report};
 
 const BLOCK: u32 = 16;
 
@@ -155,7 +153,7 @@ fn setup(policy: Policy, replicas: usize, cache: CacheSize) -> Setup {
         decode_tps: None,
         seed: 7,
         per_request: true,
-        fleet: kvlint_workload::FleetOptions::default(),
+        fleet: kvlint_fleet::FleetOptions::default(),
     }
 }
 

@@ -6,12 +6,12 @@
 
 use std::path::PathBuf;
 
-use kvlint_workload::hashed_trace::{HashedFormat, StreamedTrace};
-use kvlint_workload::html::simulation_html;
-use kvlint_workload::{
+use kvlint_fleet::hashed_trace::{HashedFormat, StreamedTrace};
+use kvlint_fleet::{
     Along, Arrival, CacheSize, FleetOptions, KNEE_GAIN, Policies, Policy, Ranking, Setup,
     SimEngine, SimulationResult, SweepGrid, rank, simulate, simulate_streamed, sweep_grid,
 };
+use kvlint_workload::html::simulation_html;
 use miette::IntoDiagnostic;
 use rayon::prelude::*;
 

@@ -13,13 +13,12 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use kvlint_core::render::Renderer;
+use kvlint_fleet::{Distribution, Trace};
 use kvlint_protocol::EngineName;
 use kvlint_workload::export::{Format, dataset_trace, export};
 use kvlint_workload::html::workload_html;
 use kvlint_workload::store::{load, save, trace_key, trace_path};
-use kvlint_workload::{
-    Distribution, Trace, WorkloadReport, build_trace, session_identity, workload_report,
-};
+use kvlint_workload::{WorkloadReport, build_trace, session_identity, workload_report};
 use miette::{IntoDiagnostic, WrapErr};
 
 pub use self::hashed::TraceFormat;

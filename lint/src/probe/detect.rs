@@ -2,8 +2,8 @@
 //! slots, block or page size, and from these the cache model kvlint predicts with.
 
 use kvlint_core::cache::Engine;
+use kvlint_fleet::{CacheSize, SimEngine};
 use kvlint_protocol::EngineName;
-use kvlint_workload::{CacheSize, SimEngine};
 use serde_json::Value;
 
 use super::client::Client;

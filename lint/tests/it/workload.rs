@@ -553,7 +553,7 @@ fn simulate_compare_ranks_every_named_router_and_says_why_each_loses() {
         .map(|entry| entry["policy"].as_str().unwrap().to_owned())
         .collect();
     policies.sort();
-    let mut named: Vec<String> = kvlint_workload::Policy::named()
+    let mut named: Vec<String> = kvlint_fleet::Policy::named()
         .iter()
         .map(ToString::to_string)
         .collect();

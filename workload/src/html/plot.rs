@@ -4,7 +4,8 @@
 
 use std::fmt::Write;
 
-use crate::stats::Distribution;
+use kvlint_fleet::Distribution;
+pub(crate) use kvlint_fleet::grouped;
 
 /// One colour per series, in order (the first workload, the one compared with, …).
 pub const COLOURS: [&str; 10] = [
@@ -21,19 +22,6 @@ pub fn escape(text: &str) -> String {
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;")
-}
-
-/// `number` with its thousands grouped: 4,958,720.
-pub fn grouped(number: u64) -> String {
-    let digits = number.to_string();
-    let mut text = String::with_capacity(digits.len() + digits.len() / 3);
-    for (index, digit) in digits.chars().enumerate() {
-        if index > 0 && (digits.len() - index).is_multiple_of(3) {
-            text.push(',');
-        }
-        text.push(digit);
-    }
-    text
 }
 
 /// `text` with each run of four digits or more grouped (`4000 blocks`: `4,000 blocks`), a

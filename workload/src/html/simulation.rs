@@ -10,7 +10,7 @@ use super::plot::{
     Axis, Lines, ROW_HEIGHT, Scale, escape, grouped, grouped_in, lines_figure, page_start, percent,
     readable, row_label_svg, rows_frame,
 };
-use crate::simulate::{Along, Belief, Bounds, KNEE_GAIN, Ranking, SimulationResult, sweep_grid};
+use kvlint_fleet::{Along, Belief, Bounds, KNEE_GAIN, Ranking, SimulationResult, sweep_grid};
 
 /// The sweep's points (replicas and cache), in the order first simulated.
 fn sweep_points(results: &[SimulationResult]) -> Vec<(usize, &str)> {

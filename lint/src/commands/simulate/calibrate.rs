@@ -1,10 +1,9 @@
 //! `kvlint simulate --calibrate RECORDINGS --routing POLICY`: the recorded arrivals replayed
 //! through the model of the router that was deployed, each request's recorded replica and
-//! served tokens against the model's ([`kvlint_workload::calibrate`]).
+//! served tokens against the model's ([`kvlint_fleet::calibrate`]).
 
-use kvlint_workload::{
-    Agreement, Calibration, FleetOptions, Policy, Setup, calibrate, recorded_requests,
-};
+use kvlint_fleet::{Agreement, Calibration, FleetOptions, Policy, Setup, calibrate};
+use kvlint_workload::recorded_requests;
 use miette::IntoDiagnostic;
 
 use super::{Args, Outcome, SimulateFormat, deliver};

@@ -3,8 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-use kvlint_workload::Trace;
-use kvlint_workload::hashed_trace::{
+use kvlint_fleet::Trace;
+use kvlint_fleet::hashed_trace::{
     HashedFormat, export_hashed, read_hashed, rebinned, weka_conversations,
 };
 use miette::{IntoDiagnostic, WrapErr};

@@ -39,8 +39,8 @@ use kvlint_core::locate::Unplaced;
 use kvlint_core::render::{Rendered, Renderer};
 use kvlint_core::request::Request;
 use kvlint_core::response::parse_response;
+use kvlint_fleet::cache::ReplicaCache;
 use kvlint_protocol::EngineName;
-use kvlint_workload::cache::ReplicaCache;
 use rustls::pki_types::CertificateDer;
 use serde_json::Value;
 

@@ -2,7 +2,7 @@
 //! session's previous prompt lost, with the cause.
 //!
 //! A self-hosted engine's replicas are modelled as `kvlint simulate` models them (one owner:
-//! [`kvlint_workload::cache`]): vLLM's block pool, SGLang's radix tree, llama.cpp's slots
+//! [`kvlint_fleet::cache`]): vLLM's block pool, SGLang's radix tree, llama.cpp's slots
 //! chosen by prompt similarity with its host prompt cache (`--cache-ram`), which restores an
 //! older prompt a slot gave up (`server_context::get_available_slot`, `server_slot::prompt_save`
 //! and `prompt_load` in llama.cpp's `tools/server/server-context.cpp`), each holding the tokens
@@ -14,9 +14,9 @@ use std::time::Duration;
 use kvlint_core::cache::{CacheTurn, Earlier, ReportedUsage, generated_text};
 use kvlint_core::render::Rendered;
 use kvlint_core::request::{BodyFormat, Request};
+use kvlint_fleet::cache::Prompt;
+use kvlint_fleet::{CacheSize, SimEngine, chain_hash};
 use kvlint_protocol::EngineName;
-use kvlint_workload::cache::Prompt;
-use kvlint_workload::{CacheSize, SimEngine, chain_hash};
 use rustls::pki_types::CertificateDer;
 use serde_json::Value;
 
@@ -52,7 +52,7 @@ pub(super) struct Turn<'a> {
 }
 
 /// A prompt as a replica's cache sees it: its blocks, and those the tokens generated for it
-/// complete (chained as [`kvlint_workload::Trace`] chains them).
+/// complete (chained as [`kvlint_fleet::Trace`] chains them).
 pub(super) struct CachedPrompt {
     /// Which request it is, among those the analysis saw.
     request: usize,

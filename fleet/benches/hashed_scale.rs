@@ -37,8 +37,8 @@ use std::io::{BufWriter, Write};
 use std::path::Path;
 use std::time::Instant;
 
-use kvlint_workload::hashed_trace::StreamedTrace;
-use kvlint_workload::{
+use kvlint_fleet::hashed_trace::StreamedTrace;
+use kvlint_fleet::{
     Arrival, CacheSize, FleetOptions, Policies, Policy, Setup, SimEngine, simulate_streamed,
 };
 use peak_alloc::PeakAlloc;

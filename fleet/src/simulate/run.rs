@@ -14,8 +14,8 @@ use super::{Arrival, Belief, Latency, Policy, ReplicaLoad, Setup, SimulationResu
 use crate::cache::{BlockPool, Prompt, ReplicaCache};
 use crate::error::{SpecError, StreamedRunError};
 use crate::hashed_trace::StreamedTrace;
-use crate::report::arrival_order;
 use crate::stats::Distribution;
+use crate::trace::arrival_order;
 use crate::trace::{Trace, TraceRequest, range};
 
 /// An event of the simulation: a request of a session arrives.

@@ -20,8 +20,8 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::SyncSender;
 
 use super::mooncake::Line;
-use super::{Chain, HashedFormat, HashedTraceError, check_ids, detect};
-use crate::trace::TraceRequest;
+use super::{HashedFormat, HashedTraceError, PreviousIds, check_ids, detect};
+use crate::trace::{SessionChain, TraceRequest};
 
 /// A Mooncake trace in time order, to be read as it goes.
 #[derive(Clone, Debug)]
@@ -57,7 +57,8 @@ pub struct StreamedRequest<'a> {
 /// What a session in flight keeps while the trace is read.
 struct Flight {
     number: u32,
-    chain: Chain,
+    ids: PreviousIds,
+    chain: SessionChain,
     last_time: Option<f64>,
 }
 
@@ -197,7 +198,8 @@ impl StreamedTrace {
                 sessions += 1;
                 Flight {
                     number: sessions - 1,
-                    chain: Chain::default(),
+                    ids: PreviousIds::default(),
+                    chain: SessionChain::default(),
                     last_time: None,
                 }
             });
@@ -213,10 +215,10 @@ impl StreamedTrace {
                 }
             }
             let request = fields.request(String::new(), sent, line);
-            let entry =
-                flight
-                    .chain
-                    .next(&request, self.block_size, flight.number, &mut batch.blocks);
+            let new = flight.ids.next(&request, self.block_size);
+            let entry = flight
+                .chain
+                .next(&new, self.block_size, flight.number, &mut batch.blocks);
             batch
                 .entries
                 .push((now, line, entry, identity.clone(), last));

@@ -5,8 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
-use kvlint_workload::hashed_trace::{HashedFormat, StreamedTrace, read_hashed};
-use kvlint_workload::{
+use kvlint_fleet::hashed_trace::{HashedFormat, StreamedTrace, read_hashed};
+use kvlint_fleet::{
     Arrival, CacheSize, FleetOptions, Policies, Policy, Setup, SimEngine, simulate,
     simulate_streamed,
 };
@@ -91,7 +91,7 @@ fn write_trace(name: &str, lines: &[String]) -> PathBuf {
     path
 }
 
-fn read_whole(path: &Path) -> kvlint_workload::Trace {
+fn read_whole(path: &Path) -> kvlint_fleet::Trace {
     let text = std::fs::read_to_string(path).unwrap();
     read_hashed(&path.display().to_string(), &text, None, Some(BLOCK)).unwrap()
 }

@@ -16,18 +16,13 @@
 //! that breaks ties by position needs it), else in the order they first served a request.
 //! Names compare without their `http://` or `https://` and a trailing `/`.
 
-use kvlint_core::cache::reported_usage;
-use kvlint_core::error::InputError;
-use kvlint_core::session::SessionFile;
 use serde::Serialize;
-use serde_json::Value;
 
 use super::routers::{Branch, Choice};
 use super::run::{Recorded, Replayed, replay};
 use super::{Arrival, Setup};
 use crate::error::SpecError;
-use crate::report::arrival_order;
-use crate::trace::Trace;
+use crate::trace::{Trace, arrival_order};
 
 /// One request as the real fleet served it, read off its recording line.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -45,17 +40,6 @@ pub struct RecordedRequest {
 /// Recordings that cannot be calibrated against.
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
 pub enum CalibrateError {
-    #[error("{file}:{line}: the request has no `replica` field")]
-    #[diagnostic(
-        code(kvlint::simulate::calibrate::no_replica),
-        help(
-            "record with `kvlint proxy --record DIR` where it learns the replica: behind a \
-             gateway that names it in a response header (`--replica-header`, nginx: \
-             `add_header X-Kvlint-Replica $upstream_addr always;`), with `--replica-metrics URL` \
-             for each replica (sequential traffic), or one proxy in front of each replica"
-        )
-    )]
-    NoReplica { file: String, line: usize },
     #[error("{file}:{line}: replica `{replica}` is not one of --calibrate-replicas ({given})")]
     #[diagnostic(code(kvlint::simulate::calibrate::unknown_replica))]
     UnknownReplica {
@@ -75,40 +59,7 @@ pub enum CalibrateError {
     Requests { recorded: usize, traced: usize },
     #[error(transparent)]
     #[diagnostic(transparent)]
-    Input(#[from] InputError),
-    #[error(transparent)]
-    #[diagnostic(transparent)]
     Setting(#[from] SpecError),
-}
-
-/// The requests of `session`, a recording of `kvlint proxy --record`, in turn order.
-pub fn recorded_requests(session: &SessionFile) -> Result<Vec<RecordedRequest>, CalibrateError> {
-    (0..session.len())
-        .map(|index| {
-            let line = session.turn_line(index);
-            let replica = session
-                .turn_document(index)
-                .and_then(|range| session.text.get(range))
-                .and_then(|document| serde_json::from_str::<Value>(document).ok())
-                .and_then(|document| document.get("replica")?.as_str().map(str::to_owned))
-                .ok_or_else(|| CalibrateError::NoReplica {
-                    file: session.path.clone(),
-                    line,
-                })?;
-            let turn = session.turn(index)?;
-            let served_tokens = turn
-                .response
-                .as_ref()
-                .and_then(reported_usage)
-                .map(|usage| u32::try_from(usage.cached_tokens).unwrap_or(u32::MAX));
-            Ok(RecordedRequest {
-                file: session.path.clone(),
-                line,
-                replica,
-                served_tokens,
-            })
-        })
-        .collect()
 }
 
 /// How a request's recorded replica compares with the model's.
@@ -396,8 +347,6 @@ fn served(requests: &[CalibratedRequest]) -> ServedComparison {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use super::*;
     use crate::simulate::run::tests::trace;
     use crate::simulate::{CacheSize, FleetOptions, SimEngine};
@@ -451,54 +400,6 @@ mod tests {
             .iter()
             .map(|request| request.class)
             .collect()
-    }
-
-    #[test]
-    fn a_recording_gives_each_request_s_replica_and_served_tokens() {
-        let text = concat!(
-            r#"{"request": {"messages": [{"role": "user", "content": "Hi"}]}, "#,
-            r#""response": {"usage": {"prompt_tokens": 10, "prompt_tokens_details": {"cached_tokens": 4}}}, "#,
-            r#""time": "2026-12-01T00:00:00.000Z", "replica": "127.0.0.1:8081"}"#,
-            "\n",
-            r#"{"request": {"messages": [{"role": "user", "content": "Hi"}]}, "#,
-            r#""response": {"timings": {"cache_n": 7, "prompt_n": 3}}, "replica": "127.0.0.1:8082"}"#,
-            "\n",
-        );
-        let session = SessionFile::parse("session-0001.jsonl".into(), Arc::from(text)).unwrap();
-        let requests = recorded_requests(&session).unwrap();
-        assert_eq!(
-            requests,
-            vec![
-                RecordedRequest {
-                    file: "session-0001.jsonl".into(),
-                    line: 1,
-                    replica: "127.0.0.1:8081".into(),
-                    served_tokens: Some(4),
-                },
-                RecordedRequest {
-                    file: "session-0001.jsonl".into(),
-                    line: 2,
-                    replica: "127.0.0.1:8082".into(),
-                    served_tokens: Some(7),
-                },
-            ]
-        );
-    }
-
-    #[test]
-    fn a_request_without_its_replica_is_named_by_file_and_line() {
-        let text = concat!(
-            r#"{"request": {"messages": [{"role": "user", "content": "Hi"}]}, "replica": "a"}"#,
-            "\n",
-            r#"{"request": {"messages": [{"role": "user", "content": "Hi"}]}}"#,
-            "\n",
-        );
-        let session = SessionFile::parse("recorded/s.jsonl".into(), Arc::from(text)).unwrap();
-        let error = recorded_requests(&session).unwrap_err();
-        assert_eq!(
-            error.to_string(),
-            "recorded/s.jsonl:2: the request has no `replica` field"
-        );
     }
 
     #[test]

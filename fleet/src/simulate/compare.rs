@@ -16,7 +16,6 @@
 use serde::Serialize;
 
 use super::SimulationResult;
-use crate::html::plot::grouped;
 
 /// One policy's place in a decision report.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -303,6 +302,19 @@ fn busiest_share(result: &SimulationResult) -> String {
         ),
         None => "no replica took a request".to_owned(),
     }
+}
+
+/// `number` with its thousands grouped: 4,958,720.
+pub fn grouped(number: u64) -> String {
+    let digits = number.to_string();
+    let mut text = String::with_capacity(digits.len() + digits.len() / 3);
+    for (index, digit) in digits.chars().enumerate() {
+        if index > 0 && (digits.len() - index).is_multiple_of(3) {
+            text.push(',');
+        }
+        text.push(digit);
+    }
+    text
 }
 
 #[cfg(test)]

@@ -28,9 +28,9 @@ use crate::error::SpecError;
 
 pub use calibrate::{
     Agreement, AgreementSummary, CalibrateError, CalibratedRequest, Calibration, RecordedRequest,
-    ServedComparison, calibrate, recorded_requests,
+    ServedComparison, calibrate,
 };
-pub use compare::{Ranked, Ranking, rank};
+pub use compare::{Ranked, Ranking, grouped, rank};
 pub use realism::FleetOptions;
 pub use routers::{
     AibrixConfig, Branch, DynamoConfig, DynamoCost, LlmdConfig, LlmdIndex, RayConfig, SglangConfig,

@@ -25,7 +25,7 @@
 //!
 //! Reading back, a request's first `input_length / block_size` ids are its full blocks; its
 //! partial block's id, when the file gives one, is left out as the engine leaves it out. The
-//! ids are chained again (each block's hash covers the ids before it: `chain_id`), so that a
+//! ids are chained again (each block's hash covers the ids before it: [`crate::TraceBuilder`] chains them), so that a
 //! trace whose ids name a block's content alone (Bailian's per-block SipHash) is matched by
 //! prefix, as an engine matches it; kvlint's own ids, prefix ids already, keep their sharing
 //! exactly. Token-level sharing is not in any hashed trace: a request shares with its
@@ -111,8 +111,7 @@ use std::io::Write;
 
 use serde_json::{Map, Value};
 
-use crate::report::arrival_order;
-use crate::trace::{Trace, TraceRequest, TraceSession};
+use crate::trace::{Blocks, NewRequest, Trace, TraceBuilder, TraceRequest, arrival_order};
 
 /// The hashed-trace forms kvlint writes and reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -464,41 +463,17 @@ fn trace_of(
         });
         grouped[position].1.push(request);
     }
-    let mut trace = Trace {
-        block_size,
-        renderer: format!("{} trace", format.name()),
-        sessions: Vec::with_capacity(grouped.len()),
-        requests: Vec::new(),
-        blocks: Vec::new(),
-        rules: Vec::new(),
-    };
+    let mut builder = TraceBuilder::new(block_size, format!("{} trace", format.name()));
     for (identity, requests) in grouped {
-        let session = trace.sessions.len() as u32;
-        let first = trace.requests.len() as u32;
-        let mut chain = Chain::default();
+        let seed = requests.first().map_or(0, |request| request.seed);
+        let session = builder.open(identity, seed);
+        let mut previous = PreviousIds::default();
         for request in &requests {
-            let entry = chain.next(request, block_size, session, &mut trace.blocks);
-            trace.requests.push(entry);
+            builder.push(session, &previous.next(request, block_size));
         }
-        trace.sessions.push(TraceSession {
-            identity,
-            requests: first..trace.requests.len() as u32,
-        });
+        builder.close(session);
     }
-    Ok(trace)
-}
-
-/// The hash of the prefix that ends with the block `id` after the prefix hashed `previous`.
-/// The ids are the trace's own, so a 64-bit mix is enough (SplitMix64's finalizer, Steele,
-/// Lea and Flood, "Fast splittable pseudorandom number generators", 2014): a bijection of
-/// the previous hash turned and the id multiplied by an odd constant, so that two prefixes
-/// collide only as two random 64-bit values do, at a fraction of a cryptographic hash's cost
-/// (a trace of ten million requests chains a quarter of a billion ids on every run).
-fn chain_id(previous: u64, id: u64) -> u64 {
-    let mut mixed = previous.rotate_left(29) ^ id.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    mixed = (mixed ^ (mixed >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    mixed = (mixed ^ (mixed >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    mixed ^ (mixed >> 31)
+    Ok(builder.finish())
 }
 
 /// Refuses a request with more ids than blocks of `block_size` tokens its prompt holds.
@@ -517,58 +492,33 @@ fn check_ids(path: &str, request: &ReadRequest, block_size: u32) -> Result<(), H
     })
 }
 
-/// A session's previous request as its next one is chained after it: its length, its full
-/// blocks' ids and their chained hashes.
+/// A session's previous request's full blocks' ids: its next request keeps the blocks of
+/// their common prefix.
 #[derive(Default)]
-struct Chain {
-    input_length: u32,
-    ids: Vec<u64>,
-    hashes: Vec<u64>,
-}
+struct PreviousIds(Vec<u64>);
 
-impl Chain {
-    /// The trace entry of `request` (whose ids [`check_ids`] passed), the next of the session
-    /// numbered `session`, on blocks of `block_size` tokens: the blocks it keeps from the
-    /// previous request, and its new ones' hashes pushed to `blocks` (where its entry's
-    /// `new_blocks` point).
-    fn next(
-        &mut self,
-        request: &ReadRequest,
-        block_size: u32,
-        session: u32,
-        blocks: &mut Vec<u64>,
-    ) -> TraceRequest {
+impl PreviousIds {
+    /// What `request` (whose ids [`check_ids`] passed), the session's next, is to its trace on
+    /// blocks of `block_size` tokens.
+    fn next<'a>(&mut self, request: &'a ReadRequest, block_size: u32) -> NewRequest<'a> {
         let size = block_size as usize;
         let full = request
             .hash_ids
             .len()
             .min(request.input_length as usize / size);
         let ids = &request.hash_ids[..full];
-        let kept = kvlint_protocol::common_slice_prefix_len(&self.ids, ids);
-        self.hashes.truncate(kept);
-        let mut last = self.hashes.last().copied().unwrap_or(request.seed);
-        let new_start = blocks.len() as u32;
-        for id in &ids[kept..] {
-            last = chain_id(last, *id);
-            self.hashes.push(last);
-            blocks.push(last);
-        }
-        let end = blocks.len() as u32;
+        let kept = kvlint_protocol::common_slice_prefix_len(&self.0, ids);
+        self.0.clear();
+        self.0.extend_from_slice(ids);
         let shared = (kept * size) as u32;
-        let previous_input_tokens = std::mem::replace(&mut self.input_length, request.input_length);
-        self.ids.clear();
-        self.ids.extend_from_slice(ids);
-        TraceRequest {
-            session,
+        NewRequest {
             time: request.time,
             input_tokens: request.input_length,
             output_tokens: request.output_length,
             shared_with_previous: shared,
             shared_with_previous_sequence: shared,
-            previous_input_tokens,
-            kept_blocks: kept as u32,
-            new_blocks: new_start..end,
-            generated_blocks: end..end,
+            kept_blocks: kept,
+            blocks: Blocks::Ids(&ids[kept..]),
             finding: None,
         }
     }
