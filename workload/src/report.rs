@@ -43,6 +43,15 @@ pub struct WorkloadReport {
     pub block_size: u32,
     pub prompt_tokens: u64,
     pub output_tokens: u64,
+    /// Full prompt blocks, summed over the requests (what a hashed trace's analyzer counts).
+    pub prompt_blocks: u64,
+    /// Distinct prompt blocks: distinct prefixes, as each block's hash covers those before it
+    /// (a hashed trace's distinct block ids).
+    pub distinct_blocks: u64,
+    /// The share of prompt blocks an infinite block cache shared by every request serves:
+    /// each request's longest run of leading blocks some earlier request sent, in arrival
+    /// order. The token counterpart is [`Reuse::prefix_sharing_rate`].
+    pub block_hit_rate: f64,
     /// As recorded.
     pub reuse: Reuse,
     /// Had every turn kvlint flags extended the session's previous request (cross-session
@@ -76,6 +85,7 @@ pub fn workload_report(trace: &Trace) -> WorkloadReport {
     let (mut reuse, mut ideal) = (Reuse::default(), Reuse::default());
     let (mut shared_any, mut shared_any_ideal) = (0u64, 0u64);
     let mut costs: HashMap<u16, (usize, u64)> = HashMap::new();
+    let (mut prompt_blocks, mut hit_blocks) = (0u64, 0u64);
     for index in arrival_order(trace) {
         let request = &trace.requests[index];
         let blocks = session_blocks.entry(request.session).or_default();
@@ -103,6 +113,8 @@ pub fn workload_report(trace: &Trace) -> WorkloadReport {
         for hash in blocks.iter() {
             seen.entry(*hash).or_insert((request.session, false));
         }
+        prompt_blocks += blocks.len() as u64;
+        hit_blocks += from_any;
         let within = u64::from(request.shared_with_previous);
         let within_blocks = within / block * block;
         let cross = (from_others * block).saturating_sub(within);
@@ -196,6 +208,13 @@ pub fn workload_report(trace: &Trace) -> WorkloadReport {
             .iter()
             .map(|request| u64::from(request.output_tokens))
             .sum(),
+        prompt_blocks,
+        distinct_blocks: seen.len() as u64,
+        block_hit_rate: if prompt_blocks == 0 {
+            0.0
+        } else {
+            hit_blocks as f64 / prompt_blocks as f64
+        },
         reuse,
         ideal,
         finding_costs,

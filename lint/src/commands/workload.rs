@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use kvlint_core::render::Renderer;
-use kvlint_fleet::{Distribution, Trace};
+use kvlint_fleet::{Distribution, Trace, grouped};
 use kvlint_protocol::EngineName;
 use kvlint_workload::export::{Format, dataset_trace, export};
 use kvlint_workload::html::workload_html;
@@ -533,10 +533,16 @@ fn human(report: &WorkloadReport, tracing_seconds: Option<f64>) -> String {
         report.ideal.cross_session_block_tokens,
     ));
     text.push_str(&format!(
-        "  {:<40} {:>22} {:>22}\n\n",
+        "  {:<40} {:>22} {:>22}\n",
         "prefix-sharing rate",
         format!("{:.1}%", 100.0 * report.reuse.prefix_sharing_rate),
         format!("{:.1}%", 100.0 * report.ideal.prefix_sharing_rate),
+    ));
+    text.push_str(&format!(
+        "  {} prompt blocks, {} distinct: an infinite shared cache serves {:.1}% of them\n\n",
+        grouped(report.prompt_blocks),
+        grouped(report.distinct_blocks),
+        100.0 * report.block_hit_rate
     ));
     for cost in &report.finding_costs {
         text.push_str(&format!(

@@ -47,10 +47,12 @@ fn export(format: &str, output: &std::path::Path) {
 /// The exported file read by its format's definition alone, as a fleet tool's analyzer reads
 /// it: per line, its ids must be `ceil(input_length / 16)`; a line's leading ids that earlier
 /// lines sent are what an infinite shared cache serves. Returns the full blocks, the tokens
-/// served and the prompt tokens.
-fn infinite_cache(jsonl: &str) -> (u64, u64, u64) {
+/// served and the prompt tokens; then the distinct full blocks' ids and the full blocks
+/// served.
+fn infinite_cache(jsonl: &str) -> ((u64, u64, u64), (u64, u64)) {
     let mut seen: HashSet<u64> = HashSet::new();
-    let (mut full_blocks, mut served, mut prompt) = (0, 0, 0);
+    let mut full_seen: HashSet<u64> = HashSet::new();
+    let (mut full_blocks, mut served, mut prompt, mut served_blocks) = (0, 0, 0, 0);
     for line in jsonl.lines() {
         let line: Value = serde_json::from_str(line).unwrap();
         let input = line["input_length"].as_u64().unwrap();
@@ -66,9 +68,16 @@ fn infinite_cache(jsonl: &str) -> (u64, u64, u64) {
         // A partial block is never served: a leading run ends before it.
         served += leading.min(input / 16) * 16;
         prompt += input;
+        // Only full blocks are cached: what a block count and its hits count.
+        let full = &ids[..(input / 16) as usize];
+        served_blocks += full.iter().take_while(|id| full_seen.contains(id)).count() as u64;
+        full_seen.extend(full);
         seen.extend(ids);
     }
-    (full_blocks, served, prompt)
+    (
+        (full_blocks, served, prompt),
+        (full_seen.len() as u64, served_blocks),
+    )
 }
 
 #[test]
@@ -86,10 +95,17 @@ fn an_exported_trace_reads_back_as_the_workload() {
         text.lines().count() as u64,
         original["requests"].as_u64().unwrap()
     );
-    let (full_blocks, served, prompt) = infinite_cache(&text);
+    let ((full_blocks, served, prompt), (distinct, served_blocks)) = infinite_cache(&text);
     assert_eq!(prompt, prompt_tokens);
     assert_eq!(served as f64 / prompt as f64, rate);
     assert!(full_blocks > 0 && served > 0, "the corpus shares prefixes");
+    // The same in blocks, as a trace analyzer counts them.
+    assert_eq!(original["prompt_blocks"], full_blocks);
+    assert_eq!(original["distinct_blocks"], distinct);
+    assert_eq!(
+        original["block_hit_rate"].as_f64().unwrap(),
+        served_blocks as f64 / full_blocks as f64
+    );
 
     // Each format read back by kvlint: the same requests, tokens and sharing; the sessions
     // where the format keeps them (LMCache's log has no output lengths).
@@ -165,6 +181,12 @@ fn the_published_mooncake_sample_reads_as_published() {
         read["reuse"]["prefix_sharing_rate"].as_f64().unwrap(),
         2560.0 / 35200.0
     );
+    // In blocks, as a trace analyzer counts them: full blocks 13 + 14 + 14 + 4 + 13 + 9 = 67
+    // (each line's last id is a partial block), 62 distinct (block 0 is every line's first);
+    // an infinite shared cache serves lines 2 to 6 their block 0: 5 of 67.
+    assert_eq!(read["prompt_blocks"], 67);
+    assert_eq!(read["distinct_blocks"], 62);
+    assert_eq!(read["block_hit_rate"].as_f64().unwrap(), 5.0 / 67.0);
     // Named, not told: the same.
     let named = workload_json(&[
         "--hashed-trace",
