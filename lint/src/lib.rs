@@ -78,27 +78,6 @@ enum Command {
     Rule(commands::rule::Args),
 }
 
-/// The renderer `kvlint workload` builds from `--tokenizer`, `--chat-template` and
-/// `--serving-engine` (`vllm`, `sglang`, `llama.cpp`): the embedded o200k_base without either
-/// file, for the Python package's map step to trace sessions exactly as the command does.
-pub fn workload_renderer(
-    tokenizer: Option<std::path::PathBuf>,
-    chat_template: Option<std::path::PathBuf>,
-    serving_engine: &str,
-) -> miette::Result<kvlint_core::render::Renderer> {
-    let serving = kvlint_protocol::EngineName::from_name(serving_engine)
-        .filter(|engine| commands::SERVING_ENGINES.contains(engine))
-        .ok_or_else(|| {
-            miette::miette!("unknown serving engine `{serving_engine}`: vllm, sglang or llama.cpp")
-        })?;
-    let render = commands::RenderArgs {
-        tokenizer,
-        chat_template,
-        ..Default::default()
-    };
-    render.renderer(serving)
-}
-
 /// Runs the command line `args` (the first is the program's name) and returns its exit code:
 /// 0 clean, 1 findings, 2 usage or input error.
 pub fn run<I, T>(args: I) -> u8

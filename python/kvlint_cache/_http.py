@@ -34,7 +34,8 @@ OPENAI_PATHS: tuple[str, ...] = tuple(path for path in ALL_PATHS if path not in 
 
 # Both SDKs number their attempts in this header (openai/_base_client.py,
 # BaseClient._build_headers; anthropic/_base_client.py, BaseClient._build_headers). A retry
-# resends a body already observed (or refused), so it is not observed again.
+# resends a body already observed (or refused): it is not observed again, and a refused one is
+# refused again.
 _RETRY_HEADER = "x-stainless-retry-count"
 
 GuardLike = Union[Guard, Callable[[], Guard]]
@@ -43,15 +44,13 @@ GuardLike = Union[Guard, Callable[[], Guard]]
 def request_body(request: Any, paths: Iterable[str] = ALL_PATHS) -> dict[str, Any] | None:
     """The JSON body of a prompt request (a POST to one of ``paths``), else None.
 
-    Retries of the SDKs (``x-stainless-retry-count`` > 0) and bodies that are not a JSON
-    object (multipart uploads, streams not yet read) give None.
+    Bodies that are not a JSON object (multipart uploads, streams not yet read) give None. A
+    retry of the SDKs carries the same body: :func:`retry_count` tells it apart.
     """
     if str(request.method).upper() != "POST":
         return None
     path = request.url.path.rstrip("/")
     if not any(path.endswith(suffix) for suffix in paths):
-        return None
-    if request.headers.get(_RETRY_HEADER, "0") not in ("", "0"):
         return None
     try:
         # Both SDKs send bytes content (openai/_base_client.py, BaseClient._build_request:
@@ -66,6 +65,14 @@ def request_body(request: Any, paths: Iterable[str] = ALL_PATHS) -> dict[str, An
     except ValueError:
         return None
     return body if isinstance(body, dict) else None
+
+
+def retry_count(headers: Mapping[str, str]) -> int:
+    """The SDK's attempt number (``x-stainless-retry-count``; 0 the first attempt)."""
+    try:
+        return max(0, int(headers.get(_RETRY_HEADER, "0") or 0))
+    except ValueError:
+        return 0
 
 
 def session_key(body: Mapping[str, Any], headers: Mapping[str, str] | None = None) -> str:
@@ -93,31 +100,44 @@ def starts_session(body: Mapping[str, Any]) -> bool:
 
 
 class GuardSessions:
-    """One :class:`Guard` per session key.
+    """One :class:`Guard` per session key, bounded so that a long-running client's memory
+    stays flat: kvlint's multiplexer (the SDK's ``GuardSessions``, through the native module).
 
     ``guard`` is either one Guard, used for every request (an application that runs one
     session per client), or a factory such as ``lambda: Guard(mode="error")``, called once per
     session key (:func:`session_key`). ``None`` is ``Guard`` (warn mode) as a factory.
+    ``max_sessions`` guards are kept, the least recently used dropped first (a dropped
+    session's next request starts a new guard, which reads it as a first turn); the latest
+    ``keep_bodies`` bodies are kept in :attr:`observed`.
+
+    A retry of a body (the SDKs number their attempts) is not observed again; a retry of a body
+    the session's guard refused is refused again, so it is never sent.
     """
 
-    def __init__(self, guard: GuardLike | None = None) -> None:
-        self._single: Guard | None = None
-        self._factory: Callable[[], Guard] = Guard
-        if isinstance(guard, Guard):
-            self._single = guard
-        elif guard is not None:
-            self._factory = guard
-        self.guards: dict[str, Guard] = {}
-        #: (session key, body, outcome) of every observed request, in order.
-        self.observed: list[tuple[str, Mapping[str, Any], Outcome]] = []
+    def __init__(
+        self,
+        guard: GuardLike | None = None,
+        *,
+        max_sessions: int = 10_000,
+        keep_bodies: int = 1_000,
+    ) -> None:
+        self._native = _kvlint.GuardSessions(
+            guard, max_sessions=max_sessions, keep_bodies=keep_bodies
+        )
+
+    @property
+    def guards(self) -> dict[str, Guard]:
+        """The sessions' guards, least recently used first."""
+        return self._native.guards
+
+    @property
+    def observed(self) -> list[tuple[str, dict[str, Any], Outcome]]:
+        """(session key, body, outcome) of the latest observed requests, in order."""
+        return self._native.observed
 
     def guard_for(self, key: str) -> Guard:
-        if self._single is not None:
-            return self._single
-        guard = self.guards.get(key)
-        if guard is None:
-            guard = self.guards[key] = self._factory()
-        return guard
+        """The guard of session ``key`` (made when the session is new)."""
+        return self._native.guard_for(key)
 
     def observe(
         self,
@@ -125,31 +145,20 @@ class GuardSessions:
         headers: Mapping[str, str] | None = None,
         *,
         key: str | None = None,
-    ) -> Outcome:
+        retry: int = 0,
+    ) -> Outcome | None:
         """Observe one body with its session's guard (``key``, else :func:`session_key`); warn
         (:class:`CacheWarning`) at the caller for an unannounced break in warn mode; error mode
-        raises :class:`GuardError`."""
-        if key is None:
-            key = session_key(body, headers)
-        guard = self.guard_for(key)
-        # A compaction down to one user message reads as a new conversation; announced with
-        # `expect_break()`, it is the same session's break, and is counted as one.
-        if starts_session(body) and not guard.is_break_expected:
-            guard.reset()
-        expected_before = _expected_breaks(guard)
-        outcome = guard.observe(dict(body))
-        self.observed.append((key, body, outcome))
-        errors = outcome.errors()
-        if errors and _expected_breaks(guard) == expected_before:
-            warn_at_caller(format_findings(errors), CacheWarning)
+        raises :class:`GuardError`. ``retry``: the client's attempt number; a retry is not
+        observed again (None), and a retry of a refused body raises again."""
+        pairs = [(str(name), str(value)) for name, value in headers.items()] if headers else []
+        observed = self._native.observe(dict(body), pairs, key=key, retry=retry)
+        if observed is None:
+            return None
+        outcome, warn = observed
+        if warn:
+            warn_at_caller(format_findings(outcome.errors()), CacheWarning)
         return outcome
-
-
-def _expected_breaks(guard: Guard) -> int:
-    try:
-        return int(guard.counters.get("expected_breaks", 0))
-    except Exception:  # noqa: BLE001 - a missing or odd counter means none expected
-        return 0
 
 
 def format_findings(findings: Iterable[Any]) -> str:
@@ -293,7 +302,7 @@ def install_guard(
         if body is None:
             return
         try:
-            sessions.observe(body, request.headers)
+            sessions.observe(body, request.headers, retry=retry_count(request.headers))
         except Exception as error:
             from kvlint_cache._kvlint import ConversationError, GuardError
 

@@ -8,7 +8,7 @@ raises :class:`ConversationError` at the call: it iterates in hash-seed order, s
 conversation built in another process would send other bytes (pass a sorted list).
 """
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal, final
 
 from typing_extensions import TypeAlias, disjoint_base
@@ -24,6 +24,7 @@ __all__ = [
     "Finding",
     "Guard",
     "GuardError",
+    "GuardSessions",
     "Outcome",
     "Report",
     "TierChange",
@@ -262,6 +263,45 @@ class Guard:
         warning findings by rule), ``costs_by_rule`` (dict: info findings by rule, costs by
         design such as the per-turn tail each turn drops; not breaks), ``expected_breaks``
         (announced turns that broke the prefix)."""
+
+@final
+class GuardSessions:
+    """One :class:`Guard` per session key (kvlint's multiplexer): ``guard`` is one Guard for
+    every session, a factory called once per session, or ``None`` (a warn-mode Guard per
+    session). At most ``max_sessions`` guards are kept, the least recently used dropped
+    first, and the latest ``keep_bodies`` bodies."""
+
+    def __new__(
+        cls,
+        guard: Guard | Callable[[], Guard] | None = None,
+        *,
+        max_sessions: int = 10_000,
+        keep_bodies: int = 1_000,
+    ) -> GuardSessions: ...
+    def observe(
+        self,
+        body: Mapping[str, Any],
+        headers: Sequence[tuple[str, str]] = ...,
+        *,
+        key: str | None = None,
+        retry: int = 0,
+    ) -> tuple[Outcome, bool] | None:
+        """Observe ``body`` with its session's guard: the outcome and whether it holds a break
+        the application did not announce; ``None`` for a retry not observed again. A refusal,
+        or a retry of the refused body, raises the guard's error."""
+    def guard_for(self, key: str) -> Guard:
+        """The guard of session ``key`` (made when the session is new)."""
+    @property
+    def guards(self) -> dict[str, Guard]:
+        """The sessions kept and their guards, least recently used first."""
+    @property
+    def observed(self) -> list[tuple[str, dict[str, Any], Outcome]]:
+        """The latest bodies observed, each ``(key, body, outcome)``."""
+    @property
+    def max_sessions(self) -> int: ...
+    @property
+    def keep_bodies(self) -> int: ...
+    def __len__(self) -> int: ...
 
 __version__: str
 ROUTING_KEY_HEADER: str

@@ -25,7 +25,13 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import pytest
 
-from kvlint_cache._http import ALL_PATHS, GuardSessions, format_findings, request_body
+from kvlint_cache._http import (
+    ALL_PATHS,
+    GuardSessions,
+    format_findings,
+    request_body,
+    retry_count,
+)
 
 if TYPE_CHECKING:
     from kvlint_cache._kvlint import Finding, Guard
@@ -41,7 +47,8 @@ class KvlintRecorder:
     def __init__(self) -> None:
         from kvlint_cache._kvlint import Guard
 
-        self.sessions = GuardSessions(lambda: Guard(mode="warn"))
+        # A test's recorder keeps every body: a test sends few, and reports them all.
+        self.sessions = GuardSessions(lambda: Guard(mode="warn"), keep_bodies=_EVERY_BODY)
 
     @property
     def guards(self) -> dict[str, Guard]:
@@ -72,7 +79,11 @@ class KvlintRecorder:
 
         with warnings.catch_warnings():  # recorded here, reported by assert_prefix_stable
             warnings.simplefilter("ignore", CacheWarning)
-            self.sessions.observe(body, request.headers)
+            self.sessions.observe(body, request.headers, retry=retry_count(request.headers))
+
+
+#: As many bodies as a recorder may keep (the native multiplexer's bound is a machine word).
+_EVERY_BODY = 2**63 - 1
 
 
 def _client_classes() -> Iterator[type[Any]]:

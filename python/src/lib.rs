@@ -11,6 +11,7 @@
 //! mode a deferred change or a volatile value in a cached tier is a `CacheWarning` issued at
 //! the caller's line.
 
+mod sessions;
 mod workload;
 
 use std::ffi::CString;
@@ -158,6 +159,7 @@ fn of_severity(findings: &[Finding], severity: Severity) -> Vec<Finding> {
 
 /// The findings of a session ([`check`]) or of one turn ([`Guard::observe`]).
 #[pyclass(frozen, subclass, sequence, module = "kvlint_cache._kvlint")]
+#[derive(Clone)]
 struct Outcome {
     #[pyo3(get)]
     findings: Vec<Finding>,
@@ -647,7 +649,33 @@ impl Guard {
     }
 
     fn observe(&mut self, py: Python<'_>, body: &Bound<'_, PyAny>) -> PyResult<Outcome> {
-        let body = to_value(body, "body")?;
+        self.observe_value(py, to_value(body, "body")?)
+    }
+
+    fn expect_break(&mut self) {
+        self.inner.expect_break();
+    }
+
+    #[getter]
+    fn is_break_expected(&self) -> bool {
+        self.inner.is_break_expected()
+    }
+
+    fn reset(&mut self) {
+        self.inner.reset();
+    }
+
+    #[getter]
+    fn counters<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let counters = to_python(py, self.inner.counters())?;
+        counters.set_item("costs_by_rule", to_python(py, self.inner.costs_by_rule())?)?;
+        Ok(counters)
+    }
+}
+
+impl Guard {
+    /// [`Guard::observe`] on a body read already.
+    fn observe_value(&mut self, py: Python<'_>, body: Value) -> PyResult<Outcome> {
         match self.inner.observe_body(body) {
             Ok(observed) => {
                 let findings = findings(&observed);
@@ -669,26 +697,6 @@ impl Guard {
             }
             Err(error) => Err(conversation_error(format!("{error}"))),
         }
-    }
-
-    fn expect_break(&mut self) {
-        self.inner.expect_break();
-    }
-
-    #[getter]
-    fn is_break_expected(&self) -> bool {
-        self.inner.is_break_expected()
-    }
-
-    fn reset(&mut self) {
-        self.inner.reset();
-    }
-
-    #[getter]
-    fn counters<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let counters = to_python(py, self.inner.counters())?;
-        counters.set_item("costs_by_rule", to_python(py, self.inner.costs_by_rule())?)?;
-        Ok(counters)
     }
 }
 
@@ -735,6 +743,7 @@ fn _kvlint(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<TierChange>()?;
     module.add_class::<Conversation>()?;
     module.add_class::<Guard>()?;
+    module.add_class::<sessions::GuardSessions>()?;
     module.add(
         "TRACE_ROW_COLUMNS",
         pyo3::types::PyTuple::new(py, workload::COLUMNS)?,

@@ -12,7 +12,9 @@ use std::sync::Arc;
 use kvlint_core::session::SessionFile;
 use kvlint_fleet::Trace;
 use kvlint_fleet::hashed_trace::{HashedFormat, export_hashed};
+use kvlint_protocol::EngineName;
 use kvlint_recordings::log::{RowFilter, read_log_bytes};
+use kvlint_render::{Renderer, RendererSetup, SERVING_ENGINES};
 use kvlint_workload::html::workload_html;
 use kvlint_workload::rows::{TraceRow, trace_of_rows, trace_rows as map_rows};
 use kvlint_workload::workload_report;
@@ -81,8 +83,7 @@ pub fn trace_rows<'py>(
     if block_size == 0 {
         return Err(PyValueError::new_err("block_size must be at least 1"));
     }
-    let renderer = kvlint::workload_renderer(tokenizer, chat_template, serving_engine)
-        .map_err(|error| PyValueError::new_err(format!("{error:?}")))?;
+    let renderer = workload_renderer(tokenizer, chat_template, serving_engine)?;
     let mut inputs = Vec::with_capacity(contents.len());
     for (name, content) in names.iter().zip(&contents) {
         let bytes = match content.cast::<PyBytes>() {
@@ -118,6 +119,30 @@ pub fn trace_rows<'py>(
         rows
     });
     columns(py, rows)
+}
+
+/// The renderer `kvlint workload` builds from `--tokenizer`, `--chat-template` and
+/// `--serving-engine` (`vllm`, `sglang`, `llama.cpp`), so that the map step traces sessions
+/// exactly as the command does: the embedded o200k_base without either file.
+fn workload_renderer(
+    tokenizer: Option<PathBuf>,
+    chat_template: Option<PathBuf>,
+    serving_engine: &str,
+) -> PyResult<Renderer> {
+    let serving = EngineName::from_name(serving_engine)
+        .filter(|engine| SERVING_ENGINES.contains(engine))
+        .ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "unknown serving engine `{serving_engine}`: vllm, sglang or llama.cpp"
+            ))
+        })?;
+    let mut setup = RendererSetup::new(chrono::Local::now().naive_local());
+    setup.tokenizer = tokenizer;
+    setup.chat_template = chat_template;
+    setup.serving = serving;
+    setup
+        .renderer()
+        .map_err(|error| PyValueError::new_err(error.to_string()))
 }
 
 /// The sessions of the log rows `bytes` (named `name`), grouped as `kvlint workload --log`

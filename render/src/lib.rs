@@ -22,6 +22,6 @@ pub mod template_check;
 pub mod tokenize;
 
 pub use error::RenderError;
-pub use render::{EngineRequest, Rendered, Renderer, VllmServer};
+pub use render::{EngineRequest, Rendered, Renderer, RendererSetup, SERVING_ENGINES, VllmServer};
 pub use template::{ChatTemplate, TemplateLimits};
 pub use tokenize::{Tokenizer, Tokens};

@@ -363,6 +363,14 @@
 //! assert_eq!(guard.counters().refused_turns, 1);
 //! ```
 //!
+//! A client that sends the requests of many sessions (a service, an HTTP client shared by
+//! agents) keeps one guard per session with [`GuardSessions`]: the session key each body
+//! carries picks its guard, a body that opens a conversation starts its session over unless a
+//! break was announced, a client's retry of a refused body is refused again and of an accepted
+//! one is not observed twice, and [`SessionLimits`] bounds the sessions and bodies it keeps, so
+//! that a long-running service's memory stays flat. It is generic over [`SessionGuard`], which
+//! [`Guard`] implements; the Python package's guarded clients run on it.
+//!
 //! ## Feature flags
 //!
 //! - `guard` (default): [`Guard`], [`Conversation::render`] and the volatile-value scan of the
@@ -394,6 +402,7 @@ mod guard;
 mod import;
 #[cfg(feature = "guard")]
 mod render;
+mod sessions;
 mod tool;
 
 pub use adapters::ANTHROPIC_DEFAULT_MAX_TOKENS;
@@ -408,6 +417,7 @@ pub use fingerprint::{PrefixFingerprint, ROUTING_KEY_HEADER, SGLANG_ROUTING_KEY_
 pub use guard::{Guard, GuardCounters, GuardError, GuardMode, Observation};
 #[cfg(feature = "guard")]
 pub use render::RenderError;
+pub use sessions::{GuardSessions, Observed, ObservedBody, SessionGuard, SessionLimits};
 pub use tool::{Tool, ToolCall, ToolDefinitionError};
 
 // What users of the SDK need from the analysis, so that depending on `kvlint-sdk` alone is

@@ -19,12 +19,8 @@ use chrono::NaiveDateTime;
 use kvlint_core::TemplateLimits;
 use kvlint_core::cache::Engine;
 use kvlint_core::diagnostic::Severity;
-use kvlint_core::render::{
-    EngineRequest, LlamaCppServer, Renderer, SglangServer, VllmServer, is_harmony_tokenizer,
-};
-use kvlint_core::template::ChatTemplate;
-use kvlint_core::tokenize::Tokenizer;
 use kvlint_protocol::EngineName;
+use kvlint_render::{Renderer, RendererSetup};
 use miette::{IntoDiagnostic, WrapErr};
 
 use crate::config::{Config, Discovery};
@@ -113,11 +109,6 @@ pub fn parse_now(text: &str) -> Result<NaiveDateTime, String> {
         })
 }
 
-/// The self-hosted engines whose request handling engine mode reproduces, between the body and
-/// the chat template (`render --engine`, `workload --serving-engine`).
-pub const SERVING_ENGINES: [EngineName; 3] =
-    [EngineName::Vllm, EngineName::Sglang, EngineName::LlamaCpp];
-
 /// The servers `probe` and `proxy` talk to (`--engine-kind`): the engines, and the hosted APIs
 /// whose usage reports cached tokens (OpenAI's, Anthropic's).
 pub const SERVER_KINDS: [EngineName; 5] = [
@@ -174,57 +165,30 @@ impl RenderArgs {
     /// Provider mode without a chat template; engine mode through `serving`'s request
     /// handling with one.
     pub fn renderer(&self, serving: EngineName) -> miette::Result<Renderer> {
-        let tokenizer_path = self.tokenizer.clone().or_else(|| {
-            // A tokenizer_config.json usually sits beside its tokenizer.json.
-            let template = self.chat_template.as_deref()?;
-            let sibling = template.with_file_name("tokenizer.json");
-            (template
-                .extension()
-                .is_some_and(|extension| extension == "json")
-                && sibling.is_file())
-            .then_some(sibling)
-        });
-        let tokenizer = match &tokenizer_path {
-            Some(path) => Tokenizer::from_file(path)?,
-            None => Tokenizer::o200k_base(),
-        };
-        let Some(template_path) = &self.chat_template else {
-            return Ok(Renderer::Provider { tokenizer });
-        };
-        let now = self
-            .now
-            .unwrap_or_else(|| chrono::Local::now().naive_local());
-        let mut template =
-            ChatTemplate::from_file(template_path, now)?.with_limits(self.template_limits);
-        if let Some(kwargs) = &self.chat_template_kwargs {
+        Ok(self.setup(serving)?.renderer()?)
+    }
+
+    /// The renderer these flags name ([`RendererSetup`]), served by `serving`.
+    pub fn setup(&self, serving: EngineName) -> miette::Result<RendererSetup> {
+        let mut setup = RendererSetup::new(
+            self.now
+                .unwrap_or_else(|| chrono::Local::now().naive_local()),
+        );
+        setup.tokenizer = self.tokenizer.clone();
+        setup.chat_template = self.chat_template.clone();
+        setup.add_generation_prompt = !self.no_generation_prompt;
+        setup.template_limits = self.template_limits;
+        setup.serving = serving;
+        // Template variables mean something only to a template.
+        if let (Some(kwargs), Some(_)) = (&self.chat_template_kwargs, &self.chat_template) {
             let kwargs: serde_json::Value = serde_json::from_str(kwargs)
                 .into_diagnostic()
                 .wrap_err("--chat-template-kwargs must be a JSON object")?;
             let serde_json::Value::Object(kwargs) = kwargs else {
                 miette::bail!("--chat-template-kwargs must be a JSON object");
             };
-            template.kwargs = kwargs;
+            setup.chat_template_kwargs = kwargs;
         }
-        let request = match serving {
-            EngineName::LlamaCpp => EngineRequest::LlamaCpp(LlamaCppServer::serving(&mut template)),
-            EngineName::Sglang if is_harmony_tokenizer(&tokenizer) => {
-                EngineRequest::Sglang(SglangServer::serving(&mut template).serving_gpt_oss())
-            }
-            EngineName::Sglang => EngineRequest::Sglang(SglangServer::serving(&mut template)),
-            // vLLM's, which [`serving_engine`] gives for every engine that is not self-hosted.
-            // A gpt-oss tokenizer: vLLM renders through Harmony, its system message dated the
-            // day the request comes in.
-            _ if is_harmony_tokenizer(&tokenizer) => EngineRequest::Vllm(Box::new(
-                VllmServer::for_template(&template)
-                    .rendering_harmony(now.format("%Y-%m-%d").to_string()),
-            )),
-            _ => EngineRequest::Vllm(Box::new(VllmServer::for_template(&template))),
-        };
-        Ok(Renderer::Engine {
-            template: Box::new(template),
-            tokenizer,
-            add_generation_prompt: !self.no_generation_prompt,
-            request,
-        })
+        Ok(setup)
     }
 }

@@ -9,7 +9,9 @@ use kvlint_core::render::{Rendered, Renderer};
 use kvlint_core::session::{SessionFile, Turn};
 use kvlint_protocol::EngineName;
 
-use super::{Outcome, RenderArgs, SERVING_ENGINES, current_config, engine_name};
+use kvlint_render::SERVING_ENGINES;
+
+use super::{Outcome, RenderArgs, current_config, engine_name};
 use crate::config::Discovery;
 use crate::emit::{self, Output, OutputFormat, OutputKind, Terminal};
 use crate::report::render::{RenderReport, RenderedSession, RenderedTurn};

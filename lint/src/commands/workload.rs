@@ -24,7 +24,9 @@ use miette::{IntoDiagnostic, WrapErr};
 pub use self::hashed::TraceFormat;
 use self::hashed::{export_trace, hashed_traces, joined};
 pub use self::logs::{LogArgs, LogSummary, summary_human, summary_json};
-use super::{Outcome, RenderArgs, SERVING_ENGINES, current_config, engine_name};
+use kvlint_render::SERVING_ENGINES;
+
+use super::{Outcome, RenderArgs, current_config, engine_name};
 use crate::config::Discovery;
 use crate::discover::session_files;
 use crate::input::{input_text, parse_all};

@@ -17,6 +17,7 @@ mod engine_request;
 mod harmony;
 mod locate;
 mod provider;
+mod setup;
 
 use std::borrow::Cow;
 use std::ops::Range;
@@ -32,6 +33,7 @@ pub use harmony::is_harmony_tokenizer;
 use locate::{RenderedTools, locate_parts};
 pub use provider::push_part_text;
 use provider::render_parts;
+pub use setup::{RendererSetup, SERVING_ENGINES};
 
 /// A byte range of the rendered text and the request part it came from.
 #[derive(Clone, Debug, PartialEq, Eq)]
