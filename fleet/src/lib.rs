@@ -59,7 +59,7 @@ pub use simulate::{
     AibrixConfig, Arrival, Belief, Bounds, CacheSize, DynamoConfig, DynamoCost, FleetOptions,
     LLAMACPP_TRACE_BLOCK, Latency, LlmdConfig, LlmdIndex, Policies, Policy, Ranked, Ranking,
     RayConfig, ReplicaLoad, Setup, SglangConfig, SglangIndex, SglangMiss, SimEngine,
-    SimulationResult, SmgConfig, SmgMiss, grouped, rank, simulate, simulate_streamed,
+    SimulationResult, SmgConfig, SmgMiss, grouped, rank, simulate, simulate_streamed, streamable,
 };
 pub use simulate::{Along, KNEE_GAIN, SweepGrid, SweepRow, sweep_grid};
 pub use stats::Distribution;

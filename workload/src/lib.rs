@@ -43,6 +43,7 @@
 //! assert!(report.reuse.within_session_tokens >= first - 3);
 //! ```
 
+mod assemble;
 mod error;
 pub mod export;
 pub mod html;
@@ -52,6 +53,10 @@ pub mod rows;
 pub mod store;
 mod trace;
 
+pub use assemble::{
+    AssembleError, Assembled, DEFAULT_BLOCK, InputFile, LoggedSession, TraceSetup, WorkloadInputs,
+    joined,
+};
 pub use error::TraceFileError;
 pub use recorded::{RecordingError, recorded_requests};
 pub use report::{FindingCost, Reuse, WorkloadReport, workload_report};

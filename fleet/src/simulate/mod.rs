@@ -36,7 +36,7 @@ pub use routers::{
     AibrixConfig, Branch, DynamoConfig, DynamoCost, LlmdConfig, LlmdIndex, RayConfig, SglangConfig,
     SglangIndex, SglangMiss, SmgConfig, SmgMiss,
 };
-pub use run::{simulate, simulate_streamed};
+pub use run::{simulate, simulate_streamed, streamable};
 pub use sweep::{Along, KNEE_GAIN, SweepGrid, SweepRow, sweep_grid};
 
 /// The engine whose cache each replica models: `vllm[:block=16]`, `sglang[:page=1]`,

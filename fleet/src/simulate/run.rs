@@ -93,8 +93,31 @@ pub fn simulate_streamed(
     trace: &StreamedTrace,
     setup: &Setup,
 ) -> Result<SimulationResult, StreamedRunError> {
+    streamable(trace.block_size, setup)?;
+    let mut fleet = Fleet::new(trace.requests, setup, None);
+    let mut rng = SmallRng::seed_from_u64(setup.seed);
+    trace.replay(|streamed| {
+        let arriving = Arriving {
+            index: streamed.line,
+            request: streamed.request,
+            identity: streamed.identity,
+            new_blocks: streamed.new_blocks,
+            generated_blocks: &[],
+            last: streamed.last,
+        };
+        fleet.serve(streamed.time, arriving, &mut rng);
+    })?;
+    Ok(fleet.result(None))
+}
+
+/// Whether a run of `setup` can read a trace of `block_size`-token blocks as it goes, holding
+/// only the sessions in flight: the one rule of [`simulate_streamed`] and of a caller choosing
+/// how to read a trace. Refused, naming the setting: another block size than the engine's,
+/// arrivals other than the recorded times, the bounds and the per-request figures (they need
+/// the trace held whole).
+pub fn streamable(block_size: u32, setup: &Setup) -> Result<(), StreamedRunError> {
     let refused = |setting: String, reason| Err(StreamedRunError::Setting { setting, reason });
-    if trace.block_size != setup.engine.block_size() {
+    if block_size != setup.engine.block_size() {
         return refused(
             format!("an engine block of {} tokens", setup.engine.block_size()),
             "the trace's blocks are another size",
@@ -112,20 +135,7 @@ pub fn simulate_streamed(
             "they need the trace held whole",
         );
     }
-    let mut fleet = Fleet::new(trace.requests, setup, None);
-    let mut rng = SmallRng::seed_from_u64(setup.seed);
-    trace.replay(|streamed| {
-        let arriving = Arriving {
-            index: streamed.line,
-            request: streamed.request,
-            identity: streamed.identity,
-            new_blocks: streamed.new_blocks,
-            generated_blocks: &[],
-            last: streamed.last,
-        };
-        fleet.serve(streamed.time, arriving, &mut rng);
-    })?;
-    Ok(fleet.result(None))
+    Ok(())
 }
 
 /// Recorded decisions replayed ([`super::calibrate`]): the replica each request was sent to

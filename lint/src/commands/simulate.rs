@@ -9,7 +9,8 @@ use std::path::PathBuf;
 use kvlint_fleet::hashed_trace::{HashedFormat, StreamedTrace};
 use kvlint_fleet::{
     Along, Arrival, CacheSize, FleetOptions, KNEE_GAIN, Policies, Policy, Ranking, Setup,
-    SimEngine, SimulationResult, SweepGrid, rank, simulate, simulate_streamed, sweep_grid,
+    SimEngine, SimulationResult, SweepGrid, rank, simulate, simulate_streamed, streamable,
+    sweep_grid,
 };
 use kvlint_workload::html::simulation_html;
 use miette::IntoDiagnostic;
@@ -162,14 +163,6 @@ pub fn run(mut args: Args) -> miette::Result<Outcome> {
     }
     // The trace's blocks are the engine's.
     args.trace.block = Some(args.engine.block_size());
-    let workload = match streamed(&args)? {
-        Some(streamed) => Workload::Streamed(streamed),
-        None => {
-            let traced = traced(&args.sessions, &args.dataset, &args.trace)?;
-            log_to_stderr(&traced);
-            Workload::Whole(Box::new(traced))
-        }
-    };
     if !args.signal_delay.is_finite() || args.signal_delay < 0.0 {
         miette::bail!("--signal-delay must be a number of milliseconds, 0 or more");
     }
@@ -228,6 +221,14 @@ pub fn run(mut args: Args) -> miette::Result<Outcome> {
             }
         }
     }
+    let workload = match streamed(&args, &setups)? {
+        Some(streamed) => Workload::Streamed(streamed),
+        None => {
+            let traced = traced(&args.sessions, &args.dataset, &args.trace)?;
+            log_to_stderr(&traced);
+            Workload::Whole(Box::new(traced))
+        }
+    };
     let results: Vec<SimulationResult> = setups
         .par_iter()
         .map(|setup| workload.simulate(setup))
@@ -282,26 +283,23 @@ impl Workload {
 
 /// The hashed trace to read as it goes rather than whole, so that a trace of millions of
 /// requests costs only the sessions in flight: the one input, a Mooncake file in time order
-/// (`StreamedTrace::open`) at the engine's block size, replayed at its recorded times without
-/// the bounds and the per-request figures, which need it whole.
-fn streamed(args: &Args) -> miette::Result<Option<StreamedTrace>> {
+/// (`StreamedTrace::open`), when every setup can stream it ([`streamable`]: the engine's
+/// block size, recorded arrivals, neither the bounds nor the per-request figures).
+fn streamed(args: &Args, setups: &[Setup]) -> miette::Result<Option<StreamedTrace>> {
     let [path] = args.trace.hashed_trace.as_slice() else {
         return Ok(None);
     };
-    let block = args.engine.block_size();
-    let mooncake = HashedFormat::Mooncake;
+    let file_block = args
+        .trace
+        .hashed_block
+        .unwrap_or(HashedFormat::Mooncake.default_block_size());
     let whole_needed = !args.sessions.is_empty()
         || !args.dataset.is_empty()
         || !args.trace.logs.log.is_empty()
         || path.is_dir()
-        || args.arrival != Arrival::Recorded
-        || !args.no_bounds
-        || args.per_request
-        || args
-            .trace
-            .hashed_block
-            .unwrap_or(mooncake.default_block_size())
-            != block;
+        || setups
+            .iter()
+            .any(|setup| streamable(file_block, setup).is_err());
     if whole_needed {
         return Ok(None);
     }
@@ -316,7 +314,7 @@ fn streamed(args: &Args) -> miette::Result<Option<StreamedTrace>> {
         path.display(),
         trace.requests
     );
-    Ok((trace.block_size == block).then_some(trace))
+    Ok((trace.block_size == args.engine.block_size()).then_some(trace))
 }
 
 /// The policies `--routing` simulates when it is not given and `--compare` is not asked.

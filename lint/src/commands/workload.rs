@@ -10,19 +10,19 @@ mod logs;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Instant;
 
 use kvlint_core::render::Renderer;
 use kvlint_fleet::{Distribution, Trace, grouped};
 use kvlint_protocol::EngineName;
-use kvlint_workload::export::{Format, dataset_trace, export};
+use kvlint_workload::export::{Format, export};
 use kvlint_workload::html::workload_html;
-use kvlint_workload::store::{load, save, trace_key, trace_path};
-use kvlint_workload::{WorkloadReport, build_trace, session_identity, workload_report};
+use kvlint_workload::{
+    InputFile, LoggedSession, TraceSetup, WorkloadInputs, WorkloadReport, workload_report,
+};
 use miette::{IntoDiagnostic, WrapErr};
 
 pub use self::hashed::TraceFormat;
-use self::hashed::{export_trace, hashed_traces, joined};
+use self::hashed::{export_trace, hashed_traces};
 pub use self::logs::{LogArgs, LogSummary, summary_human, summary_json};
 use kvlint_render::SERVING_ENGINES;
 
@@ -155,7 +155,8 @@ pub struct Traced {
     pub log: Option<LogSummary>,
 }
 
-/// The trace of `sessions` and `datasets`, from the cache when it holds it.
+/// The trace of `sessions` and `datasets` with the hashed traces and request logs `args`
+/// names, assembled by [`WorkloadInputs::trace`] (from the cache when it holds it).
 pub fn traced(
     sessions: &[PathBuf],
     datasets: &[PathBuf],
@@ -183,101 +184,73 @@ pub fn traced(
             summary_human(&logs.summary)
         );
     }
-    if files.is_empty() && datasets.is_empty() && logs.is_none() {
-        let Some(first) = hashed.first() else {
-            miette::bail!("no session file found in {}", shown(sessions));
-        };
-        let block = args.block.unwrap_or(first.block_size);
-        return Ok(Traced {
-            trace: joined(Vec::new(), hashed, block)?,
-            renderer,
-            tracing_seconds: None,
-            log: None,
-        });
+    if files.is_empty() && datasets.is_empty() && logs.is_none() && hashed.is_empty() {
+        miette::bail!("no session file found in {}", shown(sessions));
     }
-    // vLLM's, when neither the command line nor a hashed trace says.
-    let block = args.block.unwrap_or(16);
-    let mut inputs = Vec::new();
-    for path in files.iter().chain(datasets) {
+    let read = |path: &PathBuf, roots: &[PathBuf]| -> miette::Result<InputFile> {
         let bytes = std::fs::read(path)
             .into_diagnostic()
             .wrap_err_with(|| format!("reading {}", path.display()))?;
-        inputs.push((path.display().to_string(), bytes));
-    }
-    let keyed: Vec<(String, &[u8])> = inputs
-        .iter()
-        .map(|(name, bytes)| (name.clone(), bytes.as_slice()))
-        .collect();
-    let key = trace_key(
-        &keyed,
-        &format!("{} {:?}", renderer.name(), args.serving_engine),
-        block,
-    );
-    // A log's summary comes from reading it: with logs, the trace is built again each run.
-    let cached =
-        (!args.no_trace_cache && logs.is_none()).then(|| trace_path(&cache_folder(args), &key));
-    if let Some(path) = cached.as_ref().filter(|path| path.is_file())
-        && let Ok(trace) = load(path)
-    {
-        return Ok(Traced {
-            trace: joined(vec![trace], hashed, block)?,
-            renderer,
-            tracing_seconds: None,
-            log: None,
-        });
-    }
-    let started = Instant::now();
-    // The bytes read for the key, not the files again.
-    let mut parsed = Vec::new();
-    // Each session's file, as named relative to the folder given (for its identity).
-    let mut relative_names = Vec::new();
-    for (file, (name, bytes)) in files.iter().zip(&mut inputs[..files.len()]) {
-        let text = input_text(name.clone(), std::mem::take(bytes)).map_err(miette::Report::new)?;
-        let found = parse_all(name.clone(), Arc::from(text)).map_err(miette::Report::new)?;
-        let relative = relative_name(file, sessions);
-        relative_names.extend(std::iter::repeat_n(relative, found.len()));
-        parsed.extend(found);
-    }
+        Ok(InputFile {
+            name: path.display().to_string(),
+            relative: relative_name(path, roots),
+            bytes,
+        })
+    };
+    let mut inputs = WorkloadInputs {
+        files: files
+            .iter()
+            .map(|path| read(path, sessions))
+            .collect::<miette::Result<_>>()?,
+        datasets: datasets
+            .iter()
+            .map(|path| read(path, &[]))
+            .collect::<miette::Result<_>>()?,
+        hashed,
+        logged: None,
+    };
     let mut log = None;
     if let Some(logs) = logs {
         // A log's session is named `FILE#n`, its file named as a session file is: its
         // identity, unless it carries a session key.
-        relative_names.extend(logs.sessions.iter().map(
-            |session| match session.path.rsplit_once('#') {
-                Some((file, number)) => {
-                    format!(
-                        "{}#{number}",
-                        relative_name(Path::new(file), &args.logs.log)
-                    )
-                }
-                None => session.path.clone(),
-            },
-        ));
-        parsed.extend(logs.sessions);
+        let named = |path: &str| match path.rsplit_once('#') {
+            Some((file, number)) => format!(
+                "{}#{number}",
+                relative_name(Path::new(file), &args.logs.log)
+            ),
+            None => path.to_owned(),
+        };
+        inputs.logged = Some(
+            logs.sessions
+                .into_iter()
+                .map(|session| LoggedSession {
+                    name: named(&session.path),
+                    session,
+                })
+                .collect(),
+        );
         log = Some(logs.summary);
     }
-    let mut trace = build_trace(&parsed, &renderer, block).map_err(miette::Report::new)?;
-    for ((traced, session), file) in trace.sessions.iter_mut().zip(&parsed).zip(&relative_names) {
-        traced.identity = session_identity(session, file);
-    }
-    for (path, (_, bytes)) in datasets.iter().zip(&inputs[files.len()..]) {
-        let text = String::from_utf8_lossy(bytes);
-        let file_name = relative_name(path, &[]);
-        let dataset = dataset_trace(&file_name, &text, renderer.tokenizer(), block)
-            .ok_or_else(|| miette::Report::new(not_a_dataset(path)))?;
-        trace.append(dataset);
-    }
-    let tracing_seconds = Some(started.elapsed().as_secs_f64());
-    if let Some(path) = cached {
+    let setup = TraceSetup {
+        renderer: &renderer,
+        renderer_key: format!("{} {:?}", renderer.name(), args.serving_engine),
+        block: args.block,
+        cache: (!args.no_trace_cache).then(|| cache_folder(args)),
+    };
+    let assembled = inputs
+        .trace(&setup, |name, bytes| {
+            let text = input_text(name.clone(), bytes)?;
+            parse_all(name, Arc::from(text))
+        })
+        .map_err(miette::Report::new)?;
+    if let Some(error) = assembled.not_kept {
         // A cache that cannot be written costs the next run the rendering, nothing else.
-        if let Err(error) = save(&trace, &path) {
-            eprintln!("kvlint: {error}");
-        }
+        eprintln!("kvlint: {error}");
     }
     Ok(Traced {
-        trace: joined(vec![trace], hashed, block)?,
+        trace: assembled.trace,
         renderer,
-        tracing_seconds,
+        tracing_seconds: assembled.tracing_seconds,
         log,
     })
 }
@@ -298,23 +271,6 @@ fn relative_name(file: &Path, roots: &[PathBuf]) -> String {
         .map(|component| component.as_os_str().to_string_lossy())
         .collect::<Vec<_>>()
         .join("/")
-}
-
-/// A `--dataset` file that is none of the formats read.
-#[derive(Debug, thiserror::Error, miette::Diagnostic)]
-#[error("{path}: not a benchmark dataset")]
-#[diagnostic(
-    code(kvlint::workload::dataset),
-    help("JSONL with `prompt` (vLLM custom, GuideLLM), JSONL of chat requests, or ShareGPT JSON")
-)]
-struct NotADataset {
-    path: String,
-}
-
-fn not_a_dataset(path: &Path) -> NotADataset {
-    NotADataset {
-        path: path.display().to_string(),
-    }
 }
 
 fn shown(paths: &[PathBuf]) -> String {

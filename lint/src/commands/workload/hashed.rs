@@ -4,9 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use kvlint_fleet::Trace;
-use kvlint_fleet::hashed_trace::{
-    HashedFormat, export_hashed, read_hashed, rebinned, weka_conversations,
-};
+use kvlint_fleet::hashed_trace::{HashedFormat, export_hashed, read_hashed, weka_conversations};
 use miette::{IntoDiagnostic, WrapErr};
 
 use super::{TraceArgs, deliver};
@@ -77,26 +75,6 @@ pub fn hashed_traces(args: &TraceArgs) -> miette::Result<Vec<Trace>> {
             .map_err(miette::Report::new)
         })
         .collect()
-}
-
-/// `traces` and then `hashed`, all at `block` tokens per block.
-pub fn joined(traces: Vec<Trace>, hashed: Vec<Trace>, block: u32) -> miette::Result<Trace> {
-    let at_block = |trace: Trace| {
-        if trace.block_size == block {
-            Ok(trace)
-        } else {
-            rebinned(&trace, block).map_err(miette::Report::new)
-        }
-    };
-    let mut all = traces.into_iter().chain(hashed);
-    let mut joined = match all.next() {
-        Some(first) => at_block(first)?,
-        None => miette::bail!("no session and no hashed trace to read"),
-    };
-    for trace in all {
-        joined.append(at_block(trace)?);
-    }
-    Ok(joined)
 }
 
 /// Writes `trace` as a hashed trace to `output` (a folder of conversations for `weka`), or
