@@ -6,6 +6,7 @@
 
 pub(crate) mod plot;
 mod simulation;
+mod text;
 
 use std::fmt::Write;
 
@@ -13,10 +14,11 @@ use crate::report::WorkloadReport;
 use kvlint_fleet::{Distribution, SimulationResult};
 
 use plot::{
-    Axis, Lines, ROW_HEIGHT, Scale, Series, cdf_figure, colour, escape, grouped, lines_figure,
-    page_start, percent, row_label_svg, rows_frame,
+    Axis, Lines, ROW_HEIGHT, Scale, Series, cdf_figure, colour, lines_figure, page_start,
+    row_label_svg, rows_frame,
 };
 pub use simulation::simulation_html;
+use text::{escape, grouped, percent};
 
 /// The prefix-sharing rate of each workload, as recorded and with its findings fixed, as bars
 /// on one axis.

@@ -7,9 +7,9 @@
 use std::fmt::Write;
 
 use super::plot::{
-    Axis, Lines, ROW_HEIGHT, Scale, escape, grouped, grouped_in, lines_figure, page_start, percent,
-    readable, row_label_svg, rows_frame,
+    Axis, Lines, ROW_HEIGHT, Scale, lines_figure, page_start, row_label_svg, rows_frame,
 };
+use super::text::{escape, grouped, grouped_in, percent, readable};
 use kvlint_fleet::{Along, Belief, Bounds, KNEE_GAIN, Ranking, SimulationResult, sweep_grid};
 
 /// The sweep's points (replicas and cache), in the order first simulated.
