@@ -175,3 +175,57 @@ fn a_map_without_a_crate_or_a_command_is_caught() {
         ]
     );
 }
+
+/// The top-level modules of `crate` (`fleet`): each file and folder under its `src/` but the
+/// crate root.
+fn modules(crate_folder: &str) -> Vec<String> {
+    let source = kvlint_fixtures::repository().join(crate_folder).join("src");
+    let mut modules: Vec<String> = std::fs::read_dir(&source)
+        .unwrap()
+        .map(|entry| entry.unwrap())
+        .map(|entry| {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if entry.file_type().unwrap().is_dir() {
+                format!("{name}/")
+            } else {
+                name
+            }
+        })
+        .filter(|name| name != "lib.rs")
+        .collect();
+    modules.sort();
+    modules
+}
+
+#[test]
+fn architecture_names_every_module_of_the_fleet_wing_and_every_router() {
+    let document = architecture();
+    let mut missing = Vec::new();
+    for crate_folder in ["fleet", "workload"] {
+        let modules = modules(crate_folder);
+        assert!(modules.len() >= 5, "{crate_folder}: {modules:?}");
+        for module in modules {
+            // Named as the crate's section names it (`trace.rs`, `cache/`) or by its path.
+            let named = [
+                format!("`{module}"),
+                format!("`{crate_folder}/src/{module}"),
+            ];
+            if !named.iter().any(|name| document.contains(name)) {
+                missing.push(format!("{crate_folder}/src/{module}"));
+            }
+        }
+    }
+    let routers = kvlint_fleet::Policy::named();
+    assert!(routers.len() >= 8, "named routers: {}", routers.len());
+    for router in routers {
+        let name = format!("`{router}`");
+        if !document.contains(&name) {
+            missing.push(format!("the router {name}"));
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE.md does not name: {}",
+        missing.join(", ")
+    );
+}
