@@ -20,6 +20,7 @@ not build are covered too. The request is inspected before the original ``send``
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Generator, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -83,7 +84,7 @@ class KvlintRecorder:
 
 
 #: As many bodies as a recorder may keep (the native multiplexer's bound is a machine word).
-_EVERY_BODY = 2**63 - 1
+_EVERY_BODY = sys.maxsize
 
 
 def _client_classes() -> Iterator[type[Any]]:
