@@ -17,6 +17,7 @@ mod commands;
 mod config;
 mod discover;
 mod emit;
+mod engine_client;
 mod input;
 mod lsp;
 mod probe;

@@ -8,7 +8,8 @@ use kvlint_protocol::EngineName;
 
 use super::{Outcome, RenderArgs, SERVER_KINDS, engine_name};
 use crate::emit::{self, Output, OutputFormat, OutputKind, Terminal};
-use crate::probe::{self, Api, Client, Fleet};
+use crate::engine_client::{Api, Client};
+use crate::probe::{self, Fleet};
 use crate::report::REPORT_VERSION;
 use crate::report::probe::ProbeReport;
 

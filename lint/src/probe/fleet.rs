@@ -5,13 +5,14 @@ use kvlint_core::error::InputError;
 use kvlint_core::routing::{ROUTING_KEY_HEADER, request_routing_key, routing_key};
 use kvlint_core::session::SessionFile;
 
-use super::client::Client;
+use crate::engine_client::Client;
 use kvlint_protocol::EngineName;
 
-use super::detect::prometheus_value;
 use super::observe::observe;
 use super::predict::predicted_cached;
-use super::replay::{chat_body, engine_tokens};
+use super::replay::chat_body;
+use crate::engine_client::engine_tokens;
+use crate::engine_client::prometheus_value;
 use crate::report::probe::{ProbeSession, ProbeTurn};
 
 /// The replicas a fleet probe reads: llama.cpp servers, one slot each, whose

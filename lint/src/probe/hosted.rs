@@ -7,9 +7,9 @@ use kvlint_core::render::Renderer;
 use kvlint_core::session::SessionFile;
 use serde_json::json;
 
-use super::client::Client;
 use super::observe::observed_cached;
 use super::replay::chat_body;
+use crate::engine_client::Client;
 use crate::report::probe::{ProbeSession, ProbeTurn};
 use kvlint_protocol::EngineName;
 

@@ -7,15 +7,14 @@
 //! messages and tools. Every prediction goes through kvlint-core's cache model
 //! ([`kvlint_core::cache::Engine::predict`]), set up with what the engine says about itself.
 //!
-//! - [`client`]: HTTP, retries, transport errors;
+//! - `crate::engine_client`: HTTP, retries, transport errors, the engine's own tokens, its
+//!   metrics (the proxy's predictions ask the engine through it too);
 //! - [`detect`]: the engine's kind, model, slots and cache settings;
 //! - [`replay`]: a session against a self-hosted engine; [`hosted`]: against a hosted API;
 //!   [`fleet`]: through a gateway in front of replicas;
 //! - [`predict`] and [`observe`]: the two numbers compared per turn; the results the
 //!   emitters read are `crate::report::probe`.
 
-mod client;
-mod credentials;
 mod detect;
 mod fleet;
 mod hosted;
@@ -23,11 +22,6 @@ mod observe;
 mod predict;
 mod replay;
 
-pub use client::Client;
-pub use credentials::Api;
-pub use detect::prometheus_value;
 pub use fleet::{Fleet, probe_fleet};
 pub use hosted::probe_hosted;
 pub use replay::probe_session;
-
-pub(crate) use replay::{chat_request, engine_text_tokens, engine_tokens};

@@ -3,10 +3,10 @@
 
 use serde_json::Value;
 
-use super::client::Client;
+use crate::engine_client::Client;
 use kvlint_protocol::EngineName;
 
-use super::detect::prometheus_value;
+use crate::engine_client::prometheus_value;
 
 /// Sends a turn's chat request and reads what the engine served from cache; a failure goes
 /// into the turn's note.

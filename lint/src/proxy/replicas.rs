@@ -13,7 +13,7 @@ use super::Exchange;
 use super::analysis::engine_client;
 use kvlint_protocol::EngineName;
 
-use crate::probe::{Client, prometheus_value};
+use crate::engine_client::{Client, prometheus_value};
 
 pub(super) struct Counters {
     replicas: Vec<(String, Client)>,

@@ -21,7 +21,7 @@ use rustls::pki_types::CertificateDer;
 use serde_json::Value;
 
 use super::Analysis;
-use crate::probe::{Client, chat_request, engine_text_tokens, engine_tokens};
+use crate::engine_client::{Client, chat_request, engine_text_tokens, engine_tokens};
 use crate::proxy::Exchange;
 
 /// How long the analysis waits for an engine's tokens or metrics.

@@ -67,11 +67,11 @@ impl Client {
         shown_url(&self.base)
     }
 
-    pub(super) fn post(&self, path: &str, body: &Value) -> Result<Value, Failure> {
+    pub(crate) fn post(&self, path: &str, body: &Value) -> Result<Value, Failure> {
         self.post_with(path, body, &[])
     }
 
-    pub(super) fn post_with(
+    pub(crate) fn post_with(
         &self,
         path: &str,
         body: &Value,
