@@ -20,7 +20,7 @@ use serde::Serialize;
 
 use super::routers::{Branch, Choice};
 use super::run::{Recorded, Replayed, replay};
-use super::{Arrival, Setup};
+use super::{Arrival, CacheSize, Policy, Setup, SimEngine, as_spelled};
 use crate::error::SpecError;
 use crate::trace::{Trace, arrival_order};
 
@@ -151,9 +151,12 @@ pub struct ServedComparison {
 /// The model of one router against the recorded fleet.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Calibration {
-    pub policy: String,
-    pub engine: String,
-    pub cache: String,
+    #[serde(serialize_with = "as_spelled")]
+    pub policy: Policy,
+    #[serde(serialize_with = "as_spelled")]
+    pub engine: SimEngine,
+    #[serde(serialize_with = "as_spelled")]
+    pub cache: CacheSize,
     /// Whether the replay was teacher-forced.
     pub forced: bool,
     /// The replicas' names, by number.
@@ -288,9 +291,9 @@ pub fn calibrate(
         })
         .collect();
     Ok(Calibration {
-        policy: setup.policy.to_string(),
-        engine: setup.engine.to_string(),
-        cache: setup.cache.to_string(),
+        policy: setup.policy,
+        engine: setup.engine,
+        cache: setup.cache,
         forced,
         replicas,
         agreement: agreement(&requests),

@@ -15,14 +15,15 @@
 
 use serde::Serialize;
 
-use super::SimulationResult;
+use super::{CacheSize, Policy, SimulationResult, as_spelled};
 
 /// One policy's place in a decision report.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Ranked {
     /// 1 for the winner.
     pub rank: usize,
-    pub policy: String,
+    #[serde(serialize_with = "as_spelled")]
+    pub policy: Policy,
     pub served_tokens: u64,
     pub ttft_p99: f64,
     pub imbalance: f64,
@@ -37,7 +38,8 @@ pub struct Ranked {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Ranking {
     pub replicas: usize,
-    pub cache: String,
+    #[serde(serialize_with = "as_spelled")]
+    pub cache: CacheSize,
     /// Router replicas without shared state each policy ran with.
     pub routers: usize,
     pub ranked: Vec<Ranked>,
@@ -61,15 +63,15 @@ fn places(values: &[f64], better: impl Fn(f64, f64) -> bool) -> Vec<usize> {
 /// simulated with one router (what `--routers N` adds beside N), the policies are ranked with N
 /// and each one's single-router result measures what the N routers lose.
 pub fn rank(results: &[SimulationResult]) -> Vec<Ranking> {
-    let several_routers = |replicas: usize, cache: &str| {
+    let several_routers = |replicas: usize, cache: CacheSize| {
         results.iter().any(|result| {
             result.replicas == replicas && result.cache == cache && result.routers > 1
         })
     };
-    let mut points: Vec<(usize, &str, usize)> = Vec::new();
+    let mut points: Vec<(usize, CacheSize, usize)> = Vec::new();
     for result in results {
-        let point = (result.replicas, result.cache.as_str(), result.routers);
-        let ranked = result.routers > 1 || !several_routers(result.replicas, &result.cache);
+        let point = (result.replicas, result.cache, result.routers);
+        let ranked = result.routers > 1 || !several_routers(result.replicas, result.cache);
         if ranked && !points.contains(&point) {
             points.push(point);
         }
@@ -89,7 +91,7 @@ pub fn rank(results: &[SimulationResult]) -> Vec<Ranking> {
                 .collect();
             Ranking {
                 replicas,
-                cache: cache.to_owned(),
+                cache,
                 routers,
                 ranked: rank_point(&group, &alone),
             }
@@ -123,7 +125,7 @@ fn rank_point(group: &[&SimulationResult], alone: &[&SimulationResult]) -> Vec<R
             let result = group[index];
             Ranked {
                 rank: position + 1,
-                policy: result.policy.clone(),
+                policy: result.policy,
                 served_tokens: result.served_tokens,
                 ttft_p99: result.ttft.p99,
                 imbalance: result.imbalance,
@@ -320,18 +322,18 @@ pub fn grouped(number: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::simulate::{Belief, Latency, ReplicaLoad};
+    use crate::simulate::{Arrival, Belief, Latency, ReplicaLoad, SimEngine};
 
     /// A result of two replicas with these figures.
     fn result(policy: &str, served: u64, p99: f64, computed: [u64; 2]) -> SimulationResult {
         let prompt_tokens = served + computed[0] + computed[1];
         let mean = (computed[0] + computed[1]) as f64 / 2.0;
         SimulationResult {
-            policy: policy.to_owned(),
-            cache: "100 blocks".to_owned(),
-            engine: "vllm:block=16".to_owned(),
+            policy: policy.parse().unwrap(),
+            cache: CacheSize::Blocks(100),
+            engine: SimEngine::Vllm { block: 16 },
             replicas: 2,
-            arrival: "closed:8".to_owned(),
+            arrival: Arrival::Closed { concurrency: 8 },
             requests: 10,
             prompt_tokens,
             served_tokens: served,
@@ -382,7 +384,7 @@ mod tests {
         let rankings = rank(&[lopsided.clone(), moved.clone(), winner.clone()]);
         assert_eq!(rankings.len(), 1);
         let ranked = &rankings[0].ranked;
-        let order: Vec<&str> = ranked.iter().map(|r| r.policy.as_str()).collect();
+        let order: Vec<String> = ranked.iter().map(|r| r.policy.to_string()).collect();
         // Sums: session-hash 2 + 1 + 1 = 4, sglang 1 + 3 + 3 = 7, round-robin 3 + 2 + 1 = 6.
         assert_eq!(order, ["session-hash", "round-robin", "sglang-cache-aware"]);
         assert_eq!(ranked[0].places, [2, 1, 1]);
@@ -419,7 +421,7 @@ mod tests {
         assert_eq!(rankings.len(), 1);
         assert_eq!(rankings[0].routers, 3);
         let ranked = &rankings[0].ranked;
-        assert_eq!(ranked[0].policy, "session-hash");
+        assert_eq!(ranked[0].policy, Policy::SessionHash);
         assert_eq!(
             ranked[1].reason.as_deref(),
             Some(

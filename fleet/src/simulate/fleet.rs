@@ -470,11 +470,11 @@ impl<'a> Fleet<'a> {
             .fold(0.0, f64::max);
         let ttft = Distribution::of(ttfts);
         SimulationResult {
-            policy: setup.policy.to_string(),
-            cache: setup.cache.to_string(),
-            engine: setup.engine.to_string(),
+            policy: setup.policy,
+            cache: setup.cache,
+            engine: setup.engine,
             replicas: replica_count,
-            arrival: setup.arrival.to_string(),
+            arrival: setup.arrival,
             requests: loads.iter().map(|load| load.requests).sum(),
             prompt_tokens,
             served_tokens: served_total,

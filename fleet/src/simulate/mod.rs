@@ -496,14 +496,19 @@ pub struct Belief {
     pub served_not_predicted_tokens: u64,
 }
 
-/// What one point of a simulation found.
+/// What one point of a simulation found: its setting, typed (written as `--routing`,
+/// `--cache`, `--engine` and `--arrival` spell them), and the figures measured.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct SimulationResult {
-    pub policy: String,
-    pub cache: String,
-    pub engine: String,
+    #[serde(serialize_with = "as_spelled")]
+    pub policy: Policy,
+    #[serde(serialize_with = "as_spelled")]
+    pub cache: CacheSize,
+    #[serde(serialize_with = "as_spelled")]
+    pub engine: SimEngine,
     pub replicas: usize,
-    pub arrival: String,
+    #[serde(serialize_with = "as_spelled")]
+    pub arrival: Arrival,
     pub requests: u64,
     pub prompt_tokens: u64,
     pub served_tokens: u64,
@@ -538,6 +543,14 @@ pub struct SimulationResult {
     /// What no router and no eviction could beat, when asked.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bounds: Option<Bounds>,
+}
+
+/// A setting as the command line spells it (its `Display`).
+pub(crate) fn as_spelled<S: serde::Serializer>(
+    setting: &impl fmt::Display,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.collect_str(setting)
 }
 
 #[cfg(test)]

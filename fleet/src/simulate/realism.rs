@@ -43,7 +43,7 @@ impl SimulationResult {
         if self.routers > 1 {
             format!("{} ×{} routers", self.policy, self.routers)
         } else {
-            self.policy.clone()
+            self.policy.to_string()
         }
     }
 }

@@ -11,7 +11,7 @@
 
 use std::collections::BTreeSet;
 
-use super::SimulationResult;
+use super::{CacheSize, SimulationResult};
 
 /// The least growth of served tokens per doubling for the sweep to go on past a point.
 pub const KNEE_GAIN: f64 = 0.05;
@@ -48,8 +48,10 @@ pub struct SweepGrid {
 fn position(result: &SimulationResult, along: Along) -> Option<f64> {
     match along {
         Along::Replicas => Some(result.replicas as f64),
-        Along::Cache if result.cache == "unbounded" => Some(f64::INFINITY),
-        Along::Cache => result.cache.split(' ').next()?.parse().ok(),
+        Along::Cache => Some(match result.cache {
+            CacheSize::Blocks(size) | CacheSize::Tokens(size) => size as f64,
+            CacheSize::Unbounded => f64::INFINITY,
+        }),
     }
 }
 
@@ -94,7 +96,7 @@ pub fn sweep_grid(results: &[SimulationResult], along: Along) -> Option<SweepGri
 
 fn column_name(result: &SimulationResult, along: Along) -> String {
     match along {
-        Along::Cache => result.cache.clone(),
+        Along::Cache => result.cache.to_string(),
         Along::Replicas => result.replicas.to_string(),
     }
 }
@@ -139,15 +141,16 @@ fn knee(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::simulate::Latency;
+    use crate::simulate::{Arrival, Latency, SimEngine};
 
     fn result(policy: &str, replicas: usize, cache: &str, served: u64) -> SimulationResult {
         SimulationResult {
-            policy: policy.to_owned(),
-            cache: cache.to_owned(),
-            engine: "vllm:block=16".to_owned(),
+            policy: policy.parse().unwrap(),
+            // Spelled as results print it (`4000 blocks`), read as `--cache` reads it.
+            cache: cache.replace(' ', "").parse().unwrap(),
+            engine: SimEngine::Vllm { block: 16 },
             replicas,
-            arrival: "closed:8".to_owned(),
+            arrival: Arrival::Closed { concurrency: 8 },
             requests: 1,
             prompt_tokens: 10_000,
             served_tokens: served,

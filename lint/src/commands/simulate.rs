@@ -341,7 +341,11 @@ fn decision_report(rankings: &[Ranking]) -> String {
             let [served, p99, imbalance] = ranked.places;
             text.push_str(&format!(
                 "  {:>4}  {:<30} {:>16} {:>8.3}s {:>9.2}  {served}/{p99}/{imbalance}\n",
-                ranked.rank, ranked.policy, ranked.served_tokens, ranked.ttft_p99, ranked.imbalance,
+                ranked.rank,
+                ranked.policy.to_string(),
+                ranked.served_tokens,
+                ranked.ttft_p99,
+                ranked.imbalance,
             ));
         }
         text.push('\n');
@@ -359,8 +363,12 @@ fn human(results: &[SimulationResult], prompt_tokens: u64) -> String {
     let mut text = format!(
         "{} prompt tokens; {}, arrivals {}\n\n  {:<30} {:>8} {:>16} {:>7} {:>14} {:>14} {:>10} {:>9} {:>9} {:>9} {:>9}\n",
         prompt_tokens,
-        results.first().map_or("", |result| result.engine.as_str()),
-        results.first().map_or("", |result| result.arrival.as_str()),
+        results
+            .first()
+            .map_or(String::new(), |result| result.engine.to_string()),
+        results
+            .first()
+            .map_or(String::new(), |result| result.arrival.to_string()),
         "routing",
         "replicas",
         "cache",
@@ -378,7 +386,7 @@ fn human(results: &[SimulationResult], prompt_tokens: u64) -> String {
             "  {:<30} {:>8} {:>16} {:>6.1}% {:>14} {:>14} {:>10} {:>9.2} {:>8.3}s {:>8.3}s {:>8.3}s\n",
             result.routing_label(),
             result.replicas,
-            result.cache,
+            result.cache.to_string(),
             100.0 * result.hit_rate,
             result.computed_tokens,
             result.lost_locality_tokens,
@@ -396,7 +404,7 @@ fn human(results: &[SimulationResult], prompt_tokens: u64) -> String {
                 "  {:<30} {:>8} {:>16} {:>14} {:>20} {:>20}\n",
                 result.routing_label(),
                 result.replicas,
-                result.cache,
+                result.cache.to_string(),
                 belief.predicted_tokens,
                 belief.predicted_not_served_tokens,
                 belief.served_not_predicted_tokens,
@@ -441,7 +449,7 @@ fn fleet_sections(results: &[SimulationResult]) -> String {
                 "  {:<30} {:>8} {:>16} {:>14} {:>22} {:>22}\n",
                 result.routing_label(),
                 result.replicas,
-                result.cache,
+                result.cache.to_string(),
                 result.served_tokens,
                 bound.infinite_served_tokens,
                 bound
@@ -468,9 +476,9 @@ fn fleet_sections(results: &[SimulationResult]) -> String {
             let loss = one.served_tokens as i64 - result.served_tokens as i64;
             lost.push_str(&format!(
                 "  {:<30} {:>8} {:>16} {:>8} {:>14} {:>14} {:>8.1}%\n",
-                result.policy,
+                result.policy.to_string(),
                 result.replicas,
-                result.cache,
+                result.cache.to_string(),
                 result.routers,
                 one.served_tokens,
                 result.served_tokens,

@@ -10,13 +10,15 @@ use super::plot::{
     Axis, Lines, ROW_HEIGHT, Scale, lines_figure, page_start, row_label_svg, rows_frame,
 };
 use super::text::{escape, grouped, grouped_in, percent, readable};
-use kvlint_fleet::{Along, Belief, Bounds, KNEE_GAIN, Ranking, SimulationResult, sweep_grid};
+use kvlint_fleet::{
+    Along, Belief, Bounds, CacheSize, KNEE_GAIN, Policy, Ranking, SimulationResult, sweep_grid,
+};
 
 /// The sweep's points (replicas and cache), in the order first simulated.
-fn sweep_points(results: &[SimulationResult]) -> Vec<(usize, &str)> {
-    let mut points: Vec<(usize, &str)> = Vec::new();
+fn sweep_points(results: &[SimulationResult]) -> Vec<(usize, CacheSize)> {
+    let mut points: Vec<(usize, CacheSize)> = Vec::new();
     for result in results {
-        let point = (result.replicas, result.cache.as_str());
+        let point = (result.replicas, result.cache);
         if !points.contains(&point) {
             points.push(point);
         }
@@ -31,7 +33,7 @@ fn row_label(result: &SimulationResult, sweep: bool) -> String {
             "{} · {} × {}",
             result.routing_label(),
             result.replicas,
-            grouped_in(&result.cache)
+            grouped_in(&result.cache.to_string())
         )
     } else {
         result.routing_label()
@@ -239,7 +241,7 @@ fn ttft_figure(results: &[SimulationResult], labels: &[String]) -> String {
 }
 
 /// The hit rate and the TTFT p99 along the sweep, one line per policy.
-fn sweep_figures(results: &[SimulationResult], points: &[(usize, &str)]) -> String {
+fn sweep_figures(results: &[SimulationResult], points: &[(usize, CacheSize)]) -> String {
     let replicas_vary = points.iter().any(|(replicas, _)| *replicas != points[0].0);
     let caches_vary = points.iter().any(|(_, cache)| *cache != points[0].1);
     let (labels, x_title): (Vec<String>, &str) = match (replicas_vary, caches_vary) {
@@ -251,21 +253,26 @@ fn sweep_figures(results: &[SimulationResult], points: &[(usize, &str)]) -> Stri
             "replicas",
         ),
         (false, _) => (
-            points.iter().map(|(_, cache)| grouped_in(cache)).collect(),
+            points
+                .iter()
+                .map(|(_, cache)| grouped_in(&cache.to_string()))
+                .collect(),
             "cache per replica",
         ),
         (true, true) => (
             points
                 .iter()
-                .map(|(replicas, cache)| format!("{replicas} replicas\n{}", grouped_in(cache)))
+                .map(|(replicas, cache)| {
+                    format!("{replicas} replicas\n{}", grouped_in(&cache.to_string()))
+                })
                 .collect(),
             "replicas × cache per replica",
         ),
     };
-    let mut policies: Vec<&str> = Vec::new();
+    let mut policies: Vec<Policy> = Vec::new();
     for result in results {
-        if !policies.contains(&result.policy.as_str()) {
-            policies.push(&result.policy);
+        if !policies.contains(&result.policy) {
+            policies.push(result.policy);
         }
     }
     let along = |value: fn(&SimulationResult) -> f64| -> Vec<(String, Vec<f64>)> {
@@ -285,7 +292,7 @@ fn sweep_figures(results: &[SimulationResult], points: &[(usize, &str)]) -> Stri
                             .map_or(f64::NAN, value)
                     })
                     .collect();
-                ((*policy).to_owned(), values)
+                (policy.to_string(), values)
             })
             .collect()
     };
@@ -305,7 +312,7 @@ fn sweep_figures(results: &[SimulationResult], points: &[(usize, &str)]) -> Stri
             let series = policies.iter().position(|policy| *policy == result.policy);
             let point = points
                 .iter()
-                .position(|point| *point == (result.replicas, result.cache.as_str()));
+                .position(|point| *point == (result.replicas, result.cache));
             if let (Some(series), Some(point)) = (series, point) {
                 knees.push((
                     series,
@@ -411,7 +418,7 @@ pub(super) fn table(results: &[SimulationResult]) -> String {
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{} s</td><td>{} s</td><td>{} s</td>",
             escape(&result.routing_label()),
             grouped(result.replicas as u64),
-            escape(&grouped_in(&result.cache)),
+            escape(&grouped_in(&result.cache.to_string())),
             grouped(result.served_tokens),
             grouped(result.computed_tokens),
             percent(result.hit_rate),
@@ -462,7 +469,7 @@ fn ranking_tables(rankings: &[Ranking]) -> String {
             "<table class=\"ranking\"><caption>Decision report: {} replicas, cache {}, {} router(s) (rank: the sum of the places on served tokens, TTFT p99 and imbalance, the busiest replica's prefilled tokens over the mean)</caption>\
              <tr><th>rank</th><th>Routing</th><th>served</th><th>TTFT p99</th><th>imbalance</th><th>places</th><th>why it loses against the winner</th></tr>",
             grouped(ranking.replicas as u64),
-            escape(&grouped_in(&ranking.cache)),
+            escape(&grouped_in(&ranking.cache.to_string())),
             ranking.routers,
         );
         for ranked in &ranking.ranked {
@@ -471,7 +478,7 @@ fn ranking_tables(rankings: &[Ranking]) -> String {
                 tables,
                 "<tr><td>{}</td><td>{}</td><td>{}</td><td>{} s</td><td>{:.2}</td><td>{served}/{p99}/{imbalance}</td><td>{}</td></tr>",
                 ranked.rank,
-                escape(&ranked.policy),
+                escape(&ranked.policy.to_string()),
                 grouped(ranked.served_tokens),
                 readable(ranked.ttft_p99),
                 ranked.imbalance,
@@ -495,8 +502,8 @@ pub fn simulation_html(title: &str, results: &[SimulationResult], rankings: &[Ra
             "<p id=\"summary\">{} requests, {} prompt tokens; replicas modelled on {}, arrivals {}.</p>",
             grouped(first.requests),
             grouped(first.prompt_tokens),
-            escape(&first.engine),
-            escape(&first.arrival),
+            escape(&first.engine.to_string()),
+            escape(&first.arrival.to_string()),
         );
     }
     page.push_str(&ranking_tables(rankings));
