@@ -322,26 +322,15 @@ pub fn grouped(number: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::simulate::{Arrival, Belief, Latency, ReplicaLoad, SimEngine};
+    use crate::simulate::tests::result_of;
+    use crate::simulate::{Belief, Latency, ReplicaLoad};
 
     /// A result of two replicas with these figures.
     fn result(policy: &str, served: u64, p99: f64, computed: [u64; 2]) -> SimulationResult {
         let prompt_tokens = served + computed[0] + computed[1];
         let mean = (computed[0] + computed[1]) as f64 / 2.0;
         SimulationResult {
-            policy: policy.parse().unwrap(),
-            cache: CacheSize::Blocks(100),
-            engine: SimEngine::Vllm { block: 16 },
-            replicas: 2,
-            arrival: Arrival::Closed { concurrency: 8 },
             requests: 10,
-            prompt_tokens,
-            served_tokens: served,
-            computed_tokens: computed[0] + computed[1],
-            hit_rate: served as f64 / prompt_tokens as f64,
-            lost_locality_tokens: 0,
-            replica_changes: 0,
-            evicted_blocks: 0,
             per_replica: computed
                 .iter()
                 .map(|tokens| ReplicaLoad {
@@ -358,12 +347,7 @@ mod tests {
                 max: p99,
             },
             makespan: 10.0,
-            belief: None,
-            served_per_request: None,
-            routers: 1,
-            signal_delay: 0.0,
-            replica_speed: Vec::new(),
-            bounds: None,
+            ..result_of(policy, 2, CacheSize::Blocks(100), served, prompt_tokens)
         }
     }
 

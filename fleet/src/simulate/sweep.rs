@@ -141,40 +141,12 @@ fn knee(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::simulate::{Arrival, Latency, SimEngine};
+    use crate::simulate::tests::result_of;
 
     fn result(policy: &str, replicas: usize, cache: &str, served: u64) -> SimulationResult {
-        SimulationResult {
-            policy: policy.parse().unwrap(),
-            // Spelled as results print it (`4000 blocks`), read as `--cache` reads it.
-            cache: cache.replace(' ', "").parse().unwrap(),
-            engine: SimEngine::Vllm { block: 16 },
-            replicas,
-            arrival: Arrival::Closed { concurrency: 8 },
-            requests: 1,
-            prompt_tokens: 10_000,
-            served_tokens: served,
-            computed_tokens: 10_000 - served,
-            hit_rate: served as f64 / 10_000.0,
-            lost_locality_tokens: 0,
-            replica_changes: 0,
-            evicted_blocks: 0,
-            per_replica: Vec::new(),
-            imbalance: 1.0,
-            ttft: Latency {
-                p50: 0.0,
-                p95: 0.0,
-                p99: 0.0,
-                max: 0.0,
-            },
-            makespan: 0.0,
-            belief: None,
-            served_per_request: None,
-            routers: 1,
-            signal_delay: 0.0,
-            replica_speed: Vec::new(),
-            bounds: None,
-        }
+        // Spelled as results print it (`4000 blocks`), read as `--cache` reads it.
+        let cache = cache.replace(' ', "").parse().unwrap();
+        result_of(policy, replicas, cache, served, 10_000)
     }
 
     #[test]

@@ -1,5 +1,47 @@
 use super::*;
 
+/// A result of `policy` on `replicas` replicas with a cache of `cache`, which served `served`
+/// of `prompt_tokens` prompt tokens: the figures the ranking's and the sweep's tests vary; the
+/// others at rest (one request, even load, no latency).
+pub(crate) fn result_of(
+    policy: &str,
+    replicas: usize,
+    cache: CacheSize,
+    served: u64,
+    prompt_tokens: u64,
+) -> SimulationResult {
+    SimulationResult {
+        policy: policy.parse().unwrap(),
+        cache,
+        engine: SimEngine::Vllm { block: 16 },
+        replicas,
+        arrival: Arrival::Closed { concurrency: 8 },
+        requests: 1,
+        prompt_tokens,
+        served_tokens: served,
+        computed_tokens: prompt_tokens - served,
+        hit_rate: served as f64 / prompt_tokens as f64,
+        lost_locality_tokens: 0,
+        replica_changes: 0,
+        evicted_blocks: 0,
+        per_replica: Vec::new(),
+        imbalance: 1.0,
+        ttft: Latency {
+            p50: 0.0,
+            p95: 0.0,
+            p99: 0.0,
+            max: 0.0,
+        },
+        makespan: 0.0,
+        belief: None,
+        served_per_request: None,
+        routers: 1,
+        signal_delay: 0.0,
+        replica_speed: Vec::new(),
+        bounds: None,
+    }
+}
+
 #[test]
 fn named_routers_read_their_real_defaults_and_every_knob() {
     assert_eq!(
