@@ -16,7 +16,7 @@ use kvlint_fleet::hashed_trace::{HashedTraceError, rebinned};
 use crate::error::TraceFileError;
 use crate::export::dataset_trace;
 use crate::store::{load, save, trace_key, trace_path};
-use crate::trace::{build_trace, session_identity};
+use crate::trace::build_named_trace;
 
 /// The block size when neither the caller nor a hashed trace says: vLLM's.
 pub const DEFAULT_BLOCK: u32 = 16;
@@ -128,7 +128,6 @@ impl WorkloadInputs {
             .map(|file| (file.name.clone(), file.bytes.as_slice()))
             .collect();
         let key = trace_key(&keyed, &setup.renderer_key, block);
-        drop(keyed);
         let cached = setup
             .cache
             .as_ref()
@@ -156,10 +155,8 @@ impl WorkloadInputs {
             sessions.push(logged.session);
             names.push(logged.name);
         }
-        let mut trace = build_trace(&sessions, setup.renderer, block)?;
-        for ((traced, session), name) in trace.sessions.iter_mut().zip(&sessions).zip(&names) {
-            traced.identity = session_identity(session, name);
-        }
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let mut trace = build_named_trace(&sessions, &names, setup.renderer, block)?;
         for file in &datasets {
             let text = String::from_utf8_lossy(&file.bytes);
             let dataset = dataset_trace(&file.relative, &text, setup.renderer.tokenizer(), block)

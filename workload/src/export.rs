@@ -351,9 +351,7 @@ pub fn dataset_trace(
             (builder.open(identity, 0), Vec::new())
         });
         let shared = kvlint_protocol::common_slice_prefix_len(&previous, &ids);
-        let kept = builder.chain(session).map_or(0, |chain| {
-            chain.kept_by_tokens(shared, builder.block_size())
-        });
+        let kept = builder.kept_by_tokens(session, shared);
         builder.push(
             session,
             &NewRequest {

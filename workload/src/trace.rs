@@ -10,18 +10,34 @@ use kvlint_fleet::{Blocks, NewRequest, Trace, TraceBuilder};
 use rayon::prelude::*;
 use serde_json::Value;
 
-/// Builds the trace of `sessions` with `renderer`, `block_size` tokens per block. Sessions are
-/// traced in parallel; a session's turns are rendered in order, each reusing the tokens of the
-/// one before.
+/// Builds the trace of `sessions` with `renderer`, `block_size` tokens per block, each session
+/// known by its key or else its path. Sessions are traced in parallel; a session's turns are
+/// rendered in order, each reusing the tokens of the one before.
 pub fn build_trace(
     sessions: &[SessionFile],
     renderer: &Renderer,
     block_size: u32,
 ) -> Result<Trace, InputError> {
+    let paths: Vec<&str> = sessions
+        .iter()
+        .map(|session| session.path.as_str())
+        .collect();
+    build_named_trace(sessions, &paths, renderer, block_size)
+}
+
+/// [`build_trace`], each session known by its key or else by its name in `names` (the file it
+/// came from, relative to the folder given: [`session_identity`]).
+pub(crate) fn build_named_trace(
+    sessions: &[SessionFile],
+    names: &[&str],
+    renderer: &Renderer,
+    block_size: u32,
+) -> Result<Trace, InputError> {
     let traced: Vec<Result<Trace, InputError>> = sessions
         .par_iter()
-        .map(|session| {
-            let identity = session_identity(session, &session.path);
+        .zip(names)
+        .map(|(session, name)| {
+            let identity = session_identity(session, name);
             trace_session(session, identity, renderer, block_size)
         })
         .collect();
@@ -61,9 +77,7 @@ pub(crate) fn trace_session(
             }
             None => (0, 0),
         };
-        let kept = builder
-            .chain(number)
-            .map_or(0, |chain| chain.kept_by_tokens(shared, block_size));
+        let kept = builder.kept_by_tokens(number, shared);
         let prompt = tokens_from(tokens, kept * block_size as usize);
         let generated = generated_ids(turn, renderer);
         builder.push(

@@ -96,17 +96,6 @@ impl SessionChain {
         }
     }
 
-    /// The full blocks of the previous prompt whose tokens the next one shares in its first
-    /// `shared` tokens, on blocks of `block_size` tokens.
-    pub fn kept_by_tokens(&self, shared: usize, block_size: u32) -> usize {
-        (shared / block_size.max(1) as usize).min(self.hashes.len())
-    }
-
-    /// The previous prompt's full blocks, as hashes.
-    pub fn prompt_hashes(&self) -> &[u64] {
-        &self.hashes
-    }
-
     /// The trace entry of the session's next request (numbered `session`), on blocks of
     /// `block_size` tokens: its new and generated blocks' hashes pushed to `blocks` (where the
     /// entry's ranges point).
@@ -222,9 +211,14 @@ impl TraceBuilder {
         session
     }
 
-    /// The chain of the open `session`, to learn what its next request keeps.
-    pub fn chain(&self, session: u32) -> Option<&SessionChain> {
-        self.chains.get(session as usize)?.as_ref()
+    /// The full blocks of the open `session`'s previous prompt that its next request keeps
+    /// when it shares its first `shared` tokens with it.
+    pub fn kept_by_tokens(&self, session: u32, shared: usize) -> usize {
+        let previous = match self.chains.get(session as usize) {
+            Some(Some(chain)) => chain.hashes.len(),
+            _ => 0,
+        };
+        (shared / self.trace.block_size as usize).min(previous)
     }
 
     /// Adds the next request of the open `session`; a session closed or never opened takes
@@ -323,12 +317,8 @@ mod tests {
         let trace = builder.finish();
         assert_eq!(trace.sessions[0].requests, 0..2);
         assert_eq!(trace.sessions[1].requests, 2..3);
-        assert_eq!(
-            trace.prompt_blocks(1),
-            vec![chain_hash(0, &[1]), {
-                chain_hash(chain_hash(0, &[1]), &[3])
-            }]
-        );
+        let first = chain_hash(0, &[1]);
+        assert_eq!(trace.prompt_blocks(1), vec![first, chain_hash(first, &[3])]);
         assert_eq!(trace.prompt_blocks(2), vec![chain_hash(0, &[2])]);
     }
 

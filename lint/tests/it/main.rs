@@ -43,5 +43,6 @@ mod render_engines;
 mod reported_usage;
 mod reports_html;
 mod secrets;
+mod simulate;
 mod template;
 mod workload;
