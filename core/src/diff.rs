@@ -5,13 +5,13 @@
 
 use serde::Serialize;
 
-use crate::diagnostic::Span;
-use crate::locate::{Locator, floor_char_boundary};
-use crate::path::PartPath;
 use crate::prefix::common_prefix_len;
-use crate::render::{Rendered, push_part_text};
-use crate::request::{Part, Request};
-use crate::tokenize::Tokenizer;
+use kvlint_render::render::{Rendered, push_part_text};
+use kvlint_render::tokenize::Tokenizer;
+use kvlint_request::diagnostic::Span;
+use kvlint_request::locate::{Locator, floor_char_boundary};
+use kvlint_request::path::PartPath;
+use kvlint_request::request::{Part, Request};
 
 /// Tokens shown on each side of a divergence.
 const WINDOW_BEFORE: usize = 4;

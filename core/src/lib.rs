@@ -58,7 +58,8 @@ pub mod routing;
 pub mod session;
 
 // The request model and rendering live in crates of their own (`kvlint-request`,
-// `kvlint-render`); their modules stay reachable at their old paths here.
+// `kvlint-render`); their modules stay reachable at their old paths here for the SDK's public
+// API only. Inside the workspace, code imports them from the crate that owns them.
 pub use kvlint_render::{render, template, template_check, tokenize};
 use kvlint_request::json;
 pub use kvlint_request::{diagnostic, error, excerpt, locate, path, request};

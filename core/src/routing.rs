@@ -3,7 +3,7 @@
 //! request's head, which a gateway hashes on to send every request of a session to the replica
 //! whose cache holds that prefix.
 
-use crate::request::{PartKind, Request};
+use kvlint_request::request::{PartKind, Request};
 
 use kvlint_protocol::key::Carried;
 pub use kvlint_protocol::{

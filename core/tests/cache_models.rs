@@ -4,69 +4,8 @@
 
 use kvlint_core::cache::{
     BreakpointIssueKind, CacheTurn, Earlier, Engine, anthropic_hit, audit_breakpoints, gemini_hit,
-    llamacpp_hit, llamacpp_reuse, openai_hit, sglang_hit, vllm_hit,
+    openai_hit,
 };
-
-#[test]
-fn vllm_caches_whole_blocks_and_never_the_last_token() {
-    // (prompt tokens N, tokens matched, block B, speculative, cached)
-    for (n, matched, block, speculative, cached) in [
-        (1000, 1000, 16, false, 992),  // 62 full blocks; ⌊999/16⌋ = 62
-        (32, 32, 16, false, 16),       // ⌊31/16⌋ = 1: the last token forces the second block out
-        (1024, 1024, 16, false, 1008), // exact boundary: ⌊1023/16⌋ = 63
-        (1025, 1024, 16, false, 1024), // one token more: 64 blocks, the last token stays out
-        (10, 10, 16, false, 0),        // shorter than a block
-        (100, 47, 16, false, 32),      // a partial block is never a hit
-        (1000, 1000, 16, true, 976),   // EAGLE/MTP drops one more block
-        (100, 100, 32, false, 96),     // CPU backend's 32-token blocks: ⌊99/32⌋ = 3
-        (0, 0, 16, false, 0),
-    ] {
-        assert_eq!(
-            vllm_hit(n, matched, block, speculative),
-            cached,
-            "N={n} matched={matched} B={block}"
-        );
-    }
-}
-
-#[test]
-fn sglang_matches_pages_up_to_the_last_token() {
-    for (n, matched, page, cached) in [
-        (100, 100, 1, 99),
-        (100, 40, 1, 40),
-        (200, 150, 64, 128),
-        (64, 64, 64, 0), // min(64, 63) = 63 < one page
-        (1, 1, 1, 0),
-    ] {
-        assert_eq!(
-            sglang_hit(n, matched, page),
-            cached,
-            "N={n} matched={matched} P={page}"
-        );
-    }
-}
-
-#[test]
-fn llamacpp_reuses_the_common_prefix_but_evaluates_one_token() {
-    for (n, matched, cached) in [(100, 100, 99), (100, 40, 40), (1, 1, 0), (0, 0, 0)] {
-        assert_eq!(llamacpp_hit(n, matched), cached, "N={n} matched={matched}");
-    }
-}
-
-#[test]
-fn llamacpp_cache_reuse_shifts_repeated_chunks_into_place() {
-    // The slot held 1..=10; the new prompt drops 4 and 5 (a pruned message) and adds 11.
-    let cache: Vec<u32> = (1..=10).collect();
-    let prompt = [1, 2, 3, 6, 7, 8, 9, 10, 11];
-    // Common prefix 3; then 6..=10 (5 tokens) is found after skipping two cache tokens.
-    assert_eq!(llamacpp_reuse(&cache, &prompt, 4), 8);
-    // Chunks must be at least as long as the option says.
-    assert_eq!(llamacpp_reuse(&cache, &prompt, 6), 3);
-    // Without the option: the common prefix only.
-    assert_eq!(llamacpp_reuse(&cache, &prompt, 0), 3);
-    // Reordered content is not reused: the prompt never skips its own tokens.
-    assert_eq!(llamacpp_reuse(&cache, &[1, 2, 3, 9, 10, 6, 7, 8], 2), 5);
-}
 
 #[test]
 fn openai_caches_from_1024_tokens_in_128_token_steps() {

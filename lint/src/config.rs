@@ -5,9 +5,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
-use kvlint_core::TemplateLimits;
-use kvlint_core::diagnostic::{Diagnostic, Severity};
-use kvlint_core::excerpt::without_controls;
+use kvlint_render::TemplateLimits;
+use kvlint_request::diagnostic::{Diagnostic, Severity};
+use kvlint_request::excerpt::without_controls;
 use miette::{Diagnostic as MietteDiagnostic, NamedSource, SourceSpan};
 use schemars::JsonSchema;
 use serde::Deserialize;

@@ -118,6 +118,7 @@ where
         Err(error) => {
             // Through the same guard as reports: the error may name a path from a pull request.
             let color = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+            let error = input::in_command_words(error);
             eprintln!("{}", emit::terminal_safe(format!("{error:?}"), color));
             EXIT_INPUT
         }

@@ -16,9 +16,9 @@
 use std::fmt::Display;
 use std::sync::Arc;
 
-use kvlint_core::diagnostic::Diagnostic;
-use kvlint_core::render::Renderer;
 use kvlint_core::session::SessionFile;
+use kvlint_render::render::Renderer;
+use kvlint_request::diagnostic::Diagnostic;
 use kvlint_sdk::{CacheBreak, Change, Effect, GuardMode, Part, Tool, ToolCall};
 #[cfg(not(wasm))]
 use napi_derive::napi;

@@ -18,9 +18,9 @@ mod workload;
 use std::ffi::CString;
 use std::sync::Arc;
 
-use kvlint_core::diagnostic::{Diagnostic, Severity};
-use kvlint_core::render::Renderer;
 use kvlint_core::session::SessionFile;
+use kvlint_render::render::Renderer;
+use kvlint_request::diagnostic::{Diagnostic, Severity};
 use kvlint_sdk::GuardMode;
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyIndexError, PyUserWarning, PyValueError};

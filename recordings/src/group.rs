@@ -10,7 +10,7 @@ use kvlint_protocol::key::Carried;
 use serde_json::Value;
 
 use super::{Body, Interaction, Place};
-use kvlint_core::request::Request;
+use kvlint_request::request::Request;
 
 /// The sessions of a recording, and the requests passed over.
 #[derive(Clone, Debug, Default, PartialEq)]

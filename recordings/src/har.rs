@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use super::place::JsonPlaces;
 use super::{Body, Container, Interaction, Recording, body_text, key_headers, response_of};
-use kvlint_core::path::PathSegment;
+use kvlint_request::path::PathSegment;
 
 /// The HAR `text` holds (parsed as `root`), or `None` when it is not one.
 pub(super) fn read(root: &Value, text: &str) -> Option<Recording> {

@@ -4,9 +4,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use kvlint_core::error::InputError;
-use kvlint_core::locate::LineIndex;
 use kvlint_core::session::{Origin, SessionFile};
+use kvlint_request::error::InputError;
+use kvlint_request::locate::LineIndex;
 
 use crate::{Recording, RecordingError, unpack};
 
@@ -26,7 +26,7 @@ pub fn read_input(path: &Path) -> Result<String, InputError> {
 pub fn input_text(display: String, bytes: Vec<u8>) -> Result<String, InputError> {
     match unpack(&bytes) {
         Ok(Some(text)) => Ok(text),
-        Ok(None) => kvlint_core::error::utf8_text(display, bytes),
+        Ok(None) => kvlint_request::error::utf8_text(display, bytes),
         Err(bad) => Err(bad_recording(&display, bad)),
     }
 }

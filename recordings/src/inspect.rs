@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 
 use super::place::JsonPlaces;
 use super::{Body, Container, Interaction, Recording};
-use kvlint_core::path::PathSegment;
+use kvlint_request::path::PathSegment;
 
 /// The eval log `text` holds (parsed as `root`), or `None` when it is not one.
 pub(super) fn read(root: &Value, text: &str) -> Option<Recording> {

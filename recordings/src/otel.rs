@@ -18,7 +18,7 @@ use serde_json::{Map, Value, json};
 
 use super::place::JsonPlaces;
 use super::{Body, Container, Interaction, Place, Recording, key_headers};
-use kvlint_core::path::PathSegment;
+use kvlint_request::path::PathSegment;
 
 /// The trace one OTLP document holds (`root`, parsed from `text`); `None` when it is not one.
 pub(super) fn read_document(root: &Value, text: &str) -> Option<Recording> {

@@ -5,8 +5,8 @@
 use std::collections::HashMap;
 use std::ops::Range;
 
-use kvlint_core::locate::{LineIndex, array_item_ranges, value_start};
-use kvlint_core::path::PathSegment;
+use kvlint_request::locate::{LineIndex, array_item_ranges, value_start};
+use kvlint_request::path::PathSegment;
 
 use crate::Place;
 
@@ -60,7 +60,7 @@ impl<'a> JsonPlaces<'a> {
 
 #[cfg(test)]
 mod tests {
-    use kvlint_core::locate::{LineColumn, value_range};
+    use kvlint_request::locate::{LineColumn, value_range};
     use serde_json::{Value, json};
 
     use super::*;

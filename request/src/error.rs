@@ -42,8 +42,8 @@ pub enum InputError {
     #[diagnostic(
         code(kvlint::recording),
         help(
-            "`kvlint check`, `kvlint render` and `kvlint probe` read recordings; `kvlint import \
-             {path} --out DIR` writes the sessions it holds as session files"
+            "a recording holds sessions: read it with a recording reader, or write the sessions \
+             it holds out as session files first"
         )
     )]
     Recording {
@@ -104,7 +104,7 @@ pub enum InputError {
     #[error("{path}: expected one request body, found {turns} turns")]
     #[diagnostic(
         code(kvlint::not_one_request),
-        help("`kvlint diff` compares two single requests; use `kvlint check` for a session")
+        help("one request body was expected here; a file of several turns is a session")
     )]
     NotOneRequest { path: String, turns: usize },
 
@@ -244,5 +244,32 @@ fn file_place(path: &str, line: usize, column: usize) -> String {
         (0, _) => path.to_owned(),
         (line, 0) => format!("{path}:{line}"),
         (line, column) => format!("{path}:{line}:{column}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use miette::Diagnostic;
+
+    use super::*;
+
+    #[test]
+    fn an_input_error_names_the_concept_not_a_command() {
+        for error in [
+            InputError::Recording {
+                path: "session.yaml".to_owned(),
+                container: "VCR cassette",
+            },
+            InputError::NotOneRequest {
+                path: "session.jsonl".to_owned(),
+                turns: 3,
+            },
+        ] {
+            let help = error
+                .help()
+                .map(|help| help.to_string())
+                .unwrap_or_default();
+            assert!(!help.is_empty() && !help.contains("kvlint "), "{help}");
+        }
     }
 }

@@ -30,8 +30,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::NaiveDateTime;
-use kvlint_core::render::chat_view;
-use kvlint_core::{ChatTemplate, EngineRequest, Renderer, SessionFile, Tokenizer};
+use kvlint_core::SessionFile;
+use kvlint_render::ChatTemplate;
+use kvlint_render::EngineRequest;
+use kvlint_render::Renderer;
+use kvlint_render::Tokenizer;
+use kvlint_render::render::chat_view;
 use peak_alloc::PeakAlloc;
 use rayon::{ThreadPool, ThreadPoolBuilder};
 

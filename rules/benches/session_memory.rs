@@ -16,7 +16,8 @@
 use std::fmt::Write as _;
 use std::time::Instant;
 
-use kvlint_core::{Renderer, SessionFile};
+use kvlint_core::SessionFile;
+use kvlint_render::Renderer;
 use peak_alloc::PeakAlloc;
 
 const TARGET_BYTES: usize = 1 << 30;

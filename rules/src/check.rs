@@ -8,17 +8,17 @@
 use std::ops::Range;
 
 use kvlint_core::cache::{Engine, SessionCacheView, TurnCachePrediction, audit_reported};
-use kvlint_core::diagnostic::Diagnostic;
 use kvlint_core::diff::{RenderedRequest, TurnDiff, diff_turns};
-use kvlint_core::error::InputError;
-use kvlint_core::locate::Locator;
-use kvlint_core::path::PartPath;
-use kvlint_core::render::{Rendered, Renderer};
-use kvlint_core::request::Request;
 use kvlint_core::session::{SessionFile, Turn};
-use kvlint_core::tokenize::Tokenizer;
 use kvlint_protocol::engine::EngineName;
 use kvlint_protocol::format::BodyFormat;
+use kvlint_render::render::{Rendered, Renderer};
+use kvlint_render::tokenize::Tokenizer;
+use kvlint_request::diagnostic::Diagnostic;
+use kvlint_request::error::InputError;
+use kvlint_request::locate::Locator;
+use kvlint_request::path::PartPath;
+use kvlint_request::request::Request;
 use rayon::prelude::*;
 
 use crate::rules::JsonReserialized;

@@ -35,11 +35,11 @@
 //! ```
 
 use kvlint_core::cache::{BreakpointIssue, SessionIssue, UsageIssue};
-use kvlint_core::diagnostic::{Diagnostic, Severity, Span};
-use kvlint_core::locate::LineColumn;
-use kvlint_core::path::PartPath;
 use kvlint_core::prompt_template::VolatilePlacement;
-use kvlint_core::template_check::TemplateBreak;
+use kvlint_render::template_check::TemplateBreak;
+use kvlint_request::diagnostic::{Diagnostic, Severity, Span};
+use kvlint_request::locate::LineColumn;
+use kvlint_request::path::PartPath;
 
 mod check;
 mod pair;

@@ -3,9 +3,9 @@
 use std::collections::HashSet;
 
 use kvlint_core::diff::{Change, Divergence, RenderedRequest, change_between, part_at};
-use kvlint_core::path::PartPath;
-use kvlint_core::render::Rendered;
-use kvlint_core::request::{Part, Request};
+use kvlint_render::render::Rendered;
+use kvlint_request::path::PartPath;
+use kvlint_request::request::{Part, Request};
 
 /// Two consecutive turns where the later one does not extend the earlier: what rules see.
 pub struct TurnPair<'a> {

@@ -7,8 +7,8 @@
 use std::borrow::Cow;
 use std::sync::LazyLock;
 
-use kvlint_core::diagnostic::Severity;
 use kvlint_core::prompt_template::VolatilePlacement;
+use kvlint_request::diagnostic::Severity;
 use regex::Regex;
 
 use crate::{Finding, TurnPair};
@@ -143,7 +143,7 @@ impl VolatileClass {
             // Inside a message, the rest of the message must be the same too: a message
             // dropped from history can leave two different messages whose first
             // difference is an id.
-            let message = |request: &kvlint_core::request::Request| {
+            let message = |request: &kvlint_request::request::Request| {
                 pair.current_part()
                     .and_then(|part| part.message)
                     .and_then(|index| request.message_value(index))

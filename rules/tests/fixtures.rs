@@ -7,10 +7,12 @@
 
 use std::path::{Path, PathBuf};
 
-use kvlint_core::diagnostic::Diagnostic;
-use kvlint_core::template_check::check_template;
-use kvlint_core::{ChatTemplate, Engine, Renderer, SessionFile};
+use kvlint_core::{Engine, SessionFile};
 use kvlint_fixtures::{Expected, all_match};
+use kvlint_render::ChatTemplate;
+use kvlint_render::Renderer;
+use kvlint_render::template_check::check_template;
+use kvlint_request::diagnostic::Diagnostic;
 use kvlint_rules::RuleInput;
 
 fn sessions() -> Vec<PathBuf> {

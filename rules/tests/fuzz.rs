@@ -9,8 +9,13 @@
 
 use std::sync::Arc;
 
+use kvlint_core::SessionFile;
 use kvlint_core::prompt_template::{TemplateSyntax, check_prompt_template, check_template_syntax};
-use kvlint_core::{ChatTemplate, Renderer, Request, SessionFile, TemplateLimits, Tokenizer};
+use kvlint_render::ChatTemplate;
+use kvlint_render::Renderer;
+use kvlint_render::TemplateLimits;
+use kvlint_render::Tokenizer;
+use kvlint_request::Request;
 use proptest::prelude::*;
 use serde_json::{Map, Value};
 

@@ -7,7 +7,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use kvlint_core::{Renderer, SessionFile};
+use kvlint_core::SessionFile;
+use kvlint_render::Renderer;
 
 /// Every session file under `fixtures/` (rules, corpus, inputs, bad inputs, diff pairs).
 fn session_files() -> Vec<PathBuf> {

@@ -2,13 +2,13 @@
 
 use std::collections::BTreeMap;
 
-use kvlint_core::diagnostic::{Diagnostic, Severity};
 use kvlint_core::diff::RenderedRequest;
-use kvlint_core::error::InputError;
-use kvlint_core::locate::Unplaced;
-use kvlint_core::path::PartPath;
-use kvlint_core::render::{Rendered, Renderer};
-use kvlint_core::request::{Request, SharedParts};
+use kvlint_render::render::{Rendered, Renderer};
+use kvlint_request::diagnostic::{Diagnostic, Severity};
+use kvlint_request::error::InputError;
+use kvlint_request::locate::Unplaced;
+use kvlint_request::path::PartPath;
+use kvlint_request::request::{Request, SharedParts};
 use serde::Serialize;
 use serde_json::Value;
 use thiserror::Error;

@@ -1,8 +1,8 @@
 //! The conversation rendered as a self-hosted engine prefills it (the `guard` feature).
 
-use kvlint_core::error::InputError;
-use kvlint_core::render::{Rendered, Renderer};
-use kvlint_core::request::Request;
+use kvlint_render::render::{Rendered, Renderer};
+use kvlint_request::error::InputError;
+use kvlint_request::request::Request;
 use serde_json::Value;
 use thiserror::Error;
 

@@ -9,9 +9,9 @@
 
 mod common;
 
-use kvlint_core::diagnostic::{Diagnostic, Severity};
-use kvlint_core::render::Renderer;
 use kvlint_core::session::SessionFile;
+use kvlint_render::render::Renderer;
+use kvlint_request::diagnostic::{Diagnostic, Severity};
 use kvlint_sdk::{Conversation, Guard, GuardMode, ToolCall};
 use serde_json::{Value, json};
 

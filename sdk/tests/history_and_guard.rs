@@ -3,8 +3,8 @@
 
 mod common;
 
-use kvlint_core::diagnostic::Severity;
-use kvlint_core::render::Renderer;
+use kvlint_render::render::Renderer;
+use kvlint_request::diagnostic::Severity;
 use kvlint_sdk::{
     Conversation, Guard, GuardError, GuardMode, HistoryWindow, PrefixChange, Role, Tool, ToolCall,
 };

@@ -12,8 +12,8 @@
 
 mod common;
 
-use kvlint_core::render::{Rendered, Renderer};
-use kvlint_core::request::Request;
+use kvlint_render::render::{Rendered, Renderer};
+use kvlint_request::request::Request;
 use kvlint_sdk::canonical::canonical_schema;
 use kvlint_sdk::{Conversation, Tool, ToolCall};
 use proptest::prelude::*;

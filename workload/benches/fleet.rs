@@ -30,11 +30,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kvlint_core::render::Renderer;
 use kvlint_core::session::SessionFile;
 use kvlint_fleet::{
     Arrival, CacheSize, Policies, Policy, Setup, SimEngine, Trace, arrival_order, simulate,
 };
+use kvlint_render::render::Renderer;
 use kvlint_workload::{build_trace, workload_report};
 use peak_alloc::PeakAlloc;
 use rand::rngs::SmallRng;

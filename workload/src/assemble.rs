@@ -7,19 +7,17 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use kvlint_core::error::InputError;
-use kvlint_core::render::Renderer;
 use kvlint_core::session::SessionFile;
 use kvlint_fleet::Trace;
+use kvlint_fleet::cache::VLLM_BLOCK_SIZE;
 use kvlint_fleet::hashed_trace::{HashedTraceError, rebinned};
+use kvlint_render::render::Renderer;
+use kvlint_request::error::InputError;
 
 use crate::error::TraceFileError;
 use crate::export::dataset_trace;
 use crate::store::{load, save, trace_key, trace_path};
 use crate::trace::build_named_trace;
-
-/// The block size when neither the caller nor a hashed trace says: vLLM's.
-pub const DEFAULT_BLOCK: u32 = 16;
 
 /// A file read as it was given.
 #[derive(Clone, Debug)]
@@ -58,7 +56,7 @@ pub struct TraceSetup<'a> {
     /// What keys the renderer in the trace cache beside its name (the serving engine).
     pub renderer_key: String,
     /// Tokens per block; by default the first hashed trace's when it is the only input, else
-    /// [`DEFAULT_BLOCK`].
+    /// vLLM's ([`VLLM_BLOCK_SIZE`]).
     pub block: Option<u32>,
     /// Where traces are kept; `None`: trace again and keep nothing.
     pub cache: Option<PathBuf>,
@@ -114,14 +112,14 @@ impl WorkloadInputs {
             let block = setup
                 .block
                 .or(hashed.first().map(|trace| trace.block_size))
-                .unwrap_or(DEFAULT_BLOCK);
+                .unwrap_or(VLLM_BLOCK_SIZE);
             return Ok(Assembled {
                 trace: joined(Vec::new(), hashed, block)?,
                 tracing_seconds: None,
                 not_kept: None,
             });
         }
-        let block = setup.block.unwrap_or(DEFAULT_BLOCK);
+        let block = setup.block.unwrap_or(VLLM_BLOCK_SIZE);
         let keyed: Vec<(String, &[u8])> = files
             .iter()
             .chain(&datasets)

@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::io::Write;
 
-use kvlint_core::tokenize::Tokenizer;
+use kvlint_render::tokenize::Tokenizer;
 use serde_json::{Value, json};
 
 use kvlint_fleet::{Blocks, NewRequest, Trace, TraceBuilder, arrival_order};

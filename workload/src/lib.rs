@@ -54,8 +54,7 @@ pub mod store;
 mod trace;
 
 pub use assemble::{
-    AssembleError, Assembled, DEFAULT_BLOCK, InputFile, LoggedSession, TraceSetup, WorkloadInputs,
-    joined,
+    AssembleError, Assembled, InputFile, LoggedSession, TraceSetup, WorkloadInputs, joined,
 };
 pub use error::TraceFileError;
 pub use recorded::{RecordingError, recorded_requests};

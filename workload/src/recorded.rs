@@ -3,9 +3,9 @@
 //! `kvlint simulate --calibrate` holds the fleet's model to ([`kvlint_fleet::calibrate`]).
 
 use kvlint_core::cache::reported_usage;
-use kvlint_core::error::InputError;
 use kvlint_core::session::SessionFile;
 use kvlint_fleet::RecordedRequest;
+use kvlint_request::error::InputError;
 use serde_json::Value;
 
 /// A recording whose requests cannot be calibrated against.

@@ -16,9 +16,9 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use kvlint_core::error::InputError;
-use kvlint_core::render::Renderer;
 use kvlint_core::session::SessionFile;
+use kvlint_render::render::Renderer;
+use kvlint_request::error::InputError;
 use serde::{Deserialize, Serialize};
 
 use kvlint_fleet::{Blocks, NewRequest, Trace, TraceBuilder, range};

@@ -2,11 +2,11 @@
 //! built once per workload and block size by rendering each turn with kvlint's renderer, which
 //! tokenizes only what a turn does not send again.
 
-use kvlint_core::error::InputError;
-use kvlint_core::render::Renderer;
 use kvlint_core::session::{SessionFile, Turn};
-use kvlint_core::tokenize::Tokens;
 use kvlint_fleet::{Blocks, NewRequest, Trace, TraceBuilder};
+use kvlint_render::render::Renderer;
+use kvlint_render::tokenize::Tokens;
+use kvlint_request::error::InputError;
 use rayon::prelude::*;
 use serde_json::Value;
 

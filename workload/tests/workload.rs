@@ -3,9 +3,9 @@
 //! token, on the corpus of real agent sessions.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use kvlint_core::render::Renderer;
 use kvlint_core::session::SessionFile;
 use kvlint_fleet::{Arrival, CacheSize, Policy, Setup, SimEngine, Trace, chain_hash, simulate};
+use kvlint_render::render::Renderer;
 use kvlint_workload::export::{Format, dataset_trace, export};
 use kvlint_workload::{build_trace, workload_report};
 

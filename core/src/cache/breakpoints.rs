@@ -2,7 +2,7 @@
 //! turn's breakpoints against the model minimum and the turn after it.
 
 use super::turn::CacheTurn;
-use crate::path::PartPath;
+use kvlint_request::path::PartPath;
 
 pub use kvlint_protocol::{ANTHROPIC_LOOKBACK_BLOCKS, ANTHROPIC_MAX_BREAKPOINTS};
 

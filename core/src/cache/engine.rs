@@ -9,13 +9,14 @@ use kvlint_protocol::{EngineName, Spec, SpecError};
 use serde_json::Value;
 
 use super::breakpoints::anthropic_breakpoints;
+use kvlint_fleet::cache::{SGLANG_PAGE_SIZE, VLLM_BLOCK_SIZE, llamacpp_hit, sglang_hit, vllm_hit};
+
 use super::hits::{
-    OPENAI_MINIMUM, anthropic_hit, breakpoint_hit, gemini_hit, llamacpp_hit, openai_hit,
-    readable_units, sglang_hit, vllm_hit,
+    OPENAI_MINIMUM, anthropic_hit, breakpoint_hit, gemini_hit, openai_hit, readable_units,
 };
 use super::models::{MODELS, ModelFigures};
 use super::turn::{CacheTurn, Earlier, Prediction};
-use crate::request::Request;
+use kvlint_request::request::Request;
 
 /// An engine or API whose prefix cache kvlint predicts, as given to `--engine NAME[:options]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -291,14 +292,14 @@ impl FromStr for Engine {
             EngineName::Vllm => {
                 spec.only(&["block", "spec"])?;
                 Self::Vllm {
-                    block: spec.positive("block", 16)? as usize,
+                    block: spec.positive("block", VLLM_BLOCK_SIZE.into())? as usize,
                     speculative: spec.flag("spec"),
                 }
             }
             EngineName::Sglang => {
                 spec.only(&["page"])?;
                 Self::Sglang {
-                    page: spec.positive("page", 1)? as usize,
+                    page: spec.positive("page", SGLANG_PAGE_SIZE.into())? as usize,
                 }
             }
             EngineName::LlamaCpp => {

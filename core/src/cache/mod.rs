@@ -6,7 +6,9 @@
 //! the hit formulas and in `shared/reference/engines.md`. Per-model figures that change
 //! over time (minimum cacheable lengths, prices) live in `data/models.toml`, not in code.
 //!
-//! The files: `engine` names a cache ([`Engine`]) and dispatches to its formula in `hits`;
+//! The files: `engine` names a cache ([`Engine`]) and dispatches to its formula: the
+//! self-hosted engines' in `kvlint_fleet::cache` (one rule, which `kvlint simulate`'s caches
+//! apply too), the hosted APIs' in `hits`;
 //! `turn` holds the facts every formula reads; `breakpoints` Anthropic's breakpoint
 //! positions and their audit; `models` the per-model figures; `prediction` a whole session's
 //! view and every engine's prediction over it; `session_audit` what only the whole session
@@ -27,8 +29,7 @@ pub use breakpoints::{
 };
 pub use engine::{Engine, EngineSpecError};
 pub use hits::{
-    DEEPSEEK_UNIT, OPENAI_INCREMENT, OPENAI_MINIMUM, anthropic_hit, gemini_hit, llamacpp_hit,
-    llamacpp_reuse, openai_hit, sglang_hit, vllm_hit,
+    DEEPSEEK_UNIT, OPENAI_INCREMENT, OPENAI_MINIMUM, anthropic_hit, gemini_hit, openai_hit,
 };
 pub use models::{MODELS, ModelFigures, ModelTable};
 pub use prediction::{SessionCacheView, TurnCachePrediction};

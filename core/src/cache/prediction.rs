@@ -1,15 +1,16 @@
 //! What an engine serves from cache over a whole session: each turn's tokens kept as a cache
 //! sees them, then every engine's prediction from the same view.
 
+use kvlint_fleet::cache::llamacpp_reuse;
 use serde_json::Value;
 
 use super::{
     BreakpointIssue, CacheTurn, Earlier, Engine, ModelFigures, Prediction, ReportedUsage,
-    SessionIssue, audit_breakpoints, audit_session, generated_text, llamacpp_reuse, reported_usage,
+    SessionIssue, audit_breakpoints, audit_session, generated_text, reported_usage,
 };
-use crate::render::{Rendered, Renderer};
-use crate::request::Request;
-use crate::tokenize::Tokens;
+use kvlint_render::render::{Rendered, Renderer};
+use kvlint_render::tokenize::Tokens;
+use kvlint_request::request::Request;
 
 /// A session's turns as a cache sees them: their tokens (shared chunks: cheap to keep), block
 /// and breakpoint ends, and the tokens each recorded response generated.

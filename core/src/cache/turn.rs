@@ -5,9 +5,9 @@ use kvlint_protocol::key::{Carried, OPENAI_CACHE_ROUTING_KEY};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::path::PartPath;
-use crate::render::Rendered;
-use crate::request::{Request, Role};
+use kvlint_render::render::Rendered;
+use kvlint_request::path::PartPath;
+use kvlint_request::request::{Request, Role};
 
 /// What a turn looks like to a cache.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -16,8 +16,8 @@ use regex::Regex;
 
 pub use syntax::check_template_syntax;
 
-use crate::locate::LineColumn;
-use crate::tokenize::Tokenizer;
+use kvlint_render::tokenize::Tokenizer;
+use kvlint_request::locate::LineColumn;
 
 /// The syntax a template is written in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

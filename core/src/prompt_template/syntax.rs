@@ -3,9 +3,9 @@
 //! matter valid YAML. A template that is not would fail where it is rendered; its placeholders
 //! cannot be placed.
 
-use crate::error::InputError;
-use crate::excerpt::Excerpt;
-use crate::locate::LineColumn;
+use kvlint_request::error::InputError;
+use kvlint_request::excerpt::Excerpt;
+use kvlint_request::locate::LineColumn;
 
 /// Checks the syntax of the template at `path` that its extension names: block balance for
 /// Mustache, Handlebars and Dotprompt bodies; YAML for front matter, which Dotprompt, Prompty

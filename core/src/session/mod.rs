@@ -18,9 +18,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::error::InputError;
-use crate::path::PartPath;
-use crate::request::{BodyFormat, Request, SharedParts};
+use kvlint_request::error::InputError;
+use kvlint_request::path::PartPath;
+use kvlint_request::request::{BodyFormat, Request, SharedParts};
 
 mod place;
 mod read;
@@ -108,7 +108,7 @@ pub struct Origin {
     /// The recording's text.
     pub text: Arc<str>,
     /// Its lines, which place the findings of all its sessions.
-    pub lines: Arc<crate::locate::LineIndex>,
+    pub lines: Arc<kvlint_request::locate::LineIndex>,
     /// The recording's interactions the turns came from.
     pub interactions: Vec<usize>,
     /// The byte offset of each turn's body in the recording's text.
@@ -152,7 +152,7 @@ pub fn read_text(path: &Path) -> Result<String, InputError> {
         path: display.clone(),
         source,
     })?;
-    crate::error::utf8_text(display, bytes)
+    kvlint_request::error::utf8_text(display, bytes)
 }
 
 impl SessionFile {

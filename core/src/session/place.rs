@@ -7,10 +7,10 @@ use kvlint_render::RenderError;
 use serde_json::Value;
 
 use super::SessionFile;
-use crate::error::InputError;
 use crate::json::compact_json;
-use crate::locate::{LineColumn, Locator, raw_offset_in_string, value_range};
-use crate::path::{PartPath, PathSegment};
+use kvlint_request::error::InputError;
+use kvlint_request::locate::{LineColumn, Locator, raw_offset_in_string, value_range};
+use kvlint_request::path::{PartPath, PathSegment};
 
 impl SessionFile {
     /// Turn `index` of this session cannot be rendered because of `source`: placed at the

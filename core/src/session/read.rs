@@ -8,12 +8,12 @@ use serde_json::Value;
 
 use super::{RepeatedKey, SessionFile, Skipped, Turn, TurnRecord, recorded_time};
 use crate::duplicate_keys::duplicate_keys;
-use crate::error::InputError;
-use crate::excerpt::Excerpt;
 use crate::json::{heap_size, kind_of};
-use crate::locate::LineColumn;
-use crate::path::PartPath;
-use crate::request::{BodyError, Message, Part, Request, SharedParts};
+use kvlint_request::error::InputError;
+use kvlint_request::excerpt::Excerpt;
+use kvlint_request::locate::LineColumn;
+use kvlint_request::path::PartPath;
+use kvlint_request::request::{BodyError, Message, Part, Request, SharedParts};
 
 /// What a JSON document of a session file holds.
 pub(super) enum Document {

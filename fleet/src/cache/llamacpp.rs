@@ -11,7 +11,7 @@
 
 use std::collections::VecDeque;
 
-use super::{Prompt, Served};
+use super::{Prompt, Served, llamacpp_hit};
 
 /// llama.cpp's slots, and its host prompt cache (`--cache-ram`).
 pub struct Slots {
@@ -125,10 +125,10 @@ impl Slots {
             .then(|| self.loadable(index, prompt))
             .flatten()
             .and_then(|position| self.saved.as_ref()?.get(position));
-        loaded
+        let common = loaded
             .or(self.slots[index].sequence.as_ref())
-            .map_or(0, |sequence| self.common(sequence, prompt))
-            .min(prompt.tokens.saturating_sub(1))
+            .map_or(0, |sequence| self.common(sequence, prompt));
+        llamacpp_hit(prompt.tokens as usize, common as usize) as u32
     }
 
     pub(super) fn serve(&mut self, prompt: &Prompt<'_>) -> Served {
@@ -161,7 +161,7 @@ impl Slots {
             last_used: self.clock,
         };
         Served {
-            cached: common.min(prompt.tokens.saturating_sub(1)),
+            cached: llamacpp_hit(prompt.tokens as usize, common as usize) as u32,
             evicted,
         }
     }

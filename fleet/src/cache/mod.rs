@@ -1,4 +1,7 @@
-//! A replica's prefix cache, as each engine keeps it, over block hashes (never tokens):
+//! A replica's prefix cache, as each engine keeps it, over block hashes (never tokens). What
+//! each engine serves of what it holds is the one rule in `hit.rs` ([`vllm_hit`],
+//! [`sglang_hit`], [`llamacpp_hit`]), which `kvlint check --engine`, the proxy and `kvlint
+//! probe` apply to a session's tokens too:
 //!
 //! - vLLM ([`BlockPool`]): whole blocks keyed by their chained hash, a hit is the longest
 //!   run of cached blocks from the start and never covers the prompt's last token
@@ -22,10 +25,15 @@
 //! common prefix with the session's own previous request is known to the token; with any
 //! other sequence it is counted in whole blocks of the trace (at most a block short).
 
+mod hit;
 mod llamacpp;
 mod sglang;
 mod vllm;
 
+pub(crate) use hit::hit_blocks;
+pub use hit::{
+    SGLANG_PAGE_SIZE, VLLM_BLOCK_SIZE, llamacpp_hit, llamacpp_reuse, sglang_hit, vllm_hit,
+};
 pub use llamacpp::Slots;
 pub use sglang::RadixTree;
 pub use vllm::BlockPool;
@@ -101,22 +109,18 @@ impl ReplicaCache {
     }
 }
 
-/// What the session's previous request and its answer share with the prompt, less the last
-/// token, in whole blocks of `block_size` tokens.
+/// What the session's previous request and its answer share with the prompt, in whole blocks
+/// of `block_size` tokens and never its last token.
 fn previous_share(prompt: &Prompt<'_>, block_size: u32) -> u32 {
     if prompt.previous.is_none() {
         return 0;
     }
-    let block_size = block_size.max(1);
-    let shared = prompt
-        .shared_with_previous_sequence
-        .min(prompt.tokens.saturating_sub(1));
-    shared / block_size * block_size
-}
-
-/// Blocks a hit may cover: never the prompt's last token.
-pub(crate) fn hit_limit(prompt: &Prompt<'_>, block_size: u32) -> usize {
-    (prompt.tokens.saturating_sub(1) / block_size.max(1)) as usize
+    vllm_hit(
+        prompt.tokens as usize,
+        prompt.shared_with_previous_sequence as usize,
+        block_size.max(1) as usize,
+        false,
+    ) as u32
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 
 use rustc_hash::FxHashMap;
 
-use super::{Prompt, Served, hit_limit};
+use super::{Prompt, Served, sglang_hit};
 
 /// SGLang's radix tree, over page hashes: nodes with their parent, children count and last
 /// access; the leaves in least-recently-used order for eviction.
@@ -34,13 +34,15 @@ impl RadixTree {
         }
     }
 
+    /// Pages SGLang serves of `prompt`: the run the tree holds, cut by its rule.
     fn hit_pages(&self, prompt: &Prompt<'_>) -> usize {
-        prompt
+        let held = prompt
             .blocks
             .iter()
-            .take(hit_limit(prompt, self.page_size))
             .take_while(|hash| self.nodes.contains_key(*hash))
-            .count()
+            .count();
+        let page = self.page_size.max(1) as usize;
+        sglang_hit(prompt.tokens as usize, held * page, page) / page
     }
 
     pub(super) fn peek(&self, prompt: &Prompt<'_>) -> u32 {

@@ -2,7 +2,7 @@
 
 use rustc_hash::FxHashMap;
 
-use super::{Prompt, Served, hit_limit};
+use super::{Prompt, Served, vllm_hit};
 use crate::recency::RecencyList;
 
 /// vLLM's block pool: cached blocks in least-recently-used order.
@@ -37,13 +37,18 @@ impl BlockPool {
     }
 
     pub(super) fn peek(&self, prompt: &Prompt<'_>) -> u32 {
-        let hit = prompt
+        let held = prompt
             .blocks
             .iter()
-            .take(hit_limit(prompt, self.block_size))
             .take_while(|hash| self.slots.contains_key(*hash))
             .count();
-        hit as u32 * self.block_size
+        self.hit(prompt, held)
+    }
+
+    /// What vLLM serves of a prompt whose first `held` blocks the pool holds.
+    fn hit(&self, prompt: &Prompt<'_>, held: usize) -> u32 {
+        let block = self.block_size as usize;
+        vllm_hit(prompt.tokens as usize, held * block, block, false) as u32
     }
 
     /// Caches `hash` as the most recently used block, in the place of the least recently used
@@ -82,11 +87,7 @@ impl BlockPool {
             }
             cached.push(slot);
         }
-        let hit = cached
-            .iter()
-            .take(hit_limit(prompt, self.block_size))
-            .take_while(|slot| slot.is_some())
-            .count();
+        let held = cached.iter().take_while(|slot| slot.is_some()).count();
         // Then it allocates a block for each full block not cached and for the block its last
         // tokens only partly fill: blocks without a hash, freed ones, go first (they are put
         // back at the queue's head), then the least recently used cached ones. Freed last
@@ -115,7 +116,7 @@ impl BlockPool {
         }
         self.cached = cached;
         Served {
-            cached: hit as u32 * self.block_size,
+            cached: self.hit(prompt, held),
             evicted,
         }
     }
@@ -129,6 +130,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+    use crate::cache::hit_blocks;
 
     /// The pool as it was kept on the `lru` crate (checked against a live vLLM server by
     /// `live_vllm`'s `a_small_kv_cache_evicts_as_the_simulation_says`).
@@ -143,7 +145,7 @@ mod tests {
             let cached: Vec<bool> = full().map(|hash| self.blocks.get(hash).is_some()).collect();
             let hit = cached
                 .iter()
-                .take(hit_limit(prompt, self.block_size))
+                .take(hit_blocks(prompt.tokens, self.block_size))
                 .take_while(|cached| **cached)
                 .count();
             let mut evicted = 0;
@@ -208,7 +210,7 @@ mod tests {
                 prop_assert_eq!(pool.peek(&prompt), {
                     let hit = blocks
                         .iter()
-                        .take(hit_limit(&prompt, BLOCK))
+                        .take(hit_blocks(prompt.tokens, BLOCK))
                         .take_while(|hash| reference.blocks.contains(*hash))
                         .count();
                     hit as u32 * BLOCK

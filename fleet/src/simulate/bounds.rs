@@ -31,7 +31,7 @@ use std::collections::BTreeSet;
 use rustc_hash::FxHashMap;
 
 use super::{Bounds, CacheSize, SimEngine};
-use crate::cache::{BlockPool, Prompt, ReplicaCache, hit_limit};
+use crate::cache::{BlockPool, Prompt, ReplicaCache, hit_blocks};
 use crate::trace::Trace;
 
 /// A request that holds a block no more.
@@ -135,7 +135,11 @@ impl<'a> BlockStream<'a> {
                 next_use[access] = later.get(&self.hashes[access]).copied().unwrap_or(NEVER);
             }
             let prompt = self.prompt(trace, position);
-            for hash in prompt.blocks.iter().take(hit_limit(&prompt, block_size)) {
+            for hash in prompt
+                .blocks
+                .iter()
+                .take(hit_blocks(prompt.tokens, block_size))
+            {
                 later.insert(*hash, position as u32);
             }
         }
@@ -155,7 +159,7 @@ impl<'a> BlockStream<'a> {
             let found = prompt
                 .blocks
                 .iter()
-                .take(hit_limit(&prompt, block_size))
+                .take(hit_blocks(prompt.tokens, block_size))
                 .take_while(|hash| pool.contains_key(*hash))
                 .count();
             served += found as u64 * u64::from(block_size);

@@ -24,7 +24,7 @@ use std::str::FromStr;
 use kvlint_protocol::{EngineName, Spec};
 use serde::Serialize;
 
-use crate::cache::{BlockPool, RadixTree, ReplicaCache, Slots};
+use crate::cache::{BlockPool, RadixTree, ReplicaCache, SGLANG_PAGE_SIZE, Slots, VLLM_BLOCK_SIZE};
 use crate::error::SpecError;
 
 pub use calibrate::{
@@ -108,13 +108,13 @@ impl FromStr for SimEngine {
             Ok(EngineName::Vllm) => {
                 spec.only(&["block"])?;
                 Self::Vllm {
-                    block: positive("block", 16)?,
+                    block: positive("block", VLLM_BLOCK_SIZE)?,
                 }
             }
             Ok(EngineName::Sglang) => {
                 spec.only(&["page"])?;
                 Self::Sglang {
-                    page: positive("page", 1)?,
+                    page: positive("page", SGLANG_PAGE_SIZE)?,
                 }
             }
             Ok(EngineName::LlamaCpp) => {

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use kvlint_core::cache::Engine;
-use kvlint_core::render::Renderer;
 use kvlint_core::session::SessionFile;
+use kvlint_render::render::Renderer;
 use miette::WrapErr;
 use rayon::prelude::*;
 

@@ -4,12 +4,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use kvlint_core::diff::RenderedRequest;
-use kvlint_core::error::InputError;
-use kvlint_core::locate::{LineColumn, Locator};
-use kvlint_core::path::PartPath;
-use kvlint_core::render::{Rendered, Renderer};
 use kvlint_core::session::{SessionFile, Turn};
 use kvlint_protocol::EngineName;
+use kvlint_render::render::{Rendered, Renderer};
+use kvlint_request::error::InputError;
+use kvlint_request::locate::{LineColumn, Locator};
+use kvlint_request::path::PartPath;
 use similar::TextDiff;
 
 use super::{Outcome, RenderArgs, current_config};

@@ -4,8 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
-use kvlint_core::error::InputError;
 use kvlint_recordings::{Recording, Session};
+use kvlint_request::error::InputError;
 
 use super::Outcome;
 use crate::emit::{self, Output, OutputFormat, OutputKind, Terminal};

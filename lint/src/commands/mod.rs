@@ -16,11 +16,11 @@ pub mod workload;
 use std::path::PathBuf;
 
 use chrono::NaiveDateTime;
-use kvlint_core::TemplateLimits;
 use kvlint_core::cache::Engine;
-use kvlint_core::diagnostic::Severity;
 use kvlint_protocol::EngineName;
+use kvlint_render::TemplateLimits;
 use kvlint_render::{Renderer, RendererSetup};
+use kvlint_request::diagnostic::Severity;
 use miette::{IntoDiagnostic, WrapErr};
 
 use crate::config::{Config, Discovery};
@@ -63,7 +63,7 @@ impl Outcome {
 
 /// Whether any of the findings is an error.
 fn has_errors<'a>(
-    findings: impl IntoIterator<Item = &'a kvlint_core::diagnostic::Diagnostic>,
+    findings: impl IntoIterator<Item = &'a kvlint_request::diagnostic::Diagnostic>,
 ) -> bool {
     findings
         .into_iter()

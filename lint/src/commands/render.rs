@@ -4,10 +4,10 @@
 use std::borrow::Cow;
 use std::path::PathBuf;
 
-use kvlint_core::error::InputError;
-use kvlint_core::render::{Rendered, Renderer};
 use kvlint_core::session::{SessionFile, Turn};
 use kvlint_protocol::EngineName;
+use kvlint_render::render::{Rendered, Renderer};
+use kvlint_request::error::InputError;
 
 use kvlint_render::SERVING_ENGINES;
 

@@ -4,14 +4,14 @@ use std::path::{Path, PathBuf};
 
 use chrono::NaiveDateTime;
 
-use kvlint_core::diagnostic::Diagnostic;
-use kvlint_core::error::read_text;
 use kvlint_core::prompt_template::{
     TemplateSyntax, check_prompt_template, check_template_syntax, ignored_rules,
 };
-use kvlint_core::template::{ChatTemplate, is_chat_template};
-use kvlint_core::template_check::check_template;
-use kvlint_core::tokenize::Tokenizer;
+use kvlint_render::template::{ChatTemplate, is_chat_template};
+use kvlint_render::template_check::check_template;
+use kvlint_render::tokenize::Tokenizer;
+use kvlint_request::diagnostic::Diagnostic;
+use kvlint_request::error::read_text;
 use kvlint_rules::RuleInput;
 
 use super::Outcome;

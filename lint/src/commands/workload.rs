@@ -11,9 +11,9 @@ mod logs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use kvlint_core::render::Renderer;
 use kvlint_fleet::{Distribution, Trace, grouped};
 use kvlint_protocol::EngineName;
+use kvlint_render::render::Renderer;
 use kvlint_workload::export::{Format, export};
 use kvlint_workload::html::workload_html;
 use kvlint_workload::{

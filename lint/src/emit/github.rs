@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use kvlint_core::diagnostic::Severity;
+use kvlint_request::diagnostic::Severity;
 
 use crate::report::{CheckedFile, ErrorReport};
 

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use kvlint_core::diagnostic::{Diagnostic, Severity};
+use kvlint_request::diagnostic::{Diagnostic, Severity};
 
 use crate::report::{CheckedFile, ErrorReport};
 

@@ -11,7 +11,7 @@ pub mod sarif;
 use std::borrow::Cow;
 
 use clap::ValueEnum;
-use kvlint_core::excerpt::controls_terminal;
+use kvlint_request::excerpt::controls_terminal;
 use serde::Serialize;
 
 use crate::report::diff::RequestDiff;

@@ -1,6 +1,6 @@
 //! SARIF 2.1.0: the subset GitHub code scanning reads.
 
-use kvlint_core::diagnostic::{Diagnostic, Severity};
+use kvlint_request::diagnostic::{Diagnostic, Severity};
 use kvlint_rules::RuleMeta;
 use serde_json::{Value, json};
 

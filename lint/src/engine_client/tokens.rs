@@ -2,9 +2,9 @@
 //! template reads, then `/apply-template` and `/tokenize` (llama.cpp) or `/tokenize` with the
 //! messages and tools (vLLM, SGLang).
 
-use kvlint_core::render::openai_chat_body;
-use kvlint_core::request::{BodyFormat, Request};
 use kvlint_protocol::EngineName;
+use kvlint_render::render::openai_chat_body;
+use kvlint_request::request::{BodyFormat, Request};
 use serde_json::{Value, json};
 
 use super::client::{Client, Failure};

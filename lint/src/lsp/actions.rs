@@ -6,9 +6,9 @@ use std::cell::OnceCell;
 use std::ops::Range;
 use std::sync::{Arc, LazyLock};
 
-use kvlint_core::path::PartPath;
 use kvlint_core::prompt_template::body_start;
 use kvlint_core::session::SessionFile;
+use kvlint_request::path::PartPath;
 use regex::Regex;
 use serde_json::Value;
 

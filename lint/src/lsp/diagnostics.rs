@@ -1,7 +1,7 @@
 //! Findings as LSP diagnostics: pushed (`textDocument/publishDiagnostics`) to clients that do
 //! not pull, pulled (`textDocument/diagnostic`) by clients that do.
 
-use kvlint_core::diagnostic::Severity;
+use kvlint_request::diagnostic::Severity;
 use lsp_server::Notification;
 use lsp_types::notification::{Notification as _, PublishDiagnostics};
 use lsp_types::{

@@ -6,10 +6,10 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock};
 
-use kvlint_core::diagnostic::Diagnostic;
-use kvlint_core::locate::{LineColumn, Locator};
 use kvlint_core::session::SessionFile;
-use kvlint_core::tokenize::Tokenizer;
+use kvlint_render::tokenize::Tokenizer;
+use kvlint_request::diagnostic::Diagnostic;
+use kvlint_request::locate::{LineColumn, Locator};
 
 use super::actions::shared_ends;
 use super::position::{Encoding, LineIndex};
@@ -71,7 +71,7 @@ impl Document {
                     .take_while(|(was, is)| was == is)
                     .count();
                 self.text = new_text;
-                kvlint_core::locate::floor_char_boundary(&self.text, same)
+                kvlint_request::locate::floor_char_boundary(&self.text, same)
             }
         };
         self.lines = LineIndex::new(&self.text, encoding);
@@ -320,7 +320,7 @@ fn findings_above(
     broken: usize,
 ) -> Vec<Placed> {
     let line_start = |end: usize| text[..end].rfind('\n').map_or(0, |newline| newline + 1);
-    let mut cut = line_start(kvlint_core::locate::floor_char_boundary(text, broken));
+    let mut cut = line_start(kvlint_request::locate::floor_char_boundary(text, broken));
     for _ in 0..2 {
         if cut == 0 {
             break;

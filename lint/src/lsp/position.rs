@@ -59,7 +59,7 @@ impl LineIndex {
 
     /// The position of byte `offset` (clamped to the text, and back to a character boundary).
     pub fn position(&self, text: &str, offset: usize) -> Position {
-        let offset = kvlint_core::locate::floor_char_boundary(text, offset.min(text.len()));
+        let offset = kvlint_request::locate::floor_char_boundary(text, offset.min(text.len()));
         let line = self.line_starts.partition_point(|start| *start <= offset) - 1;
         let start = self.line_starts[line];
         let character = text[start..offset]

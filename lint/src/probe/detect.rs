@@ -2,16 +2,12 @@
 //! slots, block or page size, and from these the cache model kvlint predicts with.
 
 use kvlint_core::cache::Engine;
+use kvlint_fleet::cache::{SGLANG_PAGE_SIZE, VLLM_BLOCK_SIZE};
 use kvlint_fleet::{CacheSize, SimEngine};
 use kvlint_protocol::EngineName;
 use serde_json::Value;
 
 use crate::engine_client::{Client, prometheus_label};
-
-/// vLLM's default block size, for a server whose metrics do not say.
-const VLLM_DEFAULT_BLOCK: usize = 16;
-/// SGLang's default page size on CUDA and ROCm, for a server whose info does not say.
-const SGLANG_DEFAULT_PAGE: usize = 1;
 
 impl Client {
     /// Guesses the engine from the endpoints it answers.
@@ -106,7 +102,7 @@ impl Client {
         let metrics = self.get_text("/metrics").unwrap_or_default();
         prometheus_label(&metrics, "vllm:cache_config_info", "block_size")
             .and_then(|value| value.parse().ok())
-            .unwrap_or(VLLM_DEFAULT_BLOCK)
+            .unwrap_or(VLLM_BLOCK_SIZE as usize)
     }
 
     /// SGLang's page size, from the server arguments `/get_server_info` lists; some attention
@@ -117,6 +113,6 @@ impl Client {
             .and_then(|info| info.get("page_size")?.as_u64())
             .and_then(|page| usize::try_from(page).ok())
             .filter(|page| *page > 0)
-            .unwrap_or(SGLANG_DEFAULT_PAGE)
+            .unwrap_or(SGLANG_PAGE_SIZE as usize)
     }
 }

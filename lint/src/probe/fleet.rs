@@ -1,9 +1,9 @@
 //! Replaying a session through a gateway in front of llama.cpp replicas: which replica
 //! served each turn, and the tokens it recomputed because it had not seen the prefix.
 
-use kvlint_core::error::InputError;
 use kvlint_core::routing::{ROUTING_KEY_HEADER, request_routing_key, routing_key};
 use kvlint_core::session::SessionFile;
+use kvlint_request::error::InputError;
 
 use crate::engine_client::Client;
 use kvlint_protocol::EngineName;

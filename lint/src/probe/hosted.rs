@@ -2,9 +2,9 @@
 //! the prediction is kvlint's cache model for that API on its own rendering, the one
 //! `kvlint check` makes (approximate, as the report says).
 
-use kvlint_core::error::InputError;
-use kvlint_core::render::Renderer;
 use kvlint_core::session::SessionFile;
+use kvlint_render::render::Renderer;
+use kvlint_request::error::InputError;
 use serde_json::json;
 
 use super::observe::observed_cached;

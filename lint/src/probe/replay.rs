@@ -1,9 +1,9 @@
 //! Replaying a session against a self-hosted engine (llama.cpp, vLLM, SGLang): each turn is
 //! tokenized by the engine itself, predicted from what this run already sent, then sent.
 
-use kvlint_core::error::InputError;
-use kvlint_core::render::Renderer;
 use kvlint_core::session::{SessionFile, Turn};
+use kvlint_render::render::Renderer;
+use kvlint_request::error::InputError;
 use serde_json::{Value, json};
 
 use super::observe::observe;

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use kvlint_core::diagnostic::Diagnostic;
+use kvlint_request::diagnostic::Diagnostic;
 use serde::Serialize;
 
 /// The comparison of two requests.

@@ -19,10 +19,10 @@ use kvlint_core::cache::{Engine, MODELS};
 use kvlint_core::diff::TurnDiff;
 
 use crate::config::{Config, ConfigError};
-use kvlint_core::diagnostic::{Diagnostic, Severity, SeverityCounts};
-use kvlint_core::error::InputError;
-use kvlint_core::render::Renderer;
 use kvlint_core::session::{RepeatedKey, SessionFile, Skipped};
+use kvlint_render::render::Renderer;
+use kvlint_request::diagnostic::{Diagnostic, Severity, SeverityCounts};
+use kvlint_request::error::InputError;
 use kvlint_rules::{BelowCacheMinimum, NoCacheBreakpoint, NoCacheRoutingKey};
 use serde::Serialize;
 

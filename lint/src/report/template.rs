@@ -1,6 +1,6 @@
 //! What `kvlint template` prints: each template's findings and notes.
 
-use kvlint_core::diagnostic::Diagnostic;
+use kvlint_request::diagnostic::Diagnostic;
 use serde::Serialize;
 
 use super::{CheckedFile, ErrorReport};

@@ -652,3 +652,36 @@ fn each_rule_has_its_documentation_page_as_kvlint_rule_prints_it() {
     let pages = std::fs::read_dir(&folder).unwrap().count();
     assert_eq!(pages, names.len(), "a page in docs/rules names no rule");
 }
+
+#[test]
+fn an_input_error_s_help_names_the_command_that_does_it() {
+    // The library's error names the concept; the command line names its commands. miette
+    // wraps long lines: the words are compared, not the lines.
+    let words = |args: &[&str]| {
+        let run = kvlint(args);
+        assert_eq!(run.code, 2, "{}", run.stdout);
+        run.stdout.split_whitespace().collect::<Vec<_>>().join(" ")
+    };
+    let recording = words(&[
+        "diff",
+        "fixtures/recordings/ruby-llm-openai-system-replaced.yml",
+        "fixtures/diff/after.json",
+    ]);
+    assert!(recording.contains("is a recording"), "{recording}");
+    assert!(
+        recording.contains(
+            "`kvlint import fixtures/recordings/ruby-llm-openai-system-replaced.yml --out DIR`"
+        ),
+        "{recording}"
+    );
+    let session = words(&[
+        "diff",
+        "fixtures/corpus/sessions/crewai-2.jsonl",
+        "fixtures/diff/after.json",
+    ]);
+    assert!(session.contains("expected one request body"), "{session}");
+    assert!(
+        session.contains("use `kvlint check` for a session"),
+        "{session}"
+    );
+}

@@ -451,8 +451,8 @@ fn content_format_and_developer_role_are_read_from_templates_as_vllm_reads_them(
         let now = chrono::NaiveDate::from_ymd_opt(2026, 11, 29)
             .and_then(|date| date.and_hms_opt(10, 0, 0))
             .unwrap();
-        let template = kvlint_core::ChatTemplate::from_file(path, now).unwrap();
-        let server = kvlint_core::VllmServer::for_template(&template);
+        let template = kvlint_render::ChatTemplate::from_file(path, now).unwrap();
+        let server = kvlint_render::VllmServer::for_template(&template);
         let name = path.file_name().unwrap().to_string_lossy();
         let takes_parts = theirs["content_format"] == "openai";
         parts += usize::from(takes_parts);

@@ -1,6 +1,7 @@
 //! `kvlint simulate` from the command line: sweeps of policies and caches, session-hash and
 //! ideal routing, the named routers' beliefs against the engines' truth, router replicas,
-//! late signals and the bounds, and the decision report that ranks every named router.
+//! late signals and the bounds, the decision report that ranks every named router, and the
+//! one engine cache model `kvlint check --engine` shares with it.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use serde_json::Value;
@@ -8,6 +9,73 @@ use serde_json::Value;
 use crate::common::kvlint;
 
 const CORPUS: &str = "fixtures/corpus/sessions";
+
+/// One engine cache model: a session alone on one replica with an unbounded cache is served,
+/// request by request, what `kvlint check --engine` predicts for its turns, on every
+/// self-hosted engine (one session of each source of the corpus).
+#[test]
+fn a_session_alone_is_served_what_check_predicts_on_every_engine() {
+    let sessions: Vec<String> = [
+        "crewai-2",
+        "mini-swe-agent-1",
+        "openhands-1",
+        "pydantic-ai-3",
+        "simonw-llm-1",
+        "swe-agent-1",
+        "tau-bench-1",
+    ]
+    .iter()
+    .map(|name| format!("{CORPUS}/{name}.jsonl"))
+    .collect();
+    for engine in [
+        "vllm",
+        "vllm:block=32",
+        "sglang",
+        "sglang:page=4",
+        "llamacpp",
+    ] {
+        let mut check_args = vec!["check", "--engine", engine, "--format", "json"];
+        check_args.extend(sessions.iter().map(String::as_str));
+        let (_, stdout, stderr) = kvlint(&check_args);
+        let report: Value = serde_json::from_str(&stdout).unwrap_or_else(|_| panic!("{stderr}"));
+        for (session, checked) in sessions.iter().zip(report["sessions"].as_array().unwrap()) {
+            assert_eq!(checked["path"], session.as_str());
+            let turns = checked["turns"].as_array().unwrap();
+            let predicted: u64 = turns
+                .iter()
+                .map(|turn| turn["predicted_cached_tokens"].as_u64().unwrap())
+                .sum();
+            let (code, stdout, stderr) = kvlint(&[
+                "simulate",
+                session,
+                "--no-trace-cache",
+                "--format",
+                "json",
+                "--replicas",
+                "1",
+                "--cache",
+                "unbounded",
+                "--engine",
+                engine,
+                "--routing",
+                "round-robin",
+                "--prefill-tps",
+                "8000",
+            ]);
+            assert_eq!(code, 0, "{stderr}");
+            let result = &serde_json::from_str::<Value>(&stdout).unwrap()[0];
+            assert_eq!(result["requests"], turns.len(), "{engine} {session}");
+            assert_eq!(
+                result["served_tokens"], predicted,
+                "{engine} {session}: simulated against predicted"
+            );
+            assert!(
+                predicted > 0,
+                "{engine} {session}: a session that reuses its prefix"
+            );
+        }
+    }
+}
 
 #[test]
 fn simulate_sweeps_policies_and_caches_in_one_run() {

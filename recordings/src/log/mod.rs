@@ -73,8 +73,8 @@ mod source;
 use std::path::Path;
 use std::sync::Arc;
 
-use kvlint_core::request::Request;
 use kvlint_core::session::SessionFile;
+use kvlint_request::request::Request;
 use serde::Serialize;
 
 pub use filter::{Condition, FilterError, RowField, RowFilter, parse_time_bound};

@@ -1,7 +1,7 @@
 use kvlint_core::cache::{
     ANTHROPIC_LOOKBACK_BLOCKS, ANTHROPIC_MAX_BREAKPOINTS, BreakpointIssue, BreakpointIssueKind,
 };
-use kvlint_core::diagnostic::Severity;
+use kvlint_request::diagnostic::Severity;
 
 use crate::{Finding, Rule, RuleInput, RuleMeta, declare_rule};
 

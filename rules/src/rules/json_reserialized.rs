@@ -1,5 +1,5 @@
-use kvlint_core::BodyFormat;
-use kvlint_core::request::{Part, PartKind, Request, same_bytes};
+use kvlint_request::request::BodyFormat;
+use kvlint_request::request::{Part, PartKind, Request, same_bytes};
 use serde_json::Value;
 
 use super::{changed_tool, diverges_in_tools};

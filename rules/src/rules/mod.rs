@@ -1,6 +1,6 @@
 //! One file per rule. Adding a rule: its file here and one line in [`register_rules!`] below.
 
-use kvlint_core::request::{PartKind, same_bytes};
+use kvlint_request::request::{PartKind, same_bytes};
 
 use crate::TurnPair;
 
@@ -50,8 +50,8 @@ pub(crate) fn diverges_in_tools(pair: &TurnPair<'_>) -> bool {
     if !differ {
         return false;
     }
-    let in_head = |part: Option<&kvlint_core::request::Part>,
-                   messages: &[kvlint_core::request::Message]| {
+    let in_head = |part: Option<&kvlint_request::request::Part>,
+                   messages: &[kvlint_request::request::Message]| {
         part.is_some_and(|part| match part.kind {
             PartKind::Tool | PartKind::Setting | PartKind::System => true,
             _ => part.message.is_some_and(|index| {
@@ -71,8 +71,8 @@ pub(crate) fn diverges_in_tools(pair: &TurnPair<'_>) -> bool {
 pub(crate) fn changed_tool<'a>(
     pair: &TurnPair<'a>,
 ) -> Option<(
-    &'a kvlint_core::request::Tool,
-    &'a kvlint_core::request::Tool,
+    &'a kvlint_request::request::Tool,
+    &'a kvlint_request::request::Tool,
 )> {
     let (after, before) = pair
         .current
@@ -124,7 +124,7 @@ pub(crate) fn excerpt(text: &str) -> String {
 pub(crate) fn fixture_messages(fixture: &str) -> Vec<String> {
     let path = kvlint_fixtures::root().join("rules").join(fixture);
     let session = kvlint_core::SessionFile::read(&path).unwrap();
-    crate::check_session(&session, &kvlint_core::Renderer::provider(), None)
+    crate::check_session(&session, &kvlint_render::Renderer::provider(), None)
         .unwrap()
         .findings
         .into_iter()

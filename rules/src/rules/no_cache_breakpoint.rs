@@ -1,5 +1,5 @@
 use kvlint_core::cache::SessionIssue;
-use kvlint_core::diagnostic::Severity;
+use kvlint_request::diagnostic::Severity;
 
 use crate::{Finding, Rule, RuleInput, RuleMeta, declare_rule};
 

@@ -1,4 +1,4 @@
-use kvlint_core::request::{PartKind, Request};
+use kvlint_request::request::{PartKind, Request};
 use serde_json::Value;
 
 use super::{diverges_in_tools, excerpt};

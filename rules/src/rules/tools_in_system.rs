@@ -1,6 +1,6 @@
 
-use kvlint_core::diagnostic::Severity;
-use kvlint_core::template_check::TemplateBreakKind;
+use kvlint_request::diagnostic::Severity;
+use kvlint_render::template_check::TemplateBreakKind;
 
 use crate::{Finding, Rule, RuleInput, RuleMeta, declare_rule};
 

@@ -1,5 +1,5 @@
 
-use kvlint_core::diagnostic::Severity;
+use kvlint_request::diagnostic::Severity;
 use kvlint_core::prompt_template::{VolatilePlacement, Volatility};
 
 use crate::volatile::{VolatileClass, placement_finding};

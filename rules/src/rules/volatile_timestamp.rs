@@ -1,7 +1,7 @@
 
-use kvlint_core::diagnostic::Severity;
+use kvlint_request::diagnostic::Severity;
 use kvlint_core::prompt_template::Volatility;
-use kvlint_core::template_check::{BreakCondition, TemplateBreak, TemplateBreakKind};
+use kvlint_render::template_check::{BreakCondition, TemplateBreak, TemplateBreakKind};
 
 use crate::volatile::{VolatileClass, placement_finding};
 use crate::{Finding, Rule, RuleInput, RuleMeta, declare_rule};

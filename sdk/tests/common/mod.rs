@@ -5,9 +5,9 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use chrono::NaiveDate;
-use kvlint_core::render::{EngineRequest, Renderer};
-use kvlint_core::template::ChatTemplate;
-use kvlint_core::tokenize::Tokenizer;
+use kvlint_render::render::{EngineRequest, Renderer};
+use kvlint_render::template::ChatTemplate;
+use kvlint_render::tokenize::Tokenizer;
 use kvlint_sdk::Tool;
 use serde_json::json;
 

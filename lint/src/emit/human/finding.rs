@@ -2,8 +2,8 @@
 
 use std::fmt::Write as _;
 
-use kvlint_core::diagnostic::{Diagnostic, Severity};
-use kvlint_core::excerpt::Excerpt;
+use kvlint_request::diagnostic::{Diagnostic, Severity};
+use kvlint_request::excerpt::Excerpt;
 use miette::{GraphicalReportHandler, LabeledSpan, SourceCode};
 use similar::ChangeTag;
 

@@ -11,7 +11,7 @@ mod prompts;
 
 use std::fmt::Write as _;
 
-use kvlint_core::diagnostic::{Severity, SeverityCounts};
+use kvlint_request::diagnostic::{Severity, SeverityCounts};
 use miette::{GraphicalReportHandler, GraphicalTheme};
 
 use super::{Terminal, printable};

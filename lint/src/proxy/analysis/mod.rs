@@ -33,14 +33,14 @@ use std::sync::mpsc::Receiver;
 use std::time::Instant;
 
 use kvlint_core::cache::{ReportedUsage, reported_usage};
-use kvlint_core::diagnostic::Diagnostic;
 use kvlint_core::diff::RenderedRequest;
-use kvlint_core::locate::Unplaced;
-use kvlint_core::render::{Rendered, Renderer};
-use kvlint_core::request::Request;
 use kvlint_core::response::parse_response;
 use kvlint_fleet::cache::ReplicaCache;
 use kvlint_protocol::EngineName;
+use kvlint_render::render::{Rendered, Renderer};
+use kvlint_request::diagnostic::Diagnostic;
+use kvlint_request::locate::Unplaced;
+use kvlint_request::request::Request;
 use rustls::pki_types::CertificateDer;
 use serde_json::Value;
 

@@ -12,11 +12,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kvlint_core::cache::{CacheTurn, Earlier, ReportedUsage, generated_text};
-use kvlint_core::render::Rendered;
-use kvlint_core::request::{BodyFormat, Request};
 use kvlint_fleet::cache::Prompt;
 use kvlint_fleet::{CacheSize, SimEngine, chain_hash};
 use kvlint_protocol::EngineName;
+use kvlint_render::render::Rendered;
+use kvlint_request::request::{BodyFormat, Request};
 use rustls::pki_types::CertificateDer;
 use serde_json::Value;
 
