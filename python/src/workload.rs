@@ -1,6 +1,6 @@
 //! The workload's map and reduce steps for distributed engines (`kvlint_cache.workload`):
-//! `trace_rows` traces a batch of files into one row per request, column by column
-//! ([`kvlint_workload::rows::trace_rows`]); `Workload.from_rows` joins rows from any number
+//! `trace_rows` traces a batch of files into one row per request, column by column, with the
+//! workload's one assembly ([`kvlint_workload::WorkloadInputs::rows`]); `Workload.from_rows` joins rows from any number
 //! of workers back into the trace `kvlint workload` builds, for its report and its hashed
 //! trace. A file that cannot be read or traced becomes one row with its `error`: a bad file
 //! never stops the job, and the rows read always add up.
@@ -16,8 +16,10 @@ use kvlint_protocol::EngineName;
 use kvlint_recordings::log::{RowFilter, read_log_bytes};
 use kvlint_render::{Renderer, RendererSetup, SERVING_ENGINES};
 use kvlint_workload::html::workload_html;
-use kvlint_workload::rows::{TraceRow, trace_of_rows, trace_rows as map_rows};
-use kvlint_workload::workload_report;
+use kvlint_workload::rows::{TraceRow, trace_of_rows};
+use kvlint_workload::{
+    InputFile, LoggedSession, MappedRow, WorkloadInputs, failed_row, workload_report,
+};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
@@ -43,16 +45,6 @@ pub const COLUMNS: [&str; 17] = [
     "renderer",
     "error",
 ];
-
-/// A file's row when it could not be traced: its name and why.
-fn error_row(file: &str, session: u32, error: String) -> (TraceRow, Option<String>) {
-    let row = TraceRow {
-        file: file.to_owned(),
-        session,
-        ..TraceRow::default()
-    };
-    (row, Some(error))
-}
 
 /// Traces the files `names[i]` (relative to the workload's folder, as `kvlint workload`
 /// names them) with contents `contents[i]` (bytes or text; gzip is inflated) into rows,
@@ -84,40 +76,42 @@ pub fn trace_rows<'py>(
         return Err(PyValueError::new_err("block_size must be at least 1"));
     }
     let renderer = workload_renderer(tokenizer, chat_template, serving_engine)?;
-    let mut inputs = Vec::with_capacity(contents.len());
-    for (name, content) in names.iter().zip(&contents) {
+    let mut inputs_read = Vec::with_capacity(contents.len());
+    for (name, content) in names.into_iter().zip(&contents) {
         let bytes = match content.cast::<PyBytes>() {
             Ok(bytes) => bytes.as_bytes().to_vec(),
             Err(_) => content.extract::<String>()?.into_bytes(),
         };
-        inputs.push((name.clone(), bytes));
+        inputs_read.push((name, bytes));
     }
-    let rows = py.detach(|| {
-        let mut rows = Vec::new();
-        for (name, bytes) in inputs {
-            let sessions = if log {
-                log_sessions(&name, &bytes, &mut rows)
-            } else {
-                let parsed = kvlint_recordings::input_text(name.clone(), bytes)
-                    .and_then(|text| kvlint_recordings::parse_all(name.clone(), Arc::from(text)));
-                match parsed {
-                    Ok(sessions) => sessions,
-                    Err(error) => {
-                        rows.push(error_row(&name, 0, error.to_string()));
-                        continue;
-                    }
-                }
-            };
-            for (number, session) in sessions.into_iter().enumerate() {
-                let number = number as u32;
-                match map_rows(&[(name.clone(), number, session)], &renderer, block_size) {
-                    Ok(traced) => rows.extend(traced.into_iter().map(|row| (row, None))),
-                    Err(error) => rows.push(error_row(&name, number, error.to_string())),
+    let rows =
+        py.detach(|| {
+            let mut inputs = WorkloadInputs::default();
+            // A log's rows not traced (bad, or no prompt), before the rows of its sessions.
+            let mut rows = Vec::new();
+            for (name, bytes) in inputs_read {
+                if log {
+                    let logged = inputs.logged.get_or_insert_with(Vec::new);
+                    logged.extend(log_sessions(&name, &bytes, &mut rows).into_iter().map(
+                        |session| LoggedSession {
+                            session,
+                            name: name.clone(),
+                        },
+                    ));
+                } else {
+                    inputs.files.push(InputFile {
+                        name: name.clone(),
+                        relative: name,
+                        bytes,
+                    });
                 }
             }
-        }
-        rows
-    });
+            rows.extend(inputs.rows(&renderer, block_size, |name, bytes| {
+                kvlint_recordings::input_text(name.clone(), bytes)
+                    .and_then(|text| kvlint_recordings::parse_all(name, Arc::from(text)))
+            }));
+            rows
+        });
     columns(py, rows)
 }
 
@@ -149,11 +143,7 @@ fn workload_renderer(
 /// groups them; the rows not traced go to `rows` as rows with their `error`: each bad row
 /// placed (the first [`kvlint_recordings::log::BAD_ROWS_KEPT`]), then one for the bad rows
 /// beyond those and one for the rows that are no prompts, with their counts.
-fn log_sessions(
-    name: &str,
-    bytes: &[u8],
-    rows: &mut Vec<(TraceRow, Option<String>)>,
-) -> Vec<SessionFile> {
+fn log_sessions(name: &str, bytes: &[u8], rows: &mut Vec<MappedRow>) -> Vec<SessionFile> {
     let read = read_log_bytes(name, bytes, &RowFilter::default());
     let summary = &read.summary;
     for bad in &summary.bad {
@@ -161,15 +151,15 @@ fn log_sessions(
             .row
             .map(|row| format!("row {row}: "))
             .unwrap_or_default();
-        rows.push(error_row(name, 0, format!("{place}{}", bad.reason)));
+        rows.push(failed_row(name, 0, format!("{place}{}", bad.reason)));
     }
     let placed: u64 = summary.bad.iter().map(|bad| bad.rows.max(1)).sum();
     let unplaced = (summary.rows_bad + summary.unreadable).saturating_sub(placed);
     if unplaced > 0 {
-        rows.push(error_row(name, 0, format!("{unplaced} more bad rows")));
+        rows.push(failed_row(name, 0, format!("{unplaced} more bad rows")));
     }
     if summary.rows_not_prompts > 0 {
-        rows.push(error_row(
+        rows.push(failed_row(
             name,
             0,
             format!(
@@ -186,10 +176,7 @@ fn log_sessions(
     read.sessions
 }
 
-fn columns<'py>(
-    py: Python<'py>,
-    rows: Vec<(TraceRow, Option<String>)>,
-) -> PyResult<Bound<'py, PyDict>> {
+fn columns<'py>(py: Python<'py>, rows: Vec<MappedRow>) -> PyResult<Bound<'py, PyDict>> {
     let lists: Vec<Bound<'py, PyList>> = COLUMNS.iter().map(|_| PyList::empty(py)).collect();
     for (row, error) in rows {
         let failed = error.is_some();

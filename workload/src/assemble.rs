@@ -2,7 +2,9 @@
 //! session files (recordings too), request logs' sessions, benchmark datasets and hashed
 //! traces, each traced its own way and joined in that order at one block size, the sessions'
 //! trace kept in the trace cache ([`crate::store`]) so that a later run on the same files
-//! skips the rendering.
+//! skips the rendering. The map step of a distributed job (`kvlint_cache.workload`) reads the
+//! same inputs into rows instead ([`WorkloadInputs::rows`]), which its reduce step joins into
+//! the same trace.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -16,6 +18,7 @@ use kvlint_request::error::InputError;
 
 use crate::error::TraceFileError;
 use crate::export::dataset_trace;
+use crate::rows::{TraceRow, trace_rows};
 use crate::store::{load, save, trace_key, trace_path};
 use crate::trace::build_named_trace;
 
@@ -171,6 +174,63 @@ impl WorkloadInputs {
             not_kept,
         })
     }
+}
+
+/// A row of the map step, and why its file or session was not traced (then the row names only
+/// the file and the session's number).
+pub type MappedRow = (TraceRow, Option<String>);
+
+impl WorkloadInputs {
+    /// The map step: the rows of the session files and logged sessions (datasets and hashed
+    /// traces are not mapped), each session traced with `renderer` at `block` tokens per
+    /// block, one row per request, as [`Self::trace`] traces them. A file or a session that
+    /// cannot be traced is one row with its error: a bad file never stops the job. A logged
+    /// session's number counts the sessions of its log before it.
+    pub fn rows(
+        self,
+        renderer: &Renderer,
+        block: u32,
+        parse: impl Fn(String, Vec<u8>) -> Result<Vec<SessionFile>, InputError>,
+    ) -> Vec<MappedRow> {
+        let mut rows = Vec::new();
+        let mut sessions: Vec<(String, SessionFile)> = Vec::new();
+        for file in self.files {
+            match parse(file.name, file.bytes) {
+                Ok(found) => sessions.extend(found.into_iter().map(|s| (file.relative.clone(), s))),
+                Err(error) => rows.push(failed_row(&file.relative, 0, error.to_string())),
+            }
+        }
+        sessions.extend(
+            self.logged
+                .unwrap_or_default()
+                .into_iter()
+                .map(|logged| (logged.name, logged.session)),
+        );
+        let mut previous: Option<(String, u32)> = None;
+        for (name, session) in sessions {
+            let number = match previous.take() {
+                Some((last, number)) if last == name => number + 1,
+                _ => 0,
+            };
+            let one = [(name.clone(), number, session)];
+            match trace_rows(&one, renderer, block) {
+                Ok(traced) => rows.extend(traced.into_iter().map(|row| (row, None))),
+                Err(error) => rows.push(failed_row(&name, number, error.to_string())),
+            }
+            previous = Some((name, number));
+        }
+        rows
+    }
+}
+
+/// The row of a file, or of one of its sessions, that was not traced.
+pub fn failed_row(file: &str, session: u32, error: String) -> MappedRow {
+    let row = TraceRow {
+        file: file.to_owned(),
+        session,
+        ..TraceRow::default()
+    };
+    (row, Some(error))
 }
 
 /// `traces` and then `hashed`, all at `block` tokens per block (a hashed trace's blocks

@@ -54,7 +54,8 @@ pub mod store;
 mod trace;
 
 pub use assemble::{
-    AssembleError, Assembled, InputFile, LoggedSession, TraceSetup, WorkloadInputs, joined,
+    AssembleError, Assembled, InputFile, LoggedSession, MappedRow, TraceSetup, WorkloadInputs,
+    failed_row, joined,
 };
 pub use error::TraceFileError;
 pub use recorded::{RecordingError, recorded_requests};
