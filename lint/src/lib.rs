@@ -14,8 +14,6 @@ use std::path::Path;
 use clap::{Parser, Subcommand};
 
 mod commands;
-mod config;
-mod discover;
 mod emit;
 mod engine_client;
 mod input;
@@ -23,6 +21,7 @@ mod lsp;
 mod probe;
 mod proxy;
 mod report;
+mod workspace;
 
 use commands::{EXIT_INPUT, Outcome};
 use emit::Terminal;
@@ -157,9 +156,9 @@ fn run_command(cli: Cli) -> miette::Result<Outcome> {
             exit_code: lsp::serve(args)?,
         }),
         Command::Init => {
-            let path = config::init(Path::new("."))?;
+            let path = workspace::config::init(Path::new("."))?;
             Ok(printed(format!("wrote {}\n", path.display())))
         }
-        Command::Schema => Ok(printed(config::schema())),
+        Command::Schema => Ok(printed(workspace::config::schema())),
     }
 }

@@ -5,17 +5,16 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use kvlint_core::cache::Engine;
-use kvlint_core::session::SessionFile;
-use kvlint_render::render::Renderer;
-use miette::WrapErr;
 use rayon::prelude::*;
 
-use super::{Outcome, RenderArgs, serving_engine};
-use crate::config::{Config, Discovery};
-use crate::discover::{Candidate, looks_like_session, session_files};
+use super::Outcome;
 use crate::emit::{Output, OutputFormat, Terminal};
 use crate::input::{parse_all, read_input};
-use crate::report::{CacheOptions, ErrorReport, Report, SessionReport};
+use crate::report::{ErrorReport, Report, SessionReport};
+use crate::workspace::check::{Setup, check_session};
+use crate::workspace::config::{Config, Discovery};
+use crate::workspace::discover::{Candidate, looks_like_session, session_files};
+use crate::workspace::render::RenderArgs;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -58,55 +57,6 @@ pub fn run(args: Args, terminal: Terminal) -> miette::Result<Outcome> {
         !report.errors.is_empty(),
         super::has_errors(report.sessions.iter().flat_map(|session| &session.findings)),
     )
-}
-
-/// How the sessions under one configuration are checked: flags first, the configuration's
-/// defaults (engine, tokenizer, chat template, template limits) where a flag is unset.
-pub(crate) struct Setup {
-    renderer: Renderer,
-    options: CacheOptions,
-}
-
-impl Setup {
-    pub(crate) fn new(args: &Args, config: Option<&Config>) -> miette::Result<Self> {
-        Self::of(&args.render, args.engine.as_ref(), args.prefill_tps, config)
-    }
-
-    /// Whether an engine's cache use is predicted: that follows the whole session, turn by
-    /// turn.
-    pub(crate) fn predicts_cache(&self) -> bool {
-        self.options.engine.is_some()
-    }
-
-    /// The setup of the render flags and engine given, under `config`.
-    pub(crate) fn of(
-        render: &RenderArgs,
-        engine: Option<&Engine>,
-        prefill_tps: Option<f64>,
-        config: Option<&Config>,
-    ) -> miette::Result<Self> {
-        let mut render = render.clone();
-        let mut engine = engine.cloned();
-        if let Some(config) = config {
-            render.apply_defaults(config);
-            if engine.is_none()
-                && let Some(spec) = &config.options.engine
-            {
-                engine = Some(
-                    spec.parse()
-                        .map_err(miette::Report::new)
-                        .wrap_err(format!("in {}", config.path.display()))?,
-                );
-            }
-        }
-        Ok(Self {
-            renderer: render.renderer(serving_engine(engine.as_ref()))?,
-            options: CacheOptions {
-                engine,
-                prefill_tokens_per_second: prefill_tps,
-            },
-        })
-    }
 }
 
 /// A setup that could not be made: a configuration naming a tokenizer or chat template that
@@ -162,35 +112,38 @@ pub fn check(args: &Args, configs: &mut Discovery) -> Report {
             continue;
         };
         let key = file.config.as_ref().map(|config| config.path.clone());
-        let setup =
-            setups
-                .entry(key)
-                .or_insert_with(|| match Setup::new(args, file.config.as_ref()) {
-                    Ok(setup) => Some(Arc::new(setup)),
-                    Err(error) => {
-                        let (path, what) = match &file.config {
-                            Some(config) => {
-                                let path = config.path.display().to_string();
-                                let what = format!(
-                                    "{path}: cannot check the sessions under this configuration"
-                                );
-                                (path, what)
-                            }
-                            None => {
-                                let path = file.candidate.path.display().to_string();
-                                let what =
-                                    format!("{path}: cannot be checked with the flags given");
-                                (path, what)
-                            }
-                        };
-                        let error = SetupError {
-                            what,
-                            source: error.into(),
-                        };
-                        with_setups.push(Err(ErrorReport::new(path, error)));
-                        None
-                    }
-                });
+        let setup = setups.entry(key).or_insert_with(|| {
+            match Setup::of(
+                &args.render,
+                args.engine.as_ref(),
+                args.prefill_tps,
+                file.config.as_ref(),
+            ) {
+                Ok(setup) => Some(Arc::new(setup)),
+                Err(error) => {
+                    let (path, what) = match &file.config {
+                        Some(config) => {
+                            let path = config.path.display().to_string();
+                            let what = format!(
+                                "{path}: cannot check the sessions under this configuration"
+                            );
+                            (path, what)
+                        }
+                        None => {
+                            let path = file.candidate.path.display().to_string();
+                            let what = format!("{path}: cannot be checked with the flags given");
+                            (path, what)
+                        }
+                    };
+                    let error = SetupError {
+                        what,
+                        source: error.into(),
+                    };
+                    with_setups.push(Err(ErrorReport::new(path, error)));
+                    None
+                }
+            }
+        });
         if let Some(setup) = setup.clone() {
             with_setups.push(Ok((file, Some(setup))));
         }
@@ -233,17 +186,4 @@ pub(crate) fn check_text(
         .iter()
         .map(|session| check_session(session, config, setup))
         .collect()
-}
-
-/// Checks one parsed session under its configuration.
-pub(crate) fn check_session(
-    session: &SessionFile,
-    config: Option<&Config>,
-    setup: &Setup,
-) -> Result<SessionReport, ErrorReport> {
-    let mut report = SessionReport::new(session, &setup.renderer, &setup.options)?;
-    if let Some(config) = config {
-        report.apply_config(config);
-    }
-    Ok(report)
 }

@@ -12,11 +12,12 @@ use kvlint_request::locate::{LineColumn, Locator};
 use kvlint_request::path::PartPath;
 use similar::TextDiff;
 
-use super::{Outcome, RenderArgs, current_config};
-use crate::config::Discovery;
+use super::{Outcome, current_config};
 use crate::emit::{self, Output, OutputFormat, OutputKind, Terminal};
 use crate::report::REPORT_VERSION;
 use crate::report::diff::{RequestDiff, RequestSide};
+use crate::workspace::config::Discovery;
+use crate::workspace::render::RenderArgs;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

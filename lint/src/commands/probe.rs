@@ -6,12 +6,13 @@ use std::time::Duration;
 
 use kvlint_protocol::EngineName;
 
-use super::{Outcome, RenderArgs, SERVER_KINDS, engine_name};
+use super::{Outcome, SERVER_KINDS, engine_name};
 use crate::emit::{self, Output, OutputFormat, OutputKind, Terminal};
 use crate::engine_client::{Api, Client};
 use crate::probe::{self, Fleet};
 use crate::report::REPORT_VERSION;
 use crate::report::probe::ProbeReport;
+use crate::workspace::render::RenderArgs;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

@@ -11,11 +11,12 @@ use kvlint_request::error::InputError;
 
 use kvlint_render::SERVING_ENGINES;
 
-use super::{Outcome, RenderArgs, current_config, engine_name};
-use crate::config::Discovery;
+use super::{Outcome, current_config, engine_name};
 use crate::emit::{self, Output, OutputFormat, OutputKind, Terminal};
 use crate::report::render::{RenderReport, RenderedSession, RenderedTurn};
 use crate::report::{ErrorReport, REPORT_VERSION};
+use crate::workspace::config::Discovery;
+use crate::workspace::render::RenderArgs;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

@@ -26,10 +26,11 @@ use self::hashed::{export_trace, hashed_traces};
 pub use self::logs::{LogArgs, LogSummary, summary_human, summary_json};
 use kvlint_render::SERVING_ENGINES;
 
-use super::{Outcome, RenderArgs, current_config, engine_name};
-use crate::config::Discovery;
-use crate::discover::session_files;
+use super::{Outcome, current_config, engine_name};
 use crate::input::{input_text, parse_all};
+use crate::workspace::config::Discovery;
+use crate::workspace::discover::session_files;
+use crate::workspace::render::RenderArgs;
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:

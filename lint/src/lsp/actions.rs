@@ -13,7 +13,7 @@ use regex::Regex;
 use serde_json::Value;
 
 use super::document::{Analysis, Document, Placed};
-use crate::config::Config;
+use crate::workspace::config::Config;
 
 /// A fix: what it does, and the edits (byte ranges of the document, replacement text).
 pub struct Fix {

@@ -13,11 +13,10 @@ use kvlint_request::locate::{LineColumn, Locator};
 
 use super::actions::shared_ends;
 use super::position::{Encoding, LineIndex};
-use crate::commands::check::{Setup, check_session};
-use crate::commands::template::check_template_text;
-use crate::config::Config;
-use crate::discover::{is_template, looks_like_session};
 use crate::report::ErrorReport;
+use crate::workspace::check::{Setup, check_session, check_template_text};
+use crate::workspace::config::Config;
+use crate::workspace::discover::{is_template, looks_like_session};
 
 /// The tokenizer prompt templates' stable text is counted in, as `kvlint template` counts it;
 /// one for the server's life, so its encoding cache serves every keystroke.

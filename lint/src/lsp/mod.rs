@@ -46,9 +46,9 @@ use miette::IntoDiagnostic;
 
 use self::document::Document;
 use self::position::Encoding;
-use crate::commands::RenderArgs;
-use crate::commands::check::Setup;
-use crate::config::Discovery;
+use crate::workspace::check::Setup;
+use crate::workspace::config::Discovery;
+use crate::workspace::render::RenderArgs;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

@@ -25,8 +25,8 @@ use miette::IntoDiagnostic;
 use super::document::{Analysis, Document, Kind, Problem};
 use super::quick_fix::ActionsAsked;
 use super::{Args, Server};
-use crate::commands::check::Setup;
-use crate::config::{Config, Discovery};
+use crate::workspace::check::Setup;
+use crate::workspace::config::{Config, Discovery};
 
 /// The configuration files whose changes make every open document be analysed again.
 const CONFIGURATION_FILES: [&str; 2] = ["kvlint.toml", "pyproject.toml"];

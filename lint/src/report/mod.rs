@@ -18,7 +18,7 @@ use kvlint_core::cache::TurnCachePrediction;
 use kvlint_core::cache::{Engine, MODELS};
 use kvlint_core::diff::TurnDiff;
 
-use crate::config::{Config, ConfigError};
+use crate::workspace::config::{Config, ConfigError};
 use kvlint_core::session::{RepeatedKey, SessionFile, Skipped};
 use kvlint_render::render::Renderer;
 use kvlint_request::diagnostic::{Diagnostic, Severity, SeverityCounts};

@@ -229,3 +229,39 @@ fn architecture_names_every_module_of_the_fleet_wing_and_every_router() {
         missing.join(", ")
     );
 }
+
+/// Arrows point down: the language server and the commands stand on the workspace layer and
+/// never import each other; the workspace imports neither.
+#[test]
+fn the_language_server_and_the_commands_never_import_each_other() {
+    fn rust_files(folder: &Path, found: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(folder).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                rust_files(&path, found);
+            } else if path.extension().is_some_and(|extension| extension == "rs") {
+                found.push(path);
+            }
+        }
+    }
+    let source = kvlint_fixtures::repository().join("lint/src");
+    let mut sideways = Vec::new();
+    for (folder, others) in [
+        ("lsp", &["crate::commands"][..]),
+        ("commands", &["crate::lsp"][..]),
+        ("workspace", &["crate::commands", "crate::lsp"][..]),
+    ] {
+        let mut files = Vec::new();
+        rust_files(&source.join(folder), &mut files);
+        assert!(!files.is_empty(), "lint/src/{folder}");
+        for file in files {
+            let text = std::fs::read_to_string(&file).unwrap();
+            for other in others {
+                if text.contains(other) {
+                    sideways.push(format!("{} names {other}", file.display()));
+                }
+            }
+        }
+    }
+    assert!(sideways.is_empty(), "{sideways:?}");
+}

@@ -7,8 +7,8 @@ use kvlint_workload::recorded_requests;
 use miette::IntoDiagnostic;
 
 use super::{Args, Outcome, SimulateFormat, deliver};
-use crate::discover::session_files;
 use crate::input::read_all;
+use crate::workspace::discover::session_files;
 
 /// Calibrates the one policy `--routing` names on the recordings `--calibrate` names.
 pub fn run(args: &Args) -> miette::Result<Outcome> {

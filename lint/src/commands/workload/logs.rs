@@ -73,7 +73,7 @@ pub fn read(args: &LogArgs) -> miette::Result<Option<LogInput>> {
             .collect::<Result<_, _>>()
             .map_err(|error| miette::miette!("--where {error}"))?,
     };
-    let files: Vec<PathBuf> = crate::discover::log_files(&args.log)
+    let files: Vec<PathBuf> = crate::workspace::discover::log_files(&args.log)
         .into_iter()
         .map(|candidate| candidate.path)
         .collect();

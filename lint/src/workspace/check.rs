@@ -1,0 +1,165 @@
+//! How a file is checked under the configuration that applies to it: the one setup of a
+//! session's renderer and cache model, and the check of one session or one template text,
+//! which `kvlint check`, `kvlint template` and `kvlint lsp` all run.
+
+use std::path::{Path, PathBuf};
+
+use chrono::NaiveDateTime;
+use kvlint_core::cache::Engine;
+use kvlint_core::prompt_template::{
+    TemplateSyntax, check_prompt_template, check_template_syntax, ignored_rules,
+};
+use kvlint_core::session::SessionFile;
+use kvlint_render::render::Renderer;
+use kvlint_render::template::{ChatTemplate, is_chat_template};
+use kvlint_render::template_check::check_template;
+use kvlint_render::tokenize::Tokenizer;
+use kvlint_request::diagnostic::Diagnostic;
+use kvlint_rules::RuleInput;
+use miette::WrapErr;
+
+use super::config::Config;
+use super::render::{RenderArgs, serving_engine};
+use crate::report::template::TemplateResult;
+use crate::report::{CacheOptions, ErrorReport, SessionReport};
+
+/// How the sessions under one configuration are checked: flags first, the configuration's
+/// defaults (engine, tokenizer, chat template, template limits) where a flag is unset.
+pub(crate) struct Setup {
+    renderer: Renderer,
+    options: CacheOptions,
+}
+
+impl Setup {
+    /// Whether an engine's cache use is predicted: that follows the whole session, turn by
+    /// turn.
+    pub(crate) fn predicts_cache(&self) -> bool {
+        self.options.engine.is_some()
+    }
+
+    /// The setup of the render flags and engine given, under `config`.
+    pub(crate) fn of(
+        render: &RenderArgs,
+        engine: Option<&Engine>,
+        prefill_tps: Option<f64>,
+        config: Option<&Config>,
+    ) -> miette::Result<Self> {
+        let mut render = render.clone();
+        let mut engine = engine.cloned();
+        if let Some(config) = config {
+            render.apply_defaults(config);
+            if engine.is_none()
+                && let Some(spec) = &config.options.engine
+            {
+                engine = Some(
+                    spec.parse()
+                        .map_err(miette::Report::new)
+                        .wrap_err(format!("in {}", config.path.display()))?,
+                );
+            }
+        }
+        Ok(Self {
+            renderer: render.renderer(serving_engine(engine.as_ref()))?,
+            options: CacheOptions {
+                engine,
+                prefill_tokens_per_second: prefill_tps,
+            },
+        })
+    }
+}
+
+/// Checks one parsed session under its configuration.
+pub(crate) fn check_session(
+    session: &SessionFile,
+    config: Option<&Config>,
+    setup: &Setup,
+) -> Result<SessionReport, ErrorReport> {
+    let mut report = SessionReport::new(session, &setup.renderer, &setup.options)?;
+    if let Some(config) = config {
+        report.apply_config(config);
+    }
+    Ok(report)
+}
+
+/// Checks the text of one template file (`path` says what kind of template it is) under its
+/// configuration; prompt templates' stable text is counted in `tokenizer`'s tokens.
+pub(crate) fn check_template_text(
+    path: &Path,
+    text: String,
+    config: Option<&Config>,
+    special_tokens: Option<&PathBuf>,
+    now: NaiveDateTime,
+    tokenizer: &Tokenizer,
+) -> Result<TemplateResult, ErrorReport> {
+    let display = path.display().to_string();
+    // A tokenizer config, or Jinja that renders a conversation as a chat template does (judged
+    // by its syntax tree, not by the words of its text); Mustache, Handlebars, Dotprompt,
+    // Prompty and format-string files are application templates whatever they read.
+    let extension = path
+        .extension()
+        .and_then(|extension| extension.to_str())
+        .unwrap_or_default();
+    let is_config = extension == "json";
+    let is_jinja = matches!(extension, "jinja" | "j2" | "jinja2");
+    let is_chat = is_config || (is_jinja && is_chat_template(&text));
+    // Suppression comments are read from template text; a tokenizer config holds its
+    // template as a JSON string, where they are not looked for.
+    let ignored = if is_config {
+        Vec::new()
+    } else {
+        ignored_rules(&text)
+    };
+    let mut notes = Vec::new();
+    let (kind, findings): (_, Vec<Diagnostic>) = if is_chat {
+        let limits = config
+            .map(|config| config.options.template_limits.limits())
+            .unwrap_or_default();
+        let checked = ChatTemplate::from_text(path, text.clone(), now)
+            .map(|template| template.with_limits(limits))
+            .and_then(|template| match special_tokens {
+                Some(config) => template.with_special_tokens_from(config),
+                // A bare Jinja file has no special tokens: name them as placeholders.
+                None if !is_config => Ok(template.with_placeholder_special_tokens()),
+                None => Ok(template),
+            })
+            .and_then(|template| check_template(&template, now).map_err(Into::into))?;
+        notes = checked.notes.iter().map(ToString::to_string).collect();
+        let findings = checked
+            .breaks
+            .iter()
+            .filter_map(|found| kvlint_rules::diagnose(&RuleInput::TemplateBreak(found)))
+            .collect();
+        ("chat", findings)
+    } else {
+        check_template_syntax(&display, &text)?;
+        let syntax = TemplateSyntax::for_file(&display).unwrap_or(TemplateSyntax::Braces);
+        let volatile = config
+            .map(|config| config.options.volatile.clone())
+            .unwrap_or_default();
+        let findings = check_prompt_template(&text, syntax, &volatile, tokenizer)
+            .iter()
+            .filter_map(|placement| {
+                kvlint_rules::diagnose(&RuleInput::Placement {
+                    placement,
+                    template: &text,
+                })
+            })
+            .collect();
+        ("prompt", findings)
+    };
+    let findings = findings
+        .into_iter()
+        .filter(|finding| !ignored.iter().any(|rule| rule == finding.rule))
+        .collect();
+    let findings = match config {
+        Some(config) => config.apply(path, findings),
+        None => findings,
+    };
+    Ok(TemplateResult {
+        path: display,
+        kind,
+        findings,
+        notes,
+        source: text,
+    })
+}
