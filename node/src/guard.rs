@@ -1,0 +1,112 @@
+//! The npm package's `Guard`: [`kvlint_sdk::Guard`] behind JSON text.
+
+#[cfg(not(wasm))]
+use napi_derive::napi;
+use serde_json::Value;
+#[cfg(wasm)]
+use wasm_bindgen::prelude::wasm_bindgen;
+
+use kvlint_render::render::Renderer;
+use kvlint_sdk::GuardMode;
+
+use crate::{Failure, answer, findings, parse_utf8, to_value};
+
+/// `kvlint check` on each pair of turns of one session, as the requests are sent
+/// ([`kvlint_sdk::Guard`]).
+#[cfg_attr(not(wasm), napi)]
+#[cfg_attr(wasm, wasm_bindgen)]
+pub struct NativeGuard {
+    inner: kvlint_sdk::Guard,
+    /// Every finding of the accepted and refused turns, in order.
+    seen: Vec<Value>,
+}
+
+#[cfg_attr(not(wasm), napi)]
+#[cfg_attr(wasm, wasm_bindgen)]
+impl NativeGuard {
+    /// `refuse`: error mode (a turn that recomputes cached content is refused), else warn.
+    #[cfg_attr(not(wasm), napi(constructor))]
+    #[cfg_attr(wasm, wasm_bindgen(constructor))]
+    pub fn new(refuse: bool) -> Self {
+        let mode = if refuse {
+            GuardMode::Error
+        } else {
+            GuardMode::Warn
+        };
+        Self {
+            inner: kvlint_sdk::Guard::new(Renderer::provider(), mode),
+            seen: Vec::new(),
+        }
+    }
+
+    /// Answers the turn's findings, or refuses it (`GuardError`, with them).
+    ///
+    /// `body`: the UTF-8 bytes of its JSON text, read where they are (JavaScript encodes a
+    /// string into them several times faster than Node-API copies one out).
+    #[cfg_attr(not(wasm), napi)]
+    #[cfg_attr(wasm, wasm_bindgen)]
+    pub fn observe(&mut self, body: &[u8]) -> String {
+        let body = match parse_utf8(body, "body") {
+            Ok(body) => body,
+            Err(failure) => return answer(Err(failure)),
+        };
+        let outcome = match self.inner.observe_body(body) {
+            Ok(observed) => {
+                let findings = findings(&observed);
+                self.seen.extend(findings.iter().cloned());
+                Ok((Value::Array(findings), Vec::new()))
+            }
+            Err(kvlint_sdk::GuardError::Breaks { diagnostics, turn }) => {
+                let refused = findings(&diagnostics);
+                self.seen.extend(refused.iter().cloned());
+                let first = diagnostics
+                    .first()
+                    .map_or("", |diagnostic| diagnostic.message.as_str());
+                Err(Failure {
+                    kind: "GuardError",
+                    message: format!(
+                        "turn {turn}: {} cache break(s) recompute cached tokens; first: {first}",
+                        refused.len()
+                    ),
+                    findings: refused,
+                })
+            }
+            Err(error) => Err(Failure::conversation(error)),
+        };
+        answer(outcome)
+    }
+
+    /// Every finding so far, in order (refused turns included).
+    #[cfg_attr(not(wasm), napi)]
+    #[cfg_attr(wasm, wasm_bindgen)]
+    pub fn findings(&self) -> String {
+        Value::Array(self.seen.clone()).to_string()
+    }
+
+    #[cfg_attr(not(wasm), napi)]
+    #[cfg_attr(wasm, wasm_bindgen(js_name = expectBreak))]
+    pub fn expect_break(&mut self) {
+        self.inner.expect_break();
+    }
+
+    #[cfg_attr(not(wasm), napi(getter))]
+    #[cfg_attr(wasm, wasm_bindgen(getter = isBreakExpected))]
+    pub fn is_break_expected(&self) -> bool {
+        self.inner.is_break_expected()
+    }
+
+    #[cfg_attr(not(wasm), napi)]
+    #[cfg_attr(wasm, wasm_bindgen)]
+    pub fn reset(&mut self) {
+        self.inner.reset();
+    }
+
+    /// The guard's counters, with `costs_by_rule` beside them.
+    #[cfg_attr(not(wasm), napi)]
+    #[cfg_attr(wasm, wasm_bindgen)]
+    pub fn counters(&self) -> String {
+        let mut counters = to_value(self.inner.counters());
+        counters["costs_by_rule"] = to_value(self.inner.costs_by_rule());
+        counters.to_string()
+    }
+}
