@@ -327,7 +327,7 @@ impl Route for PrefixCache {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{decide, pick, rng, running};
+    use super::super::testing::{decide_under, pick_under, rng};
     use super::*;
     use crate::simulate::Policy;
 
@@ -344,15 +344,7 @@ mod tests {
         let mut rng = rng(0);
         let mut route = |tokens, loads: &[u32], forced| {
             let blocks: &[u64] = if tokens == 40 { &[1, 2] } else { &[1, 2, 3] };
-            decide(
-                &mut router,
-                blocks,
-                tokens,
-                &running(loads),
-                &[],
-                forced,
-                &mut rng,
-            )
+            decide_under(&mut router, blocks, tokens, loads, forced, &mut rng)
         };
         // Nothing matches; the index learns pod 0.
         assert_eq!(route(40, &[0, 0, 0], Some(0)).branch, Branch::Miss);
@@ -379,15 +371,7 @@ mod tests {
         let mut rng = rng(0);
         let mut first = vec![1; loads.len()];
         first[holder] = 0;
-        let warm = pick(
-            &mut router,
-            &[1, 2],
-            40,
-            &running(&first),
-            &[],
-            0.0,
-            &mut rng,
-        );
+        let warm = pick_under(&mut router, &[1, 2], 40, &first, 0.0, &mut rng);
         assert_eq!(
             warm,
             Decision {
@@ -395,15 +379,7 @@ mod tests {
                 predicted: Some(0)
             }
         );
-        pick(
-            &mut router,
-            &[1, 2, 3],
-            60,
-            &running(loads),
-            &[],
-            now,
-            &mut rng,
-        )
+        pick_under(&mut router, &[1, 2, 3], 60, loads, now, &mut rng)
     }
 
     #[test]
@@ -480,25 +456,9 @@ mod tests {
     fn the_index_keeps_its_most_recently_used_hashes() {
         let mut router = router("aibrix-prefix:entries=2");
         let mut rng = rng(0);
-        pick(
-            &mut router,
-            &[1, 2, 3],
-            60,
-            &running(&[0, 1]),
-            &[],
-            0.0,
-            &mut rng,
-        );
+        pick_under(&mut router, &[1, 2, 3], 60, &[0, 1], 0.0, &mut rng);
         // Three hashes added in order: the first went.
-        let decision = pick(
-            &mut router,
-            &[1, 2, 3],
-            60,
-            &running(&[0, 1]),
-            &[],
-            0.0,
-            &mut rng,
-        );
+        let decision = pick_under(&mut router, &[1, 2, 3], 60, &[0, 1], 0.0, &mut rng);
         assert_eq!(decision.predicted, Some(0));
     }
 

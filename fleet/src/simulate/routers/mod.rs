@@ -401,6 +401,30 @@ mod testing {
         )
     }
 
+    /// [`pick`] on replicas with `loads` requests in flight, no cache consulted.
+    pub fn pick_under(
+        router: &mut dyn Route,
+        blocks: &[u64],
+        tokens: u32,
+        loads: &[u32],
+        now: f64,
+        rng: &mut SmallRng,
+    ) -> Decision {
+        pick(router, blocks, tokens, &running(loads), &[], now, rng)
+    }
+
+    /// [`decide`] on replicas with `loads` requests in flight, no cache consulted.
+    pub fn decide_under(
+        router: &mut dyn Route,
+        blocks: &[u64],
+        tokens: u32,
+        loads: &[u32],
+        forced: Option<usize>,
+        rng: &mut SmallRng,
+    ) -> Choice {
+        decide(router, blocks, tokens, &running(loads), &[], forced, rng)
+    }
+
     pub fn rng(seed: u64) -> SmallRng {
         SmallRng::seed_from_u64(seed)
     }

@@ -57,7 +57,7 @@ pub fn two_choices_ties(view: &View<'_>) -> Vec<usize> {
 #[cfg(test)]
 mod tests {
     use super::super::Decision;
-    use super::super::testing::{pick, rng, running};
+    use super::super::testing::{pick_under, rng};
     use super::*;
 
     #[test]
@@ -66,35 +66,26 @@ mod tests {
         let mut rng = rng(7);
         // Two replicas: the pair is always both, the less busy one wins.
         for _ in 0..100 {
-            let decision = pick(&mut router, &[], 10, &running(&[3, 1]), &[], 0.0, &mut rng);
+            let decision = pick_under(&mut router, &[], 10, &[3, 1], 0.0, &mut rng);
             assert_eq!(decision, Decision::blind(1));
         }
         // Three replicas with 0, 1 and 2 requests in flight: the busiest loses every pair, and
         // the idle one wins the two pairs of three it is drawn in.
         let mut wins = [0u32; 3];
         for _ in 0..3000 {
-            wins[pick(
-                &mut router,
-                &[],
-                10,
-                &running(&[0, 1, 2]),
-                &[],
-                0.0,
-                &mut rng,
-            )
-            .replica] += 1;
+            wins[pick_under(&mut router, &[], 10, &[0, 1, 2], 0.0, &mut rng).replica] += 1;
         }
         assert_eq!(wins[2], 0, "{wins:?}");
         assert!((1850..=2150).contains(&wins[0]), "{wins:?}");
         // Equal loads: the first drawn, either one.
         let mut tied = [0u32; 2];
         for _ in 0..1000 {
-            tied[pick(&mut router, &[], 10, &running(&[2, 2]), &[], 0.0, &mut rng).replica] += 1;
+            tied[pick_under(&mut router, &[], 10, &[2, 2], 0.0, &mut rng).replica] += 1;
         }
         assert!(tied[0] > 400 && tied[1] > 400, "{tied:?}");
         // One replica: that one.
         assert_eq!(
-            pick(&mut router, &[], 10, &running(&[9]), &[], 0.0, &mut rng).replica,
+            pick_under(&mut router, &[], 10, &[9], 0.0, &mut rng).replica,
             0
         );
     }

@@ -189,7 +189,7 @@ impl Route for PrefixAffinity {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{decide, pick, rng, running};
+    use super::super::testing::{decide_under, pick_under, rng};
     use super::*;
     use crate::simulate::Policy;
 
@@ -205,15 +205,7 @@ mod tests {
         let mut router = ray("ray-prefix", 2);
         let mut rng = rng(0);
         let mut route = |blocks: &[u64], tokens, loads: &[u32], forced| {
-            decide(
-                &mut router,
-                blocks,
-                tokens,
-                &running(loads),
-                &[],
-                forced,
-                &mut rng,
-            )
+            decide_under(&mut router, blocks, tokens, loads, forced, &mut rng)
         };
         assert_eq!(route(&[1, 2], 32, &[0, 0], Some(0)).branch, Branch::Miss);
         let matched = route(&[1, 2, 3], 48, &[0, 0], None);
@@ -237,15 +229,7 @@ mod tests {
         let mut rng = rng(0);
         // Replica 1 (the least loaded of two empty trees) learns blocks 1, 2, 3.
         let mut router = ray("ray-prefix", 2);
-        let first = pick(
-            &mut router,
-            &[1, 2, 3],
-            60,
-            &running(&[1, 0]),
-            &[],
-            0.0,
-            &mut rng,
-        );
+        let first = pick_under(&mut router, &[1, 2, 3], 60, &[1, 0], 0.0, &mut rng);
         assert_eq!(
             first,
             Decision {
@@ -254,15 +238,7 @@ mod tests {
             }
         );
         // 16 of 160 tokens (0.1): the holder, though busier.
-        let held = pick(
-            &mut router,
-            &[1, 9],
-            160,
-            &running(&[0, 3]),
-            &[],
-            0.0,
-            &mut rng,
-        );
+        let held = pick_under(&mut router, &[1, 9], 160, &[0, 3], 0.0, &mut rng);
         assert_eq!(
             held,
             Decision {
@@ -271,15 +247,7 @@ mod tests {
             }
         );
         // 16 of 170 tokens (under 0.1): the smallest tree, replica 0's.
-        let small = pick(
-            &mut router,
-            &[1, 8],
-            170,
-            &running(&[3, 0]),
-            &[],
-            0.0,
-            &mut rng,
-        );
+        let small = pick_under(&mut router, &[1, 8], 170, &[3, 0], 0.0, &mut rng);
         assert_eq!(
             small,
             Decision {
@@ -290,45 +258,13 @@ mod tests {
         // Queues 11 apart (> 10): power of two choices, here between both: the idle one,
         // whatever the trees hold.
         let mut router = ray("ray-prefix", 2);
-        pick(
-            &mut router,
-            &[1, 2, 3],
-            60,
-            &running(&[1, 0]),
-            &[],
-            0.0,
-            &mut rng,
-        );
-        let gated = pick(
-            &mut router,
-            &[1, 2, 3],
-            60,
-            &running(&[0, 11]),
-            &[],
-            0.0,
-            &mut rng,
-        );
+        pick_under(&mut router, &[1, 2, 3], 60, &[1, 0], 0.0, &mut rng);
+        let gated = pick_under(&mut router, &[1, 2, 3], 60, &[0, 11], 0.0, &mut rng);
         assert_eq!(gated.replica, 0);
         // 10 apart is not more than 10.
         let mut router = ray("ray-prefix", 2);
-        pick(
-            &mut router,
-            &[1, 2, 3],
-            60,
-            &running(&[1, 0]),
-            &[],
-            0.0,
-            &mut rng,
-        );
-        let kept = pick(
-            &mut router,
-            &[1, 2, 3],
-            60,
-            &running(&[0, 10]),
-            &[],
-            0.0,
-            &mut rng,
-        );
+        pick_under(&mut router, &[1, 2, 3], 60, &[1, 0], 0.0, &mut rng);
+        let kept = pick_under(&mut router, &[1, 2, 3], 60, &[0, 10], 0.0, &mut rng);
         assert_eq!(kept.replica, 1);
     }
 
@@ -337,25 +273,9 @@ mod tests {
         let mut rng = rng(0);
         for (spec, expected) in [("ray-prefix", 48), ("ray-prefix:evict=128,target=128", 32)] {
             let mut router = ray(spec, 1);
-            pick(
-                &mut router,
-                &[1, 2, 3],
-                60,
-                &running(&[0]),
-                &[],
-                0.0,
-                &mut rng,
-            );
+            pick_under(&mut router, &[1, 2, 3], 60, &[0], 0.0, &mut rng);
             // At 10 s a tree over 128 characters (two 16-token blocks) loses its leaf.
-            let later = pick(
-                &mut router,
-                &[1, 2, 3],
-                60,
-                &running(&[0]),
-                &[],
-                10.0,
-                &mut rng,
-            );
+            let later = pick_under(&mut router, &[1, 2, 3], 60, &[0], 10.0, &mut rng);
             assert_eq!(later.predicted, Some(expected), "{spec}");
         }
     }

@@ -229,7 +229,7 @@ impl Route for SmgCacheAware {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{decide, pick, rng, running};
+    use super::super::testing::{decide_under, pick, pick_under, rng, running};
     use super::*;
     use crate::simulate::Policy;
 
@@ -245,15 +245,7 @@ mod tests {
         let mut router = router("smg-cache-aware:abs=2,miss=routed", 2);
         let mut rng = rng(0);
         let mut route = |blocks: &[u64], tokens, loads: &[u32]| {
-            let choice = decide(
-                &mut router,
-                blocks,
-                tokens,
-                &running(loads),
-                &[],
-                None,
-                &mut rng,
-            );
+            let choice = decide_under(&mut router, blocks, tokens, loads, None, &mut rng);
             (
                 choice.decision.replica,
                 choice.decision.predicted,
@@ -285,15 +277,7 @@ mod tests {
         let mut router = router("smg-cache-aware:miss=routed", 2);
         let mut rng = rng(0);
         let mut route = |blocks: &[u64], tokens, loads: &[u32]| {
-            pick(
-                &mut router,
-                blocks,
-                tokens,
-                &running(loads),
-                &[],
-                0.0,
-                &mut rng,
-            )
+            pick_under(&mut router, blocks, tokens, loads, 0.0, &mut rng)
         };
         // Idle, nothing routed: the first index; then the one routed fewer requests.
         assert_eq!(route(&[1, 2, 3, 4], 64, &[0, 0]).replica, 0);
@@ -313,15 +297,7 @@ mod tests {
             let mut router = router("smg-cache-aware:abs=0,miss=routed", 3);
             let mut rng = rng(seed);
             let mut route = |blocks: &[u64], tokens, loads: &[u32]| {
-                pick(
-                    &mut router,
-                    blocks,
-                    tokens,
-                    &running(loads),
-                    &[],
-                    0.0,
-                    &mut rng,
-                )
+                pick_under(&mut router, blocks, tokens, loads, 0.0, &mut rng)
             };
             // Replica 0 takes blocks 1, 2 (a miss); the same prompt hits it, but with 3 in
             // flight against a mean of 1 it spills to replica 1, which now holds them too.
@@ -349,24 +325,8 @@ mod tests {
             let mut router = router(spec, loads.len());
             let mut rng = rng(0);
             let idle = vec![0; loads.len()];
-            pick(
-                &mut router,
-                &[1, 2],
-                32,
-                &running(&idle),
-                &[],
-                0.0,
-                &mut rng,
-            );
-            pick(
-                &mut router,
-                &[1, 2, 3],
-                48,
-                &running(loads),
-                &[],
-                0.0,
-                &mut rng,
-            )
+            pick_under(&mut router, &[1, 2], 32, &idle, 0.0, &mut rng);
+            pick_under(&mut router, &[1, 2, 3], 48, loads, 0.0, &mut rng)
         };
         // Mean 2: 6 > 1.5 × 2 and 6 > 2 + 2: spilled to the least loaded, then least routed
         // (replicas 1 and 2 were routed nothing: the first index).
@@ -429,12 +389,11 @@ mod tests {
             let mut router = router("smg-cache-aware", 2);
             let mut rng = rng(seed);
             let mut route = |blocks: &[u64], loads: &[u32]| {
-                decide(
+                decide_under(
                     &mut router,
                     blocks,
                     16 * blocks.len() as u32,
-                    &running(loads),
-                    &[],
+                    loads,
                     None,
                     &mut rng,
                 )

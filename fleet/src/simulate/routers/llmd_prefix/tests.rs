@@ -11,6 +11,17 @@ fn router(spec: &str) -> Scorers {
     }
 }
 
+/// `pick` at time 0 on two pods with `counts` requests waiting, no cache consulted.
+fn pick_waiting(
+    router: &mut Scorers,
+    blocks: &[u64],
+    tokens: u32,
+    counts: [u32; 2],
+    rng: &mut SmallRng,
+) -> Decision {
+    pick(router, blocks, tokens, &waiting(counts), &[], 0.0, rng)
+}
+
 fn waiting(counts: [u32; 2]) -> Vec<ReplicaSignals> {
     counts
         .iter()
@@ -56,26 +67,10 @@ fn prefix_queue_and_utilisation_scores_are_summed_by_weight() {
     let outcome = |spec: &str, rng: &mut SmallRng| {
         let mut router = router(spec);
         // No prefix anywhere, replica 0 has a request waiting: queue scores 0 and 1.
-        let first = pick(
-            &mut router,
-            &[1, 2, 3, 4],
-            64,
-            &waiting([1, 0]),
-            &[],
-            0.0,
-            rng,
-        );
+        let first = pick_waiting(&mut router, &[1, 2, 3, 4], 64, [1, 0], rng);
         // Replica 1 holds the model's hash and blocks 1, 2 of the five hashes: 3 / 5.
         // Now it has the request waiting: 3 × 0.6 + 2 × 0 + 2 against 0 + 2 × 1 + 2.
-        let second = pick(
-            &mut router,
-            &[1, 2, 9, 10],
-            64,
-            &waiting([0, 1]),
-            &[],
-            0.0,
-            rng,
-        );
+        let second = pick_waiting(&mut router, &[1, 2, 9, 10], 64, [0, 1], rng);
         (first, second)
     };
     let (first, second) = outcome("llmd-prefix", &mut rng);
@@ -114,15 +109,7 @@ fn prefix_queue_and_utilisation_scores_are_summed_by_weight() {
             .collect()
     };
     let mut light = router("llmd-prefix:weights=1/2/2");
-    pick(
-        &mut light,
-        &[1, 2],
-        32,
-        &waiting([1, 0]),
-        &[],
-        0.0,
-        &mut rng,
-    );
+    pick_waiting(&mut light, &[1, 2], 32, [1, 0], &mut rng);
     // Replica 1 holds the whole prompt (1 × 1 + 2 + 2 × 0.2 = 3.4) against an empty
     // replica 0 (0 + 2 + 2 = 4).
     let decision = pick(&mut light, &[1, 2], 32, &used([0, 8]), &[], 0.0, &mut rng);
@@ -135,41 +122,17 @@ fn the_lru_forgets_the_prompt_s_head_first_and_a_short_prompt_has_no_hashes() {
     // Three entries: the model's hash and block 1 go, blocks 2..4 stay; nothing matches
     // from the head, so the router predicts nothing an engine would serve.
     let mut forgetful = router("llmd-prefix:lru=3");
-    pick(
-        &mut forgetful,
-        &[1, 2, 3, 4],
-        64,
-        &waiting([1, 0]),
-        &[],
-        0.0,
-        &mut rng,
-    );
+    pick_waiting(&mut forgetful, &[1, 2, 3, 4], 64, [1, 0], &mut rng);
     assert!(forgetful.index.contains(1, 4) && !forgetful.index.contains(1, 1));
-    let decision = pick(
-        &mut forgetful,
-        &[1, 2, 3, 4],
-        64,
-        &waiting([0, 0]),
-        &[],
-        0.0,
-        &mut rng,
-    );
+    let decision = pick_waiting(&mut forgetful, &[1, 2, 3, 4], 64, [0, 0], &mut rng);
     assert_eq!(decision.predicted, Some(0));
     // 256 hashed blocks at most: the 257th and later never match.
     let mut short = router("llmd-prefix:blocks=2");
-    pick(
-        &mut short,
-        &[1, 2, 3, 4],
-        64,
-        &waiting([1, 0]),
-        &[],
-        0.0,
-        &mut rng,
-    );
+    pick_waiting(&mut short, &[1, 2, 3, 4], 64, [1, 0], &mut rng);
     assert!(short.index.contains(1, 2) && !short.index.contains(1, 3));
     // Under 64 characters (16 tokens: no full block): no hashes, nothing learned.
     let mut tiny = router("llmd-prefix");
-    pick(&mut tiny, &[], 10, &waiting([1, 0]), &[], 0.0, &mut rng);
+    pick_waiting(&mut tiny, &[], 10, [1, 0], &mut rng);
     assert!(!tiny.index.contains(1, MODEL_UNIT));
 }
 

@@ -1,4 +1,4 @@
-use super::super::testing::{BLOCK, decide, pick, prompt, rng, running};
+use super::super::testing::{BLOCK, decide_under, pick, pick_under, prompt, rng, running};
 use super::*;
 use crate::simulate::Policy;
 
@@ -24,15 +24,7 @@ fn the_branch_is_the_load_gate_a_match_over_the_threshold_or_the_miss() {
     let mut router = router("sglang-cache-aware:abs=2,miss=tree");
     let mut rng = rng(0);
     let mut route = |blocks: &[u64], tokens, loads: &[u32]| {
-        let choice = decide(
-            &mut router,
-            blocks,
-            tokens,
-            &running(loads),
-            &[],
-            None,
-            &mut rng,
-        );
+        let choice = decide_under(&mut router, blocks, tokens, loads, None, &mut rng);
         (
             choice.decision.replica,
             choice.decision.predicted,
@@ -268,7 +260,7 @@ fn the_longest_match_over_the_threshold_else_the_smallest_tree() {
 
 fn warm(rng: &mut SmallRng) -> CacheAware {
     let mut router = router("sglang-cache-aware");
-    pick(&mut router, &[1, 2], 40, &running(&[0, 0]), &[], 0.0, rng);
+    pick_under(&mut router, &[1, 2], 40, &[0, 0], 0.0, rng);
     router
 }
 
@@ -286,49 +278,17 @@ fn an_imbalanced_fleet_goes_to_the_least_loaded_over_the_match() {
         // 110 apart and 300 > 1.5 × 190.
         ([300, 190], 1),
     ] {
-        let decision = pick(
-            &mut warm(&mut rng),
-            &[1, 2],
-            40,
-            &running(&loads),
-            &[],
-            0.0,
-            &mut rng,
-        );
+        let decision = pick_under(&mut warm(&mut rng), &[1, 2], 40, &loads, 0.0, &mut rng);
         assert_eq!(decision.replica, expected, "{loads:?}");
     }
     // The knobs move the gate: abs=200 keeps [300, 190] on the match.
     let mut loose = router("sglang-cache-aware:abs=200");
-    pick(
-        &mut loose,
-        &[1, 2],
-        40,
-        &running(&[0, 0]),
-        &[],
-        0.0,
-        &mut rng,
-    );
-    let decision = pick(
-        &mut loose,
-        &[1, 2],
-        40,
-        &running(&[300, 190]),
-        &[],
-        0.0,
-        &mut rng,
-    );
+    pick_under(&mut loose, &[1, 2], 40, &[0, 0], 0.0, &mut rng);
+    let decision = pick_under(&mut loose, &[1, 2], 40, &[300, 190], 0.0, &mut rng);
     assert_eq!(decision.replica, 0);
     // The request the balance sent goes into the least loaded replica's tree.
     let mut router = warm(&mut rng);
-    pick(
-        &mut router,
-        &[1, 2],
-        40,
-        &running(&[70, 2]),
-        &[],
-        0.0,
-        &mut rng,
-    );
+    pick_under(&mut router, &[1, 2], 40, &[70, 2], 0.0, &mut rng);
     assert_eq!(router.tree.matched(1, &[1, 2]), 2);
 }
 
@@ -338,15 +298,7 @@ fn a_hit_goes_to_the_replica_whose_insert_created_the_deepest_matched_unit() {
     let mut router = router("sglang-cache-aware:evict=10,size=128,miss=tree");
     let mut rng = rng(0);
     let mut route = |blocks: &[u64], tokens, loads: &[u32], now| {
-        pick(
-            &mut router,
-            blocks,
-            tokens,
-            &running(loads),
-            &[],
-            now,
-            &mut rng,
-        )
+        pick_under(&mut router, blocks, tokens, loads, now, &mut rng)
     };
     // Both trees empty: replica 0 takes block 9.
     assert_eq!(route(&[9], 20, &[0, 0], 0.0).replica, 0);
@@ -388,15 +340,7 @@ fn a_creator_that_lost_the_match_hands_it_to_the_lowest_numbered_holder_for_good
     // Four units a tree (size 256), evicted at 10 s.
     let mut router = router("sglang-cache-aware:evict=10,size=256,miss=tree");
     let mut route = |blocks: &[u64], tokens, loads: &[u32], now| {
-        pick(
-            &mut router,
-            blocks,
-            tokens,
-            &running(loads),
-            &[],
-            now,
-            &mut rng,
-        )
+        pick_under(&mut router, blocks, tokens, loads, now, &mut rng)
     };
     assert_eq!(route(&[9], 20, &[0, 0], 0.0).replica, 0);
     // Replica 1 creates units 1 and 2; replica 0 gets them through the load gate.
