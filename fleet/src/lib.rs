@@ -56,10 +56,11 @@ pub use simulate::{
     RecordedRequest, ServedComparison, calibrate,
 };
 pub use simulate::{
-    AibrixConfig, Arrival, Belief, Bounds, CacheSize, DynamoConfig, DynamoCost, FleetOptions,
-    LLAMACPP_TRACE_BLOCK, Latency, LlmdConfig, LlmdIndex, Policies, Policy, Ranked, Ranking,
-    RayConfig, ReplicaLoad, Setup, SglangConfig, SglangIndex, SglangMiss, SimEngine,
-    SimulationResult, SmgConfig, SmgMiss, grouped, rank, simulate, simulate_streamed, streamable,
+    AibrixConfig, Arrival, Belief, Bounds, Busiest, CacheSize, DynamoConfig, DynamoCost,
+    FleetOptions, LLAMACPP_TRACE_BLOCK, Latency, LlmdConfig, LlmdIndex, Loss, Policies, Policy,
+    Ranked, Ranking, RayConfig, ReplicaLoad, ServedCause, Setup, SglangConfig, SglangIndex,
+    SglangMiss, SimEngine, SimulationResult, SmgConfig, SmgMiss, TailCause, rank, simulate,
+    simulate_streamed, streamable,
 };
 pub use simulate::{Along, KNEE_GAIN, SweepGrid, SweepRow, sweep_grid};
 pub use stats::Distribution;

@@ -52,6 +52,7 @@ mod report;
 pub mod rows;
 pub mod store;
 mod trace;
+pub mod words;
 
 pub use assemble::{
     AssembleError, Assembled, InputFile, LoggedSession, MappedRow, TraceSetup, WorkloadInputs,

@@ -13,6 +13,7 @@ mod bounds;
 mod calibrate;
 mod compare;
 mod fleet;
+mod loss;
 mod realism;
 mod routers;
 mod run;
@@ -31,7 +32,8 @@ pub use calibrate::{
     Agreement, AgreementSummary, CalibrateError, CalibratedRequest, Calibration, RecordedRequest,
     ServedComparison, calibrate,
 };
-pub use compare::{Ranked, Ranking, grouped, rank};
+pub use compare::{Ranked, Ranking, rank};
+pub use loss::{Busiest, Loss, ServedCause, TailCause};
 pub use realism::FleetOptions;
 pub use routers::{
     AibrixConfig, Branch, DynamoConfig, DynamoCost, LlmdConfig, LlmdIndex, RayConfig, SglangConfig,

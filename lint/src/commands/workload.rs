@@ -11,14 +11,12 @@ mod logs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use kvlint_fleet::{Distribution, Trace, grouped};
+use kvlint_fleet::Trace;
 use kvlint_protocol::EngineName;
 use kvlint_render::render::Renderer;
 use kvlint_workload::export::{Format, export};
 use kvlint_workload::html::workload_html;
-use kvlint_workload::{
-    InputFile, LoggedSession, TraceSetup, WorkloadInputs, WorkloadReport, workload_report,
-};
+use kvlint_workload::{InputFile, LoggedSession, TraceSetup, WorkloadInputs, workload_report};
 use miette::{IntoDiagnostic, WrapErr};
 
 pub use self::hashed::TraceFormat;
@@ -27,6 +25,7 @@ pub use self::logs::{LogArgs, LogSummary, summary_human, summary_json};
 use kvlint_render::SERVING_ENGINES;
 
 use super::{Outcome, current_config, engine_name};
+use crate::emit::human;
 use crate::input::{input_text, parse_all};
 use crate::workspace::config::Discovery;
 use crate::workspace::discover::session_files;
@@ -371,14 +370,14 @@ pub fn run(mut args: Args) -> miette::Result<Outcome> {
     let compared = compared(&args)?;
     let text = match args.format {
         WorkloadFormat::Human => {
-            let mut text = human(&report, traced.tracing_seconds);
+            let mut text = human::render_workload(&report, traced.tracing_seconds);
             if let Some(log) = &traced.log {
                 text.push('\n');
                 text.push_str(&summary_human(log));
             }
             if let Some((name, compared)) = &compared {
                 text.push_str(&format!("\ncompared with {name}:\n"));
-                text.push_str(&human(
+                text.push_str(&human::render_workload(
                     &workload_report(&compared.trace),
                     compared.tracing_seconds,
                 ));
@@ -429,118 +428,4 @@ fn compared(args: &Args) -> miette::Result<Option<(String, Traced)>> {
         name,
         traced(&args.compare, &args.compare_dataset, &trace_args)?,
     )))
-}
-
-fn share(part: u64, whole: u64) -> String {
-    if whole == 0 {
-        "0.0%".into()
-    } else {
-        format!("{:.1}%", 100.0 * part as f64 / whole as f64)
-    }
-}
-
-fn distribution_line(name: &str, distribution: &Distribution) -> String {
-    format!(
-        "  {name:<24} p10 {:>9.1}  p50 {:>9.1}  p90 {:>9.1}  p99 {:>9.1}  max {:>9.1}  (n = {})\n",
-        distribution.p10,
-        distribution.p50,
-        distribution.p90,
-        distribution.p99,
-        distribution.max,
-        distribution.count
-    )
-}
-
-/// The report as a person reads it.
-fn human(report: &WorkloadReport, tracing_seconds: Option<f64>) -> String {
-    let mut text = format!(
-        "{} sessions, {} requests, {} prompt tokens, {} output tokens (rendered with {}, blocks of {} tokens)\n\n",
-        report.sessions,
-        report.requests,
-        report.prompt_tokens,
-        report.output_tokens,
-        report.renderer,
-        report.block_size
-    );
-    let whole = report.prompt_tokens;
-    text.push_str(&format!(
-        "  {:<40} {:>22} {:>22}\n",
-        "reuse", "as recorded", "findings fixed"
-    ));
-    let row = |name: &str, recorded: u64, ideal: u64| {
-        format!(
-            "  {name:<40} {:>14} {:>7} {:>14} {:>7}\n",
-            recorded,
-            share(recorded, whole),
-            ideal,
-            share(ideal, whole)
-        )
-    };
-    text.push_str(&row(
-        "within a session (tokens)",
-        report.reuse.within_session_tokens,
-        report.ideal.within_session_tokens,
-    ));
-    text.push_str(&row(
-        "within a session (whole blocks)",
-        report.reuse.within_session_block_tokens,
-        report.ideal.within_session_block_tokens,
-    ));
-    text.push_str(&row(
-        "across sessions, beyond (whole blocks)",
-        report.reuse.cross_session_block_tokens,
-        report.ideal.cross_session_block_tokens,
-    ));
-    text.push_str(&format!(
-        "  {:<40} {:>22} {:>22}\n",
-        "prefix-sharing rate",
-        format!("{:.1}%", 100.0 * report.reuse.prefix_sharing_rate),
-        format!("{:.1}%", 100.0 * report.ideal.prefix_sharing_rate),
-    ));
-    text.push_str(&format!(
-        "  {} prompt blocks, {} distinct: an infinite shared cache serves {:.1}% of them\n\n",
-        grouped(report.prompt_blocks),
-        grouped(report.distinct_blocks),
-        100.0 * report.block_hit_rate
-    ));
-    for cost in &report.finding_costs {
-        text.push_str(&format!(
-            "  {}: {} turns, {} tokens the previous turn had made reusable\n",
-            cost.rule, cost.turns, cost.tokens
-        ));
-    }
-    if !report.finding_costs.is_empty() {
-        text.push('\n');
-    }
-    text.push_str(&distribution_line("input tokens", &report.input_tokens));
-    text.push_str(&distribution_line(
-        "new tokens per turn",
-        &report.new_tokens,
-    ));
-    text.push_str(&distribution_line(
-        "output tokens",
-        &report.output_tokens_per_request,
-    ));
-    text.push_str(&distribution_line(
-        "turns per session",
-        &report.turns_per_session,
-    ));
-    if let Some(think) = &report.think_time {
-        text.push_str(&distribution_line("between turns (s)", think));
-    }
-    if let Some(gaps) = &report.arrival_gaps {
-        text.push_str(&distribution_line("between requests (s)", gaps));
-    }
-    if let Some(burstiness) = report.burstiness {
-        text.push_str(&format!(
-            "  arrival burstiness (gaps' coefficient of variation): {burstiness:.2}\n"
-        ));
-    }
-    if let Some(seconds) = tracing_seconds {
-        text.push_str(&format!(
-            "\ntraced in {seconds:.2} s ({:.0} prompt tokens/s)\n",
-            report.prompt_tokens as f64 / seconds.max(1e-9)
-        ));
-    }
-    text
 }

@@ -265,3 +265,34 @@ fn the_language_server_and_the_commands_never_import_each_other() {
     }
     assert!(sideways.is_empty(), "{sideways:?}");
 }
+
+/// Every source file of the house (Rust, TypeScript, Python) is at most 600 lines.
+#[test]
+fn every_source_file_is_at_most_600_lines() {
+    fn walk(folder: &Path, long: &mut Vec<String>, seen: &mut usize) {
+        for entry in std::fs::read_dir(folder).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if name.starts_with('.') || ["target", "node_modules", "dist"].contains(&name.as_str())
+            {
+                continue;
+            }
+            if path.is_dir() {
+                walk(&path, long, seen);
+            } else if path
+                .extension()
+                .is_some_and(|extension| ["rs", "ts", "py"].iter().any(|e| extension == *e))
+            {
+                *seen += 1;
+                let lines = std::fs::read_to_string(&path).unwrap().lines().count();
+                if lines > 600 {
+                    long.push(format!("{} ({lines} lines)", path.display()));
+                }
+            }
+        }
+    }
+    let (mut long, mut seen) = (Vec::new(), 0);
+    walk(&kvlint_fixtures::repository(), &mut long, &mut seen);
+    assert!(seen > 300, "{seen} source files");
+    assert!(long.is_empty(), "over 600 lines: {long:?}");
+}

@@ -10,6 +10,7 @@ use super::plot::{
     Axis, Lines, ROW_HEIGHT, Scale, lines_figure, page_start, row_label_svg, rows_frame,
 };
 use super::text::{escape, grouped, grouped_in, percent, readable};
+use crate::words::loss_sentence;
 use kvlint_fleet::{
     Along, Belief, Bounds, CacheSize, KNEE_GAIN, Policy, Ranking, SimulationResult, sweep_grid,
 };
@@ -482,10 +483,10 @@ fn ranking_tables(rankings: &[Ranking]) -> String {
                 grouped(ranked.served_tokens),
                 readable(ranked.ttft_p99),
                 ranked.imbalance,
-                ranked
-                    .reason
-                    .as_deref()
-                    .map_or_else(|| "the winner".to_owned(), escape),
+                ranked.loss.as_ref().map_or_else(
+                    || "the winner".to_owned(),
+                    |loss| escape(&loss_sentence(loss))
+                ),
             );
         }
         tables.push_str("</table>");

@@ -1,7 +1,7 @@
 //! Text on the pages: escaped for HTML, and numbers for reading (grouped thousands, three
 //! significant digits, shares as percentages).
 
-pub(crate) use kvlint_fleet::grouped;
+pub(crate) use crate::words::grouped;
 
 pub fn escape(text: &str) -> String {
     text.replace('&', "&amp;")

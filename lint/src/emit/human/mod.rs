@@ -8,6 +8,8 @@ mod finding;
 mod import;
 mod probe;
 mod prompts;
+mod simulate;
+mod workload;
 
 use std::fmt::Write as _;
 
@@ -22,6 +24,8 @@ use finding::render_finding;
 pub use import::render_import;
 pub use probe::render_probe;
 pub use prompts::{render_diff, render_prompts};
+pub use simulate::render_simulation;
+pub use workload::render_workload;
 
 fn handler(terminal: Terminal) -> GraphicalReportHandler {
     let theme = if terminal.color {
