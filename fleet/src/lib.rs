@@ -57,10 +57,10 @@ pub use simulate::{
 };
 pub use simulate::{
     AibrixConfig, Arrival, Belief, Bounds, Busiest, CacheSize, DynamoConfig, DynamoCost,
-    FleetOptions, LLAMACPP_TRACE_BLOCK, Latency, LlmdConfig, LlmdIndex, Loss, Policies, Policy,
-    Ranked, Ranking, RayConfig, ReplicaLoad, ServedCause, Setup, SglangConfig, SglangIndex,
-    SglangMiss, SimEngine, SimulationResult, SmgConfig, SmgMiss, TailCause, rank, simulate,
-    simulate_streamed, streamable,
+    FleetOptions, Knob, LLAMACPP_TRACE_BLOCK, Latency, LlmdConfig, LlmdIndex, Loss, POLICIES,
+    Policies, Policy, PolicyKnobs, Ranked, Ranking, RayConfig, ReplicaLoad, ServedCause, Setup,
+    SglangConfig, SglangIndex, SglangMiss, SimEngine, SimulationResult, SmgConfig, SmgMiss,
+    TailCause, rank, routing_help, simulate, simulate_streamed, streamable,
 };
 pub use simulate::{Along, KNEE_GAIN, SweepGrid, SweepRow, sweep_grid};
 pub use stats::Distribution;

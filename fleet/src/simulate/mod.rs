@@ -36,9 +36,11 @@ pub use compare::{Ranked, Ranking, rank};
 pub use loss::{Busiest, Loss, ServedCause, TailCause};
 pub use realism::FleetOptions;
 pub use routers::{
-    AibrixConfig, Branch, DynamoConfig, DynamoCost, LlmdConfig, LlmdIndex, RayConfig, SglangConfig,
-    SglangIndex, SglangMiss, SmgConfig, SmgMiss,
+    AibrixConfig, Branch, DynamoConfig, DynamoCost, Knob, LlmdConfig, LlmdIndex, POLICIES,
+    PolicyKnobs, RayConfig, SglangConfig, SglangIndex, SglangMiss, SmgConfig, SmgMiss,
+    routing_help,
 };
+use routers::{only_knobs, write_policy};
 pub use run::{simulate, simulate_streamed, streamable};
 pub use sweep::{Along, KNEE_GAIN, SweepGrid, SweepRow, sweep_grid};
 
@@ -233,19 +235,6 @@ pub enum Policy {
 /// The prefix-aware policy's default overload: seconds of prefill queued.
 const DEFAULT_OVERLOAD: f64 = 5.0;
 
-/// The policies `--routing` names, with their knobs.
-const POLICY_NAMES: &str = "one of round-robin, random, least-loaded, session-hash, \
-prefix-aware[:overload=SECONDS], ideal, power-of-two, \
-sglang-cache-aware[:threshold=0.3,abs=64,rel=1.5,index=text|tokens,flavor=sglang-router|vllm-router,\
-evict=60,size=67108864], \
-smg-cache-aware[:threshold=0.3,abs=64,rel=1.5,index=text|tokens,evict=60,size=67108864,warmup=0], \
-dynamo-kv[:scale=1,credit=1,temperature=0,busy=FRACTION,ttl=SECONDS], \
-dynamo-lmetric[:credit=1,temperature=0,busy=FRACTION,ttl=SECONDS], \
-llmd-prefix[:weights=3/2/2,nohit=0,chars=64,blocks=256,lru=31250], \
-llmd-precise[:weights=3/2/2,nohit=2,block=64], \
-aibrix-prefix[:chars=4,entries=200000,ttl=1200,gap=8,factor=F,sigma=1], \
-ray-prefix[:imbalance=10,match=0.1,evict=CHARS,target=CHARS,interval=10]";
-
 /// The routers as they are deployed, by the names `--routing` reads: what
 /// `kvlint simulate --compare` ranks and the fleet benchmark times, each with its defaults.
 const NAMED_ROUTERS: &[&str] = &[
@@ -270,15 +259,6 @@ impl Policy {
     }
 }
 
-/// `name` alone, or `name:knob,knob`.
-fn write_spec(f: &mut fmt::Formatter<'_>, name: &str, knobs: &[String]) -> fmt::Result {
-    if knobs.is_empty() {
-        f.write_str(name)
-    } else {
-        write!(f, "{name}:{}", knobs.join(","))
-    }
-}
-
 impl fmt::Display for Policy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -286,7 +266,10 @@ impl fmt::Display for Policy {
             Self::Random => f.write_str("random"),
             Self::LeastLoaded => f.write_str("least-loaded"),
             Self::SessionHash => f.write_str("session-hash"),
-            Self::PrefixAware { overload } => write!(f, "prefix-aware:overload={overload}"),
+            // Printed always, default or not, as it always was.
+            Self::PrefixAware { overload } => {
+                write_policy(f, "prefix-aware", |_| Some(overload.to_string()))
+            }
             Self::Ideal => f.write_str("ideal"),
             Self::PowerOfTwo => f.write_str("power-of-two"),
             Self::SglangCacheAware(config) => config.fmt(f),
@@ -305,7 +288,7 @@ impl FromStr for Policy {
     fn from_str(text: &str) -> Result<Self, SpecError> {
         let spec = Spec::parse(text);
         let bare = |policy: Policy| -> Result<Policy, SpecError> {
-            spec.only(&[])?;
+            only_knobs(spec.name, &spec)?;
             Ok(policy)
         };
         match spec.name {
@@ -316,7 +299,7 @@ impl FromStr for Policy {
             "ideal" => bare(Self::Ideal),
             "power-of-two" => bare(Self::PowerOfTwo),
             "prefix-aware" => {
-                spec.only(&["overload"])?;
+                only_knobs("prefix-aware", &spec)?;
                 let overload = match spec.value("overload") {
                     None if spec.options.is_empty() => DEFAULT_OVERLOAD,
                     value => value
@@ -340,7 +323,7 @@ impl FromStr for Policy {
             "llmd-precise" => Ok(Self::Llmd(LlmdConfig::parse(LlmdIndex::Precise, &spec)?)),
             "aibrix-prefix" => Ok(Self::Aibrix(AibrixConfig::parse(&spec)?)),
             "ray-prefix" => Ok(Self::Ray(RayConfig::parse(&spec)?)),
-            _ => Err(SpecError::new(text, POLICY_NAMES)),
+            _ => Err(SpecError::new(text, format!("one of {}", routing_help()))),
         }
     }
 }

@@ -158,3 +158,52 @@ fn a_bad_knob_says_what_is_expected() {
         assert!(error.reason.contains(expected), "{spec}: {}", error.reason);
     }
 }
+
+/// One table of knobs: each knob it names is read by its policy's parser and printed back as
+/// read; a knob it does not name is refused with the policy's knobs listed; the help and the
+/// unknown-policy error list every knob, `miss=` included.
+#[test]
+fn every_knob_of_the_table_is_read_and_printed_back() {
+    // A value of the kind the help shows: the default, the first of its words, else 1.
+    let sample = |default: &'static str| match default.split_once('|') {
+        Some((first, _)) => first,
+        None if default.parse::<f64>().is_ok() => default,
+        None => "1",
+    };
+    for policy in POLICIES {
+        for knob in policy.knobs {
+            let spec = format!("{}:{}={}", policy.name, knob.name, sample(knob.default));
+            match spec.parse::<Policy>() {
+                Ok(read) => assert_eq!(read.to_string().parse::<Policy>().ok(), Some(read)),
+                Err(error) => assert!(!error.reason.contains("unknown"), "{spec}: {error:?}"),
+            }
+            // Changed from its default, a knob is printed under its own name.
+            if let Ok(number) = knob.default.parse::<f64>() {
+                let changed = format!("{}:{}={}", policy.name, knob.name, number + 1.0);
+                if let Ok(read) = changed.parse::<Policy>() {
+                    assert!(
+                        read.to_string().contains(&format!("{}=", knob.name)),
+                        "{changed}: {read}"
+                    );
+                }
+            }
+        }
+        let unknown = format!("{}:nope=1", policy.name)
+            .parse::<Policy>()
+            .unwrap_err();
+        for knob in policy.knobs {
+            assert!(
+                unknown
+                    .reason
+                    .contains(&format!("{}={}", knob.name, knob.default)),
+                "{}: {}",
+                policy.name,
+                unknown.reason
+            );
+        }
+    }
+    let unknown_policy = "sticky".parse::<Policy>().unwrap_err();
+    assert!(unknown_policy.reason.contains("miss=load|tree"));
+    assert!(unknown_policy.reason.contains(&routing_help()));
+    assert_eq!(POLICIES.len(), 15);
+}

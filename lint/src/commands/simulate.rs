@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use kvlint_fleet::hashed_trace::{HashedFormat, StreamedTrace};
 use kvlint_fleet::{
     Arrival, CacheSize, FleetOptions, Policies, Policy, Setup, SimEngine, SimulationResult, rank,
-    simulate, simulate_streamed, streamable,
+    routing_help, simulate, simulate_streamed, streamable,
 };
 use kvlint_workload::html::simulation_html;
 use rayon::prelude::*;
@@ -73,21 +73,9 @@ pub struct Args {
     /// llamacpp[:slots=1].
     #[arg(long, default_value = "vllm", value_name = "ENGINE")]
     pub engine: SimEngine,
-    /// Routing policies, comma-separated, each with its knobs after a colon: round-robin,
-    /// random, least-loaded, session-hash, prefix-aware[:overload=SECONDS], ideal,
-    /// power-of-two, sglang-cache-aware[:threshold=0.3,abs=64,rel=1.5,index=text|tokens,
-    /// miss=load|tree,flavor=sglang-router|vllm-router,evict=60,size=67108864],
-    /// smg-cache-aware[:threshold=0.3,abs=64,rel=1.5,index=text|tokens,evict=60,size=67108864,
-    /// miss=wait|routed,warmup=0],
-    /// dynamo-kv[:scale=1,credit=1,temperature=0,busy=FRACTION,ttl=SECONDS],
-    /// dynamo-lmetric[:credit=1,temperature=0,busy=FRACTION,ttl=SECONDS],
-    /// llmd-prefix[:weights=3/2/2,nohit=0,chars=64,blocks=256,lru=31250],
-    /// llmd-precise[:weights=3/2/2,nohit=2,block=64],
-    /// aibrix-prefix[:chars=4,entries=200000,ttl=1200,gap=8,factor=F,sigma=1],
-    /// ray-prefix[:imbalance=10,match=0.1,evict=CHARS,target=CHARS,interval=10].
-    /// Default: round-robin,session-hash,prefix-aware,ideal; with --compare, every named
-    /// router.
-    #[arg(long, value_name = "POLICY")]
+    // Its help lists every policy with its knobs, from the routers' one table of knobs
+    // (`kvlint_fleet::POLICIES`).
+    #[arg(long, value_name = "POLICY", help = routing_help_text())]
     pub routing: Vec<Policies>,
     /// The decision report: rank the policies (every named router with its defaults, unless
     /// --routing names others) at each replica count and cache by served tokens, TTFT p99 and
@@ -299,6 +287,15 @@ fn streamed(args: &Args, setups: &[Setup]) -> miette::Result<Option<StreamedTrac
         trace.requests
     );
     Ok((trace.block_size == args.engine.block_size()).then_some(trace))
+}
+
+/// `--routing`'s help: every policy with its knobs and their defaults.
+fn routing_help_text() -> String {
+    format!(
+        "Routing policies, comma-separated, each with its knobs after a colon: {}. Default: \
+         {DEFAULT_ROUTING}; with --compare, every named router",
+        routing_help()
+    )
 }
 
 /// The policies `--routing` simulates when it is not given and `--compare` is not asked.

@@ -78,7 +78,7 @@ impl Default for AibrixConfig {
 
 impl AibrixConfig {
     pub fn parse(spec: &Spec<'_>) -> Result<Self, SpecError> {
-        spec.only(&["chars", "entries", "ttl", "gap", "factor", "sigma"])?;
+        super::only_knobs("aibrix-prefix", spec)?;
         let default = Self::default();
         Ok(Self {
             chars: u32::try_from(spec.positive("chars", u64::from(default.chars))?)
@@ -98,29 +98,15 @@ impl AibrixConfig {
 impl fmt::Display for AibrixConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let default = Self::default();
-        let knobs: Vec<String> = [
-            ("chars", self.chars.to_string(), self.chars != default.chars),
-            (
-                "entries",
-                self.entries.to_string(),
-                self.entries != default.entries,
-            ),
-            ("ttl", self.ttl.to_string(), self.ttl != default.ttl),
-            (
-                "factor",
-                self.factor
-                    .map(|factor| factor.to_string())
-                    .unwrap_or_default(),
-                self.factor.is_some(),
-            ),
-            ("gap", self.gap.to_string(), self.gap != default.gap),
-            ("sigma", self.sigma.to_string(), self.sigma != default.sigma),
-        ]
-        .into_iter()
-        .filter(|(_, _, changed)| *changed)
-        .map(|(key, value, _)| format!("{key}={value}"))
-        .collect();
-        super::super::write_spec(f, "aibrix-prefix", &knobs)
+        super::write_policy(f, "aibrix-prefix", |knob| match knob {
+            "chars" => super::changed(self.chars, default.chars),
+            "entries" => super::changed(self.entries, default.entries),
+            "ttl" => super::changed(self.ttl, default.ttl),
+            "factor" => self.factor.map(|factor| factor.to_string()),
+            "gap" => super::changed(self.gap, default.gap),
+            "sigma" => super::changed(self.sigma, default.sigma),
+            _ => None,
+        })
     }
 }
 

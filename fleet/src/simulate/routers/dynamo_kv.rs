@@ -90,7 +90,7 @@ impl DynamoConfig {
 
     pub fn parse(cost: DynamoCost, spec: &Spec<'_>) -> Result<Self, SpecError> {
         match cost {
-            DynamoCost::Kv => spec.only(&["scale", "credit", "temperature", "busy", "ttl"])?,
+            DynamoCost::Kv => super::only_knobs("dynamo-kv", spec)?,
             DynamoCost::Lmetric if spec.value("scale").is_some() => {
                 return Err(spec
                     .error(
@@ -100,7 +100,7 @@ impl DynamoConfig {
                     )
                     .into());
             }
-            DynamoCost::Lmetric => spec.only(&["credit", "temperature", "busy", "ttl"])?,
+            DynamoCost::Lmetric => super::only_knobs("dynamo-lmetric", spec)?,
         }
         let default = Self::new(cost);
         Ok(Self {
@@ -131,27 +131,18 @@ impl DynamoConfig {
 impl fmt::Display for DynamoConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let default = Self::new(self.cost);
-        let mut knobs = Vec::new();
-        if self.scale != default.scale {
-            knobs.push(format!("scale={}", self.scale));
-        }
-        if self.credit != default.credit {
-            knobs.push(format!("credit={}", self.credit));
-        }
-        if self.temperature != default.temperature {
-            knobs.push(format!("temperature={}", self.temperature));
-        }
-        if let Some(busy) = self.busy {
-            knobs.push(format!("busy={busy}"));
-        }
-        if let Some(ttl) = self.ttl {
-            knobs.push(format!("ttl={ttl}"));
-        }
         let name = match self.cost {
             DynamoCost::Kv => "dynamo-kv",
             DynamoCost::Lmetric => "dynamo-lmetric",
         };
-        super::super::write_spec(f, name, &knobs)
+        super::write_policy(f, name, |knob| match knob {
+            "scale" => super::changed(self.scale, default.scale),
+            "credit" => super::changed(self.credit, default.credit),
+            "temperature" => super::changed(self.temperature, default.temperature),
+            "busy" => self.busy.map(|busy| busy.to_string()),
+            "ttl" => self.ttl.map(|ttl| ttl.to_string()),
+            _ => None,
+        })
     }
 }
 

@@ -103,10 +103,7 @@ impl LlmdConfig {
     }
 
     pub fn parse(index: LlmdIndex, spec: &Spec<'_>) -> Result<Self, SpecError> {
-        match index {
-            LlmdIndex::Approximate => spec.only(&["weights", "nohit", "chars", "blocks", "lru"])?,
-            LlmdIndex::Precise => spec.only(&["weights", "nohit", "block"])?,
-        }
+        super::only_knobs(index.name(), spec)?;
         let default = Self::new(index);
         let weights = match spec.value("weights") {
             None => default.weights,
@@ -146,31 +143,28 @@ impl LlmdConfig {
 impl fmt::Display for LlmdConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let default = Self::new(self.index);
-        let mut knobs = Vec::new();
-        if self.weights != default.weights {
-            let [prefix, queue, kv] = self.weights;
-            knobs.push(format!("weights={prefix}/{queue}/{kv}"));
+        super::write_policy(f, self.index.name(), |knob| match knob {
+            "weights" => (self.weights != default.weights).then(|| {
+                let [prefix, queue, kv] = self.weights;
+                format!("{prefix}/{queue}/{kv}")
+            }),
+            "nohit" => super::changed(self.nohit, default.nohit),
+            "block" => super::changed(self.block, default.block),
+            "chars" => super::changed(self.chars, default.chars),
+            "blocks" => super::changed(self.blocks, default.blocks),
+            "lru" => super::changed(self.lru, default.lru),
+            _ => None,
+        })
+    }
+}
+
+impl LlmdIndex {
+    /// The policy's name: `llmd-prefix` or `llmd-precise`.
+    fn name(self) -> &'static str {
+        match self {
+            Self::Approximate => "llmd-prefix",
+            Self::Precise => "llmd-precise",
         }
-        if self.nohit != default.nohit {
-            knobs.push(format!("nohit={}", self.nohit));
-        }
-        if self.block != default.block {
-            knobs.push(format!("block={}", self.block));
-        }
-        if self.chars != default.chars {
-            knobs.push(format!("chars={}", self.chars));
-        }
-        if self.blocks != default.blocks {
-            knobs.push(format!("blocks={}", self.blocks));
-        }
-        if self.lru != default.lru {
-            knobs.push(format!("lru={}", self.lru));
-        }
-        let name = match self.index {
-            LlmdIndex::Approximate => "llmd-prefix",
-            LlmdIndex::Precise => "llmd-precise",
-        };
-        super::super::write_spec(f, name, &knobs)
     }
 }
 

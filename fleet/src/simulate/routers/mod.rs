@@ -24,6 +24,7 @@
 mod aibrix_prefix;
 mod dynamo_kv;
 mod index;
+mod knobs;
 mod least_loaded;
 mod llmd_prefix;
 mod power_of_two;
@@ -40,6 +41,7 @@ use rand::rngs::SmallRng;
 
 pub use aibrix_prefix::AibrixConfig;
 pub use dynamo_kv::{DynamoConfig, DynamoCost};
+pub use knobs::{Knob, POLICIES, PolicyKnobs, only_knobs, routing_help, write_policy};
 pub use llmd_prefix::{LlmdConfig, LlmdIndex};
 pub use ray_prefix::RayConfig;
 pub use sglang_cache_aware::{SglangConfig, SglangIndex, SglangMiss};
@@ -290,6 +292,11 @@ fn ties(
     candidates
         .filter(|candidate| cost(*candidate) == lowest)
         .collect()
+}
+
+/// `value` as a spec prints it, when it is not `default`.
+fn changed<T: PartialEq + ToString>(value: T, default: T) -> Option<String> {
+    (value != default).then(|| value.to_string())
 }
 
 /// `key=X`, a number in `range`, or `default`.

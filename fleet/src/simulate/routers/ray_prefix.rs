@@ -54,7 +54,7 @@ impl Default for RayConfig {
 
 impl RayConfig {
     pub fn parse(spec: &Spec<'_>) -> Result<Self, SpecError> {
-        spec.only(&["imbalance", "match", "evict", "target", "interval"])?;
+        super::only_knobs("ray-prefix", spec)?;
         let default = Self::default();
         let evict = match (spec.value("evict"), spec.value("target")) {
             (None, None) => None,
@@ -80,20 +80,14 @@ impl RayConfig {
 impl fmt::Display for RayConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let default = Self::default();
-        let mut knobs = Vec::new();
-        if self.imbalance != default.imbalance {
-            knobs.push(format!("imbalance={}", self.imbalance));
-        }
-        if self.matched != default.matched {
-            knobs.push(format!("match={}", self.matched));
-        }
-        if let Some((threshold, target)) = self.evict {
-            knobs.push(format!("evict={threshold},target={target}"));
-        }
-        if self.interval != default.interval {
-            knobs.push(format!("interval={}", self.interval));
-        }
-        super::super::write_spec(f, "ray-prefix", &knobs)
+        super::write_policy(f, "ray-prefix", |knob| match knob {
+            "imbalance" => super::changed(self.imbalance, default.imbalance),
+            "match" => super::changed(self.matched, default.matched),
+            "evict" => self.evict.map(|(threshold, _)| threshold.to_string()),
+            "target" => self.evict.map(|(_, target)| target.to_string()),
+            "interval" => super::changed(self.interval, default.interval),
+            _ => None,
+        })
     }
 }
 

@@ -146,12 +146,9 @@ impl Default for SglangConfig {
 const SGLANG_ROUTER: (u64, u64) = (60, 1 << 26);
 const VLLM_ROUTER: (u64, u64) = (120, 1 << 25);
 
-/// The knobs sglang-router's and smg's `cache_aware` share.
-pub(super) const KNOBS: [&str; 6] = ["threshold", "abs", "rel", "index", "evict", "size"];
-
 impl SglangConfig {
     pub fn parse(spec: &Spec<'_>) -> Result<Self, SpecError> {
-        spec.only(&[KNOBS.as_slice(), &["flavor", "miss"]].concat())?;
+        super::only_knobs("sglang-cache-aware", spec)?;
         let default = match spec.value("flavor") {
             None | Some("sglang-router") => Self::default(),
             Some("vllm-router") => Self::vllm_router(),
@@ -183,8 +180,8 @@ impl SglangConfig {
         }
     }
 
-    /// The shared knobs of `spec` ([`KNOBS`]), each one not given from `default`; the caller
-    /// has checked that `spec` has no other.
+    /// The shared knobs of `spec`, each one not given from `default`; the caller has checked
+    /// that `spec` has no other.
     pub(super) fn read(spec: &Spec<'_>, default: Self) -> Result<Self, SpecError> {
         Ok(Self {
             threshold: number(spec, "threshold", default.threshold, 0.0..=1.0)?,
@@ -210,32 +207,23 @@ impl SglangConfig {
         (self.size / (u64::from(unit_tokens) * per_token).max(1)) as usize
     }
 
-    /// The shared knobs that differ from `default`, as `key=value`.
-    pub(super) fn changed(&self, default: &Self) -> Vec<String> {
-        let mut knobs = Vec::new();
-        if self.threshold != default.threshold {
-            knobs.push(format!("threshold={}", self.threshold));
+    /// A shared knob's value when it differs from `default`'s.
+    pub(super) fn changed(&self, default: &Self, knob: &str) -> Option<String> {
+        match knob {
+            "threshold" => super::changed(self.threshold, default.threshold),
+            "abs" => super::changed(self.abs, default.abs),
+            "rel" => super::changed(self.rel, default.rel),
+            "index" => (self.index != default.index).then(|| {
+                match self.index {
+                    SglangIndex::Text => "text",
+                    SglangIndex::Tokens => "tokens",
+                }
+                .to_owned()
+            }),
+            "evict" => super::changed(self.evict, default.evict),
+            "size" => super::changed(self.size, default.size),
+            _ => None,
         }
-        if self.abs != default.abs {
-            knobs.push(format!("abs={}", self.abs));
-        }
-        if self.rel != default.rel {
-            knobs.push(format!("rel={}", self.rel));
-        }
-        if self.index != default.index {
-            let index = match self.index {
-                SglangIndex::Text => "text",
-                SglangIndex::Tokens => "tokens",
-            };
-            knobs.push(format!("index={index}"));
-        }
-        if self.evict != default.evict {
-            knobs.push(format!("evict={}", self.evict));
-        }
-        if self.size != default.size {
-            knobs.push(format!("size={}", self.size));
-        }
-        knobs
     }
 }
 
@@ -248,17 +236,17 @@ impl fmt::Display for SglangConfig {
         } else {
             Self::default()
         };
-        let mut knobs = self.changed(&default);
-        if self.miss != default.miss {
-            knobs.push(match self.miss {
-                SglangMiss::Load => "miss=load".to_owned(),
-                SglangMiss::Tree => "miss=tree".to_owned(),
-            });
-        }
-        if vllm_router {
-            knobs.push("flavor=vllm-router".to_owned());
-        }
-        super::super::write_spec(f, "sglang-cache-aware", &knobs)
+        super::write_policy(f, "sglang-cache-aware", |knob| match knob {
+            "miss" => (self.miss != default.miss).then(|| {
+                match self.miss {
+                    SglangMiss::Load => "load",
+                    SglangMiss::Tree => "tree",
+                }
+                .to_owned()
+            }),
+            "flavor" => vllm_router.then(|| "vllm-router".to_owned()),
+            knob => self.changed(&default, knob),
+        })
     }
 }
 

@@ -61,7 +61,6 @@ use rand::Rng;
 use rand::rngs::SmallRng;
 
 use super::index::{PrefixIndex, Recency, units};
-use super::sglang_cache_aware::KNOBS;
 use super::{Branch, Choice, Decision, Route, SglangConfig, View};
 use crate::error::SpecError;
 
@@ -85,7 +84,7 @@ pub enum SmgMiss {
 
 impl SmgConfig {
     pub fn parse(spec: &Spec<'_>) -> Result<Self, SpecError> {
-        spec.only(&[KNOBS.as_slice(), &["miss", "warmup"]].concat())?;
+        super::only_knobs("smg-cache-aware", spec)?;
         if spec.whole("warmup", 0)? != 0 {
             return Err(spec
                 .error(
@@ -109,11 +108,11 @@ impl SmgConfig {
 impl fmt::Display for SmgConfig {
     /// The name and the knobs that differ from the defaults.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut knobs = self.tree.changed(&SglangConfig::default());
-        if self.miss == SmgMiss::Routed {
-            knobs.push("miss=routed".to_owned());
-        }
-        super::super::write_spec(f, "smg-cache-aware", &knobs)
+        super::write_policy(f, "smg-cache-aware", |knob| match knob {
+            "miss" => (self.miss == SmgMiss::Routed).then(|| "routed".to_owned()),
+            "warmup" => None,
+            knob => self.tree.changed(&SglangConfig::default(), knob),
+        })
     }
 }
 
