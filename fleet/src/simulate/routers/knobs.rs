@@ -48,6 +48,19 @@ macro_rules! cache_aware_knobs {
     };
 }
 
+/// Dynamo's knobs, after those of one cost function.
+macro_rules! dynamo_knobs {
+    ($($first:expr),* $(,)?) => {
+        &[
+            $($first,)*
+            knob("credit", "1", "`overlap_score_credit`: the credit for blocks a worker holds"),
+            knob("temperature", "0", "`router_temperature`: 0 picks the lowest cost"),
+            knob("busy", "FRACTION", "`active_decode_blocks_threshold`: a share of the worker's KV blocks"),
+            knob("ttl", "SECONDS", "`--no-kv-events`: seconds a routed block is believed held"),
+        ]
+    };
+}
+
 /// Every policy, in the order the help lists them.
 pub const POLICIES: &[PolicyKnobs] = &[
     PolicyKnobs {
@@ -114,54 +127,11 @@ pub const POLICIES: &[PolicyKnobs] = &[
     },
     PolicyKnobs {
         name: "dynamo-kv",
-        knobs: &[
-            knob("scale", "1", "`prefill_load_scale`"),
-            knob(
-                "credit",
-                "1",
-                "`overlap_score_credit`: the credit for blocks a worker holds",
-            ),
-            knob(
-                "temperature",
-                "0",
-                "`router_temperature`: 0 picks the lowest cost",
-            ),
-            knob(
-                "busy",
-                "FRACTION",
-                "`active_decode_blocks_threshold`: a share of the worker's KV blocks",
-            ),
-            knob(
-                "ttl",
-                "SECONDS",
-                "`--no-kv-events`: seconds a routed block is believed held",
-            ),
-        ],
+        knobs: dynamo_knobs![knob("scale", "1", "`prefill_load_scale`")],
     },
     PolicyKnobs {
         name: "dynamo-lmetric",
-        knobs: &[
-            knob(
-                "credit",
-                "1",
-                "`overlap_score_credit`: the credit for blocks a worker holds",
-            ),
-            knob(
-                "temperature",
-                "0",
-                "`router_temperature`: 0 picks the lowest cost",
-            ),
-            knob(
-                "busy",
-                "FRACTION",
-                "`active_decode_blocks_threshold`: a share of the worker's KV blocks",
-            ),
-            knob(
-                "ttl",
-                "SECONDS",
-                "`--no-kv-events`: seconds a routed block is believed held",
-            ),
-        ],
+        knobs: dynamo_knobs![],
     },
     PolicyKnobs {
         name: "llmd-prefix",
