@@ -51,7 +51,7 @@ export {};
  * is the GuardError ({@link unwrapGuardError}); a retry of a refused body is refused again
  * without being observed twice, so it is never sent.
  */
-import { type Finding, Guard, type Outcome } from "./sdk";
+import { type Finding, Guard, Outcome } from "./sdk";
 /** One guard for every session, or a factory called once per session. */
 export type GuardLike = Guard | (() => Guard);
 /** What {@link GuardSessions} keeps: how many of the latest bodies in `observed`, and how
@@ -68,21 +68,29 @@ export interface GuardSessionsOptions {
      * Default 10,000. */
     maxSessions?: number;
 }
-/** One {@link Guard} per session key. */
+/** A body observed, with its session key and its guard's outcome. */
+export interface ObservedBody {
+    key: string;
+    body: string;
+    outcome: Outcome;
+}
+/**
+ * One {@link Guard} per session key: kvlint's multiplexer (the Rust SDK's `GuardSessions`,
+ * through the native module), which owns the session key, the first-turn reset, the announced
+ * breaks, the retry rule and the bounds; this class holds the application's Guard objects.
+ */
 export declare class GuardSessions {
     #private;
-    /** The sessions' guards, least recently used first. */
-    readonly guards: Map<string, Guard>;
-    /** The latest bodies observed (`keepBodies` of them), as sent, with their session key and
-     * outcome, in order. */
-    readonly observed: {
-        key: string;
-        body: string;
-        outcome: Outcome;
-    }[];
     /** `guard`: one Guard for every request, or a factory (`() => new Guard({mode: "error"})`)
      * called once per session; by default a warn-mode Guard per session. */
     constructor(guard?: GuardLike, options?: GuardSessionsOptions);
+    /** The sessions' guards, least recently used first (empty with one guard for every
+     * session). */
+    get guards(): Map<string, Guard>;
+    /** The latest bodies observed (`keepBodies` of them), with their session key and outcome,
+     * in order; each body's JSON text as the engine read it (the text sent, for a body
+     * `JSON.stringify` wrote). */
+    get observed(): ObservedBody[];
     guardFor(key: string): Guard;
     /** The bodies of one session kept in `observed`, parsed, in the order they were sent (for
      * {@link check}). */

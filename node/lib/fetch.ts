@@ -17,8 +17,10 @@
  * without being observed twice, so it is never sent.
  */
 
-import { type Finding, Guard, GuardError, type Outcome, sessionOfText } from "./sdk";
+import { ConversationError, type Finding, Guard, GuardError, Outcome } from "./sdk";
 import * as native from "#native";
+import { utf8 } from "./internal/body-text";
+import { nativeGuardOf } from "./internal/guard-native";
 
 /** One guard for every session, or a factory called once per session. */
 export type GuardLike = Guard | (() => Guard);
@@ -42,20 +44,25 @@ export interface GuardSessionsOptions {
   maxSessions?: number;
 }
 
-/** One {@link Guard} per session key. */
+/** A body observed, with its session key and its guard's outcome. */
+export interface ObservedBody {
+  key: string;
+  body: string;
+  outcome: Outcome;
+}
+
+/**
+ * One {@link Guard} per session key: kvlint's multiplexer (the Rust SDK's `GuardSessions`,
+ * through the native module), which owns the session key, the first-turn reset, the announced
+ * breaks, the retry rule and the bounds; this class holds the application's Guard objects.
+ */
 export class GuardSessions {
-  /** The sessions' guards, least recently used first. */
-  readonly guards = new Map<string, Guard>();
-  /** The latest bodies observed (`keepBodies` of them), as sent, with their session key and
-   * outcome, in order. */
-  readonly observed: { key: string; body: string; outcome: Outcome }[] = [];
+  readonly #native: native.NativeGuardSessions;
   readonly #single: Guard | undefined;
   readonly #factory: () => Guard;
-  /** Per session, the last body refused and why: its retry is refused again. */
-  readonly #refused = new Map<string, { body: string; error: unknown }>();
+  /** The guards of the sessions kept (not with one guard for every session). */
+  readonly #guards = new Map<string, Guard>();
   readonly #warn: boolean;
-  readonly #keepBodies: number;
-  readonly #maxSessions: number;
 
   /** `guard`: one Guard for every request, or a factory (`() => new Guard({mode: "error"})`)
    * called once per session; by default a warn-mode Guard per session. */
@@ -63,29 +70,41 @@ export class GuardSessions {
     this.#single = guard instanceof Guard ? guard : undefined;
     this.#factory = typeof guard === "function" ? guard : () => new Guard();
     this.#warn = options.warn ?? true;
-    this.#keepBodies = positiveCount(options.keepBodies ?? 1_000, "keepBodies");
-    this.#maxSessions = positiveCount(options.maxSessions ?? 10_000, "maxSessions");
+    const keepBodies = positiveCount(options.keepBodies ?? 1_000, "keepBodies");
+    const maxSessions = positiveCount(options.maxSessions ?? 10_000, "maxSessions");
+    this.#native = this.#single
+      ? native.NativeGuardSessions.single(nativeGuardOf(this.#single), maxSessions, keepBodies)
+      : new native.NativeGuardSessions(maxSessions, keepBodies);
+  }
+
+  /** The sessions' guards, least recently used first (empty with one guard for every
+   * session). */
+  get guards(): Map<string, Guard> {
+    if (this.#single) {
+      return new Map();
+    }
+    const keys: string[] = JSON.parse(this.#native.keys());
+    return new Map(keys.flatMap((key) => {
+      const guard = this.#guards.get(key);
+      return guard ? [[key, guard] as const] : [];
+    }));
+  }
+
+  /** The latest bodies observed (`keepBodies` of them), with their session key and outcome,
+   * in order; each body's JSON text as the engine read it (the text sent, for a body
+   * `JSON.stringify` wrote). */
+  get observed(): ObservedBody[] {
+    const observed: { key: string; body: string; findings: Finding[] }[] = JSON.parse(this.#native.observed());
+    return observed.map(({ key, body, findings }) => ({ key, body, outcome: new Outcome(findings) }));
   }
 
   guardFor(key: string): Guard {
     if (this.#single) {
       return this.#single;
     }
-    let guard = this.guards.get(key);
-    // Re-inserted, the session becomes the most recently used.
-    this.guards.delete(key);
-    if (!guard) {
-      guard = this.#factory();
-      for (const oldest of this.guards.keys()) {
-        if (this.guards.size < this.#maxSessions) {
-          break;
-        }
-        this.guards.delete(oldest);
-        this.#refused.delete(oldest);
-      }
-    }
-    this.guards.set(key, guard);
-    return guard;
+    this.#answer<null>(() => this.#native.guardFor(key));
+    // Kept: the native sessions ask for a guard before they keep a session.
+    return this.#guards.get(key) as Guard;
   }
 
   /** The bodies of one session kept in `observed`, parsed, in the order they were sent (for
@@ -100,43 +119,52 @@ export class GuardSessions {
    * {@link GuardError}. `retry`: the client's attempt number; a retry is not observed again.
    */
   observe(body: string, headers: [string, string][] = [], retry = 0): Outcome | undefined {
-    const session = sessionOfText(body, headers);
-    if (session === undefined) {
-      return undefined; // not a JSON prompt: nothing to guard
+    const observed = this.#answer<{ key: string; findings: Finding[]; warn: boolean } | null>(() =>
+      this.#native.observe(utf8(body), JSON.stringify(headers), retry),
+    );
+    if (!observed) {
+      return undefined; // not a JSON prompt, or a retry of a body already observed
     }
-    const { key } = session;
-    if (retry > 0) {
-      const refused = this.#refused.get(key);
-      if (refused && refused.body === body) {
-        throw refused.error;
-      }
-      return undefined;
-    }
-    const guard = this.guardFor(key);
-    // A compaction down to one user message reads as a new conversation; announced with
-    // `expectBreak()`, it is the same session's break, counted as one.
-    if (session.opens && !guard.isBreakExpected) {
-      guard.reset();
-    }
-    const expectedBefore = expectedBreaks(guard);
-    let outcome: Outcome;
-    try {
-      outcome = guard.observeText(body);
-    } catch (error) {
-      this.#refused.set(key, { body, error });
-      throw error;
-    }
-    this.#refused.delete(key);
-    this.observed.push({ key, body, outcome });
-    if (this.observed.length > this.#keepBodies) {
-      this.observed.splice(0, this.observed.length - this.#keepBodies);
-    }
-    const errors = outcome.errors();
-    if (this.#warn && errors.length > 0 && expectedBreaks(guard) === expectedBefore) {
-      process.emitWarning(formatFindings(errors), { type: "CacheWarning", code: "KVLINT_CACHE" });
+    const outcome = new Outcome(observed.findings);
+    if (this.#warn && observed.warn) {
+      process.emitWarning(formatFindings(outcome.errors()), { type: "CacheWarning", code: "KVLINT_CACHE" });
     }
     return outcome;
   }
+
+  /** A native call's value: a new session's guard made and handed over first (the call is
+   * made again), the dropped sessions' guards forgotten, an error thrown as its class. */
+  #answer<T>(call: () => string): T {
+    for (;;) {
+      const answer: NativeAnswer<T> = JSON.parse(call());
+      for (const key of JSON.parse(this.#native.takeDropped()) as string[]) {
+        this.#guards.delete(key);
+      }
+      const error = answer.error;
+      if (!error) {
+        return answer.value;
+      }
+      if (error.kind !== "NeedsGuard") {
+        switch (error.kind) {
+          case "GuardError":
+            throw new GuardError(error.message, error.findings ?? []);
+          case "TypeError":
+            throw new TypeError(error.message);
+          default:
+            throw new ConversationError(error.message);
+        }
+      }
+      const guard = this.#factory();
+      this.#native.adopt(nativeGuardOf(guard));
+      this.#guards.set(error.message, guard);
+    }
+  }
+}
+
+/** What the native multiplexer answers: its value, or an error of the kind it names. */
+interface NativeAnswer<T> {
+  value: T;
+  error?: { kind: string; message: string; findings?: Finding[] };
 }
 
 function positiveCount(value: number, name: string): number {
@@ -144,10 +172,6 @@ function positiveCount(value: number, name: string): number {
     throw new RangeError(`GuardSessions: ${name} must be a positive integer or Infinity, not ${value}`);
   }
   return value;
-}
-
-function expectedBreaks(guard: Guard): number {
-  return Number(guard.counters.expectedBreaks ?? 0);
 }
 
 /** `rule (turn N, part): message`, a finding a line. */

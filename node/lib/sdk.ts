@@ -18,6 +18,7 @@
 
 import * as native from "#native";
 import { BodyText, utf8 } from "./internal/body-text";
+import { registerGuard } from "./internal/guard-native";
 
 /** A finding of kvlint's rules, at the turn that broke the cache. */
 export interface Finding {
@@ -458,6 +459,7 @@ export class Guard {
     }
     this.mode = mode;
     this.#native = new native.NativeGuard(mode === "error");
+    registerGuard(this, this.#native);
   }
 
   /** The next request body of the session, as it is sent. */

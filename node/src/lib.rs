@@ -30,9 +30,11 @@ use wasm_bindgen::prelude::wasm_bindgen;
 /// whole request, and on glibc's allocator that took a quarter more time (`bench/observe.mjs`).
 mod conversation;
 mod guard;
+mod sessions;
 
 pub use conversation::NativeConversation;
 pub use guard::NativeGuard;
+pub use sessions::NativeGuardSessions;
 
 #[cfg(not(wasm))]
 #[global_allocator]
@@ -50,7 +52,7 @@ struct Answer {
 }
 
 /// An error the TypeScript layer throws as the class `kind` names.
-#[derive(Serialize)]
+#[derive(Clone, Serialize)]
 struct Failure {
     /// `ConversationError` (an input the provider would reject, or a change a strict
     /// conversation refuses), `GuardError` (a guard in error mode refusing a turn) or

@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { Guard, GuardSessions } from "kvlint-cache";
+import { Guard, GuardError, GuardSessions } from "kvlint-cache";
 
 import { RULES } from "./shared.mjs";
 
@@ -42,4 +42,32 @@ test("the bounds are positive counts", () => {
     assert.throws(() => new GuardSessions(undefined, options), RangeError);
   }
   assert.doesNotThrow(() => new GuardSessions(undefined, { keepBodies: Infinity, maxSessions: Infinity }));
+});
+
+test("the sessions observe through the guards the factory made, and a retry follows the refusal", () => {
+  const made = [];
+  const sessions = new GuardSessions(
+    () => {
+      const guard = new Guard({ mode: "error" });
+      made.push(guard);
+      return guard;
+    },
+    { warn: false },
+  );
+  sessions.observe(body("a", 1));
+  sessions.observe(body("b", 1));
+  assert.equal(made.length, 2);
+  assert.equal(sessions.guardFor("a"), made[0]);
+  // a's rewritten prefix is refused, and so is the client's retry of that body …
+  const rewritten = body("a", 2, "10:05");
+  assert.throws(() => sessions.observe(rewritten), GuardError);
+  assert.throws(() => sessions.observe(rewritten, [], 1), GuardError);
+  // … which the guard saw once.
+  assert.deepEqual([made[0].counters.turns, made[0].counters.refusedTurns], [2, 1]);
+  // Announced on the application's own guard, the break is let through.
+  made[0].expectBreak();
+  assert.equal(sessions.observe(rewritten).errors().length, 1);
+  // An accepted body's retry is not observed again.
+  assert.equal(sessions.observe(rewritten, [], 1), undefined);
+  assert.equal(made[0].counters.turns, 3);
 });

@@ -264,6 +264,17 @@ impl<G: SessionGuard> GuardSessions<G> {
         })
     }
 
+    /// Whether session `key` is kept.
+    pub fn contains(&self, key: &str) -> bool {
+        self.sessions.contains_key(key)
+    }
+
+    /// The session kept that was used least recently: the one a new session drops when
+    /// [`SessionLimits::sessions`] are kept.
+    pub fn least_recently_used(&self) -> Option<&str> {
+        self.recency.values().next().map(String::as_str)
+    }
+
     /// Sessions kept.
     pub fn len(&self) -> usize {
         self.sessions.len()
@@ -355,6 +366,8 @@ mod tests {
         sessions.observe(turn("c", "1", 2), &[], 0).unwrap();
         assert_eq!(sessions.len(), 2);
         assert!(sessions.guard("b").is_none());
+        assert!(!sessions.contains("b") && sessions.contains("c"));
+        assert_eq!(sessions.least_recently_used(), Some("a"));
         let kept: Vec<&str> = sessions.guards().map(|(key, _)| key).collect();
         assert_eq!(kept, ["a", "c"]);
         // `b`'s next body has nothing to be compared with: no break, though its stamp moved.
