@@ -71,8 +71,6 @@ fn needs_guard(key: &str) -> Failure {
 pub struct NativeGuardSessions {
     inner: kvlint_sdk::GuardSessions<SharedGuard>,
     adopted: Adopted,
-    /// Whether one guard serves every session (none is adopted then).
-    single: bool,
     /// Sessions dropped by the bounds since [`Self::take_dropped`] was last called.
     dropped: Vec<String>,
 }
@@ -109,7 +107,6 @@ impl NativeGuardSessions {
         Self {
             inner,
             adopted,
-            single: false,
             dropped: Vec::new(),
         }
     }
@@ -124,7 +121,6 @@ impl NativeGuardSessions {
                 limits(max_sessions, keep_bodies),
             ),
             adopted: Arc::default(),
-            single: true,
             dropped: Vec::new(),
         }
     }
@@ -161,7 +157,7 @@ impl NativeGuardSessions {
             Err(failure) => return answer(Err(failure)),
         };
         let key = kvlint_protocol::key::session_key_of(&body, &headers);
-        self.note_dropping(&key);
+        let oldest = self.oldest();
         let observed = match self.inner.observe_as(key.clone(), body, retry) {
             Ok(Observed::Checked { body, warn }) => Ok((
                 json!({"key": key, "findings": body.outcome, "warn": warn}),
@@ -171,6 +167,7 @@ impl NativeGuardSessions {
             Err(failure) if failure.kind == "NeedsGuard" => Err(needs_guard(&key)),
             Err(failure) => Err(failure),
         };
+        self.note_dropped(oldest);
         answer(observed)
     }
 
@@ -178,11 +175,12 @@ impl NativeGuardSessions {
     #[cfg_attr(not(wasm), napi)]
     #[cfg_attr(wasm, wasm_bindgen(js_name = guardFor))]
     pub fn guard_for(&mut self, key: String) -> String {
-        self.note_dropping(&key);
+        let oldest = self.oldest();
         let made = match self.inner.guard_for(&key) {
             Ok(_) => Ok((Value::Null, Vec::new())),
             Err(_) => Err(needs_guard(&key)),
         };
+        self.note_dropped(oldest);
         answer(made)
     }
 
@@ -222,16 +220,16 @@ impl NativeGuardSessions {
 }
 
 impl NativeGuardSessions {
-    /// Notes the session a new `key` drops, when the sessions kept are at their bound.
-    fn note_dropping(&mut self, key: &str) {
-        if self.single
-            || self.inner.contains(key)
-            || self.inner.len() < self.inner.limits().sessions
-        {
-            return;
-        }
-        if let Some(oldest) = self.inner.least_recently_used() {
-            self.dropped.push(oldest.to_owned());
+    /// The least recently used session: the one a call may drop.
+    fn oldest(&self) -> Option<String> {
+        self.inner.least_recently_used().map(str::to_owned)
+    }
+
+    /// Notes `oldest` as dropped when the call made before left it out: read from what the
+    /// sessions keep, not foretold from their bounds.
+    fn note_dropped(&mut self, oldest: Option<String>) {
+        if let Some(oldest) = oldest.filter(|oldest| !self.inner.contains(oldest)) {
+            self.dropped.push(oldest);
         }
     }
 }

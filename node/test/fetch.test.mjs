@@ -71,3 +71,15 @@ test("the sessions observe through the guards the factory made, and a retry foll
   assert.equal(sessions.observe(rewritten, [], 1), undefined);
   assert.equal(made[0].counters.turns, 3);
 });
+
+test("a retry of a new session's body forgets no guard the sessions keep", () => {
+  const sessions = new GuardSessions(() => new Guard(), { warn: false, maxSessions: 1 });
+  sessions.observe(body("a", 0));
+  // A retry is not observed, so at the bound it drops nothing …
+  assert.equal(sessions.observe(body("b", 1), [], 1), undefined);
+  assert.deepEqual([...sessions.guards.keys()], ["a"]);
+  assert.ok(sessions.guardFor("a") instanceof Guard);
+  // … and a new session's first body does.
+  sessions.observe(body("b", 0));
+  assert.deepEqual([...sessions.guards.keys()], ["b"]);
+});
