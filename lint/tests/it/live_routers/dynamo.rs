@@ -10,7 +10,7 @@ use std::process::Command;
 use kvlint_fixtures::Served;
 use serde_json::{Value, json};
 
-use super::{calibrated, log_field, model_id, plain_log, workload};
+use super::{calibrated, lists_a_model, log_field, model_id, plain_log, workload};
 use crate::common;
 
 /// `python -m dynamo.MODULE ARGS` from the Dynamo venv, its output into `log`, discovering
@@ -119,13 +119,7 @@ fn dynamo_kv_router_chooses_what_the_simulation_chooses_where_costs_differ() {
             .count()
     };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-    while registered() < 2
-        || !ureq::get(format!("{url}/v1/models"))
-            .call()
-            .ok()
-            .and_then(|mut answer| answer.body_mut().read_to_string().ok())
-            .is_some_and(|models| models.contains("\"id\""))
-    {
+    while registered() < 2 || !lists_a_model(&url) {
         assert!(
             std::time::Instant::now() < deadline,
             "Dynamo did not come up: see {}",

@@ -229,12 +229,7 @@ fn start(router: &Router, command: &Path, fleet: &Fleet, log: &Path) -> (Served,
         url: format!("http://127.0.0.1:{port}"),
     };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !ureq::get(format!("{}/v1/models", served.url))
-        .call()
-        .ok()
-        .and_then(|mut answer| answer.body_mut().read_to_string().ok())
-        .is_some_and(|models| models.contains("\"id\""))
-    {
+    while !lists_a_model(&served.url) {
         assert!(
             std::time::Instant::now() < deadline,
             "{} did not come up: see {}",
@@ -244,6 +239,15 @@ fn start(router: &Router, command: &Path, fleet: &Fleet, log: &Path) -> (Served,
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
     (served, format!("http://127.0.0.1:{prometheus}/metrics"))
+}
+
+/// Whether the server at `url` answers `/v1/models` with a model: it is up.
+fn lists_a_model(url: &str) -> bool {
+    ureq::get(format!("{url}/v1/models"))
+        .call()
+        .ok()
+        .and_then(|mut answer| answer.body_mut().read_to_string().ok())
+        .is_some_and(|models| models.contains("\"id\""))
 }
 
 /// The id llama-server reports in `/v1/models` (smg routes only to that model).
