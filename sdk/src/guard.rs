@@ -90,6 +90,10 @@ pub enum GuardError {
 #[serde(transparent)]
 pub struct Observation {
     diagnostics: Vec<Diagnostic>,
+    #[serde(skip)]
+    prompt_tokens: usize,
+    #[serde(skip)]
+    reused_tokens: usize,
 }
 
 impl Observation {
@@ -122,6 +126,17 @@ impl Observation {
             .iter()
             .map(|diagnostic| diagnostic.tokens_lost)
             .sum()
+    }
+
+    /// The turn's prompt, in the renderer's tokens.
+    pub fn prompt_tokens(&self) -> usize {
+        self.prompt_tokens
+    }
+
+    /// Leading tokens the turn shares with the turn before it: what a prefix cache can serve
+    /// (0 for a first turn). [`GuardCounters::reused_tokens`] sums them.
+    pub fn reused_tokens(&self) -> usize {
+        self.reused_tokens
     }
 
     pub fn into_vec(self) -> Vec<Diagnostic> {
@@ -302,7 +317,21 @@ impl Guard {
             .replace(ObservedTurn { request, rendered })
             .map(|previous| previous.rendered);
         self.next_turn += 1;
-        Ok(Observation { diagnostics })
+        Ok(Observation {
+            diagnostics,
+            prompt_tokens: diff.prompt_tokens,
+            reused_tokens: diff.reused_tokens,
+        })
+    }
+
+    /// The last turn the guard accepted, as it rendered it: what the next body is checked
+    /// against (`None` before the first, and after [`Guard::reset`]). For a caller that goes on
+    /// from the rendering, such as a cache model's prediction, without rendering it again.
+    pub fn last_accepted(&self) -> Option<RenderedRequest<'_>> {
+        self.previous.as_ref().map(|previous| RenderedRequest {
+            request: &previous.request,
+            rendered: &previous.rendered,
+        })
     }
 
     /// Announces that the next request breaks the prefix on purpose (after

@@ -424,6 +424,6 @@ pub use tool::{Tool, ToolCall, ToolDefinitionError};
 // enough: the renderer and what it is built from, and the findings.
 #[cfg(feature = "guard")]
 pub use kvlint_core::{
-    ChatTemplate, Diagnostic, EngineRequest, InputError, PartPath, Renderer, Severity, Span,
-    Tokenizer, VllmServer,
+    ChatTemplate, Diagnostic, EngineRequest, InputError, PartPath, RenderedRequest, Renderer,
+    Severity, Span, Tokenizer, VllmServer,
 };

@@ -1,5 +1,5 @@
 //! One guard per session, for a client that sends the requests of many sessions: the one
-//! multiplexer the language bindings' guarded clients use, bounded so that a long-running
+//! multiplexer the language bindings' guarded clients and `kvlint proxy` use, bounded so that a long-running
 //! service's memory stays flat.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};

@@ -359,3 +359,44 @@ fn warn_mode_returns_findings_and_records_the_turn() {
         Err(GuardError::Body { turn: 3, .. })
     ));
 }
+
+/// What a caller goes on from (a cache model's prediction, as `kvlint proxy` makes): the last
+/// accepted turn is the renderer's own rendering of its body, a turn's reused tokens are the
+/// prefix its rendering shares with the previous one's, and a refused turn changes neither.
+#[test]
+fn the_guard_hands_on_the_turn_it_accepted_as_the_renderer_renders_it() {
+    let renderer = Renderer::provider();
+    let rendered = |body: &Value| {
+        let request = kvlint_request::request::Request::from_body(body).unwrap();
+        renderer.render(&request).unwrap().tokens
+    };
+    let body = |stamp: &str, turns: usize| {
+        let mut messages = vec![json!({"role": "system", "content": format!("Run {stamp}.")})];
+        for index in 0..turns {
+            if index > 0 {
+                messages.push(json!({"role": "assistant", "content": format!("Answer {index}")}));
+            }
+            messages.push(json!({"role": "user", "content": format!("Question {index}")}));
+        }
+        json!({"messages": messages})
+    };
+    let mut guard = Guard::new(Renderer::provider(), GuardMode::Error);
+    assert!(guard.last_accepted().is_none());
+    let first = body("1", 1);
+    let observed = guard.observe(&first).unwrap();
+    assert_eq!(observed.reused_tokens(), 0);
+    assert_eq!(observed.prompt_tokens(), rendered(&first).len());
+    let second = body("1", 2);
+    let observed = guard.observe(&second).unwrap();
+    let (before, now) = (rendered(&first), rendered(&second));
+    assert_eq!(observed.reused_tokens(), before.common_prefix_len(&now));
+    assert!(observed.reused_tokens() > 0 && observed.reused_tokens() < now.len());
+    let accepted = guard.last_accepted().unwrap();
+    assert_eq!(accepted.rendered.tokens.ids(), now.ids());
+    assert_eq!(accepted.request.body, second);
+    // Refused (its stamp moved): the turn kept is still the second.
+    assert!(guard.observe(&body("2", 3)).is_err());
+    assert_eq!(guard.last_accepted().unwrap().request.body, second);
+    guard.reset();
+    assert!(guard.last_accepted().is_none());
+}

@@ -1,6 +1,9 @@
 //! The analysis beside the forwarding path: each exchange, once its response has ended, is
-//! put into its session, checked against the session's previous request with the pipeline
-//! `kvlint check` runs (`kvlint_rules::check_pair`), counted, and recorded.
+//! put into its session, checked against the session's previous request by the session's
+//! [`kvlint_sdk::Guard`] (the pipeline `kvlint check` runs, `kvlint_rules::check_pair`,
+//! parsing and rendering only what is new, as an application's guarded client does), counted,
+//! and recorded. The sessions are kept by the SDK's [`kvlint_sdk::GuardSessions`], the one
+//! session multiplexer the Python and npm guarded clients use too, which bounds them.
 //!
 //! It also predicts what the upstream serves from cache and classifies a turn that extends its
 //! session's previous prompt but gets less than that prompt made reusable:
@@ -9,12 +12,12 @@
 //!   engine turns them into) and its cache model over what the replica that served the turn
 //!   was sent. A loss is `locality` (another replica served it), `eviction` (the replica's
 //!   cache moved on to other requests), else `unknown`;
-//! - a hosted API (OpenAI, Anthropic): kvlint's rendering and the API's cache model, scaled to
-//!   the prompt tokens the API reported (its tokenizer is not public). A loss is
+//! - a hosted API (OpenAI, Anthropic): the guard's rendering and the API's cache model, scaled
+//!   to the prompt tokens the API reported (its tokenizer is not public). A loss is
 //!   `below_minimum` (a prompt shorter than the API caches), `ttl` (longer since the previous
 //!   turn than the cache keeps a prefix), else `unknown`.
 //!
-//! - [`sessions`]: which session a request belongs to, and forgetting idle ones;
+//! - [`sessions`]: which session a request belongs to, and the sessions kept;
 //! - [`predict`]: what the upstream serves from cache, and what a turn lost;
 //! - [`record`]: the session files written with `--record`.
 
@@ -24,35 +27,27 @@ mod sessions;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashMap;
-use std::fs::File;
-use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::mpsc::Receiver;
-use std::time::Instant;
 
 use kvlint_core::cache::{ReportedUsage, reported_usage};
-use kvlint_core::diff::RenderedRequest;
 use kvlint_core::response::parse_response;
-use kvlint_fleet::cache::ReplicaCache;
 use kvlint_protocol::EngineName;
-use kvlint_render::render::{Rendered, Renderer};
 use kvlint_request::diagnostic::Diagnostic;
-use kvlint_request::locate::Unplaced;
 use kvlint_request::request::Request;
+use kvlint_sdk::{GuardSessions, Observed};
 use rustls::pki_types::CertificateDer;
 use serde_json::Value;
 
 use super::Exchange;
 use super::forward::header;
 use super::metrics::Metrics;
-use predict::{Turn, UpstreamModel};
+use predict::{Predictions, Turn};
+use record::Recorder;
+use sessions::Session;
 
 pub(super) use predict::engine_client;
-
-/// A session's record goes on in a new file (`session-0007.2.jsonl`, …) past this size.
-const RECORD_PART_BYTES: u64 = 256 << 20;
 
 /// How to reach the upstreams for their tokens, and what they are when the user said.
 pub(super) struct EngineProbe {
@@ -79,43 +74,17 @@ pub(super) enum ReplicaSource {
     Metrics(String),
 }
 
-/// One session seen through the proxy.
-struct Session {
-    previous: Option<(Request, Rendered)>,
-    /// When the previous request was received.
-    previous_at: Option<Instant>,
-    /// The previous prompt in the engine's tokens, and the replica that served it (`None`:
-    /// not known).
-    previous_prompt: Option<(predict::CachedPrompt, Option<String>)>,
-    turns: usize,
-    record: Option<BufWriter<File>>,
-    /// Bytes in the record's current file, and which part of the record that file is.
-    record_bytes: u64,
-    record_part: usize,
-    /// When the session was last seen, in exchanges.
-    last_seen: u64,
-}
-
 pub(super) struct Analysis {
-    renderer: Renderer,
-    sessions: Vec<Session>,
-    metrics: Arc<Metrics>,
-    record: Option<PathBuf>,
-    /// `--redact`: the key of this run's placeholders.
-    redact: Option<std::hash::RandomState>,
-    /// Which session each request belongs to; its sessions are `sessions`, index for index.
+    /// The sessions kept, under their index in `grouping` ([`sessions::key`]).
+    sessions: GuardSessions<Session>,
+    /// Which session each request belongs to.
     grouping: kvlint_protocol::grouping::Grouping,
-    engine_probe: EngineProbe,
-    /// Per upstream, set up at its first prompt; `None` inside when it offers no tokens.
-    upstreams: HashMap<Arc<str>, Option<Arc<UpstreamModel>>>,
+    predictions: Predictions,
+    recorder: Recorder,
+    metrics: Arc<Metrics>,
     replica_source: ReplicaSource,
-    /// Per replica (empty: not known), its cache as modelled from the prompts it was sent.
-    replicas: HashMap<String, ReplicaCache>,
-    /// Exchanges analysed so far: the clock of `Session::last_seen`.
+    /// Accepted exchanges analysed so far: each one's request id in the replicas' caches.
     exchanges: u64,
-    /// Sessions whose previous request is kept.
-    live: usize,
-    record_part_bytes: u64,
 }
 
 impl Analysis {
@@ -127,19 +96,13 @@ impl Analysis {
         replica_source: ReplicaSource,
     ) -> Self {
         Self {
-            renderer: Renderer::provider(),
-            sessions: Vec::new(),
-            metrics,
-            record,
-            redact: redact.then(std::hash::RandomState::new),
+            sessions: sessions::kept(),
             grouping: Default::default(),
-            engine_probe,
-            upstreams: HashMap::new(),
+            predictions: Predictions::new(engine_probe, Arc::clone(&metrics)),
+            recorder: Recorder::new(record, redact),
+            metrics,
             replica_source,
-            replicas: HashMap::new(),
             exchanges: 0,
-            live: 0,
-            record_part_bytes: RECORD_PART_BYTES,
         }
     }
 
@@ -147,11 +110,6 @@ impl Analysis {
     pub(super) fn run(mut self, exchanges: Receiver<Exchange>) {
         for exchange in exchanges {
             self.observe(&exchange);
-        }
-        for session in &mut self.sessions {
-            if let Some(record) = session.record.as_mut() {
-                let _ = record.flush();
-            }
         }
     }
 
@@ -164,56 +122,31 @@ impl Analysis {
             return;
         };
         let replica = self.replica(exchange);
-        let Ok(request) = Request::from_body(&body) else {
-            return;
-        };
         let response_text = String::from_utf8_lossy(&exchange.response);
         let response = parse_response(&response_text);
         let usage = response.as_ref().and_then(reported_usage);
-        if let Ok(rendered) = self.renderer.render(&request) {
-            let index = self.session_for(exchange, &body);
-            self.exchanges += 1;
-            self.sessions[index].last_seen = self.exchanges;
-            let accepted = exchange.complete && (200..300).contains(&exchange.status);
-            if accepted && let Some(finding) = self.check(index, &request, &rendered) {
-                self.count_break(exchange, &finding, &rendered, usage);
-            }
-            if accepted && self.engine_probe.predict {
-                let turn = Turn {
-                    exchange,
-                    body: &body,
-                    request: &request,
-                    rendered: &rendered,
-                    response: response.as_ref(),
-                    usage,
-                };
-                match self.upstream_model(&exchange.upstream).as_deref() {
-                    Some(UpstreamModel::SelfHosted {
-                        client,
-                        kind,
-                        engine,
-                        size,
-                    }) => self.predict_engine(
-                        index,
-                        &turn,
-                        (client, *kind, *engine, *size),
-                        replica.clone(),
-                    ),
-                    Some(UpstreamModel::Hosted(model)) => self.predict_hosted(index, &turn, model),
-                    None => {}
-                }
-            }
-            if accepted {
-                self.advance(index, exchange, request, rendered);
-            }
+        let index = self.session_for(exchange, &body);
+        let accepted = exchange.complete && (200..300).contains(&exchange.status);
+        // Recorded when `kvlint check` can read it back: a request kvlint reads.
+        let readable = if accepted {
+            self.check(index, exchange, &body, (response.as_ref(), usage), &replica)
+        } else {
+            self.recorder.is_on() && Request::from_body(&body).is_ok()
+        };
+        if readable && self.recorder.is_on() {
             let served_by = replica.filter(|name| !name.is_empty());
-            self.record(
-                index,
-                &body,
-                (response, &response_text),
-                exchange,
-                served_by,
-            );
+            let key = sessions::key(index);
+            self.make_room(&key);
+            if let Ok(session) = self.sessions.guard_for(&key) {
+                self.recorder.record(
+                    &mut session.record,
+                    index,
+                    &body,
+                    (response, &response_text),
+                    exchange,
+                    served_by,
+                );
+            }
         }
         // Counted last: a scrape that sees the request sees all it changed.
         self.metrics.request(
@@ -221,6 +154,52 @@ impl Analysis {
             usage.and_then(|usage| usage.prompt_tokens),
             usage.map(|usage| usage.cached_tokens),
         );
+    }
+
+    /// Checks an accepted turn with its session's guard, which then holds it as the session's
+    /// previous turn; counts its break and predicts what the upstream served. `false` when the
+    /// guard cannot read the body.
+    fn check(
+        &mut self,
+        index: usize,
+        exchange: &Exchange,
+        body: &Value,
+        (response, usage): (Option<&Value>, Option<ReportedUsage>),
+        replica: &Option<String>,
+    ) -> bool {
+        let key = sessions::key(index);
+        self.make_room(&key);
+        let observation = match self.sessions.observe_as(key.clone(), body.clone(), 0) {
+            Ok(Observed::Checked { body, .. }) => body.outcome.clone(),
+            Ok(Observed::Retry) | Err(_) => return false,
+        };
+        for finding in observation.iter() {
+            self.count_break(exchange, finding, observation.prompt_tokens(), usage);
+        }
+        self.exchanges += 1;
+        let Some(Session {
+            guard, previous, ..
+        }) = self.sessions.guard_mut(&key)
+        else {
+            return true;
+        };
+        let Some(accepted) = guard.last_accepted() else {
+            return true;
+        };
+        let turn = Turn {
+            exchange,
+            session: index,
+            number: guard.counters().turns.saturating_sub(1),
+            id: self.exchanges as usize,
+            body,
+            request: accepted.request,
+            rendered: accepted.rendered,
+            reused_tokens: observation.reused_tokens(),
+            response,
+            usage,
+        };
+        self.predictions.predict(previous, &turn, replica.clone());
+        true
     }
 
     /// The replica that served `exchange`: `None` when it cannot be told.
@@ -234,54 +213,24 @@ impl Analysis {
         }
     }
 
-    /// The finding that names the break when the request does not extend its session's
-    /// previous one.
-    fn check(&self, index: usize, request: &Request, rendered: &Rendered) -> Option<Diagnostic> {
-        let session = &self.sessions[index];
-        let previous = session
-            .previous
-            .as_ref()
-            .map(|(request, rendered)| RenderedRequest { request, rendered });
-        let current = RenderedRequest { request, rendered };
-        kvlint_rules::check_pair(
-            previous,
-            current,
-            session.turns,
-            self.renderer.tokenizer(),
-            &Unplaced,
-        )
-        .1
-    }
-
     /// An application's break: counted by its rule, and the tokens it made the upstream
     /// compute again counted as lost with the rule as the cause, in the upstream's tokens
-    /// (kvlint's count scaled by the prompt the upstream reported: its tokenizer may differ).
+    /// (kvlint's count, out of the `rendered_tokens` of the prompt, scaled by the prompt the
+    /// upstream reported: its tokenizer may differ).
     fn count_break(
         &self,
         exchange: &Exchange,
         finding: &Diagnostic,
-        rendered: &Rendered,
+        rendered_tokens: usize,
         usage: Option<ReportedUsage>,
     ) {
         self.metrics.finding(&exchange.upstream, finding.rule);
         let scale = usage
             .and_then(|usage| usage.prompt_tokens)
             .map_or(1.0, |reported| {
-                reported as f64 / rendered.tokens.len().max(1) as f64
+                reported as f64 / rendered_tokens.max(1) as f64
             });
         let lost = (finding.tokens_lost as f64 * scale).round() as usize;
         self.metrics.lost(&exchange.upstream, finding.rule, lost);
-    }
-
-    /// The request becomes its session's previous one.
-    fn advance(&mut self, index: usize, exchange: &Exchange, request: Request, rendered: Rendered) {
-        let session = &mut self.sessions[index];
-        if session.previous.is_none() {
-            self.live += 1;
-        }
-        session.previous = Some((request, rendered));
-        session.previous_at = Some(exchange.received);
-        session.turns += 1;
-        self.forget_idle();
     }
 }

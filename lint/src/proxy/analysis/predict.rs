@@ -8,11 +8,12 @@
 //! and `prompt_load` in llama.cpp's `tools/server/server-context.cpp`), each holding the tokens
 //! generated for a prompt after it.
 
+use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use kvlint_core::cache::{CacheTurn, Earlier, ReportedUsage, generated_text};
-use kvlint_fleet::cache::Prompt;
+use kvlint_fleet::cache::{Prompt, ReplicaCache};
 use kvlint_fleet::{CacheSize, SimEngine, chain_hash};
 use kvlint_protocol::EngineName;
 use kvlint_render::render::Rendered;
@@ -20,15 +21,16 @@ use kvlint_request::request::{BodyFormat, Request};
 use rustls::pki_types::CertificateDer;
 use serde_json::Value;
 
-use super::Analysis;
+use super::EngineProbe;
 use crate::engine_client::{Client, chat_request, engine_text_tokens, engine_tokens};
 use crate::proxy::Exchange;
+use crate::proxy::metrics::Metrics;
 
 /// How long the analysis waits for an engine's tokens or metrics.
 const ENGINE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What the analysis knows of an upstream.
-pub(super) enum UpstreamModel {
+enum UpstreamModel {
     /// A self-hosted engine: its tokens, and its replicas' caches as `kvlint simulate`
     /// models them.
     SelfHosted {
@@ -41,12 +43,40 @@ pub(super) enum UpstreamModel {
     Hosted(kvlint_core::cache::Engine),
 }
 
-/// One accepted turn, as the predictions read it.
+/// The predictions of what the upstreams serve from cache.
+pub(super) struct Predictions {
+    probe: EngineProbe,
+    /// Per upstream, set up at its first prompt; `None` inside when it offers no tokens.
+    upstreams: HashMap<Arc<str>, Option<Arc<UpstreamModel>>>,
+    /// Per replica (empty: not known), its cache as modelled from the prompts it was sent.
+    replicas: HashMap<String, ReplicaCache>,
+    metrics: Arc<Metrics>,
+}
+
+/// What the predictions keep of a session's previous accepted turn.
+#[derive(Default)]
+pub(super) struct PreviousTurn {
+    /// When it was received.
+    at: Option<Instant>,
+    /// As a hosted API's cache sees it.
+    cache_turn: Option<CacheTurn>,
+    /// In a self-hosted engine's tokens, with the replica that served it (`None`: not known).
+    prompt: Option<(CachedPrompt, Option<String>)>,
+}
+
+/// One accepted turn, as the predictions read it: the guard's parse and rendering of it.
 pub(super) struct Turn<'a> {
     pub(super) exchange: &'a Exchange,
+    /// Its session's index, and which turn of the session it is (from 0).
+    pub(super) session: usize,
+    pub(super) number: usize,
+    /// Which request it is among those analysed.
+    pub(super) id: usize,
     pub(super) body: &'a Value,
     pub(super) request: &'a Request,
     pub(super) rendered: &'a Rendered,
+    /// Leading tokens of `rendered` the session's previous turn shares.
+    pub(super) reused_tokens: usize,
     pub(super) response: Option<&'a Value>,
     pub(super) usage: Option<ReportedUsage>,
 }
@@ -61,7 +91,6 @@ pub(super) struct CachedPrompt {
     tokens: u32,
     output_tokens: u32,
 }
-
 impl CachedPrompt {
     fn new(request: usize, tokens: &[u32], generated: &[u32], block_size: u32) -> Self {
         let size = block_size.max(1) as usize;
@@ -118,19 +147,56 @@ fn reusable_after(engine: SimEngine, previous: &Prompt<'_>, prompt: &CachedPromp
     alone.peek(&prompt.prompt()) as usize
 }
 
-impl Analysis {
+impl Predictions {
+    pub(super) fn new(probe: EngineProbe, metrics: Arc<Metrics>) -> Self {
+        Self {
+            probe,
+            upstreams: HashMap::new(),
+            replicas: HashMap::new(),
+            metrics,
+        }
+    }
+
+    /// Predicts what the upstream served of `turn` and counts what it lost against the
+    /// session's `previous` turn, which `turn` then becomes.
+    pub(super) fn predict(
+        &mut self,
+        previous: &mut PreviousTurn,
+        turn: &Turn<'_>,
+        replica: Option<String>,
+    ) {
+        if !self.probe.predict {
+            return;
+        }
+        match self.upstream_model(&turn.exchange.upstream).as_deref() {
+            Some(UpstreamModel::SelfHosted {
+                client,
+                kind,
+                engine,
+                size,
+            }) => self.predict_engine(previous, turn, (client, *kind, *engine, *size), replica),
+            Some(UpstreamModel::Hosted(model)) => {
+                let current = CacheTurn::new(turn.request, turn.rendered, 0);
+                self.predict_hosted(previous, turn, &current, model);
+                previous.cache_turn = Some(current);
+            }
+            None => {}
+        }
+        previous.at = Some(turn.exchange.received);
+    }
+
     /// What `upstream` is, found once: the kind given, a hosted API by its host, else a
     /// self-hosted engine detected from its endpoints. The engine is asked at `side` (a replica
     /// named with `--replica-metrics`) when given, so that these requests do not pass through
     /// a gateway's balancing.
-    pub(super) fn upstream_model(&mut self, upstream: &Arc<str>) -> Option<Arc<UpstreamModel>> {
+    fn upstream_model(&mut self, upstream: &Arc<str>) -> Option<Arc<UpstreamModel>> {
         if let Some(known) = self.upstreams.get(upstream) {
             return known.clone();
         }
-        let side = self.engine_probe.side.as_deref().unwrap_or(upstream);
-        let client = engine_client(side, &self.engine_probe.authorities);
+        let side = self.probe.side.as_deref().unwrap_or(upstream);
+        let client = engine_client(side, &self.probe.authorities);
         let kind = self
-            .engine_probe
+            .probe
             .kind
             .or_else(|| hosted_kind(upstream))
             .unwrap_or_else(|| client.detect());
@@ -152,9 +218,9 @@ impl Analysis {
     /// A self-hosted engine: predicts the turn's cached tokens from the engine's tokens and
     /// the model of the replica that served it, and counts what the session lost when the
     /// engine served less than the session's previous turn made reusable.
-    pub(super) fn predict_engine(
+    fn predict_engine(
         &mut self,
-        index: usize,
+        previous: &mut PreviousTurn,
         turn: &Turn<'_>,
         (client, kind, engine, size): (&Client, EngineName, SimEngine, CacheSize),
         replica: Option<String>,
@@ -171,17 +237,11 @@ impl Analysis {
             .and_then(generated_text)
             .and_then(|text| engine_text_tokens(client, kind, &text).ok())
             .unwrap_or_default();
-        let prompt = CachedPrompt::new(
-            self.exchanges as usize,
-            &tokens,
-            &generated,
-            engine.block_size(),
-        );
-        let session = &mut self.sessions[index];
+        let prompt = CachedPrompt::new(turn.id, &tokens, &generated, engine.block_size());
         // Not told which replica: modelled as the one the session was on.
         let modelled = replica
             .clone()
-            .or_else(|| session.previous_prompt.as_ref()?.1.clone())
+            .or_else(|| previous.prompt.as_ref()?.1.clone())
             .unwrap_or_default();
         let cache = self
             .replicas
@@ -190,7 +250,7 @@ impl Analysis {
         let predicted = cache.serve(&prompt.prompt()).cached as usize;
         self.metrics.predicted(&turn.exchange.upstream, predicted);
         if let Some(((previous, previous_replica), reported)) =
-            session.previous_prompt.as_ref().zip(turn.usage)
+            previous.prompt.as_ref().zip(turn.usage)
         {
             // What a replica that served the previous turn alone would serve now, with the
             // tokens generated for it and without.
@@ -207,44 +267,40 @@ impl Analysis {
                 self.metrics.lost(&turn.exchange.upstream, cause, lost);
                 eprintln!(
                     "kvlint proxy: session {} turn {}: {lost} prompt tokens computed again ({cause}; replica {}, previous turn on {})",
-                    index + 1,
-                    session.turns,
+                    turn.session + 1,
+                    turn.number,
                     shown(replica.as_deref()),
                     shown(previous_replica.as_deref()),
                 );
             }
         }
-        session.previous_prompt = Some((prompt, replica));
+        previous.prompt = Some((prompt, replica));
     }
 
     /// A hosted API: predicts the turn's cached tokens with the API's cache model over
-    /// kvlint's rendering of this turn and the previous one, in the API's tokens (scaled by
-    /// the prompt tokens it reported), and counts what the session lost when the API served
-    /// clearly less: a prompt under the API's minimum, a prefix older than its TTL, or
-    /// unknown (another machine, an eviction).
-    pub(super) fn predict_hosted(
-        &mut self,
-        index: usize,
+    /// kvlint's rendering of this turn (`current`) and the previous one, in the API's tokens
+    /// (scaled by the prompt tokens it reported), and counts what the session lost when the
+    /// API served clearly less: a prompt under the API's minimum, a prefix older than its
+    /// TTL, or unknown (another machine, an eviction).
+    fn predict_hosted(
+        &self,
+        previous: &PreviousTurn,
         turn: &Turn<'_>,
+        current: &CacheTurn,
         model: &kvlint_core::cache::Engine,
     ) {
-        let session = &self.sessions[index];
-        let current = CacheTurn::new(turn.request, turn.rendered, 0);
-        let Some((previous_request, previous_rendered)) = session.previous.as_ref() else {
+        let Some(earlier_turn) = previous.cache_turn.as_ref() else {
             self.metrics.predicted(&turn.exchange.upstream, 0);
             return;
         };
-        let previous = CacheTurn::new(previous_request, previous_rendered, 0);
-        let common = previous_rendered
-            .tokens
-            .common_prefix_len(&turn.rendered.tokens);
+        let common = turn.reused_tokens;
         let earlier = Earlier {
-            prompt_tokens: previous.prompt_tokens,
+            prompt_tokens: earlier_turn.prompt_tokens,
             common_prompt: common,
             common_sequence: common,
-            written: model.writes(&previous),
+            written: model.writes(earlier_turn),
         };
-        let predicted = model.predict(&current, &[earlier]).cached;
+        let predicted = model.predict(current, &[earlier]).cached;
         // The API's tokenizer is not kvlint's: counts scale by the prompt it reported.
         let rendered_tokens = current.prompt_tokens.max(1) as f64;
         let scale = turn
@@ -257,10 +313,10 @@ impl Analysis {
         let Some(reported) = turn.usage else {
             return;
         };
-        let elapsed = session
-            .previous_at
+        let elapsed = previous
+            .at
             .map(|at| turn.exchange.received.saturating_duration_since(at));
-        let minimum = model.min_cacheable_tokens(&current).unwrap_or(0);
+        let minimum = model.min_cacheable_tokens(current).unwrap_or(0);
         let below_minimum = reported
             .prompt_tokens
             .is_some_and(|prompt| prompt < minimum);
@@ -277,8 +333,8 @@ impl Analysis {
         self.metrics.lost(&turn.exchange.upstream, cause, lost);
         eprintln!(
             "kvlint proxy: session {} turn {}: about {lost} prompt tokens computed again ({cause}{})",
-            index + 1,
-            session.turns,
+            turn.session + 1,
+            turn.number,
             elapsed.map_or(String::new(), |elapsed| format!(
                 "; {} s after the previous turn",
                 elapsed.as_secs()

@@ -3,24 +3,57 @@
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
+use std::path::PathBuf;
 
 use serde_json::{Value, json};
 
-use super::Analysis;
 use crate::proxy::Exchange;
 
-impl Analysis {
-    /// Appends the exchange to its session's file as `{request, response}`, what `kvlint
-    /// check` reads; the request's headers (keys included) are never written.
+/// A session's record goes on in a new file (`session-0007.2.jsonl`, …) past this size.
+const RECORD_PART_BYTES: u64 = 256 << 20;
+
+/// Where and how the sessions are recorded (`--record`, `--redact`).
+pub(super) struct Recorder {
+    folder: Option<PathBuf>,
+    /// `--redact`: the key of this run's placeholders.
+    redact: Option<std::hash::RandomState>,
+    pub(super) part_bytes: u64,
+}
+
+/// One session's record: its current file, the bytes in it, and which part of the record
+/// that file is.
+#[derive(Default)]
+pub(super) struct Record {
+    file: Option<BufWriter<File>>,
+    bytes: u64,
+    part: usize,
+}
+
+impl Recorder {
+    pub(super) fn new(folder: Option<PathBuf>, redact: bool) -> Self {
+        Self {
+            folder,
+            redact: redact.then(std::hash::RandomState::new),
+            part_bytes: RECORD_PART_BYTES,
+        }
+    }
+
+    pub(super) fn is_on(&self) -> bool {
+        self.folder.is_some()
+    }
+
+    /// Appends the exchange to the file of session `index` as `{request, response}`, what
+    /// `kvlint check` reads; the request's headers (keys included) are never written.
     pub(super) fn record(
-        &mut self,
+        &self,
+        record: &mut Record,
         index: usize,
         body: &Value,
         (response, response_text): (Option<Value>, &str),
         exchange: &Exchange,
         replica: Option<String>,
     ) {
-        let Some(folder) = self.record.as_ref() else {
+        let Some(folder) = self.folder.as_ref() else {
             return;
         };
         let response = response.unwrap_or_else(|| Value::String(response_text.to_owned()));
@@ -40,18 +73,16 @@ impl Analysis {
             line["replica"] = json!(replica);
         }
         let line = format!("{line}\n");
-        let session = &mut self.sessions[index];
-        let full = session.record_bytes > 0
-            && session.record_bytes + line.len() as u64 > self.record_part_bytes;
-        if session.record.is_none() || full {
-            session.record_part += 1;
-            session.record_bytes = 0;
-            let name = match session.record_part {
+        let full = record.bytes > 0 && record.bytes + line.len() as u64 > self.part_bytes;
+        if record.file.is_none() || full {
+            record.part += 1;
+            record.bytes = 0;
+            let name = match record.part {
                 1 => format!("session-{:04}.jsonl", index + 1),
                 part => format!("session-{:04}.{part}.jsonl", index + 1),
             };
             let path = folder.join(name);
-            session.record = match File::create(&path) {
+            record.file = match File::create(&path) {
                 Ok(file) => Some(BufWriter::new(file)),
                 Err(error) => {
                     eprintln!(
@@ -62,12 +93,9 @@ impl Analysis {
                 }
             };
         }
-        if let Some(record) = session.record.as_mut() {
-            match record
-                .write_all(line.as_bytes())
-                .and_then(|()| record.flush())
-            {
-                Ok(()) => session.record_bytes += line.len() as u64,
+        if let Some(file) = record.file.as_mut() {
+            match file.write_all(line.as_bytes()).and_then(|()| file.flush()) {
+                Ok(()) => record.bytes += line.len() as u64,
                 Err(error) => eprintln!("kvlint proxy: recording session {}: {error}", index + 1),
             }
         }

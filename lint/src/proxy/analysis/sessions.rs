@@ -1,16 +1,82 @@
-//! Which session a request belongs to (the grouping recordings get too), and forgetting the
-//! sessions idle longest so that memory stays bounded.
+//! Which session a request belongs to (the grouping recordings get too), and the sessions
+//! kept: the SDK's [`GuardSessions`], one guard per session, bounded so that memory stays
+//! flat however many sessions pass.
 
+use kvlint_protocol::key::Carried;
+use kvlint_sdk::{
+    Guard, GuardError, GuardMode, GuardSessions, Observation, Renderer, SessionGuard, SessionLimits,
+};
 use serde_json::Value;
 
-use super::{Analysis, Session};
+use super::Analysis;
+use super::predict::PreviousTurn;
+use super::record::Record;
 use crate::proxy::Exchange;
-use kvlint_protocol::key::Carried;
 
-/// Sessions whose previous request is kept to check the next against; past this many, the
-/// least recently seen is forgotten (its next request starts over), so that memory stays
-/// bounded however many sessions pass.
+/// Sessions kept to check their next request against; past this many, the least recently
+/// used is forgotten (its next request starts over).
 pub(super) const LIVE_SESSIONS: usize = 1024;
+
+/// One session seen through the proxy.
+pub(super) struct Session {
+    /// Its previous accepted request, parsed and rendered: the next is checked against it,
+    /// and parsed and rendered only where it is new.
+    pub(super) guard: Guard,
+    /// What the predictions keep of the previous accepted turn.
+    pub(super) previous: PreviousTurn,
+    /// Its `--record` file.
+    pub(super) record: Record,
+}
+
+impl SessionGuard for Session {
+    type Outcome = Observation;
+    type Error = <Guard as SessionGuard>::Error;
+
+    fn observe(&mut self, body: Value) -> Result<Observation, Self::Error> {
+        SessionGuard::observe(&mut self.guard, body)
+    }
+
+    fn has_breaks(outcome: &Observation) -> bool {
+        <Guard as SessionGuard>::has_breaks(outcome)
+    }
+
+    fn is_break_expected(&self) -> bool {
+        self.guard.is_break_expected()
+    }
+
+    fn expected_breaks(&self) -> usize {
+        self.guard.counters().expected_breaks
+    }
+
+    fn reset(&mut self) {
+        self.guard.reset();
+        self.previous = PreviousTurn::default();
+    }
+}
+
+/// The sessions the proxy keeps: a guard each, in warn mode (the proxy observes, it never
+/// refuses), and only the latest body (the proxy reads none of them back).
+pub(super) fn kept() -> GuardSessions<Session> {
+    let limits = SessionLimits {
+        sessions: LIVE_SESSIONS,
+        bodies: 1,
+    };
+    GuardSessions::per_session(
+        || {
+            Ok::<_, std::sync::Arc<GuardError>>(Session {
+                guard: Guard::new(Renderer::provider(), GuardMode::Warn),
+                previous: PreviousTurn::default(),
+                record: Record::default(),
+            })
+        },
+        limits,
+    )
+}
+
+/// The key session `index` (of the grouping) is kept under.
+pub(super) fn key(index: usize) -> String {
+    index.to_string()
+}
 
 impl Analysis {
     /// The session a request belongs to, as a recording's requests are grouped
@@ -24,42 +90,22 @@ impl Analysis {
             headers: &headers,
             trace_conversation: None,
         };
-        let joined = self.grouping.join(&exchange.path, body, &carried);
-        if joined.started {
-            self.sessions.push(Session {
-                previous: None,
-                previous_at: None,
-                previous_prompt: None,
-                turns: 0,
-                record: None,
-                record_bytes: 0,
-                record_part: 0,
-                last_seen: 0,
-            });
-        }
-        joined.session
+        self.grouping.join(&exchange.path, body, &carried).session
     }
 
-    /// Forgets the least recently seen sessions past [`LIVE_SESSIONS`]: their previous request,
-    /// tokens and open record file.
-    pub(super) fn forget_idle(&mut self) {
-        while self.live > LIVE_SESSIONS {
-            let Some((index, oldest)) = self
-                .sessions
-                .iter_mut()
-                .enumerate()
-                .filter(|(_, session)| session.previous.is_some())
-                .min_by_key(|(_, session)| session.last_seen)
-            else {
-                return;
-            };
-            // Its next request starts a new session: it is no longer a candidate.
+    /// Before session `key` is kept: when as many sessions are kept as allowed, the one the
+    /// sessions drop for it (the least recently used) is forgotten by the grouping too, so
+    /// that its next request starts a new session.
+    pub(super) fn make_room(&mut self, key: &str) {
+        if self.sessions.contains(key) || self.sessions.len() < self.sessions.limits().sessions {
+            return;
+        }
+        if let Some(index) = self
+            .sessions
+            .least_recently_used()
+            .and_then(|oldest| oldest.parse().ok())
+        {
             self.grouping.forget(index);
-            oldest.previous = None;
-            oldest.previous_at = None;
-            oldest.previous_prompt = None;
-            oldest.record = None;
-            self.live -= 1;
         }
     }
 }

@@ -1,9 +1,11 @@
-use std::time::Duration;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use hyper::header::HeaderMap;
 use serde_json::json;
 
-use super::sessions::LIVE_SESSIONS;
+use super::sessions::{LIVE_SESSIONS, key};
 use super::*;
 
 /// An analysis of traffic to a hosted API (no engine to ask for tokens).
@@ -50,14 +52,10 @@ fn memory_stays_bounded_however_many_sessions_pass() {
     for session in 0..sessions {
         analysis.observe(&first_turn(session));
     }
-    assert_eq!(analysis.sessions.len(), sessions);
-    let kept: Vec<usize> = (0..sessions)
-        .filter(|index| analysis.sessions[*index].previous.is_some())
-        .collect();
     // The most recent ones are kept, the oldest forgotten.
-    assert_eq!(kept.len(), LIVE_SESSIONS);
-    assert_eq!(kept[0], 100);
-    assert_eq!(analysis.live, LIVE_SESSIONS);
+    assert_eq!(analysis.sessions.len(), LIVE_SESSIONS);
+    assert!(!analysis.sessions.contains(&key(99)));
+    assert_eq!(analysis.sessions.least_recently_used(), Some("100"));
     // A request looks among the sessions still kept only: the next turn of a forgotten
     // session starts a new one, a kept session's joins it.
     let next_turn = |session: usize| {
@@ -69,12 +67,18 @@ fn memory_stays_bounded_however_many_sessions_pass() {
         exchange.request = body.to_string().into();
         exchange
     };
+    let turns = |analysis: &Analysis, index: usize| {
+        let session = analysis.sessions.guard(&key(index)).unwrap();
+        session.guard.counters().turns
+    };
     analysis.observe(&next_turn(0));
-    assert_eq!(analysis.sessions.len(), sessions + 1);
+    assert_eq!(turns(&analysis, sessions), 1);
     // (That new session made the oldest kept one, 100, forgotten in turn.)
+    assert!(!analysis.sessions.contains(&key(100)));
     analysis.observe(&next_turn(sessions - 1));
-    assert_eq!(analysis.sessions.len(), sessions + 1);
-    assert_eq!(analysis.sessions[sessions - 1].turns, 2);
+    assert!(!analysis.sessions.contains(&key(sessions + 1)));
+    assert_eq!(turns(&analysis, sessions - 1), 2);
+    assert_eq!(analysis.sessions.len(), LIVE_SESSIONS);
 }
 
 #[test]
@@ -82,7 +86,7 @@ fn a_long_record_goes_on_in_numbered_parts() {
     let folder = std::env::temp_dir().join(format!("kvlint-proxy-parts-{}", std::process::id()));
     std::fs::create_dir_all(&folder).unwrap();
     let mut analysis = hosted_analysis(Some(folder.clone()));
-    analysis.record_part_bytes = 600;
+    analysis.recorder.part_bytes = 600;
     // One session growing turn by turn: each line is longer than the one before.
     let mut messages = vec![json!({"role": "user", "content": "Fix the test."})];
     for turn in 0..6 {
