@@ -50,6 +50,13 @@ pub const ROUTING_KEY_HEADER: &str = "x-kvlint-routing-key";
 /// key of its `consistent_hashing` policy: requests with the same key go to the same worker.
 pub const SGLANG_ROUTING_KEY_HEADER: &str = "X-SMG-Routing-Key";
 
+/// The header xAI routes a conversation's requests to one server by ("The x-grok-conv-id HTTP
+/// header routes requests with the same conversation ID to the same server. Since cache
+/// entries are stored per-server, this maximizes your cache hit rate.",
+/// <https://docs.x.ai/developers/advanced-api-usage/prompt-caching/maximizing-cache-hits>,
+/// read 2026-12-07): a conversation's id, so a session key.
+pub const XAI_CONVERSATION_HEADER: &str = "x-grok-conv-id";
+
 /// The headers coding agents and serving frameworks name their session in: Claude Code's,
 /// Codex's, OpenCode's, NVIDIA Dynamo's.
 pub const AGENT_SESSION_HEADERS: [&str; 4] = [
@@ -103,11 +110,12 @@ pub enum KeySource {
 }
 
 /// Which session a request belongs to, first source first.
-pub const SESSION_KEY: [KeySource; 11] = [
+pub const SESSION_KEY: [KeySource; 12] = [
     KeySource::Header(AGENT_SESSION_HEADERS[0]),
     KeySource::Header(AGENT_SESSION_HEADERS[1]),
     KeySource::Header(AGENT_SESSION_HEADERS[2]),
     KeySource::Header(AGENT_SESSION_HEADERS[3]),
+    KeySource::Header(XAI_CONVERSATION_HEADER),
     KeySource::TraceConversation,
     KeySource::Body("/metadata/user_id"),
     KeySource::Body("/user"),
@@ -322,6 +330,12 @@ mod tests {
         };
         assert_eq!(claude_code.session_key().as_deref(), Some("cc-1"));
         assert_eq!(claude_code.routing_key().as_deref(), Some("r"));
+        // xAI's conversation id names the session, before the body's user ids.
+        let grok = Carried {
+            headers: &[("X-Grok-Conv-Id", "conv-grok")],
+            ..Carried::body(&body)
+        };
+        assert_eq!(grok.session_key().as_deref(), Some("conv-grok"));
         assert_eq!(carried.routing_key().as_deref(), Some("smg-7"));
         let body_only = Carried::body(&body);
         // A user id before a prefix key for the session; an empty `prompt_cache_key` is

@@ -22,6 +22,7 @@ use kvlint_request::request::Request;
 use rayon::prelude::*;
 
 use crate::rules::JsonReserialized;
+use crate::thinking::replayed_thinking;
 use crate::{RuleInput, TurnPair, diagnose};
 
 /// The fewest turns worth a thread of their own: each range renders one turn more (the one
@@ -293,7 +294,7 @@ fn check_range(
                 renderer,
             );
         }
-        checked.findings.extend(checked_turn.finding);
+        checked.findings.extend(checked_turn.findings);
         checked.turns.push(checked_turn.diff);
         Ok::<_, InputError>(())
     })?;
@@ -308,7 +309,19 @@ pub struct CheckedTurn<'a> {
     /// The turn before's rendering (`None` for a session's first turn).
     pub previous: Option<&'a Rendered>,
     pub diff: TurnDiff,
-    pub finding: Option<Diagnostic>,
+    /// The pair's findings ([`check_pair`]).
+    pub findings: Vec<Diagnostic>,
+}
+
+impl CheckedTurn<'_> {
+    /// The finding that names the turn's cache break, when it does not extend the turn
+    /// before (the first of the pair's findings: every broken pair is named).
+    pub fn cache_break(&self) -> Option<&Diagnostic> {
+        self.diff
+            .first_divergence
+            .as_ref()
+            .and(self.findings.first())
+    }
 }
 
 /// The pipeline's turn loop: renders the turns of `range` in order, each reusing the
@@ -351,14 +364,14 @@ pub fn visit_turns<E: From<InputError>>(
             request: &turn.request,
             rendered: &rendered,
         };
-        let (diff, finding) =
+        let (diff, findings) =
             check_pair(previous_side, current, index, renderer.tokenizer(), session);
         visit(CheckedTurn {
             turn: &turn,
             rendered: &rendered,
             previous: hint.map(|(_, rendered)| rendered),
             diff,
-            finding,
+            findings,
         })?;
         spare = previous
             .replace((turn, rendered))
@@ -368,30 +381,41 @@ pub fn visit_turns<E: From<InputError>>(
 }
 
 /// Checks one request against the one before it (`None` for a first turn): the turn diff, and
-/// the finding that names the break when the later request does not extend the earlier.
-/// `locator` places the finding in the file the requests came from.
+/// the findings of the pair: the one that names the break when the later request does not
+/// extend the earlier, then the prefix check of the thinking blocks it sends back when they
+/// fail it. `locator` places the findings in the file the requests came from.
 pub fn check_pair(
     previous: Option<RenderedRequest<'_>>,
     current: RenderedRequest<'_>,
     index: usize,
     tokenizer: &Tokenizer,
     locator: &dyn Locator,
-) -> (TurnDiff, Option<Diagnostic>) {
+) -> (TurnDiff, Vec<Diagnostic>) {
     let diff = diff_turns(previous, current, index, tokenizer, locator);
-    let finding =
-        previous
-            .zip(diff.first_divergence.as_ref())
-            .and_then(|(previous, divergence)| {
-                diagnose(&RuleInput::TurnPair(&TurnPair {
-                    index,
-                    previous: previous.request,
-                    current: current.request,
-                    previous_rendered: previous.rendered,
-                    current_rendered: current.rendered,
-                    divergence,
-                }))
-            });
-    (diff, finding)
+    let Some(previous) = previous else {
+        return (diff, Vec::new());
+    };
+    let broken = diff.first_divergence.as_ref().and_then(|divergence| {
+        diagnose(&RuleInput::TurnPair(&TurnPair {
+            index,
+            previous: previous.request,
+            current: current.request,
+            previous_rendered: previous.rendered,
+            current_rendered: current.rendered,
+            divergence,
+        }))
+    });
+    let thinking = replayed_thinking(previous.request, current.request, current.rendered, index)
+        .and_then(|issue| {
+            let span = locator
+                .locate(index, &issue.block, 0)
+                .map(|start| locator.span(start, start + 1));
+            diagnose(&RuleInput::Thinking {
+                issue: &issue,
+                span,
+            })
+        });
+    (diff, broken.into_iter().chain(thinking).collect())
 }
 
 #[cfg(test)]

@@ -9,8 +9,9 @@
 //! its messages, and its fixtures in `fixtures/rules/<name>/`. A rule looks at a
 //! [`RuleInput`]: a [`TurnPair`] (two consecutive turns where the later one does not extend
 //! the earlier), a break the chat-template check found, a volatile variable of an
-//! application prompt template, an audited cache breakpoint, recorded usage, or what a whole
-//! session shows a hosted API's cache. [`diagnose`] asks the rules
+//! application prompt template, an audited cache breakpoint, recorded usage, what a whole
+//! session shows a hosted API's cache, or the thinking blocks a request sends back that fail
+//! Anthropic's prefix check ([`thinking`]). [`diagnose`] asks the rules
 //! in [`RULES`] order, most specific first; `prefix-edit` takes whatever pair no other rule
 //! names. For pairs, severity follows cost, not the rule: a break that makes the engine
 //! recompute content the earlier turn had cached is an error; a dropped per-turn tail is
@@ -44,6 +45,7 @@ use kvlint_request::path::PartPath;
 mod check;
 mod pair;
 mod rules;
+pub mod thinking;
 pub mod volatile;
 
 pub use check::{
@@ -114,6 +116,12 @@ pub enum RuleInput<'a> {
     /// What only a whole session shows a hosted API's cache, with the place of its first body.
     Session {
         issue: &'a SessionIssue,
+        span: Option<Span>,
+    },
+    /// Thinking blocks a request sends back that fail Anthropic's prefix check, with the
+    /// place of the first failing block.
+    Thinking {
+        issue: &'a thinking::ThinkingIssue,
         span: Option<Span>,
     },
 }
@@ -283,6 +291,13 @@ fn diagnostic(meta: &RuleMeta, finding: Finding, input: &RuleInput<'_>) -> Diagn
         RuleInput::Session { span, .. } => {
             (0, PartPath::root(), span, String::new(), String::new())
         }
+        RuleInput::Thinking { issue, span } => (
+            issue.turn,
+            issue.block.clone(),
+            span,
+            String::new(),
+            String::new(),
+        ),
     };
     Diagnostic {
         rule: meta.name,

@@ -287,14 +287,13 @@ impl Guard {
             request: &request,
             rendered: &rendered,
         };
-        let (diff, finding) = kvlint_rules::check_pair(
+        let (diff, diagnostics) = kvlint_rules::check_pair(
             previous,
             current,
             index,
             self.renderer.tokenizer(),
             &Unplaced,
         );
-        let diagnostics: Vec<Diagnostic> = finding.into_iter().collect();
         let breaks = diagnostics
             .iter()
             .any(|diagnostic| diagnostic.severity == Severity::Error);

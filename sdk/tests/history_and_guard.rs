@@ -400,3 +400,45 @@ fn the_guard_hands_on_the_turn_it_accepted_as_the_renderer_renders_it() {
     guard.reset();
     assert!(guard.last_accepted().is_none());
 }
+
+/// A body that sends thinking blocks back to a model that checks their prefix, after the
+/// system prompt changed: the API would refuse it with a 400, so the guard in error mode
+/// refuses it before it is sent, naming the first failing block.
+#[test]
+fn the_guard_refuses_a_body_whose_thinking_blocks_fail_the_prefix_check() {
+    let body = |system: &str, turns: usize| {
+        let mut messages = vec![json!({"role": "user", "content": "Fix the failing test."})];
+        for turn in 0..turns {
+            messages.push(json!({"role": "assistant", "content": [
+                {"type": "thinking", "thinking": format!("Step {turn}: read the test first."),
+                 "signature": format!("EqSig{turn}")},
+                {"type": "tool_use", "id": format!("toolu_{turn}"), "name": "read_file",
+                 "input": {"path": "tests/test_pricing.py"}}]}));
+            messages.push(json!({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": format!("toolu_{turn}"), "content": "ok"}]}));
+        }
+        json!({"model": "claude-opus-5-5", "max_tokens": 1024,
+               "thinking": {"type": "enabled", "budget_tokens": 1024},
+               "system": system, "messages": messages})
+    };
+    let mut guard = Guard::new(Renderer::provider(), GuardMode::Error);
+    guard.observe(&body("You are a coding agent.", 1)).unwrap();
+    // Appending a turn keeps every block's prefix.
+    guard.observe(&body("You are a coding agent.", 2)).unwrap();
+    let refused = guard.observe(&body("You are a careful coding agent.", 3));
+    let Err(GuardError::Breaks { diagnostics, .. }) = refused else {
+        panic!("not refused: {refused:?}");
+    };
+    let thinking = diagnostics
+        .iter()
+        .find(|diagnostic| diagnostic.rule == "thinking-prefix-check")
+        .unwrap();
+    assert_eq!(thinking.severity, Severity::Error);
+    assert_eq!(thinking.part.to_string(), "messages[1].content[0]");
+    assert!(thinking.message.contains("400"), "{}", thinking.message);
+    assert!(
+        thinking.help.contains("role: \"system\""),
+        "{}",
+        thinking.help
+    );
+}

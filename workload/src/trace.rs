@@ -93,7 +93,7 @@ pub(crate) fn trace_session(
                     prompt: &prompt,
                     generated: &generated,
                 },
-                finding: checked.finding.map(|finding| finding.rule),
+                finding: checked.cache_break().map(|finding| finding.rule),
             },
         );
         previous_generated = generated;

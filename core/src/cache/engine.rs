@@ -173,7 +173,10 @@ impl Engine {
     /// How long a hosted API keeps a prefix after its last use, as `request` asks it to:
     /// Anthropic's `cache_control` `ttl` (`5m` by default, `1h`), OpenAI's
     /// `prompt_cache_options.ttl` (`30m`, `12h`) or `prompt_cache_retention: "24h"`, else its
-    /// in-memory retention ("typically cleared after 5–10 min idle": the shorter bound).
+    /// default: 30 minutes on the models with cache breakpoints (GPT-5.6 and later: "The `ttl`
+    /// defaults to `30m`", OpenAI's API reference for `prompt_cache_options`; the GPT-6.2 Sol
+    /// page prices a write "for 30 minutes of retention", read 2026-12-07), the in-memory
+    /// retention before them ("typically cleared after 5–10 min idle": the shorter bound).
     /// `None` for self-hosted engines (no expiry: they evict) and APIs that do not say.
     pub fn cache_ttl(&self, request: &Request) -> Option<Duration> {
         const FIVE_MINUTES: Duration = Duration::from_secs(5 * 60);
@@ -186,13 +189,21 @@ impl Engine {
                     .max()
                     .unwrap_or(FIVE_MINUTES),
             ),
-            Self::OpenAi { .. } => {
+            Self::OpenAi { model } => {
                 let asked = body
                     .pointer("/prompt_cache_options/ttl")
                     .or_else(|| body.get("prompt_cache_retention"))
                     .and_then(Value::as_str)
                     .and_then(parse_ttl);
-                Some(asked.unwrap_or(FIVE_MINUTES))
+                let named = model
+                    .as_deref()
+                    .or_else(|| body.get("model").and_then(Value::as_str))
+                    .unwrap_or_default();
+                let default = match MODELS.lookup("openai", named) {
+                    Some(figures) if figures.breakpoints => Duration::from_secs(30 * 60),
+                    _ => FIVE_MINUTES,
+                };
+                Some(asked.unwrap_or(default))
             }
             _ => None,
         }
@@ -391,6 +402,10 @@ mod tests {
         let half_hour = serde_json::json!({"model": "m", "prompt_cache_options": {"mode": "implicit", "ttl": "30m"},
             "messages": [{"role": "user", "content": "Hi"}]});
         assert_eq!(openai.cache_ttl(&request(half_hour)), minutes(30));
+        // GPT-5.6 and later keep a prefix 30 minutes unless asked otherwise.
+        let newer = serde_json::json!({"model": "gpt-6.2-sol",
+            "messages": [{"role": "user", "content": "Hi"}]});
+        assert_eq!(openai.cache_ttl(&request(newer)), minutes(30));
         assert_eq!(
             Engine::LlamaCpp { cache_reuse: 0 }.cache_ttl(&request(plain)),
             None

@@ -20,7 +20,18 @@ pub struct ModelFigures {
     pub cache_write: f64,
     #[serde(default)]
     pub breakpoints: bool,
+    /// The provider's page the figures are read from (a third party's only where no provider
+    /// page has them: then not `verified`).
     pub source: String,
+    /// A short quote, or the figures as `source` prints them.
+    pub quote: String,
+    /// When `source` was read (`YYYY-MM-DD`).
+    pub checked: String,
+    /// Where sources disagree or a figure is assumed: who says what, and which value the row
+    /// uses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disagreement: Option<String>,
+    /// Every figure was seen on the provider's own page and still applies on `checked`.
     pub verified: bool,
 }
 
@@ -79,5 +90,34 @@ mod tests {
             .lookup("anthropic", "claude-sonnet-4-5-20250929")
             .map(|row| row.name.as_str());
         assert_eq!(sonnet, Some("claude-sonnet-4-5"));
+        let fable = MODELS
+            .lookup("anthropic", "claude-fable-5-2-20261109")
+            .map(|row| row.name.as_str());
+        assert_eq!(fable, Some("claude-fable-5-2"));
+    }
+
+    /// A figure without its source is a guess: every row names the page, quotes it and says
+    /// when it was read.
+    #[test]
+    fn every_row_carries_its_source_a_quote_and_the_date_it_was_checked() {
+        let date = |text: &str| {
+            let bytes = text.as_bytes();
+            bytes.len() == 10
+                && bytes.iter().enumerate().all(|(index, byte)| match index {
+                    4 | 7 => *byte == b'-',
+                    _ => byte.is_ascii_digit(),
+                })
+        };
+        for row in &MODELS.models {
+            let name = format!("{} {:?}", row.provider, row.name);
+            assert!(row.source.starts_with("https://"), "{name}: source");
+            assert!(!row.quote.trim().is_empty(), "{name}: quote");
+            assert!(date(&row.checked), "{name}: checked {:?}", row.checked);
+            assert!(
+                row.checked.as_str() <= MODELS.as_of.as_str(),
+                "{name}: checked after the table's date"
+            );
+        }
+        assert!(date(&MODELS.as_of));
     }
 }

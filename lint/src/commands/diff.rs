@@ -7,9 +7,11 @@ use kvlint_core::diff::RenderedRequest;
 use kvlint_core::session::{SessionFile, Turn};
 use kvlint_protocol::EngineName;
 use kvlint_render::render::{Rendered, Renderer};
+use kvlint_request::diagnostic::Diagnostic;
 use kvlint_request::error::InputError;
 use kvlint_request::locate::{LineColumn, Locator};
 use kvlint_request::path::PartPath;
+use kvlint_rules::ThinkingPrefixCheck;
 use similar::TextDiff;
 
 use super::{Outcome, current_config};
@@ -41,7 +43,7 @@ pub fn run(mut args: Args, terminal: Terminal) -> miette::Result<Outcome> {
         &Output::Diff(&result),
         terminal,
         false,
-        super::has_errors(&result.finding),
+        super::has_errors(result.finding.iter().chain(&result.thinking)),
     )
 }
 
@@ -86,7 +88,7 @@ pub fn diff(
             rendered,
         }
     }
-    let (turn_diff, finding) = kvlint_rules::check_pair(
+    let (turn_diff, findings) = kvlint_rules::check_pair(
         Some(side(&previous_turn, &previous_rendered)),
         side(&current_turn, &current_rendered),
         1,
@@ -103,6 +105,9 @@ pub fn diff(
         format: turn.request.format.name().to_owned(),
         prompt_tokens: rendered.tokens.len(),
     };
+    let (thinking, finding): (Vec<Diagnostic>, Vec<Diagnostic>) = findings
+        .into_iter()
+        .partition(|finding| finding.rule == ThinkingPrefixCheck::META.name);
     let result = RequestDiff {
         version: REPORT_VERSION,
         previous: report_side(&previous, &previous_turn, &previous_rendered),
@@ -110,7 +115,8 @@ pub fn diff(
         renderer: renderer.name(),
         reused_tokens: turn_diff.reused_tokens,
         first_divergence: turn_diff.first_divergence,
-        finding,
+        finding: finding.into_iter().next(),
+        thinking: thinking.into_iter().next(),
         rendered_diff,
         current_source: Arc::clone(&current.text),
     };

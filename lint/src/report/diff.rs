@@ -14,7 +14,13 @@ pub struct RequestDiff {
     pub renderer: String,
     pub reused_tokens: usize,
     pub first_divergence: Option<kvlint_core::diff::Divergence>,
+    /// The cache break: the finding that names why the later request does not extend the
+    /// earlier.
     pub finding: Option<Diagnostic>,
+    /// The thinking blocks the later request sends back, when they fail the API's prefix
+    /// check (`thinking-prefix-check`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thinking: Option<Diagnostic>,
     /// A unified diff of the two rendered prompts.
     pub rendered_diff: String,
     /// The later request's file, which the finding points into.

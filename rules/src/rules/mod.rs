@@ -28,6 +28,7 @@ register_rules! {
     volatile_id::VolatileId,
     volatile_counter::VolatileCounter,
     history_rewrite::HistoryRewrite,
+    thinking_prefix_check::ThinkingPrefixCheck,
     prefix_edit::PrefixEdit,
     cache_breakpoint::CacheBreakpoint,
     reported_usage::ReportedUsage,

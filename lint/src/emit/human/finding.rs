@@ -146,18 +146,22 @@ impl miette::Diagnostic for FindingReport<'_> {
     fn labels(&self) -> Option<Box<dyn Iterator<Item = LabeledSpan> + '_>> {
         let span = self.finding.span?;
         let source = self.source.as_ref()?;
-        let label =
-            if self.finding.previous_window.is_empty() && self.finding.current_window.is_empty() {
-                format!("{} tokens after this are lost", self.finding.tokens_lost)
-            } else if self.finding.tokens_lost == 0 {
-                // A template's finding: its prompts are not tokenized.
-                format!("the prompt of turn {} changes here", self.finding.turn)
-            } else {
-                format!(
-                    "turn {} diverges here: {} tokens lost",
-                    self.finding.turn, self.finding.tokens_lost
-                )
-            };
+        let no_windows =
+            self.finding.previous_window.is_empty() && self.finding.current_window.is_empty();
+        let label = if no_windows && self.finding.tokens_lost == 0 {
+            // Nothing recomputed to count (a refused request, a prompt under the minimum).
+            "here".to_owned()
+        } else if no_windows {
+            format!("{} tokens after this are lost", self.finding.tokens_lost)
+        } else if self.finding.tokens_lost == 0 {
+            // A template's finding: its prompts are not tokenized.
+            format!("the prompt of turn {} changes here", self.finding.turn)
+        } else {
+            format!(
+                "turn {} diverges here: {} tokens lost",
+                self.finding.turn, self.finding.tokens_lost
+            )
+        };
         Some(Box::new(std::iter::once(
             LabeledSpan::new_primary_with_span(Some(label), source.clip(span.offset, span.len)),
         )))

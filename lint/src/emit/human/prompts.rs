@@ -22,13 +22,22 @@ pub fn render_diff(diff: &RequestDiff, terminal: Terminal) -> String {
         diff.current.prompt_tokens,
         diff.reused_tokens,
     );
+    let handler = handler(terminal);
     match &diff.finding {
         Some(finding) => {
-            let handler = handler(terminal);
             render_finding(&mut out, &handler, &diff.current.path, &diff.current_source, finding);
             out.push_str(&printable(&diff.rendered_diff));
         }
         None => out.push_str("the second request extends the first: its whole prompt is a cache hit up to the new content\n"),
+    }
+    if let Some(thinking) = &diff.thinking {
+        render_finding(
+            &mut out,
+            &handler,
+            &diff.current.path,
+            &diff.current_source,
+            thinking,
+        );
     }
     out
 }
