@@ -76,6 +76,9 @@ enum Command {
     Schema,
     /// Print a rule's documentation, or list all rules.
     Rule(commands::rule::Args),
+    /// Print the hosted APIs' caching figures (minimum cacheable prompt, prices, cache
+    /// breakpoints), each with the page it was read from, a quote and the date.
+    Models(commands::models::Args),
 }
 
 /// Runs the command line `args` (the first is the program's name) and returns its exit code:
@@ -147,6 +150,7 @@ fn run_command(cli: Cli) -> miette::Result<Outcome> {
         Command::Probe(args) => commands::probe::run(args, terminal()),
         Command::Proxy(args) => commands::proxy::run(args),
         Command::Rule(args) => commands::rule::run(args),
+        Command::Models(args) => commands::models::run(args),
         #[cfg(feature = "recordings")]
         Command::Import(args) => commands::import::run(args, terminal()),
         Command::Workload(args) => commands::workload::run(args),

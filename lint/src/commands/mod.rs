@@ -5,6 +5,7 @@ pub mod check;
 pub mod diff;
 #[cfg(feature = "recordings")]
 pub mod import;
+pub mod models;
 pub mod probe;
 pub mod proxy;
 pub mod render;

@@ -152,6 +152,41 @@ fn rule_prints_its_docs() {
     assert_eq!(listing.stdout.lines().count(), kvlint_rules_count());
 }
 
+/// The figures kvlint prices with, each with the page it was read from: a dated model id
+/// finds its row, and the JSON holds every row's source, quote and date.
+#[test]
+fn models_prints_each_row_with_its_source() {
+    let run = kvlint(&["models", "claude-opus-5-5-20260922"]);
+    assert_eq!(run.code, 0, "{}", run.stdout);
+    assert!(
+        run.stdout
+            .contains("anthropic claude-opus-5-5: caches from 512 tokens"),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("source: https://"), "{}", run.stdout);
+    let json = kvlint(&["models", "--provider", "openai", "--format", "json"]);
+    let table: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    let rows = table["models"].as_array().unwrap();
+    assert!(rows.iter().any(|row| row["name"] == "gpt-6.2-sol"));
+    for row in rows {
+        assert_eq!(row["provider"], "openai");
+        for field in ["source", "quote", "checked"] {
+            assert!(
+                row[field].as_str().is_some_and(|text| !text.is_empty()),
+                "{row}"
+            );
+        }
+    }
+    let unknown = kvlint(&["models", "grok-4.6", "--provider", "xai"]);
+    assert_eq!(unknown.code, 2);
+    assert!(
+        unknown.stdout.contains("no row of the model table"),
+        "{}",
+        unknown.stdout
+    );
+}
+
 #[test]
 fn a_template_that_raises_names_the_turn_and_the_rest_is_still_checked() {
     let run = kvlint(&[
