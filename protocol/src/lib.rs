@@ -13,6 +13,8 @@
 //! - [`chain`]: the prefix hash chain over a prompt's blocks and the routing key derived from
 //!   its head, which the SDK sends and `kvlint probe` derives for recorded requests.
 //! - [`common_prefix`]: how far two sequences agree from the start.
+//! - [`openai`]: what the Responses API does differently from GPT-6.2 on (`instructions`
+//!   after `input`, reasoning items dropped after prefix edits).
 //! - [`thinking`]: Anthropic's preserved thinking: which models check a returned thinking
 //!   block's prefix, when it is enforced, and which models read which models' blocks.
 //! - Anthropic's breakpoint rules ([`ANTHROPIC_LOOKBACK_BLOCKS`], [`ANTHROPIC_MAX_BREAKPOINTS`]).
@@ -36,6 +38,7 @@ pub mod engine;
 pub mod format;
 pub mod grouping;
 pub mod key;
+pub mod openai;
 pub mod thinking;
 
 pub use chain::{PrefixChain, PrefixTier, routing_key};

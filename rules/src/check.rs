@@ -21,7 +21,7 @@ use kvlint_request::path::PartPath;
 use kvlint_request::request::Request;
 use rayon::prelude::*;
 
-use crate::rules::JsonReserialized;
+use crate::rules::{InstructionsUncached, JsonReserialized};
 use crate::thinking::replayed_thinking;
 use crate::{RuleInput, TurnPair, diagnose};
 
@@ -382,8 +382,9 @@ pub fn visit_turns<E: From<InputError>>(
 
 /// Checks one request against the one before it (`None` for a first turn): the turn diff, and
 /// the findings of the pair: the one that names the break when the later request does not
-/// extend the earlier, then the prefix check of the thinking blocks it sends back when they
-/// fail it. `locator` places the findings in the file the requests came from.
+/// extend the earlier, the prefix check of the thinking blocks it sends back when they fail
+/// it, and `instructions` its model does not cache (at the session's first such turn).
+/// `locator` places the findings in the file the requests came from.
 pub fn check_pair(
     previous: Option<RenderedRequest<'_>>,
     current: RenderedRequest<'_>,
@@ -392,30 +393,52 @@ pub fn check_pair(
     locator: &dyn Locator,
 ) -> (TurnDiff, Vec<Diagnostic>) {
     let diff = diff_turns(previous, current, index, tokenizer, locator);
-    let Some(previous) = previous else {
-        return (diff, Vec::new());
+    let place = |path: &PartPath| {
+        locator
+            .locate(index, path, 0)
+            .map(|start| locator.span(start, start + 1))
     };
-    let broken = diff.first_divergence.as_ref().and_then(|divergence| {
-        diagnose(&RuleInput::TurnPair(&TurnPair {
-            index,
-            previous: previous.request,
-            current: current.request,
-            previous_rendered: previous.rendered,
-            current_rendered: current.rendered,
-            divergence,
-        }))
-    });
-    let thinking = replayed_thinking(previous.request, current.request, current.rendered, index)
-        .and_then(|issue| {
-            let span = locator
-                .locate(index, &issue.block, 0)
-                .map(|start| locator.span(start, start + 1));
-            diagnose(&RuleInput::Thinking {
-                issue: &issue,
-                span,
-            })
-        });
-    (diff, broken.into_iter().chain(thinking).collect())
+    let mut findings = Vec::new();
+    if let Some(previous) = previous {
+        findings.extend(diff.first_divergence.as_ref().and_then(|divergence| {
+            diagnose(&RuleInput::TurnPair(&TurnPair {
+                index,
+                previous: previous.request,
+                current: current.request,
+                previous_rendered: previous.rendered,
+                current_rendered: current.rendered,
+                divergence,
+            }))
+        }));
+        findings.extend(
+            replayed_thinking(previous.request, current.request, current.rendered, index).and_then(
+                |issue| {
+                    diagnose(&RuleInput::Thinking {
+                        span: place(&issue.block),
+                        issue: &issue,
+                    })
+                },
+            ),
+        );
+    }
+    let model = current
+        .request
+        .body
+        .get("model")
+        .and_then(serde_json::Value::as_str);
+    findings.extend(
+        InstructionsUncached::uncached_tokens(previous.map(|previous| previous.request), current)
+            .zip(model)
+            .and_then(|(tokens, model)| {
+                diagnose(&RuleInput::UncachedInstructions {
+                    turn: index,
+                    model,
+                    tokens,
+                    span: place(&PartPath::root().key("instructions")),
+                })
+            }),
+    );
+    (diff, findings)
 }
 
 #[cfg(test)]

@@ -10,8 +10,8 @@
 //! [`RuleInput`]: a [`TurnPair`] (two consecutive turns where the later one does not extend
 //! the earlier), a break the chat-template check found, a volatile variable of an
 //! application prompt template, an audited cache breakpoint, recorded usage, what a whole
-//! session shows a hosted API's cache, or the thinking blocks a request sends back that fail
-//! Anthropic's prefix check ([`thinking`]). [`diagnose`] asks the rules
+//! session shows a hosted API's cache, the thinking blocks a request sends back that fail
+//! Anthropic's prefix check ([`thinking`]), or instructions a model appends after the input. [`diagnose`] asks the rules
 //! in [`RULES`] order, most specific first; `prefix-edit` takes whatever pair no other rule
 //! names. For pairs, severity follows cost, not the rule: a break that makes the engine
 //! recompute content the earlier turn had cached is an error; a dropped per-turn tail is
@@ -122,6 +122,14 @@ pub enum RuleInput<'a> {
     /// place of the first failing block.
     Thinking {
         issue: &'a thinking::ThinkingIssue,
+        span: Option<Span>,
+    },
+    /// A request whose model appends its `instructions` after the input, uncached (the first
+    /// of its session to do so), with their tokens and place.
+    UncachedInstructions {
+        turn: usize,
+        model: &'a str,
+        tokens: usize,
         span: Option<Span>,
     },
 }
@@ -294,6 +302,13 @@ fn diagnostic(meta: &RuleMeta, finding: Finding, input: &RuleInput<'_>) -> Diagn
         RuleInput::Thinking { issue, span } => (
             issue.turn,
             issue.block.clone(),
+            span,
+            String::new(),
+            String::new(),
+        ),
+        RuleInput::UncachedInstructions { turn, span, .. } => (
+            turn,
+            PartPath::root().key("instructions"),
             span,
             String::new(),
             String::new(),

@@ -44,14 +44,20 @@ impl Conversation {
 
     /// An OpenAI Responses body: `model`, `instructions` (the static blocks), `input` (the
     /// session blocks as a developer message, then history as items), `tools`, and
-    /// `prompt_cache_key`.
+    /// `prompt_cache_key`. From GPT-6.2 on, whose API appends `instructions` after `input`
+    /// where they are never cached, the static blocks lead `input` as a developer message
+    /// instead ([`kvlint_protocol::openai::instructions_after_input`]).
     pub fn to_openai_responses(&self, model: &str) -> Value {
         self.commit();
         let mut body = Map::new();
-        if let Some(instructions) = joined(self.static_blocks.iter()) {
-            body.insert("instructions".into(), Value::String(instructions));
-        }
         let mut input = Vec::new();
+        if let Some(instructions) = joined(self.static_blocks.iter()) {
+            if kvlint_protocol::openai::instructions_after_input(model) {
+                input.push(json!({"role": "developer", "content": instructions}));
+            } else {
+                body.insert("instructions".into(), Value::String(instructions));
+            }
+        }
         if let Some(session) = joined(self.session_blocks.values()) {
             input.push(json!({"role": "developer", "content": session}));
         }

@@ -25,12 +25,17 @@ const INSTRUCTIONS: &str = "You are a coding agent working in the repository `ac
 
 type Adapter = fn(&Conversation) -> Value;
 
-const ADAPTERS: [(&str, Adapter); 3] = [
+const ADAPTERS: [(&str, Adapter); 4] = [
     ("openai-chat", |conversation| {
         conversation.to_openai_chat("gpt-4.1")
     }),
     ("openai-responses", |conversation| {
         conversation.to_openai_responses("gpt-4.1")
+    }),
+    // GPT-6.2 appends `instructions` after the input, uncached: the static blocks must lead
+    // the input instead, or `instructions-uncached` is one finding more.
+    ("openai-responses-gpt-6.2", |conversation| {
+        conversation.to_openai_responses("gpt-6.2-sol")
     }),
     ("anthropic", |conversation| {
         conversation.to_anthropic("claude-sonnet-4-5")

@@ -1,4 +1,5 @@
-//! OpenAI Responses: `instructions`, then `input` as a string or as items. Items with a
+//! OpenAI Responses: `instructions`, then `input` as a string or as items (from GPT-6.2 on,
+//! `input` then `instructions`). Items with a
 //! `role` are messages; the others (function calls and their output, reasoning) become
 //! messages whose role is their `type` (`item` when they have none).
 
@@ -11,22 +12,45 @@ use crate::path::PartPath;
 
 impl PartsBuilder<'_> {
     /// The `instructions` and `input` of a Responses body.
+    /// The `instructions` and `input` of a Responses body, in the order the model lays them
+    /// out: `instructions` first, or after `input` from GPT-6.2 on
+    /// ([`kvlint_protocol::openai::instructions_after_input`]).
     pub(super) fn responses_input(&mut self, body: &Map<String, Value>) -> Result<(), BodyError> {
-        if let Some(instructions) = body.get("instructions").filter(|value| !value.is_null()) {
-            let path = PartPath::root().key("instructions");
-            let text = instructions.as_str().ok_or_else(|| {
+        let instructions = match body.get("instructions").filter(|value| !value.is_null()) {
+            Some(instructions) => Some(instructions.as_str().ok_or_else(|| {
                 BodyError::new(
-                    path.clone(),
+                    PartPath::root().key("instructions"),
                     format!(
                         "`instructions` must be a string, found {}",
                         kind_of(instructions)
                     ),
                 )
-            })?;
-            self.push(path, PartKind::System, text.to_owned(), None);
+            })?),
+            None => None,
+        };
+        let after_input = body
+            .get("model")
+            .and_then(Value::as_str)
+            .is_some_and(kvlint_protocol::openai::instructions_after_input);
+        let push_instructions = |builder: &mut Self| {
+            if let Some(text) = instructions {
+                let path = PartPath::root().key("instructions");
+                builder.push(path, PartKind::System, text.to_owned(), None);
+            }
+        };
+        if !after_input {
+            push_instructions(self);
         }
+        self.responses_items(body.get("input"))?;
+        if after_input {
+            push_instructions(self);
+        }
+        Ok(())
+    }
+
+    fn responses_items(&mut self, input: Option<&Value>) -> Result<(), BodyError> {
         let path = PartPath::root().key("input");
-        match body.get("input") {
+        match input {
             None | Some(Value::Null) => Ok(()),
             Some(Value::String(text)) => {
                 let message = self.open_message(path.clone(), Role::User);

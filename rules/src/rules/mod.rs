@@ -35,6 +35,7 @@ register_rules! {
     no_cache_breakpoint::NoCacheBreakpoint,
     no_cache_routing_key::NoCacheRoutingKey,
     below_cache_minimum::BelowCacheMinimum,
+    instructions_uncached::InstructionsUncached,
     generation_prompt::GenerationPrompt,
     tools_in_system::ToolsInSystem,
 }
