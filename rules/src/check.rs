@@ -160,7 +160,7 @@ fn check(
             renderer.tokenizer().encode_piece(text);
         });
     }
-    let check = |range| check_range(session, range, renderer, engine.is_some());
+    let check = |range| check_range(session, range, renderer, engine);
     let checked: Vec<Result<RangeCheck, InputError>> = match range_count {
         // On this thread: the memory reading the file freed is reused.
         1 => vec![check(0..session.len())],
@@ -201,6 +201,15 @@ fn check(
                 .locate(issue.turn, &issue.block, 0)
                 .map(|start| session.span(start, start + 1));
             findings.extend(diagnose(&RuleInput::Breakpoint {
+                issue: &issue,
+                span,
+            }));
+        }
+        if let Some(issue) = view.audit_idle(engine, &predictions) {
+            let span = session
+                .locate(issue.turn, &PartPath::root(), 0)
+                .map(|start| session.span(start, start + 1));
+            findings.extend(diagnose(&RuleInput::Idle {
                 issue: &issue,
                 span,
             }));
@@ -278,21 +287,22 @@ fn check_range(
     session: &SessionFile,
     range: Range<usize>,
     renderer: &Renderer,
-    with_cache_view: bool,
+    engine: Option<&Engine>,
 ) -> Result<RangeCheck, InputError> {
     let mut checked = RangeCheck {
-        cache_view: with_cache_view.then(|| SessionCacheView::new(renderer)),
+        cache_view: engine.map(|_| SessionCacheView::new(renderer)),
         ..RangeCheck::default()
     };
     visit_turns(session, range, renderer, |checked_turn| {
         let turn = checked_turn.turn;
-        if let Some(view) = &mut checked.cache_view {
+        if let (Some(view), Some(engine)) = (&mut checked.cache_view, engine) {
             view.push(
                 &turn.request,
                 checked_turn.rendered,
                 turn.response.as_ref(),
                 renderer,
             );
+            view.push_time(turn.time, engine.cache_ttl(&turn.request));
         }
         checked.findings.extend(checked_turn.findings);
         checked.turns.push(checked_turn.diff);
@@ -476,10 +486,12 @@ mod tests {
         let reused = |turns: &[TurnDiff]| -> Vec<usize> {
             turns.iter().map(|turn| turn.reused_tokens).collect()
         };
-        let whole = check_range(&session, 0..40, &renderer, true).unwrap();
+        let engine = Engine::Anthropic { model: None };
+        let whole = check_range(&session, 0..40, &renderer, Some(&engine)).unwrap();
         let mut in_ranges = Vec::new();
         for range in balanced_ranges(&session, 3) {
-            in_ranges.extend(check_range(&session, range, &renderer, true).unwrap().turns);
+            let range = check_range(&session, range, &renderer, Some(&engine)).unwrap();
+            in_ranges.extend(range.turns);
         }
         assert_eq!(reused(&whole.turns), reused(&in_ranges));
         assert!(

@@ -35,7 +35,7 @@
 //! assert_eq!((span.line, span.column), (2, 55));
 //! ```
 
-use kvlint_core::cache::{BreakpointIssue, SessionIssue, UsageIssue};
+use kvlint_core::cache::{BreakpointIssue, IdleIssue, SessionIssue, UsageIssue};
 use kvlint_core::prompt_template::VolatilePlacement;
 use kvlint_render::template_check::TemplateBreak;
 use kvlint_request::diagnostic::{Diagnostic, Severity, Span};
@@ -122,6 +122,11 @@ pub enum RuleInput<'a> {
     /// place of the first failing block.
     Thinking {
         issue: &'a thinking::ThinkingIssue,
+        span: Option<Span>,
+    },
+    /// Turns that came after the cache's lifetime, with the place of the first.
+    Idle {
+        issue: &'a IdleIssue,
         span: Option<Span>,
     },
     /// A request whose model appends its `instructions` after the input, uncached (the first
@@ -302,6 +307,13 @@ fn diagnostic(meta: &RuleMeta, finding: Finding, input: &RuleInput<'_>) -> Diagn
         RuleInput::Thinking { issue, span } => (
             issue.turn,
             issue.block.clone(),
+            span,
+            String::new(),
+            String::new(),
+        ),
+        RuleInput::Idle { issue, span } => (
+            issue.turn,
+            PartPath::root(),
             span,
             String::new(),
             String::new(),

@@ -32,7 +32,7 @@ pub use hits::{
     DEEPSEEK_UNIT, OPENAI_INCREMENT, OPENAI_MINIMUM, anthropic_hit, gemini_hit, openai_hit,
 };
 pub use models::{MODELS, ModelFigures, ModelTable};
-pub use prediction::{SessionCacheView, TurnCachePrediction};
+pub use prediction::{IdleIssue, SessionCacheView, TurnCachePrediction};
 pub use reported::{ReportedUsage, UsageIssue, UsageIssueKind, audit_reported, reported_usage};
 pub use session_audit::{SessionIssue, audit_session};
 pub use turn::{CacheTurn, Earlier, Prediction, generated_text};

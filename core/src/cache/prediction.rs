@@ -1,6 +1,8 @@
 //! What an engine serves from cache over a whole session: each turn's tokens kept as a cache
 //! sees them, then every engine's prediction from the same view.
 
+use std::time::Duration;
+
 use kvlint_fleet::cache::llamacpp_reuse;
 use serde_json::Value;
 
@@ -21,6 +23,9 @@ pub struct SessionCacheView {
     generated: Vec<Vec<u32>>,
     /// The usage each recorded response reports.
     reported: Vec<Option<ReportedUsage>>,
+    /// When each turn was sent (seconds since the Unix epoch), and how long the API keeps a
+    /// prefix it read or wrote, as the turn asks ([`Engine::cache_ttl`]), when known.
+    times: Vec<(Option<f64>, Option<Duration>)>,
     /// Whether prompts end with the generation prompt, so that the next turn's rendering of
     /// the answer can continue right where the generated tokens did (engine mode).
     continues_into_answer: bool,
@@ -53,12 +58,63 @@ impl SessionCacheView {
         self.reported.push(response.and_then(reported_usage));
     }
 
+    /// When the turn last added was sent, and how long the API keeps its prefix: what
+    /// [`Self::audit_idle`] reads.
+    pub fn push_time(&mut self, time: Option<f64>, lifetime: Option<Duration>) {
+        self.times
+            .resize(self.tokens.len().saturating_sub(1), (None, None));
+        self.times.push((time, lifetime));
+    }
+
     /// Adds the turns of `later`, a view of the turns that follow this view's.
     pub fn append(&mut self, later: Self) {
+        self.times.resize(self.tokens.len(), (None, None));
         self.tokens.extend(later.tokens);
         self.cache_turns.extend(later.cache_turns);
         self.generated.extend(later.generated);
         self.reported.extend(later.reported);
+        self.times.extend(later.times);
+    }
+
+    /// The turns that came after the cache had let their session's prefix go: sent longer
+    /// after the turn before than the API keeps a prefix, while `predictions` (which know no
+    /// time) have them read it.
+    pub fn audit_idle(
+        &self,
+        engine: &Engine,
+        predictions: &[TurnCachePrediction],
+    ) -> Option<IdleIssue> {
+        engine.provider()?;
+        let mut issue: Option<IdleIssue> = None;
+        let turns = self.times.windows(2).zip(predictions.iter().skip(1));
+        for (index, (pair, prediction)) in turns.enumerate().map(|(at, turn)| (at + 1, turn)) {
+            let [(Some(before), _), (Some(now), Some(lifetime))] = *pair else {
+                continue;
+            };
+            let gap = now - before;
+            let expired = prediction.recorded.cached;
+            if gap <= lifetime.as_secs_f64() || expired == 0 {
+                continue;
+            }
+            // Written again at the write price (the input price without a write fee) instead
+            // of read at the cached one.
+            let dollars = prediction.figures.map(|figures| {
+                let write = figures.cache_write.max(figures.input);
+                expired as f64 * (write - figures.cached_input) / 1_000_000.0
+            });
+            let found = issue.get_or_insert(IdleIssue {
+                turn: index,
+                lifetime,
+                dollars: Some(0.0),
+                ..IdleIssue::default()
+            });
+            found.turns += 1;
+            found.tokens += expired;
+            found.dollars = found.dollars.zip(dollars).map(|(sum, more)| sum + more);
+            found.longest_gap = found.longest_gap.max(gap);
+            found.gaps.push(gap);
+        }
+        issue
     }
 
     /// What `engine` serves from cache for each turn, as recorded and as it would be if every
@@ -180,6 +236,25 @@ impl SessionCacheView {
             .map(|pair| pair[0].common_prefix_len(&pair[1]))
             .collect()
     }
+}
+
+/// Turns of a session that came after the cache's lifetime: the prefix the turn before left
+/// was gone, and written again.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct IdleIssue {
+    /// The first such turn.
+    pub turn: usize,
+    /// How many.
+    pub turns: usize,
+    /// Prompt tokens they would have read from the cache, written again instead.
+    pub tokens: usize,
+    /// What that cost more, in USD, at the model's prices (`None` without them).
+    pub dollars: Option<f64>,
+    /// How long the API kept the prefix (the first such turn's).
+    pub lifetime: Duration,
+    /// Seconds between each such turn and the one before, in turn order.
+    pub gaps: Vec<f64>,
+    pub longest_gap: f64,
 }
 
 /// One turn's predicted cache use.

@@ -36,6 +36,7 @@ register_rules! {
     no_cache_routing_key::NoCacheRoutingKey,
     below_cache_minimum::BelowCacheMinimum,
     instructions_uncached::InstructionsUncached,
+    idle_gap::IdleGap,
     generation_prompt::GenerationPrompt,
     tools_in_system::ToolsInSystem,
 }
