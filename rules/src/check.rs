@@ -22,7 +22,7 @@ use kvlint_request::request::Request;
 use rayon::prelude::*;
 
 use crate::rules::{InstructionsUncached, JsonReserialized};
-use crate::thinking::replayed_thinking;
+use crate::thinking::{Account, replayed_thinking};
 use crate::{RuleInput, TurnPair, diagnose};
 
 /// The fewest turns worth a thread of their own: each range renders one turn more (the one
@@ -61,7 +61,18 @@ pub fn check_session(
     renderer: &Renderer,
     engine: Option<&Engine>,
 ) -> Result<SessionCheck, InputError> {
-    check(session, renderer, engine, Audits::All)
+    check_session_on(session, renderer, engine, Account::Unknown)
+}
+
+/// [`check_session`] on an Anthropic `account` whose creation date is known: the prefix check
+/// of returned thinking blocks (`thinking-prefix-check`) follows it.
+pub fn check_session_on(
+    session: &SessionFile,
+    renderer: &Renderer,
+    engine: Option<&Engine>,
+    account: Account,
+) -> Result<SessionCheck, InputError> {
+    check(session, renderer, engine, Audits::All, account)
 }
 
 /// Checks a session as [`check_session`] does without an engine, and audits the whole session
@@ -72,8 +83,15 @@ pub fn check_session_under_implied_provider(
     session: &SessionFile,
     renderer: &Renderer,
     provider: &Engine,
+    account: Account,
 ) -> Result<SessionCheck, InputError> {
-    check(session, renderer, Some(provider), Audits::SessionOnly)
+    check(
+        session,
+        renderer,
+        Some(provider),
+        Audits::SessionOnly,
+        account,
+    )
 }
 
 /// The hosted API a session was sent to as its input shows it, when neither an engine nor a
@@ -126,7 +144,12 @@ impl ImpliedProvider {
 pub fn check_sent_session(session: &SessionFile) -> Result<SessionCheck, InputError> {
     let renderer = Renderer::provider();
     match ImpliedProvider::of(session) {
-        Some(implied) => check_session_under_implied_provider(session, &renderer, &implied.engine),
+        Some(implied) => check_session_under_implied_provider(
+            session,
+            &renderer,
+            &implied.engine,
+            Account::Unknown,
+        ),
         None => check_session(session, &renderer, None),
     }
 }
@@ -145,6 +168,7 @@ fn check(
     renderer: &Renderer,
     engine: Option<&Engine>,
     audits: Audits,
+    account: Account,
 ) -> Result<SessionCheck, InputError> {
     let range_count = if turns_pay_for_threads(session, renderer) {
         rayon::current_num_threads()
@@ -160,7 +184,7 @@ fn check(
             renderer.tokenizer().encode_piece(text);
         });
     }
-    let check = |range| check_range(session, range, renderer, engine);
+    let check = |range| check_range(session, range, renderer, engine, account);
     let checked: Vec<Result<RangeCheck, InputError>> = match range_count {
         // On this thread: the memory reading the file freed is reused.
         1 => vec![check(0..session.len())],
@@ -288,12 +312,13 @@ fn check_range(
     range: Range<usize>,
     renderer: &Renderer,
     engine: Option<&Engine>,
+    account: Account,
 ) -> Result<RangeCheck, InputError> {
     let mut checked = RangeCheck {
         cache_view: engine.map(|_| SessionCacheView::new(renderer)),
         ..RangeCheck::default()
     };
-    visit_turns(session, range, renderer, |checked_turn| {
+    visit_turns(session, range, renderer, account, |checked_turn| {
         let turn = checked_turn.turn;
         if let (Some(view), Some(engine)) = (&mut checked.cache_view, engine) {
             view.push(
@@ -343,6 +368,7 @@ pub fn visit_turns<E: From<InputError>>(
     session: &SessionFile,
     range: Range<usize>,
     renderer: &Renderer,
+    account: Account,
     mut visit: impl FnMut(CheckedTurn<'_>) -> Result<(), E>,
 ) -> Result<(), E> {
     let render = |index: usize,
@@ -374,8 +400,14 @@ pub fn visit_turns<E: From<InputError>>(
             request: &turn.request,
             rendered: &rendered,
         };
-        let (diff, findings) =
-            check_pair(previous_side, current, index, renderer.tokenizer(), session);
+        let (diff, findings) = check_pair(
+            previous_side,
+            current,
+            index,
+            renderer.tokenizer(),
+            session,
+            account,
+        );
         visit(CheckedTurn {
             turn: &turn,
             rendered: &rendered,
@@ -394,13 +426,15 @@ pub fn visit_turns<E: From<InputError>>(
 /// the findings of the pair: the one that names the break when the later request does not
 /// extend the earlier, the prefix check of the thinking blocks it sends back when they fail
 /// it, and `instructions` its model does not cache (at the session's first such turn).
-/// `locator` places the findings in the file the requests came from.
+/// `locator` places the findings in the file the requests came from; `account` is the
+/// Anthropic account the prefix check runs on.
 pub fn check_pair(
     previous: Option<RenderedRequest<'_>>,
     current: RenderedRequest<'_>,
     index: usize,
     tokenizer: &Tokenizer,
     locator: &dyn Locator,
+    account: Account,
 ) -> (TurnDiff, Vec<Diagnostic>) {
     let diff = diff_turns(previous, current, index, tokenizer, locator);
     let place = |path: &PartPath| {
@@ -421,14 +455,19 @@ pub fn check_pair(
             }))
         }));
         findings.extend(
-            replayed_thinking(previous.request, current.request, current.rendered, index).and_then(
-                |issue| {
-                    diagnose(&RuleInput::Thinking {
-                        span: place(&issue.block),
-                        issue: &issue,
-                    })
-                },
-            ),
+            replayed_thinking(
+                previous.request,
+                current.request,
+                current.rendered,
+                index,
+                account,
+            )
+            .and_then(|issue| {
+                diagnose(&RuleInput::Thinking {
+                    span: place(&issue.block),
+                    issue: &issue,
+                })
+            }),
         );
     }
     let model = current
@@ -487,10 +526,12 @@ mod tests {
             turns.iter().map(|turn| turn.reused_tokens).collect()
         };
         let engine = Engine::Anthropic { model: None };
-        let whole = check_range(&session, 0..40, &renderer, Some(&engine)).unwrap();
+        let whole =
+            check_range(&session, 0..40, &renderer, Some(&engine), Account::Unknown).unwrap();
         let mut in_ranges = Vec::new();
         for range in balanced_ranges(&session, 3) {
-            let range = check_range(&session, range, &renderer, Some(&engine)).unwrap();
+            let range =
+                check_range(&session, range, &renderer, Some(&engine), Account::Unknown).unwrap();
             in_ranges.extend(range.turns);
         }
         assert_eq!(reused(&whole.turns), reused(&in_ranges));

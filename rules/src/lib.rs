@@ -50,7 +50,7 @@ pub mod volatile;
 
 pub use check::{
     CheckedTurn, ImpliedProvider, SessionCheck, check_pair, check_sent_session, check_session,
-    check_session_under_implied_provider, visit_turns,
+    check_session_on, check_session_under_implied_provider, visit_turns,
 };
 pub use pair::TurnPair;
 pub use rules::*;

@@ -65,6 +65,44 @@ pub enum ThinkingOutcome {
     /// The failing blocks are dropped and the request succeeds (`drop_block`, or a block the
     /// model cannot read, dropped without an error).
     Dropped,
+    /// Let through: an account created before the check was on by default, and a request
+    /// that does not ask for it (listed as `thinking_mismatch_allowed`). Newer accounts get a
+    /// 400.
+    Allowed,
+}
+
+/// The Anthropic account a session runs on, as far as kvlint is told (`kvlint.toml`'s
+/// `anthropic-account-created`): its creation date decides whether the prefix check is on by
+/// default ([`kvlint_protocol::thinking::ENFORCED_FOR_ACCOUNTS_FROM`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Account {
+    /// Not told: assumed created on or after that day (the check on), and the finding says so.
+    #[default]
+    Unknown,
+    /// Created before it: the check applies where a request sets the behaviour, and on Fable
+    /// 5.2 and Mythos 5.2.
+    CreatedBefore,
+    /// Created on or after it: the check is on.
+    CreatedOnOrAfter,
+}
+
+impl Account {
+    /// The account created on `date` (`YYYY-MM-DD`); `None` for another form.
+    pub fn created_on(date: &str) -> Option<Self> {
+        let bytes = date.as_bytes();
+        let well_formed = bytes.len() == 10
+            && bytes.iter().enumerate().all(|(index, byte)| match index {
+                4 | 7 => *byte == b'-',
+                _ => byte.is_ascii_digit(),
+            });
+        well_formed.then(|| {
+            if date < kvlint_protocol::thinking::ENFORCED_FOR_ACCOUNTS_FROM {
+                Self::CreatedBefore
+            } else {
+                Self::CreatedOnOrAfter
+            }
+        })
+    }
 }
 
 /// Why the check applies to the request.
@@ -79,6 +117,8 @@ pub enum Enforcement {
     /// [`kvlint_protocol::thinking::ENFORCED_FOR_ACCOUNTS_FROM`], where the check is on by
     /// default (older accounts pass the request unless it sets the behaviour).
     AssumedNewAccount,
+    /// The account was created on or after that day, as configured.
+    NewAccount,
 }
 
 /// A thinking block of a request: where, and what identifies it.
@@ -91,13 +131,14 @@ struct Block<'a> {
 }
 
 /// The prefix check of the thinking blocks `current` sends back, with `previous` the turn
-/// before it; `None` when every block passes, the model does not check, or the request is
-/// not an Anthropic Messages request.
+/// before it, on `account`; `None` when every block passes, the model does not check, or the
+/// request is not an Anthropic Messages request.
 pub fn replayed_thinking(
     previous: &Request,
     current: &Request,
     current_rendered: &Rendered,
     turn: usize,
+    account: Account,
 ) -> Option<ThinkingIssue> {
     if previous.format != BodyFormat::AnthropicMessages
         || current.format != BodyFormat::AnthropicMessages
@@ -122,7 +163,11 @@ pub fn replayed_thinking(
         _ if checking.enforced_on_every_account() => {
             ThinkingOutcome::Refused(Enforcement::EveryAccount)
         }
-        _ => ThinkingOutcome::Refused(Enforcement::AssumedNewAccount),
+        _ => match account {
+            Account::Unknown => ThinkingOutcome::Refused(Enforcement::AssumedNewAccount),
+            Account::CreatedOnOrAfter => ThinkingOutcome::Refused(Enforcement::NewAccount),
+            Account::CreatedBefore => ThinkingOutcome::Allowed,
+        },
     };
     let failing = &blocks[first..];
     let failing_tokens = failing

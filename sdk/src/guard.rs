@@ -9,6 +9,7 @@ use kvlint_request::error::InputError;
 use kvlint_request::locate::Unplaced;
 use kvlint_request::path::PartPath;
 use kvlint_request::request::{Request, SharedParts};
+use kvlint_rules::thinking::Account as AnthropicAccount;
 use serde::Serialize;
 use serde_json::Value;
 use thiserror::Error;
@@ -225,6 +226,7 @@ pub struct Guard {
     break_expected: bool,
     counters: GuardCounters,
     costs_by_rule: BTreeMap<String, usize>,
+    account: AnthropicAccount,
 }
 
 impl Guard {
@@ -239,7 +241,16 @@ impl Guard {
             break_expected: false,
             counters: GuardCounters::default(),
             costs_by_rule: BTreeMap::new(),
+            account: AnthropicAccount::default(),
         }
+    }
+
+    /// The guard on the Anthropic `account` the requests are sent from: whether the API
+    /// refuses a request whose returned thinking blocks fail their prefix check follows its
+    /// creation date (`thinking-prefix-check`). Unset, a new account is assumed.
+    pub fn on_anthropic_account(mut self, account: AnthropicAccount) -> Self {
+        self.account = account;
+        self
     }
 
     /// Checks the next request body of the session against the previous one and returns the
@@ -293,6 +304,7 @@ impl Guard {
             index,
             self.renderer.tokenizer(),
             &Unplaced,
+            self.account,
         );
         let breaks = diagnostics
             .iter()

@@ -416,6 +416,8 @@ pub use fingerprint::{PrefixFingerprint, ROUTING_KEY_HEADER, SGLANG_ROUTING_KEY_
 #[cfg(feature = "guard")]
 pub use guard::{Guard, GuardCounters, GuardError, GuardMode, Observation};
 #[cfg(feature = "guard")]
+pub use kvlint_rules::thinking::Account as AnthropicAccount;
+#[cfg(feature = "guard")]
 pub use render::RenderError;
 pub use sessions::{GuardSessions, Observed, ObservedBody, SessionGuard, SessionLimits};
 pub use tool::{Tool, ToolCall, ToolDefinitionError};

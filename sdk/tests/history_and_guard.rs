@@ -441,4 +441,19 @@ fn the_guard_refuses_a_body_whose_thinking_blocks_fail_the_prefix_check() {
         "{}",
         thinking.help
     );
+    // On an account created before the check was on by default, the API lets it through:
+    // said as info, and the guard does not refuse it for that.
+    let older = kvlint_sdk::AnthropicAccount::created_on("2026-03-02").unwrap();
+    let mut guard = Guard::new(Renderer::provider(), GuardMode::Error).on_anthropic_account(older);
+    guard.observe(&body("You are a coding agent.", 1)).unwrap();
+    guard.observe(&body("You are a coding agent.", 2)).unwrap();
+    let let_through = guard.observe(&body("You are a careful coding agent.", 3));
+    let Err(GuardError::Breaks { diagnostics, .. }) = let_through else {
+        panic!("the system change is still a cache break: {let_through:?}");
+    };
+    let thinking = diagnostics
+        .iter()
+        .find(|diagnostic| diagnostic.rule == "thinking-prefix-check")
+        .unwrap();
+    assert_eq!(thinking.severity, Severity::Info);
 }

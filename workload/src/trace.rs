@@ -61,44 +61,50 @@ pub(crate) fn trace_session(
     let number = builder.open(identity, 0);
     // The tokens generated for the previous turn.
     let mut previous_generated: Vec<u32> = Vec::new();
-    kvlint_rules::visit_turns(session, 0..session.len(), renderer, |checked| {
-        let (turn, tokens) = (checked.turn, &checked.rendered.tokens);
-        let (shared, shared_sequence) = match checked.previous {
-            Some(before) => {
-                let shared = before.tokens.common_prefix_len(tokens);
-                let through_generated =
-                    shared == before.tokens.len() && !previous_generated.is_empty();
-                let sequence = if through_generated {
-                    shared + tokens.common_prefix_from(shared, &previous_generated)
-                } else {
-                    shared
-                };
-                (shared, sequence)
-            }
-            None => (0, 0),
-        };
-        let kept = builder.kept_by_tokens(number, shared);
-        let prompt = tokens_from(tokens, kept * block_size as usize);
-        let generated = generated_ids(turn, renderer);
-        builder.push(
-            number,
-            &NewRequest {
-                time: turn.time,
-                input_tokens: count(tokens.len()),
-                output_tokens: count(output_tokens(turn).unwrap_or(generated.len())),
-                shared_with_previous: count(shared),
-                shared_with_previous_sequence: count(shared_sequence),
-                kept_blocks: kept,
-                blocks: Blocks::Tokens {
-                    prompt: &prompt,
-                    generated: &generated,
+    kvlint_rules::visit_turns(
+        session,
+        0..session.len(),
+        renderer,
+        Default::default(),
+        |checked| {
+            let (turn, tokens) = (checked.turn, &checked.rendered.tokens);
+            let (shared, shared_sequence) = match checked.previous {
+                Some(before) => {
+                    let shared = before.tokens.common_prefix_len(tokens);
+                    let through_generated =
+                        shared == before.tokens.len() && !previous_generated.is_empty();
+                    let sequence = if through_generated {
+                        shared + tokens.common_prefix_from(shared, &previous_generated)
+                    } else {
+                        shared
+                    };
+                    (shared, sequence)
+                }
+                None => (0, 0),
+            };
+            let kept = builder.kept_by_tokens(number, shared);
+            let prompt = tokens_from(tokens, kept * block_size as usize);
+            let generated = generated_ids(turn, renderer);
+            builder.push(
+                number,
+                &NewRequest {
+                    time: turn.time,
+                    input_tokens: count(tokens.len()),
+                    output_tokens: count(output_tokens(turn).unwrap_or(generated.len())),
+                    shared_with_previous: count(shared),
+                    shared_with_previous_sequence: count(shared_sequence),
+                    kept_blocks: kept,
+                    blocks: Blocks::Tokens {
+                        prompt: &prompt,
+                        generated: &generated,
+                    },
+                    finding: checked.cache_break().map(|finding| finding.rule),
                 },
-                finding: checked.cache_break().map(|finding| finding.rule),
-            },
-        );
-        previous_generated = generated;
-        Ok::<_, InputError>(())
-    })?;
+            );
+            previous_generated = generated;
+            Ok::<_, InputError>(())
+        },
+    )?;
     Ok(builder.finish())
 }
 

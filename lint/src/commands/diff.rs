@@ -12,12 +12,14 @@ use kvlint_request::error::InputError;
 use kvlint_request::locate::{LineColumn, Locator};
 use kvlint_request::path::PartPath;
 use kvlint_rules::ThinkingPrefixCheck;
+use kvlint_rules::thinking::Account;
 use similar::TextDiff;
 
 use super::{Outcome, current_config};
 use crate::emit::{self, Output, OutputFormat, OutputKind, Terminal};
 use crate::report::REPORT_VERSION;
 use crate::report::diff::{RequestDiff, RequestSide};
+use crate::workspace::check::anthropic_account;
 use crate::workspace::config::Discovery;
 use crate::workspace::render::RenderArgs;
 
@@ -33,11 +35,13 @@ pub struct Args {
 
 pub fn run(mut args: Args, terminal: Terminal) -> miette::Result<Outcome> {
     emit::supported(OutputKind::Diff, args.format)?;
+    let mut account = Account::Unknown;
     if let Some(defaults) = current_config(&mut Discovery::default())? {
         args.render.apply_defaults(&defaults);
+        account = anthropic_account(&defaults)?;
     }
     let renderer = args.render.renderer(EngineName::Vllm)?;
-    let result = diff(&args.previous, &args.current, &renderer)?;
+    let result = diff(&args.previous, &args.current, &renderer, account)?;
     Outcome::emitted(
         args.format,
         &Output::Diff(&result),
@@ -73,10 +77,13 @@ impl Locator for SingleRequest<'_> {
     }
 }
 
+/// The two requests of `kvlint diff` compared, with the prefix check of returned thinking
+/// blocks on `account`.
 pub fn diff(
     previous_path: &Path,
     current_path: &Path,
     renderer: &Renderer,
+    account: Account,
 ) -> Result<RequestDiff, InputError> {
     let (previous, previous_turn) = single_request(previous_path)?;
     let (current, current_turn) = single_request(current_path)?;
@@ -94,6 +101,7 @@ pub fn diff(
         1,
         renderer.tokenizer(),
         &SingleRequest(&current),
+        account,
     );
     let rendered_diff = TextDiff::from_lines(&previous_rendered.text, &current_rendered.text)
         .unified_diff()

@@ -166,6 +166,8 @@ pub struct Estimate {
 pub struct CacheOptions {
     pub engine: Option<Engine>,
     pub prefill_tokens_per_second: Option<f64>,
+    /// The Anthropic account the prefix check of returned thinking blocks runs on.
+    pub account: kvlint_rules::thinking::Account,
 }
 
 #[derive(Debug, Serialize)]
@@ -347,8 +349,14 @@ impl SessionReport {
                 session,
                 renderer,
                 &implied.engine,
+                options.account,
             )?,
-            None => kvlint_rules::check_session(session, renderer, options.engine.as_ref())?,
+            None => kvlint_rules::check_session_on(
+                session,
+                renderer,
+                options.engine.as_ref(),
+                options.account,
+            )?,
         };
         let session_audit_rules = [
             NoCacheBreakpoint::META.name,

@@ -16,6 +16,7 @@ use kvlint_render::template_check::check_template;
 use kvlint_render::tokenize::Tokenizer;
 use kvlint_request::diagnostic::Diagnostic;
 use kvlint_rules::RuleInput;
+use kvlint_rules::thinking::Account;
 use miette::WrapErr;
 
 use super::config::Config;
@@ -46,7 +47,9 @@ impl Setup {
     ) -> miette::Result<Self> {
         let mut render = render.clone();
         let mut engine = engine.cloned();
+        let mut account = Account::Unknown;
         if let Some(config) = config {
+            account = anthropic_account(config)?;
             render.apply_defaults(config);
             if engine.is_none()
                 && let Some(spec) = &config.options.engine
@@ -63,9 +66,24 @@ impl Setup {
             options: CacheOptions {
                 engine,
                 prefill_tokens_per_second: prefill_tps,
+                account,
             },
         })
     }
+}
+
+/// The Anthropic account `config` says the sessions run on.
+pub(crate) fn anthropic_account(config: &Config) -> miette::Result<Account> {
+    let Some(date) = &config.options.anthropic_account_created else {
+        return Ok(Account::Unknown);
+    };
+    Account::created_on(date).ok_or_else(|| {
+        miette::miette!(
+            help = "write the day the account was created, such as \"2026-05-14\"",
+            "in {}: `anthropic-account-created` must be a date YYYY-MM-DD, found {date:?}",
+            config.path.display()
+        )
+    })
 }
 
 /// Checks one parsed session under its configuration.

@@ -40,6 +40,11 @@ pub struct Options {
     /// Bounds on each render of a chat template, which ends as an input error past them.
     #[serde(default)]
     pub template_limits: TemplateLimitsOptions,
+    /// When the Anthropic account the sessions run on was created (`YYYY-MM-DD`): from
+    /// 2026-08-31 on, the API refuses a request whose returned thinking blocks fail their
+    /// prefix check; older accounts let it through unless the request asks. Unset, a new
+    /// account is assumed and `thinking-prefix-check` says so.
+    pub anthropic_account_created: Option<String>,
 }
 
 /// `[template-limits]`: bounds on each render of a chat template. Unset keys keep the

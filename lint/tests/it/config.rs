@@ -207,3 +207,76 @@ fn each_session_is_checked_with_the_defaults_of_its_own_configuration() {
     assert!(output.contains("checked 1 sessions"), "{output}");
     std::fs::remove_dir_all(&folder).ok();
 }
+
+/// The Anthropic account's creation date decides whether a request whose returned thinking
+/// blocks fail their prefix check is refused: unset, a new account is assumed and said; an
+/// account from before 2026-08-31 lets it through (info); a date in another form is an input
+/// error that names the key.
+#[test]
+fn the_anthropic_account_date_decides_whether_a_thinking_prefix_break_is_refused() {
+    let folder = std::env::temp_dir().join(format!("kvlint-config-account-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&folder);
+    std::fs::create_dir_all(&folder).unwrap();
+    // A reminder added to the first user turn: a history rewrite, and the thinking blocks
+    // after it fail their prefix check (claude-sonnet-5-5, the behaviour not set).
+    let session = kvlint_fixtures::root()
+        .join("rules/thinking-prefix-check/fail/reminder-in-first-turn-drop-block.jsonl");
+    let text = std::fs::read_to_string(session).unwrap().replace(
+        r#", "block_binding": {"prefix_mismatch_behavior": "drop_block"}"#,
+        "",
+    );
+    std::fs::write(folder.join("s.jsonl"), text).unwrap();
+    let thinking_severity = |output: &str| {
+        let report: serde_json::Value = serde_json::from_str(output).unwrap();
+        report["sessions"][0]["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|finding| finding["rule"] == "thinking-prefix-check")
+            .map(|finding| {
+                (
+                    finding["severity"].as_str().unwrap().to_owned(),
+                    finding["message"].as_str().unwrap().to_owned(),
+                )
+            })
+            .unwrap()
+    };
+    let json = ["check", "--format", "json", "s.jsonl"];
+    let (_, output) = kvlint(&folder, &json);
+    let (severity, message) = thinking_severity(&output);
+    assert_eq!(severity, "error");
+    assert!(
+        message.contains("assuming an account created on or after 2026-08-31"),
+        "{message}"
+    );
+    std::fs::write(
+        folder.join("kvlint.toml"),
+        "anthropic-account-created = \"2026-03-02\"\n",
+    )
+    .unwrap();
+    let (_, output) = kvlint(&folder, &json);
+    let (severity, message) = thinking_severity(&output);
+    assert_eq!(severity, "info");
+    assert!(
+        message.contains("refuses it (400) on newer ones"),
+        "{message}"
+    );
+    std::fs::write(
+        folder.join("kvlint.toml"),
+        "anthropic-account-created = \"2026-09-15\"\n",
+    )
+    .unwrap();
+    let (_, output) = kvlint(&folder, &json);
+    let (severity, message) = thinking_severity(&output);
+    assert_eq!(severity, "error");
+    assert!(!message.contains("assuming"), "{message}");
+    std::fs::write(
+        folder.join("kvlint.toml"),
+        "anthropic-account-created = \"March 2026\"\n",
+    )
+    .unwrap();
+    let (code, output) = kvlint(&folder, &["check", "s.jsonl"]);
+    assert_eq!(code, 2, "{output}");
+    assert!(output.contains("anthropic-account-created"), "{output}");
+    std::fs::remove_dir_all(&folder).ok();
+}

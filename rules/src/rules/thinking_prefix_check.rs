@@ -23,7 +23,9 @@ declare_rule! {
     /// The check is enforced by default for accounts created on or after 2026-08-31, on every
     /// account for Fable 5.2 and Mythos 5.2, and on any request that sets
     /// `thinking.block_binding.prefix_mismatch_behavior`. The account's date is not in the
-    /// request: the finding says when it assumed a new account.
+    /// request: set `anthropic-account-created = "YYYY-MM-DD"` in `kvlint.toml`; without it
+    /// the finding says it assumed a new account. On an older account a failing request is
+    /// let through, which the finding says (info), as newer accounts refuse it.
     ///
     /// ## Why is this bad?
     /// On these models a prefix break no longer only costs a cache miss: the request fails
@@ -71,6 +73,9 @@ impl ThinkingPrefixCheck {
                         "; assuming an account created on or after {ENFORCED_FOR_ACCOUNTS_FROM}, where the check is on by default"
                     ),
                     Enforcement::EveryAccount => "; on every account".to_owned(),
+                    Enforcement::NewAccount => format!(
+                        "; on an account created on or after {ENFORCED_FOR_ACCOUNTS_FROM}"
+                    ),
                     Enforcement::Always => String::new(),
                 };
                 Finding::new(
@@ -91,6 +96,14 @@ impl ThinkingPrefixCheck {
                 help(&issue.cause),
             )
             .with_tokens_lost(issue.failing_tokens),
+            ThinkingOutcome::Allowed => Finding::new(
+                Severity::Info,
+                format!(
+                    "{} lets this request through on an account created before {ENFORCED_FOR_ACCOUNTS_FROM}, and refuses it (400) on newer ones: thinking block `{block}`{later} {fail} the prefix check: {why}",
+                    issue.model
+                ),
+                help(&issue.cause),
+            ),
         }
     }
 }
