@@ -22,7 +22,7 @@ use kvlint_request::request::Request;
 use rayon::prelude::*;
 
 use crate::rules::{InstructionsUncached, JsonReserialized};
-use crate::thinking::{Account, replayed_thinking};
+use crate::thinking::{Account, replayed_reasoning, replayed_thinking};
 use crate::{RuleInput, TurnPair, diagnose};
 
 /// The fewest turns worth a thread of their own: each range renders one turn more (the one
@@ -462,6 +462,9 @@ pub fn check_pair(
                 index,
                 account,
             )
+            .or_else(|| {
+                replayed_reasoning(previous.request, current.request, current.rendered, index)
+            })
             .and_then(|issue| {
                 diagnose(&RuleInput::Thinking {
                     span: place(&issue.block),

@@ -18,10 +18,13 @@ use kvlint_request::path::PartPath;
 use kvlint_request::request::Request;
 use serde_json::Value;
 
-/// A request whose returned thinking blocks fail the prefix check.
+/// A request whose returned thinking blocks (Anthropic) or reasoning items (OpenAI) fail the
+/// API's prefix check.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ThinkingIssue {
     pub turn: usize,
+    /// What is sent back: `thinking block` or `reasoning item`.
+    pub item: &'static str,
     /// The first failing block (`messages[3].content[0]`).
     pub block: PartPath,
     pub cause: ThinkingCause,
@@ -55,6 +58,10 @@ pub enum ThinkingCause {
     Tampered,
     /// The block was produced by a model the requested model does not read.
     Unreadable { producer: String },
+    /// OpenAI: the request names an earlier model version than the turn before.
+    Downgrade { from: String },
+    /// OpenAI: the end user (`user`, `safety_identifier`) is another than the turn before's.
+    EndUserChanged,
 }
 
 /// What the API does with the request.
@@ -176,6 +183,7 @@ pub fn replayed_thinking(
         .sum();
     Some(ThinkingIssue {
         turn,
+        item: "thinking block",
         block: block_path(&blocks[first]),
         cause,
         outcome,
@@ -344,6 +352,97 @@ fn out_of_order(
     let resent_to = expected.unwrap_or(0);
     (!resent.is_empty() && resent_to < produced.len())
         .then_some((first_new, ThinkingCause::BlockLeftOut))
+}
+
+/// What OpenAI's Responses API does with the reasoning items `current` sends back, with
+/// `previous` the turn before: from GPT-6.2 on it drops them after a prefix edit (the first
+/// change in `tools`, `text.format` or the input items the turn before sent), on a downgrade
+/// to an earlier model version, and when the end user changes; the request succeeds.
+pub fn replayed_reasoning(
+    previous: &Request,
+    current: &Request,
+    current_rendered: &Rendered,
+    turn: usize,
+) -> Option<ThinkingIssue> {
+    use kvlint_protocol::openai::{drops_reasoning_after_prefix_edits, gpt_version};
+    if previous.format != BodyFormat::OpenAiResponses
+        || current.format != BodyFormat::OpenAiResponses
+    {
+        return None;
+    }
+    let model = current.body.get("model")?.as_str()?;
+    if !drops_reasoning_after_prefix_edits(model) {
+        return None;
+    }
+    let items = |body: &Value| -> Vec<Value> {
+        body.get("input")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let (before, now) = (items(&previous.body), items(&current.body));
+    let reasoning: Vec<usize> = now
+        .iter()
+        .enumerate()
+        .filter(|(_, item)| item.get("type").and_then(Value::as_str) == Some("reasoning"))
+        .map(|(index, _)| index)
+        .collect();
+    let first_reasoning = *reasoning.first()?;
+    let previous_model = previous.body.get("model").and_then(Value::as_str);
+    let end_user = |body: &Value| ["user", "safety_identifier"].map(|key| body.get(key).cloned());
+    let head = |body: &Value| {
+        (
+            body.get("tools").map(without_cache_control),
+            body.pointer("/text/format").cloned(),
+        )
+    };
+    let (from, cause) =
+        if let Some(from) = previous_model.filter(|from| gpt_version(model) < gpt_version(from)) {
+            (
+                first_reasoning,
+                ThinkingCause::Downgrade {
+                    from: from.to_owned(),
+                },
+            )
+        } else if end_user(&previous.body) != end_user(&current.body) {
+            (first_reasoning, ThinkingCause::EndUserChanged)
+        } else if head(&previous.body) != head(&current.body) {
+            let place = if previous.body.get("tools") != current.body.get("tools") {
+                PartPath::root().key("tools")
+            } else {
+                PartPath::root().key("text").key("format")
+            };
+            (first_reasoning, ThinkingCause::Message { place })
+        } else {
+            let edited = before
+                .iter()
+                .zip(&now)
+                .position(|(earlier, item)| {
+                    without_cache_control(earlier) != without_cache_control(item)
+                })
+                .or_else(|| (now.len() < before.len()).then_some(now.len()))?;
+            let place = PartPath::root().key("input").index(edited);
+            let from = reasoning.iter().copied().find(|index| *index > edited)?;
+            (from, ThinkingCause::Message { place })
+        };
+    let dropped: Vec<PartPath> = reasoning
+        .iter()
+        .filter(|index| **index >= from)
+        .map(|index| PartPath::root().key("input").index(*index))
+        .collect();
+    Some(ThinkingIssue {
+        turn,
+        item: "reasoning item",
+        block: dropped.first()?.clone(),
+        cause,
+        outcome: ThinkingOutcome::Dropped,
+        model: model.to_owned(),
+        failing_blocks: dropped.len(),
+        failing_tokens: dropped
+            .iter()
+            .map(|path| tokens_of(current, current_rendered, path))
+            .sum(),
+    })
 }
 
 /// The thinking blocks of a Messages body, in order.

@@ -20,6 +20,11 @@ declare_rule! {
     /// added with `defer_loading`, and thinking blocks removed from the start or the end of
     /// the history are not edits.
     ///
+    /// The same for the reasoning items a Responses request sends back to GPT-6.2 or a later
+    /// model, which the API drops (the request succeeds) after a prefix edit (earlier input
+    /// items, `tools`, `text.format`), a downgrade to an earlier model, or a change of end
+    /// user.
+    ///
     /// The check is enforced by default for accounts created on or after 2026-08-31, on every
     /// account for Fable 5.2 and Mythos 5.2, and on any request that sets
     /// `thinking.block_binding.prefix_mismatch_behavior`. The account's date is not in the
@@ -59,10 +64,11 @@ declare_rule! {
 impl ThinkingPrefixCheck {
     fn finding(issue: &ThinkingIssue) -> Finding {
         let block = &issue.block;
+        let item = issue.item;
         let later = match issue.failing_blocks.saturating_sub(1) {
             0 => String::new(),
-            1 => " and the thinking block after it".to_owned(),
-            count => format!(" and the {count} thinking blocks after it"),
+            1 => format!(" and the {item} after it"),
+            count => format!(" and the {count} {item}s after it"),
         };
         let fail = if issue.failing_blocks > 1 { "fail" } else { "fails" };
         let why = cause_words(&issue.cause);
@@ -81,28 +87,28 @@ impl ThinkingPrefixCheck {
                 Finding::new(
                     Severity::Error,
                     format!(
-                        "{} refuses this request (400): thinking block `{block}`{later} {fail} the prefix check: {why}{assumed}",
+                        "{} refuses this request (400): {item} `{block}`{later} {fail} the prefix check: {why}{assumed}",
                         issue.model
                     ),
-                    help(&issue.cause),
+                    help(issue),
                 )
             }
             ThinkingOutcome::Dropped => Finding::new(
                 Severity::Warning,
                 format!(
-                    "{} drops thinking block `{block}`{later} ({} tokens of earlier reasoning): {why}",
+                    "{} drops {item} `{block}`{later} ({} tokens of earlier reasoning): {why}",
                     issue.model, issue.failing_tokens
                 ),
-                help(&issue.cause),
+                help(issue),
             )
             .with_tokens_lost(issue.failing_tokens),
             ThinkingOutcome::Allowed => Finding::new(
                 Severity::Info,
                 format!(
-                    "{} lets this request through on an account created before {ENFORCED_FOR_ACCOUNTS_FROM}, and refuses it (400) on newer ones: thinking block `{block}`{later} {fail} the prefix check: {why}",
+                    "{} lets this request through on an account created before {ENFORCED_FOR_ACCOUNTS_FROM}, and refuses it (400) on newer ones: {item} `{block}`{later} {fail} the prefix check: {why}",
                     issue.model
                 ),
-                help(&issue.cause),
+                help(issue),
             ),
         }
     }
@@ -130,11 +136,31 @@ fn cause_words(cause: &ThinkingCause) -> String {
         ThinkingCause::Unreadable { producer } => {
             format!("it was produced by {producer}, whose thinking blocks this model does not read (dropped without an error)")
         }
+        ThinkingCause::Downgrade { from } => {
+            format!("the turn before ran on {from}, a later model: a downgrade")
+        }
+        ThinkingCause::EndUserChanged => {
+            "the end user (`user`, `safety_identifier`) is another than the turn before's".to_owned()
+        }
     }
 }
 
 /// The documented fix for each cause.
-fn help(cause: &ThinkingCause) -> String {
+fn help(issue: &ThinkingIssue) -> String {
+    let cause = &issue.cause;
+    if issue.item == "reasoning item" {
+        return match cause {
+            ThinkingCause::Downgrade { .. } => {
+                "keep a conversation on one model; start a new conversation to switch to an earlier one".to_owned()
+            }
+            ThinkingCause::EndUserChanged => {
+                "send the same `user` and `safety_identifier` for every turn of a conversation".to_owned()
+            }
+            _ => {
+                "keep `tools`, `text.format` and the earlier input items exactly as sent; put a turn's new directions in `instructions` (from GPT-6.2 on they do not change the prefix) or the newest message".to_owned()
+            }
+        };
+    }
     let or_drop = format!(
         "; or set `thinking.block_binding.prefix_mismatch_behavior: \"drop_block\"` (beta `{BINDING_CONTROLS_BETA}`) so the request succeeds without the invalid blocks"
     );
@@ -159,6 +185,7 @@ fn help(cause: &ThinkingCause) -> String {
         ThinkingCause::Unreadable { .. } => {
             "keep a session on one model, or leave the other model's thinking blocks out when switching".to_owned()
         }
+        ThinkingCause::Downgrade { .. } | ThinkingCause::EndUserChanged => String::new(),
     }
 }
 
