@@ -55,6 +55,29 @@ static ID: LazyLock<Option<Regex>> = LazyLock::new(|| {
 
 static NUMBER: LazyLock<Option<Regex>> = LazyLock::new(|| Regex::new(r"\d+(?:[.,]\d+)*").ok());
 
+/// A number that a word labels as a count that moves: `budget left: 180863`, `12 steps
+/// remaining`, `attempt 3`.
+static LABELLED_COUNTER: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    Regex::new(concat!(
+        r"(?i)\b(?:budget|left|remaining|used|elapsed|attempts?|iterations?|retries|credits|quota)",
+        r"\b[^\d\n]{0,24}?(\d+(?:[.,]\d+)*)",
+        r"|(\d+(?:[.,]\d+)*)\s*(?:tokens?|credits|steps|turns|attempts|calls|requests)\s+",
+        r"(?:left|remaining|used)\b",
+    ))
+    .ok()
+});
+
+/// The first counter a text labels as one (`Token budget left: 180863`, `12 steps
+/// remaining`). Numbers are ordinary in instructions and profiles: only a number a word says
+/// is counting is taken for one.
+pub fn labelled_counter_in(text: &str) -> Option<&str> {
+    let found = LABELLED_COUNTER.as_ref()?.captures(text)?;
+    found
+        .get(1)
+        .or_else(|| found.get(2))
+        .map(|number| number.as_str())
+}
+
 impl VolatileClass {
     fn pattern(self) -> Option<&'static Regex> {
         match self {
@@ -185,6 +208,22 @@ pub(crate) fn placement_finding(placement: &VolatilePlacement) -> Finding {
 #[cfg(test)]
 mod tests {
     use super::VolatileClass::{Counter, Id, Timestamp};
+    use super::labelled_counter_in;
+
+    #[test]
+    fn a_counter_is_a_number_a_word_says_is_counting() {
+        for (text, counter) in [
+            ("Token budget left: 180863", Some("180863")),
+            ("You have 12 steps remaining.", Some("12")),
+            ("Attempt 3 of 5.", Some("3")),
+            ("Credits used: 1,204", Some("1,204")),
+            ("Step 3: run the tests.", None),
+            ("Answer in at most 3 sentences; use Python 3.12.", None),
+            ("Never retry more than twice.", None),
+        ] {
+            assert_eq!(labelled_counter_in(text), counter, "{text}");
+        }
+    }
 
     #[test]
     fn timestamps_of_common_shapes_normalize_away() {
@@ -234,5 +273,9 @@ mod tests {
         assert!(super::TIMESTAMP.is_some(), "TIMESTAMP does not compile");
         assert!(super::ID.is_some(), "ID does not compile");
         assert!(super::NUMBER.is_some(), "NUMBER does not compile");
+        assert!(
+            super::LABELLED_COUNTER.is_some(),
+            "LABELLED_COUNTER does not compile"
+        );
     }
 }

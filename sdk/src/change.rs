@@ -152,22 +152,30 @@ impl ChangeReport {
 /// Timestamps and ids in `text`, found by the detectors `kvlint check` names breaks with.
 #[cfg(feature = "guard")]
 pub(crate) fn volatile_values(tier: &'static str, text: &str) -> Vec<VolatileValue> {
-    use kvlint_rules::volatile::VolatileClass;
-    // Counters are left out: numbers are ordinary in instructions and profiles.
-    [VolatileClass::Timestamp, VolatileClass::Id]
-        .into_iter()
-        .filter_map(|class| {
-            let value = class.first_in(text)?;
-            let rule = class.rule();
-            Some(VolatileValue {
-                tier,
-                class: class.as_str(),
-                value: value.to_owned(),
-                rule: rule.name,
-                code: rule.code,
-            })
+    use kvlint_rules::volatile::{VolatileClass, labelled_counter_in};
+    // Numbers are ordinary in instructions and profiles: a counter is one a word labels as
+    // counting (`Token budget left: 180863`).
+    [
+        VolatileClass::Timestamp,
+        VolatileClass::Id,
+        VolatileClass::Counter,
+    ]
+    .into_iter()
+    .filter_map(|class| {
+        let value = match class {
+            VolatileClass::Counter => labelled_counter_in(text)?,
+            _ => class.first_in(text)?,
+        };
+        let rule = class.rule();
+        Some(VolatileValue {
+            tier,
+            class: class.as_str(),
+            value: value.to_owned(),
+            rule: rule.name,
+            code: rule.code,
         })
-        .collect()
+    })
+    .collect()
 }
 
 #[cfg(not(feature = "guard"))]

@@ -398,6 +398,20 @@ fn a_timestamp_in_a_cached_tier_is_reported_at_the_call() {
     );
     let change = conversation.add_session("request", "Request id: req_7f3a9c2e41d04b8a");
     assert_eq!(change.volatile()[0].rule, "volatile-id");
+    // A counter the text labels as one is reported; an ordinary number is not.
+    let change = conversation.add_session("budget", "Token budget left: 180863");
+    assert_eq!(
+        (
+            change.volatile()[0].rule,
+            change.volatile()[0].value.as_str()
+        ),
+        ("volatile-counter", "180863")
+    );
+    assert!(
+        conversation
+            .add_session("style", "Answer in at most 3 sentences.")
+            .is_clean()
+    );
     assert!(
         conversation
             .add_session("memory", "Ada prefers Rust.")
