@@ -99,8 +99,10 @@ export declare class GuardSessions {
      * Observes one body's JSON text, as it goes on the wire, with its session's guard. An
      * unannounced break warns (`CacheWarning`) in warn mode; error mode throws
      * {@link GuardError}. `retry`: the client's attempt number; a retry is not observed again.
+     * `sentFrom`: an error made where the application sent the request, whose frame the warning
+     * names and whose stack it carries (by default, this call's).
      */
-    observe(body: string, headers?: [string, string][], retry?: number): Outcome | undefined;
+    observe(body: string, headers?: [string, string][], retry?: number, sentFrom?: Error): Outcome | undefined;
 }
 /** `rule (turn N, part): message`, a finding a line. */
 export declare function formatFindings(findings: Finding[]): string;

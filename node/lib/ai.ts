@@ -30,20 +30,24 @@ export interface KvlintMiddleware {
  * takes it. */
 export function kvlintMiddleware(guard?: GuardLike | GuardSessions): KvlintMiddleware {
   const sessions = guard instanceof GuardSessions ? guard : new GuardSessions(guard);
-  const observeSent = <Result extends SentRequest>(result: Result): Result => {
+  const observeSent = <Result extends SentRequest>(result: Result, sentFrom: Error): Result => {
     const body = result.request?.body;
     if (body !== undefined) {
-      sessions.observe(typeof body === "string" ? body : toJSONText(body, "request.body"));
+      sessions.observe(typeof body === "string" ? body : toJSONText(body, "request.body"), [], 0, sentFrom);
     }
     return result;
   };
+  // Each `sentFrom` is made before the first await, while the application's call is on the
+  // stack: a warning names it.
   return {
     specificationVersion: "v4",
     async wrapGenerate({ doGenerate }) {
-      return observeSent(await doGenerate());
+      const sentFrom = new Error();
+      return observeSent(await doGenerate(), sentFrom);
     },
     async wrapStream({ doStream }) {
-      return observeSent(await doStream());
+      const sentFrom = new Error();
+      return observeSent(await doStream(), sentFrom);
     },
     kvlintGuard: sessions,
   };

@@ -117,8 +117,10 @@ export class GuardSessions {
    * Observes one body's JSON text, as it goes on the wire, with its session's guard. An
    * unannounced break warns (`CacheWarning`) in warn mode; error mode throws
    * {@link GuardError}. `retry`: the client's attempt number; a retry is not observed again.
+   * `sentFrom`: an error made where the application sent the request, whose frame the warning
+   * names and whose stack it carries (by default, this call's).
    */
-  observe(body: string, headers: [string, string][] = [], retry = 0): Outcome | undefined {
+  observe(body: string, headers: [string, string][] = [], retry = 0, sentFrom?: Error): Outcome | undefined {
     const observed = this.#answer<{ key: string; findings: Finding[]; warn: boolean } | null>(() =>
       this.#native.observe(utf8(body), JSON.stringify(headers), retry),
     );
@@ -127,7 +129,7 @@ export class GuardSessions {
     }
     const outcome = new Outcome(observed.findings);
     if (this.#warn && observed.warn) {
-      process.emitWarning(formatFindings(outcome.errors()), { type: "CacheWarning", code: "KVLINT_CACHE" });
+      emitCacheWarning(formatFindings(outcome.errors()), sentFrom ?? new Error());
     }
     return outcome;
   }
@@ -174,6 +176,28 @@ function positiveCount(value: number, name: string): number {
   return value;
 }
 
+/** This package's own files, whose frames a warning passes over to name the application's. */
+const OWN_FILES = typeof __dirname === "string" ? __dirname : undefined;
+
+/**
+ * Emits a `CacheWarning` that says where the application sent the request, as a thrown
+ * {@link GuardError} does in error mode: the first frame of `sentFrom` outside this package,
+ * Node's internals and `node_modules` (the HTTP client) ends the message, and the warning
+ * carries `sentFrom`'s stack (`--trace-warnings`, a `warning` listener).
+ */
+function emitCacheWarning(message: string, sentFrom: Error): void {
+  const frames = (sentFrom.stack ?? "").split("\n").slice(1);
+  const caller = frames.find(
+    (frame) =>
+      !(OWN_FILES && frame.includes(OWN_FILES)) && !frame.includes("node:internal") && !frame.includes("node_modules"),
+  );
+  const warning = new Error(caller ? `${message}\n  sent ${caller.trim()}` : message);
+  warning.name = "CacheWarning";
+  Object.assign(warning, { code: "KVLINT_CACHE" });
+  warning.stack = [`CacheWarning: ${warning.message}`, ...frames].join("\n");
+  process.emitWarning(warning);
+}
+
 /** `rule (turn N, part): message`, a finding a line. */
 export function formatFindings(findings: Finding[]): string {
   return findings
@@ -193,9 +217,11 @@ export function guardFetch(guard?: GuardLike | GuardSessions, options: { fetch?:
   const sessions = guard instanceof GuardSessions ? guard : new GuardSessions(guard);
   const send = options.fetch ?? globalThis.fetch;
   const guarded = async (input: string | URL | Request, init?: RequestInit): Promise<Response> => {
+    // Made before the first await, while the application's call is still on the stack.
+    const sentFrom = new Error();
     const sent = await promptRequest(input, init);
     if (sent) {
-      sessions.observe(sent.body, sent.headers, sent.retry);
+      sessions.observe(sent.body, sent.headers, sent.retry, sentFrom);
     }
     return send(input, init);
   };

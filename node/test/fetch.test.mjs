@@ -1,8 +1,9 @@
 // What the guard on the wire keeps: a long-running service's memory stays bounded.
 import assert from "node:assert/strict";
+import { once } from "node:events";
 import { test } from "node:test";
 
-import { Guard, GuardError, GuardSessions } from "kvlint-cache";
+import { Guard, GuardError, GuardSessions, guardFetch } from "kvlint-cache";
 
 import { RULES } from "./shared.mjs";
 
@@ -82,4 +83,20 @@ test("a retry of a new session's body forgets no guard the sessions keep", () =>
   // … and a new session's first body does.
   sessions.observe(body("b", 0));
   assert.deepEqual([...sessions.guards.keys()], ["b"]);
+});
+
+test("a warning names the application's call that sent the request, as a refusal's stack does", async () => {
+  // The network answers nothing: what is tested is the warning the guard emits before sending.
+  const guarded = guardFetch(undefined, { fetch: async () => new Response("{}") });
+  const sendTurn = (turn, time) =>
+    guarded("https://api.openai.com/v1/chat/completions", { method: "POST", body: body("w", turn, time) });
+  await sendTurn(0, "10:00");
+  const warned = once(process, "warning");
+  await sendTurn(1, "10:05");
+  const [warning] = await warned;
+  assert.equal(warning.name, "CacheWarning");
+  assert.equal(warning.code, "KVLINT_CACHE");
+  assert.match(warning.message, /volatile-timestamp/);
+  assert.match(warning.message, /\n  sent at sendTurn \(.*fetch\.test\.mjs:\d+:\d+\)/);
+  assert.match(warning.stack, /fetch\.test\.mjs/);
 });
