@@ -41,30 +41,39 @@ fn reassemble(events: Vec<Value>) -> Option<Value> {
             })
             .cloned();
     }
-    // Anthropic Messages: `message_start` holds the message and its input usage, deltas the
-    // text, `message_delta` the output usage.
+    // Anthropic Messages: `message_start` holds the message and its input usage, each content
+    // block is started, filled by its deltas (text, thinking and its signature, a tool call's
+    // input as JSON text) and stopped, `message_delta` holds the output usage.
     if kind(first).as_deref() == Some("message_start") {
         let mut message = first.get("message").cloned().unwrap_or_else(|| json!({}));
-        let mut text = String::new();
         let mut usage = message
             .get("usage")
             .and_then(Value::as_object)
             .cloned()
             .unwrap_or_default();
+        let mut blocks = MessageBlocks::default();
         for event in &events {
-            if let Some(delta) = event.get("delta") {
-                text.push_str(
-                    delta
-                        .get("text")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default(),
-                );
-            }
-            if kind(event).as_deref() == Some("message_delta") {
-                merge(&mut usage, event.get("usage"));
+            let index = event
+                .get("index")
+                .and_then(Value::as_u64)
+                .and_then(|index| usize::try_from(index).ok());
+            match (kind(event).as_deref(), index) {
+                (Some("content_block_start"), Some(index)) => {
+                    if let Some(block) = event.get("content_block") {
+                        *blocks.at(index, block) = block.clone();
+                    }
+                }
+                (Some("content_block_delta"), Some(index)) => {
+                    if let Some(delta) = event.get("delta") {
+                        blocks.apply(index, delta);
+                    }
+                }
+                (Some("content_block_stop"), Some(index)) => blocks.finish(index),
+                (Some("message_delta"), _) => merge(&mut usage, event.get("usage")),
+                _ => {}
             }
         }
-        message["content"] = json!([{"type": "text", "text": text}]);
+        message["content"] = blocks.into_content();
         message["usage"] = Value::Object(usage);
         return Some(message);
     }
@@ -121,6 +130,87 @@ fn reassemble(events: Vec<Value>) -> Option<Value> {
 }
 
 /// Adds the counts of `more` to `usage`, a later event's overriding an earlier's.
+/// The content blocks of a streamed Anthropic message, as its events build them.
+#[derive(Default)]
+struct MessageBlocks {
+    blocks: Vec<Value>,
+    /// Per block, the JSON text of a tool call's input received so far.
+    input_json: Vec<String>,
+}
+
+impl MessageBlocks {
+    /// Block `index`, made like `like` (an empty one of its type) when not started.
+    fn at(&mut self, index: usize, like: &Value) -> &mut Value {
+        // A block index past any real message's: an event of another stream.
+        const MAX_BLOCKS: usize = 4096;
+        let index = index.min(MAX_BLOCKS);
+        if self.blocks.len() <= index {
+            self.blocks.resize(index + 1, Value::Null);
+            self.input_json.resize(index + 1, String::new());
+        }
+        let block = &mut self.blocks[index];
+        if block.is_null() {
+            *block = like.clone();
+        }
+        block
+    }
+
+    fn apply(&mut self, index: usize, delta: &Value) {
+        let text = |key: &str| delta.get(key).and_then(Value::as_str).unwrap_or_default();
+        let append = |block: &mut Value, key: &str, more: &str| {
+            let joined = format!(
+                "{}{more}",
+                block.get(key).and_then(Value::as_str).unwrap_or_default()
+            );
+            block[key] = Value::String(joined);
+        };
+        match delta.get("type").and_then(Value::as_str) {
+            Some("thinking_delta") => {
+                let block = self.at(index, &json!({"type": "thinking", "thinking": ""}));
+                append(block, "thinking", text("thinking"));
+            }
+            Some("signature_delta") => {
+                let block = self.at(index, &json!({"type": "thinking", "thinking": ""}));
+                block["signature"] = Value::String(text("signature").to_owned());
+            }
+            Some("input_json_delta") => {
+                self.at(index, &json!({"type": "tool_use"}));
+                if let Some(json) = self.input_json.get_mut(index.min(self.blocks.len() - 1)) {
+                    json.push_str(text("partial_json"));
+                }
+            }
+            // `text_delta`, and deltas of older streams that name no type.
+            _ => {
+                let block = self.at(index, &json!({"type": "text", "text": ""}));
+                append(block, "text", text("text"));
+            }
+        }
+    }
+
+    /// A tool call's input, once its block is stopped.
+    fn finish(&mut self, index: usize) {
+        let Some(json) = self.input_json.get(index).filter(|json| !json.is_empty()) else {
+            return;
+        };
+        if let Ok(input) = serde_json::from_str::<Value>(json) {
+            self.blocks[index]["input"] = input;
+        }
+    }
+
+    /// The message's `content`: its blocks in order (one empty text block when none came).
+    fn into_content(self) -> Value {
+        let blocks: Vec<Value> = self
+            .blocks
+            .into_iter()
+            .filter(|block| !block.is_null())
+            .collect();
+        if blocks.is_empty() {
+            return json!([{"type": "text", "text": ""}]);
+        }
+        Value::Array(blocks)
+    }
+}
+
 fn merge(usage: &mut Map<String, Value>, more: Option<&Value>) {
     for (key, value) in more.and_then(Value::as_object).into_iter().flatten() {
         if !value.is_null() {
@@ -153,6 +243,27 @@ mod tests {
             event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":9}}\n\n";
         let response = parse_response(anthropic).unwrap();
         assert_eq!(response["content"][0]["text"], "Hi");
+        // Thinking with its signature and a tool call come back as the blocks they were.
+        let blocks = concat!(
+            "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"usage\":{\"input_tokens\":5}}}\n\n",
+            "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"thinking\",\"thinking\":\"\"}}\n\n",
+            "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"thinking_delta\",\"thinking\":\"Read the \"}}\n\n",
+            "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"thinking_delta\",\"thinking\":\"test.\"}}\n\n",
+            "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"signature_delta\",\"signature\":\"EqSig\"}}\n\n",
+            "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n",
+            "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"read_file\",\"input\":{}}}\n\n",
+            "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"path\\\": \"}}\n\n",
+            "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"\\\"a.py\\\"}\"}}\n\n",
+            "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":1}\n\n",
+        );
+        let with_blocks = parse_response(blocks).unwrap();
+        assert_eq!(
+            with_blocks["content"],
+            json!([
+                {"type": "thinking", "thinking": "Read the test.", "signature": "EqSig"},
+                {"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": {"path": "a.py"}},
+            ])
+        );
         assert_eq!(
             response["usage"],
             json!({"input_tokens": 12, "cache_read_input_tokens": 4000, "output_tokens": 9})
