@@ -36,6 +36,21 @@ struct Cause {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SignedChange {
+    upstream: String,
+    change: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SignedOutcome {
+    upstream: String,
+    /// `refused` or `dropped`.
+    outcome: String,
+    /// `predicted` (kvlint's prefix check) or `reported` (the API's answer).
+    source: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Rule {
     upstream: String,
     rule: String,
@@ -51,6 +66,8 @@ pub(super) struct Metrics {
     predicted_cached_tokens: Family<Upstream, Counter>,
     lost_tokens: Family<Cause, Counter>,
     findings: Family<Rule, Counter>,
+    signed_changes: Family<SignedChange, Counter>,
+    signed_outcomes: Family<SignedOutcome, Counter>,
     not_analysed: Counter,
     upstream_errors: Family<Upstream, Counter>,
 }
@@ -95,6 +112,18 @@ impl Metrics {
             "Findings of kvlint's analysis on consecutive requests of a session, by rule",
             findings.clone(),
         );
+        let signed_changes = Family::<SignedChange, Counter>::default();
+        registry.register(
+            "kvlint_signed_history_changed",
+            "Requests that sent back a thinking block or reasoning item of the previous response otherwise than it was returned, by the first change: altered (another value: text, signature), dropped, moved",
+            signed_changes.clone(),
+        );
+        let signed_outcomes = Family::<SignedOutcome, Counter>::default();
+        registry.register(
+            "kvlint_signed_history_outcomes",
+            "Requests whose signed history the API refuses (a 400 for a thinking block's signature) or drops (input_transformations), as kvlint's prefix check predicts them and as the API reported them",
+            signed_outcomes.clone(),
+        );
         let not_analysed = Counter::default();
         registry.register(
             "kvlint_proxy_not_analysed",
@@ -128,6 +157,24 @@ impl Metrics {
                     cause: cause.to_owned(),
                 });
             }
+            for change in ["altered", "dropped", "moved"] {
+                let _created = signed_changes.get_or_create(&SignedChange {
+                    upstream: upstream.clone(),
+                    change: change.to_owned(),
+                });
+            }
+            for (outcome, source) in [
+                ("refused", "predicted"),
+                ("refused", "reported"),
+                ("dropped", "predicted"),
+                ("dropped", "reported"),
+            ] {
+                let _created = signed_outcomes.get_or_create(&SignedOutcome {
+                    upstream: upstream.clone(),
+                    outcome: outcome.to_owned(),
+                    source: source.to_owned(),
+                });
+            }
             for rule in kvlint_rules::RULES {
                 let _created = findings.get_or_create(&Rule {
                     upstream: upstream.clone(),
@@ -144,9 +191,30 @@ impl Metrics {
             predicted_cached_tokens,
             lost_tokens,
             findings,
+            signed_changes,
+            signed_outcomes,
             not_analysed,
             upstream_errors,
         }
+    }
+
+    /// A request that sent back the previous response's signed history changed.
+    pub(super) fn signed_change(&self, upstream: &str, change: &str) {
+        let labels = SignedChange {
+            upstream: upstream.to_owned(),
+            change: change.to_owned(),
+        };
+        self.signed_changes.get_or_create(&labels).inc();
+    }
+
+    /// A refusal or a drop of a request's signed history, predicted or reported.
+    pub(super) fn signed_outcome(&self, upstream: &str, outcome: &str, source: &str) {
+        let labels = SignedOutcome {
+            upstream: upstream.to_owned(),
+            outcome: outcome.to_owned(),
+            source: source.to_owned(),
+        };
+        self.signed_outcomes.get_or_create(&labels).inc();
     }
 
     pub(super) fn not_analysed(&self) {

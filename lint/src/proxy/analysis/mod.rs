@@ -19,11 +19,14 @@
 //!
 //! - [`sessions`]: which session a request belongs to, and the sessions kept;
 //! - [`predict`]: what the upstream serves from cache, and what a turn lost;
-//! - [`record`]: the session files written with `--record`.
+//! - [`record`]: the session files written with `--record`;
+//! - [`signed`]: the thinking blocks and reasoning items a request sends back, against what the
+//!   API returned, and the refusals and drops predicted and reported.
 
 mod predict;
 mod record;
 mod sessions;
+mod signed;
 #[cfg(test)]
 mod tests;
 
@@ -126,6 +129,7 @@ impl Analysis {
         let response = parse_response(&response_text);
         let usage = response.as_ref().and_then(reported_usage);
         let index = self.session_for(exchange, &body);
+        self.check_signed_history(index, exchange, &body, (response.as_ref(), &response_text));
         let accepted = exchange.complete && (200..300).contains(&exchange.status);
         // Recorded when `kvlint check` can read it back: a request kvlint reads.
         let readable = if accepted {
@@ -178,11 +182,15 @@ impl Analysis {
         }
         self.exchanges += 1;
         let Some(Session {
-            guard, previous, ..
+            guard,
+            previous,
+            answer,
+            ..
         }) = self.sessions.guard_mut(&key)
         else {
             return true;
         };
+        *answer = response.map(signed::answer).unwrap_or_default();
         let Some(accepted) = guard.last_accepted() else {
             return true;
         };

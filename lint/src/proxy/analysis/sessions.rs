@@ -26,6 +26,10 @@ pub(super) struct Session {
     pub(super) previous: PreviousTurn,
     /// Its `--record` file.
     pub(super) record: Record,
+    /// What the previous response answered (its content blocks or output items), whose
+    /// thinking blocks or reasoning items the next request must send back as they were
+    /// ([`super::signed`]).
+    pub(super) answer: Vec<Value>,
 }
 
 impl SessionGuard for Session {
@@ -51,6 +55,7 @@ impl SessionGuard for Session {
     fn reset(&mut self) {
         self.guard.reset();
         self.previous = PreviousTurn::default();
+        self.answer.clear();
     }
 }
 
@@ -67,6 +72,7 @@ pub(super) fn kept() -> GuardSessions<Session> {
                 guard: Guard::new(Renderer::provider(), GuardMode::Warn),
                 previous: PreviousTurn::default(),
                 record: Record::default(),
+                answer: Vec::new(),
             })
         },
         limits,

@@ -305,3 +305,72 @@ fn an_application_break_is_a_loss_with_its_rule_as_the_cause() {
         "kvlint_findings_total{upstream=\"https://api.openai.com\",rule=\"volatile-timestamp\"} 1";
     assert!(analysis.metrics.encode().contains(findings));
 }
+
+/// A gateway empties a thinking block's text on the way back: the proxy says the signed history
+/// came back altered, and counts the refusal kvlint predicts beside the one the API reports.
+#[test]
+fn signed_history_altered_on_the_way_back_is_caught_and_its_refusal_counted() {
+    let mut analysis = hosted(ANTHROPIC, EngineName::Anthropic);
+    let question = json!({"role": "user", "content": "Fix the failing test."});
+    let answer = json!([
+        {"type": "thinking", "thinking": "Read the test first.", "signature": "EqSigA"},
+        {"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": {"path": "t.py"}}]);
+    let exchange = |messages: Vec<Value>, status: u16, response: Value| {
+        let mut exchange = first_turn(0);
+        exchange.upstream = Arc::from(ANTHROPIC);
+        exchange.path = "/v1/messages".into();
+        exchange.request = json!({"model": "claude-opus-5-5", "max_tokens": 256,
+            "thinking": {"type": "enabled", "budget_tokens": 1024}, "messages": messages})
+        .to_string()
+        .into();
+        exchange.status = status;
+        exchange.response = response.to_string().into_bytes();
+        exchange
+    };
+    analysis.observe(&exchange(
+        vec![question.clone()],
+        200,
+        json!({"type": "message", "content": answer,
+            "usage": {"input_tokens": 20, "output_tokens": 30}}),
+    ));
+    let mut altered = answer.clone();
+    altered[0]["thinking"] = json!("");
+    let refusal = json!({"type": "error", "error": {"type": "invalid_request_error",
+        "message": "messages.1.content.0: Invalid `signature` in `thinking` block"}});
+    analysis.observe(&exchange(
+        vec![
+            question,
+            json!({"role": "assistant", "content": altered}),
+            json!({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": "def test(): ..."}]}),
+        ],
+        400,
+        refusal,
+    ));
+    let text = analysis.metrics.encode();
+    let count = |series: &str| {
+        text.lines()
+            .find_map(|line| line.strip_prefix(series))
+            .and_then(|value| value.trim().parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("no {series} in {text}"))
+    };
+    let upstream = format!("upstream=\"{ANTHROPIC}\"");
+    assert_eq!(
+        count(&format!(
+            "kvlint_signed_history_changed_total{{{upstream},change=\"altered\"}} "
+        )),
+        1
+    );
+    for source in ["predicted", "reported"] {
+        let series = format!(
+            "kvlint_signed_history_outcomes_total{{{upstream},outcome=\"refused\",source=\"{source}\"}} "
+        );
+        assert_eq!(count(&series), 1, "{source}");
+    }
+    assert_eq!(
+        count(&format!(
+            "kvlint_signed_history_changed_total{{{upstream},change=\"dropped\"}} "
+        )),
+        0
+    );
+}
