@@ -251,6 +251,14 @@ fn response(attributes: &Map<String, Value>) -> Option<Value> {
         "gen_ai.usage.cache_read_input_tokens",
         "llm.token_count.prompt_details.cache_read",
     ]);
+    // OpenTelemetry's GenAI conventions ("The number of input tokens written to a
+    // provider-managed cache", `docs/registry/attributes/gen-ai.md`), Sentry's older spelling,
+    // OpenInference's.
+    let written = count(&[
+        "gen_ai.usage.cache_creation.input_tokens",
+        "gen_ai.usage.cache_creation_input_tokens",
+        "llm.token_count.prompt_details.cache_write",
+    ]);
     let text = match json_attribute(attributes, "gen_ai.output.messages") {
         Some(Value::Array(messages)) => messages
             .iter()
@@ -270,10 +278,11 @@ fn response(attributes: &Map<String, Value>) -> Option<Value> {
         usage.insert("prompt_tokens".into(), prompt.into());
     }
     if let Some(cached) = cached {
-        usage.insert(
-            "prompt_tokens_details".into(),
-            json!({"cached_tokens": cached}),
-        );
+        let mut details = json!({"cached_tokens": cached});
+        if let Some(written) = written {
+            details["cache_write_tokens"] = written.into();
+        }
+        usage.insert("prompt_tokens_details".into(), details);
     }
     Some(
         json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": text}}], "usage": usage}),

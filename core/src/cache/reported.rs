@@ -23,6 +23,14 @@ pub struct ReportedUsage {
 }
 
 /// The usage `response` reports; `None` when it says nothing of the cache.
+/// The JSON pointer of the field `name` beside the one `pointer` names.
+fn sibling_pointer(pointer: &str, name: &str) -> String {
+    match pointer.rsplit_once('/') {
+        Some((parent, _)) => format!("{parent}/{name}"),
+        None => format!("/{name}"),
+    }
+}
+
 pub fn reported_usage(response: &Value) -> Option<ReportedUsage> {
     let count = |pointer: &str| {
         response
@@ -52,11 +60,13 @@ pub fn reported_usage(response: &Value) -> Option<ReportedUsage> {
             });
         }
     }
-    let plain = |prompt: &str, cached: &str| {
-        count(cached).map(|cached| ReportedUsage {
+    let plain = |prompt: &str, cached_at: &str| {
+        count(cached_at).map(|cached| ReportedUsage {
             prompt_tokens: count(prompt),
             cached_tokens: cached,
-            cache_write_tokens: None,
+            // OpenAI from GPT-5.6 on: "Writes are reported in `cache_write_tokens`", beside
+            // `cached_tokens` (the prompt caching guide, read 2026-12-07).
+            cache_write_tokens: count(&sibling_pointer(cached_at, "cache_write_tokens")),
         })
     };
     plain(
@@ -189,6 +199,11 @@ mod tests {
             (
                 json!({"usage": {"input_tokens": 3000, "input_tokens_details": {"cached_tokens": 2944}}}),
                 (Some(3000), 2944, None),
+            ),
+            // GPT-5.6 and later report the tokens written beside the ones read.
+            (
+                json!({"usage": {"prompt_tokens": 5000, "prompt_tokens_details": {"cached_tokens": 2048, "cache_write_tokens": 2900}}}),
+                (Some(5000), 2048, Some(2900)),
             ),
             (
                 json!({"usage": {"input_tokens": 12, "cache_read_input_tokens": 4000, "cache_creation_input_tokens": 300}}),

@@ -165,3 +165,21 @@ fn a_collector_file_has_one_document_per_line_and_spans_are_placed_on_theirs() {
     assert!(read(r#"{"model": "m", "messages": []}"#).is_none());
     assert!(read("{\"resourceSpans\": []}\n{\"messages\": []}\n").is_none());
 }
+
+/// The cache usage a span reports, under OpenTelemetry's GenAI names, comes back as the
+/// response's usage: read and written, for the reported-usage audit.
+#[test]
+fn the_cache_usage_attributes_become_the_response_usage() {
+    let attributes = json!({
+        "gen_ai.usage.input_tokens": 5000,
+        "gen_ai.usage.cache_read.input_tokens": 2048,
+        "gen_ai.usage.cache_creation.input_tokens": 2900,
+        "gen_ai.output.messages": "[{\"role\": \"assistant\", \"parts\": [{\"type\": \"text\", \"content\": \"ok\"}]}]",
+    });
+    let response = super::response(attributes.as_object().unwrap()).unwrap();
+    let usage = kvlint_core::cache::reported_usage(&response).unwrap();
+    assert_eq!(
+        (usage.prompt_tokens, usage.cached_tokens, usage.cache_write_tokens),
+        (Some(5000), 2048, Some(2900))
+    );
+}
