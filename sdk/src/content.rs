@@ -195,6 +195,20 @@ impl Part {
     }
 
     pub(crate) fn parse(block: &Value, path: &str) -> Result<Self, ConversationError> {
+        Self::parse_known(block, path)?.ok_or_else(|| {
+            let kind = block
+                .get("type")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            ConversationError::body(path, format!("content of type `{kind}` is not supported"))
+        })
+    }
+
+    /// [`Part::parse`], with `None` for a block of a type this crate does not know.
+    pub(crate) fn parse_known(
+        block: &Value,
+        path: &str,
+    ) -> Result<Option<Self>, ConversationError> {
         let kind = block
             .get("type")
             .and_then(Value::as_str)
@@ -261,14 +275,9 @@ impl Part {
             _ if is_anthropic_server_block(kind) => Self::ServerTool {
                 block: block.clone(),
             },
-            other => {
-                return Err(ConversationError::body(
-                    path,
-                    format!("content of type `{other}` is not supported"),
-                ));
-            }
+            _ => return Ok(None),
         };
-        Ok(part)
+        Ok(Some(part))
     }
 
     pub(crate) fn as_text(&self) -> Option<&str> {

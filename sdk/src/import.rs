@@ -267,9 +267,11 @@ fn anthropic_answer(
                 string(block, "name", &block_path)?,
                 input.to_string(),
             ));
-        } else {
-            parts.push(Part::parse(&without_cache_control(block), &block_path)?);
+        } else if let Some(part) = Part::parse_known(&without_cache_control(block), &block_path)? {
+            parts.push(part);
         }
+        // A block of a type this crate does not know (a newer API's) is sent back to Anthropic
+        // as returned, with the answer's other blocks; the other APIs have no such content.
     }
     Ok((parts, calls))
 }

@@ -457,3 +457,44 @@ fn the_guard_refuses_a_body_whose_thinking_blocks_fail_the_prefix_check() {
         .unwrap();
     assert_eq!(thinking.severity, Severity::Info);
 }
+
+/// The answer goes back to Anthropic exactly as returned: thinking blocks with empty text and
+/// their signatures, redacted thinking, server tool blocks and block types this SDK does not
+/// know, with every field; else the prefix check refuses the next request.
+#[test]
+fn an_anthropic_answer_is_sent_back_exactly_as_returned() {
+    let answer = serde_json::json!([
+        {"type": "thinking", "thinking": "", "signature": "EqEmpty"},
+        {"type": "redacted_thinking", "data": "EqRedacted"},
+        {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "kvlint"}},
+        {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []},
+        {"type": "some_block_of_2027", "payload": {"kept": true}, "empty": ""},
+        {"type": "text", "text": "Found it.", "citations": []},
+    ]);
+    let mut conversation = Conversation::new();
+    conversation.add_static("You are a research agent.");
+    conversation
+        .push_user("Find kvlint.")
+        .into_result()
+        .unwrap();
+    conversation
+        .push_anthropic_response(&serde_json::json!({"content": answer}))
+        .into_result()
+        .unwrap();
+    conversation.push_user("Thanks.").into_result().unwrap();
+    let body = conversation.to_anthropic("claude-opus-5-5");
+    let sent = &body["messages"][1]["content"];
+    let without_markers: Vec<Value> = sent
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|block| {
+            let mut block = block.clone();
+            if let Some(object) = block.as_object_mut() {
+                object.remove("cache_control");
+            }
+            block
+        })
+        .collect();
+    assert_eq!(Value::Array(without_markers), answer);
+}

@@ -179,7 +179,11 @@ fn the_cache_usage_attributes_become_the_response_usage() {
     let response = super::response(attributes.as_object().unwrap()).unwrap();
     let usage = kvlint_core::cache::reported_usage(&response).unwrap();
     assert_eq!(
-        (usage.prompt_tokens, usage.cached_tokens, usage.cache_write_tokens),
+        (
+            usage.prompt_tokens,
+            usage.cached_tokens,
+            usage.cache_write_tokens
+        ),
         (Some(5000), 2048, Some(2900))
     );
 }
