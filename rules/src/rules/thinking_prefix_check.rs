@@ -57,7 +57,7 @@ declare_rule! {
     pub struct ThinkingPrefixCheck {
         name: "thinking-prefix-check",
         code: "KV303",
-        summary: "returned thinking blocks fail the API's prefix check: the request is refused or loses them",
+        summary: "returned thinking blocks or reasoning items fail the API's prefix check: the request is refused or loses them",
     }
 }
 
