@@ -472,7 +472,10 @@ fn an_anthropic_answer_is_sent_back_exactly_as_returned() {
         {"type": "text", "text": "Found it.", "citations": []},
     ]);
     let mut conversation = Conversation::new();
-    conversation.add_static("You are a research agent.");
+    conversation
+        .add_static("You are a research agent.")
+        .into_result()
+        .unwrap();
     conversation
         .push_user("Find kvlint.")
         .into_result()
