@@ -25,7 +25,7 @@
 //! - [`Guard`]: `kvlint check` on each pair of turns as they are sent, with counters to export
 //!   (the `guard` feature, on by default).
 //!
-//! ## Stable prompts in five rules
+//! ## Stable prompts in six rules
 //!
 //! Each rule is what this crate does for you, and the kvlint rule that catches its violation
 //! in a recorded session (`kvlint rule NAME` explains each).
@@ -47,6 +47,18 @@
 //! 5. **The prefix is frozen for the session.** Instructions and session facts do not change
 //!    mid-session; an update is appended, not edited in. [`Conversation::add_session`] after
 //!    commit. Caught by `prefix-edit` (KV401).
+//! 6. **Thinking blocks and reasoning items go back exactly as returned.** On the models
+//!    that check them (Claude Fable 5.x and Mythos 5.x, Opus, Sonnet and Haiku 5.5), a
+//!    thinking block sent back after `system`, a tool or an earlier message changed, or left
+//!    out, moved or altered, gets the request refused with a 400; GPT-6.2 and later drop
+//!    reasoning items after such an edit. [`Conversation::push_anthropic_response`] and
+//!    [`Conversation::push_responses_output`] keep every block and field as returned, and
+//!    rules 1 to 5 keep their prefix. The [`Guard`] reports a failing body as
+//!    `thinking-prefix-check` (KV303) and, in [`GuardMode::Error`], refuses it before it is
+//!    sent ([`Guard::on_anthropic_account`] says which account). On GPT-6.2 and later,
+//!    [`Conversation::to_openai_responses`] sends the static blocks as the first developer
+//!    message, since `instructions` come after the input and are never cached
+//!    (`instructions-uncached`, KV506).
 //!
 //! ## Concepts
 //!
