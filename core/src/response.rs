@@ -69,7 +69,15 @@ fn reassemble(events: Vec<Value>) -> Option<Value> {
                     }
                 }
                 (Some("content_block_stop"), Some(index)) => blocks.finish(index),
-                (Some("message_delta"), _) => merge(&mut usage, event.get("usage")),
+                (Some("message_delta"), _) => {
+                    merge(&mut usage, event.get("usage"));
+                    // Why the generation ended (`end_turn`, `max_tokens`, ...).
+                    for key in ["stop_reason", "stop_sequence"] {
+                        if let Some(value) = event.pointer(&format!("/delta/{key}")) {
+                            message[key] = value.clone();
+                        }
+                    }
+                }
                 _ => {}
             }
         }
@@ -102,8 +110,15 @@ fn reassemble(events: Vec<Value>) -> Option<Value> {
     // engines' own fields (llama.cpp's `timings`) as they come.
     let mut content = String::new();
     let mut reasoning = String::new();
+    let mut finish_reason = Value::Null;
     let mut response = Map::new();
     for chunk in &events {
+        if let Some(reason) = chunk
+            .pointer("/choices/0/finish_reason")
+            .filter(|reason| !reason.is_null())
+        {
+            finish_reason = reason.clone();
+        }
         if let Some(delta) = chunk.pointer("/choices/0/delta") {
             content.push_str(
                 delta
@@ -125,11 +140,13 @@ fn reassemble(events: Vec<Value>) -> Option<Value> {
     if !reasoning.is_empty() {
         message["reasoning_content"] = json!(reasoning);
     }
-    response.insert("choices".into(), json!([{"index": 0, "message": message}]));
+    response.insert(
+        "choices".into(),
+        json!([{"index": 0, "message": message, "finish_reason": finish_reason}]),
+    );
     Some(Value::Object(response))
 }
 
-/// Adds the counts of `more` to `usage`, a later event's overriding an earlier's.
 /// The content blocks of a streamed Anthropic message, as its events build them.
 #[derive(Default)]
 struct MessageBlocks {
@@ -211,6 +228,7 @@ impl MessageBlocks {
     }
 }
 
+/// Adds the counts of `more` to `usage`, a later event's overriding an earlier's.
 fn merge(usage: &mut Map<String, Value>, more: Option<&Value>) {
     for (key, value) in more.and_then(Value::as_object).into_iter().flatten() {
         if !value.is_null() {
@@ -233,6 +251,7 @@ mod tests {
             data: [DONE]\n\n";
         let response = parse_response(chat).unwrap();
         assert_eq!(response["choices"][0]["message"]["content"], "Hello");
+        assert!(response["choices"][0]["finish_reason"].is_null());
         assert_eq!(
             response["usage"]["prompt_tokens_details"]["cached_tokens"],
             1920
@@ -243,6 +262,7 @@ mod tests {
             event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":9}}\n\n";
         let response = parse_response(anthropic).unwrap();
         assert_eq!(response["content"][0]["text"], "Hi");
+        assert_eq!(response["stop_reason"], "end_turn");
         // Thinking with its signature and a tool call come back as the blocks they were.
         let blocks = concat!(
             "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"usage\":{\"input_tokens\":5}}}\n\n",

@@ -92,7 +92,15 @@ pub(super) struct CachedPrompt {
     output_tokens: u32,
 }
 impl CachedPrompt {
-    fn new(request: usize, tokens: &[u32], generated: &[u32], block_size: u32) -> Self {
+    /// `ended`: whether the model ended the answer itself (an end-of-generation token), not a
+    /// length limit ([`ended_by_the_model`]).
+    fn new(
+        request: usize,
+        tokens: &[u32],
+        generated: &[u32],
+        ended: bool,
+        block_size: u32,
+    ) -> Self {
         let size = block_size.max(1) as usize;
         let mut last = 0;
         let mut chain = |block: &[u32]| {
@@ -100,10 +108,17 @@ impl CachedPrompt {
             last
         };
         let blocks: Vec<u64> = tokens.chunks_exact(size).map(&mut chain).collect();
-        // The prompt's last partial block and the generated tokens but the last, which is
-        // sampled and never computed into the cache.
+        // The prompt's last partial block and the generated tokens the engine computed: a
+        // token is computed into the cache when the next one is sampled from it. The model
+        // that ended its answer sampled an end-of-generation token after the last one; a
+        // length limit stops right after sampling the last, which is never computed.
         let mut sequence = tokens[tokens.len() - tokens.len() % size..].to_vec();
-        sequence.extend_from_slice(&generated[..generated.len().saturating_sub(1)]);
+        let computed = if ended {
+            generated.len()
+        } else {
+            generated.len().saturating_sub(1)
+        };
+        sequence.extend_from_slice(&generated[..computed]);
         let generated_blocks = sequence.chunks_exact(size).map(&mut chain).collect();
         let count = |length: usize| u32::try_from(length).unwrap_or(u32::MAX);
         Self {
@@ -138,6 +153,20 @@ impl CachedPrompt {
             ..self.prompt()
         }
     }
+}
+
+/// Whether the model ended the answer itself (`stop_reason` `end_turn`, `stop_sequence` or
+/// `tool_use`; `finish_reason` `stop` or `tool_calls`) rather than a length limit
+/// (`max_tokens`, `length`) or a reason not told.
+fn ended_by_the_model(response: &Value) -> bool {
+    let reason = response
+        .get("stop_reason")
+        .or_else(|| response.pointer("/choices/0/finish_reason"))
+        .and_then(Value::as_str);
+    matches!(
+        reason,
+        Some("end_turn" | "stop_sequence" | "tool_use" | "stop" | "tool_calls")
+    )
 }
 
 /// What `engine` would serve of `prompt` on a replica that served `previous` alone.
@@ -237,7 +266,8 @@ impl Predictions {
             .and_then(generated_text)
             .and_then(|text| engine_text_tokens(client, kind, &text).ok())
             .unwrap_or_default();
-        let prompt = CachedPrompt::new(turn.id, &tokens, &generated, engine.block_size());
+        let ended = turn.response.is_some_and(ended_by_the_model);
+        let prompt = CachedPrompt::new(turn.id, &tokens, &generated, ended, engine.block_size());
         // Not told which replica: modelled as the one the session was on.
         let modelled = replica
             .clone()
@@ -445,10 +475,10 @@ mod tests {
         let engine = SimEngine::LlamaCpp { slots: 1, block: 1 };
         let prompt: Vec<u32> = (0..20).collect();
         // Generated as 100, 101, 102, 103; its text tokenizes back as 100, 205, 103.
-        let previous = CachedPrompt::new(0, &prompt, &[100, 101, 102, 103], 1);
+        let previous = CachedPrompt::new(0, &prompt, &[100, 101, 102, 103], false, 1);
         let mut next = prompt.clone();
         next.extend([100, 205, 103, 7, 8]);
-        let now = CachedPrompt::new(1, &next, &[], 1);
+        let now = CachedPrompt::new(1, &next, &[], false, 1);
         // The model reads the previous answer's ids as generated: the prompt and 100 reused.
         assert_eq!(reusable_after(engine, &previous.prompt(), &now), 21);
         assert_eq!(reusable_after(engine, &previous.without_answer(), &now), 20);
