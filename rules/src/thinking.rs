@@ -517,8 +517,8 @@ fn block_path(block: &Block<'_>) -> PartPath {
         .index(block.content)
 }
 
-/// Tokens rendered from the parts under `path`.
-fn tokens_of(request: &Request, rendered: &Rendered, path: &PartPath) -> usize {
+/// Tokens rendered from the parts of `request` under `path`.
+pub(crate) fn tokens_of(request: &Request, rendered: &Rendered, path: &PartPath) -> usize {
     rendered
         .segments
         .iter()

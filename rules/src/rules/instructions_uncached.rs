@@ -6,6 +6,7 @@ use kvlint_request::path::PartPath;
 use kvlint_request::request::Request;
 use serde_json::Value;
 
+use crate::thinking::tokens_of;
 use crate::{Finding, Rule, RuleInput, RuleMeta, declare_rule};
 
 declare_rule! {
@@ -66,22 +67,7 @@ impl InstructionsUncached {
             return None;
         }
         let path = PartPath::root().key("instructions");
-        let rendered = current.rendered;
-        let tokens = rendered
-            .segments
-            .iter()
-            .filter(|segment| {
-                current
-                    .request
-                    .parts
-                    .get(segment.part)
-                    .is_some_and(|part| part.path == path)
-            })
-            .map(|segment| {
-                rendered.tokens.count_before(segment.range.end)
-                    - rendered.tokens.count_before(segment.range.start)
-            })
-            .sum();
+        let tokens = tokens_of(current.request, current.rendered, &path);
         Some(tokens)
     }
 }
