@@ -142,7 +142,8 @@ fn tier_change(change: Change<'_>) -> Outcome {
             lost_blocks,
         } => {
             warnings.push(format!(
-                "{change} after the first request: it waits for compaction, which recomputes {lost_blocks} cached block(s) (strict: true refuses it)"
+                "{change} after the first request: {}, which recomputes {lost_blocks} cached block(s) (strict: true refuses it)",
+                change.until_compaction()
             ));
             (true, *lost_blocks)
         }

@@ -102,7 +102,7 @@ test("a change to a committed tier warns at the call, or throws in strict mode",
   assert.ok(change.costBlocks > 0);
   const [warning] = await warned;
   assert.equal(warning.name, "CacheWarning");
-  assert.match(warning.message, /waits for compaction/);
+  assert.match(warning.message, /travels as a note in the next message until compaction/);
 
   const strict = new Conversation({ strict: true });
   assert.equal(strict.isStrict, true);

@@ -47,7 +47,8 @@ fn accepted(py: Python<'_>, change: Change<'_>) -> PyResult<ChangeReport> {
         warn(
             py,
             &format!(
-                "{change} after the first request: it waits for compaction, which recomputes {lost_blocks} cached block(s) (strict=True refuses it)"
+                "{change} after the first request: {}, which recomputes {lost_blocks} cached block(s) (strict=True refuses it)",
+                change.until_compaction()
             ),
         )?;
     }

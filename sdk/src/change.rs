@@ -24,7 +24,8 @@ use crate::error::ConversationError;
 /// let mut conversation = Conversation::new();
 /// conversation.add_static("Be terse.").push_user("hi").into_result().unwrap();
 /// let _sent = conversation.to_openai_chat("gpt-4.1");
-/// // After the first request, a new static block waits for compaction, and says what it costs.
+/// // After the first request, a new static block travels in history until compaction, and says
+/// // what that compaction costs.
 /// let change = conversation.add_static("Answer in French.");
 /// let Some(Effect::Deferred { lost_blocks, .. }) = change.effect() else { unreachable!() };
 /// assert_eq!(*lost_blocks, 1); // "hi", which follows the static blocks
@@ -54,7 +55,7 @@ pub enum Effect {
     Unchanged,
     /// The prefix is committed: the change waits for the next compaction, which recomputes
     /// `lost_blocks` blocks of the current prefix (the blocks after the change's place). A
-    /// session value also travels in history as a note until then.
+    /// static block or a session value also travels in history as a note until then.
     Deferred {
         change: PrefixChange,
         lost_blocks: usize,

@@ -83,10 +83,11 @@
 //!
 //! **Commit.** The first body you build (any `to_*` adapter, or [`Conversation::render`])
 //! commits the prefix; build from [`Conversation::preview`] for a body you do not send. After
-//! that, a new tool or static block waits for the next compaction
-//! ([`Conversation::pending_changes`]), and a new session value does not edit the session tier:
-//! it is shown in the turn tier, then frozen into the next message you append as a note
-//! (`Session context update (memory): …`). The call says so: its [`Change`] is
+//! that, a new tool waits for the next compaction ([`Conversation::pending_changes`]), and a new
+//! static block or session value does not edit the prefix: it is shown in the turn tier, then
+//! frozen into the next message you append as a note (`Instructions update: …`,
+//! `Session context update (memory): …`), where the providers say an instruction update goes,
+//! until the next compaction folds it in. The call says so: its [`Change`] is
 //! [`Effect::Deferred`] with the blocks the compaction will recompute, and in strict mode
 //! ([`Conversation::strict`]) it is refused instead. Adding what is already there changes
 //! nothing ([`Effect::Unchanged`]), so an application may re-add its tools and memory every

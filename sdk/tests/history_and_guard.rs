@@ -97,7 +97,7 @@ fn tier_changes_after_commit_keep_the_prefix() {
     assert!(conversation.is_committed());
     let tools_before = first["tools"].clone();
 
-    // A new tool and static block wait for compaction.
+    // A new tool waits for compaction; a new static block travels in history until then.
     conversation
         .add_tool(Tool::new("deploy", "Deploy.", json!({"type": "object"})))
         .add_static("Never deploy on Fridays.")
@@ -119,7 +119,10 @@ fn tier_changes_after_commit_keep_the_prefix() {
     assert_eq!(second["system"], first["system"]);
     assert_eq!(
         conversation.history().last().unwrap().notes(),
-        ["Session context update (memory):\nPrefers small commits. Uses jj."]
+        [
+            "Instructions update:\nNever deploy on Fridays.",
+            "Session context update (memory):\nPrefers small commits. Uses jj."
+        ]
     );
     assert_eq!(conversation.turn_tier(), None);
     assert_eq!(conversation.pending_changes().len(), 3);
@@ -500,4 +503,46 @@ fn an_anthropic_answer_is_sent_back_exactly_as_returned() {
         })
         .collect();
     assert_eq!(Value::Array(without_markers), answer);
+}
+
+/// An instruction update after the first request goes in the newest user turn, as Anthropic's
+/// preserved-thinking docs advise, not into `system`: every thinking block sent back keeps its
+/// prefix, and a guard in error mode on a model that checks lets every turn through.
+#[test]
+fn an_instruction_update_keeps_the_thinking_blocks_valid() {
+    let mut conversation = Conversation::new();
+    conversation
+        .add_static("You are a coding agent.")
+        .push_user("Fix the failing test.")
+        .into_result()
+        .unwrap();
+    let mut guard = Guard::new(Renderer::provider(), GuardMode::Error);
+    for turn in 0..3 {
+        let body = conversation.to_anthropic("claude-opus-5-5");
+        assert_eq!(body["system"][0]["text"], "You are a coding agent.");
+        guard.observe(&body).unwrap();
+        conversation
+            .push_anthropic_response(&json!({"content": [
+                {"type": "thinking", "thinking": format!("Step {turn}."), "signature": format!("EqSig{turn}")},
+                {"type": "text", "text": format!("Done {turn}.")}]}))
+            .into_result()
+            .unwrap();
+        if turn == 0 {
+            let change = conversation.add_static("Never edit the tests.");
+            assert!(matches!(
+                change.effect(),
+                Some(kvlint_sdk::Effect::Deferred { .. })
+            ));
+        }
+        conversation
+            .push_user(format!("Next {turn}."))
+            .into_result()
+            .unwrap();
+    }
+    let body = conversation.to_anthropic("claude-opus-5-5");
+    assert_eq!(
+        body["messages"][2]["content"][1]["text"],
+        "Instructions update:\nNever edit the tests."
+    );
+    guard.observe(&body).unwrap();
 }

@@ -126,6 +126,7 @@ impl Conversation {
             self.static_blocks.append(&mut self.pending_static);
             self.session_blocks = self.session_latest.clone();
             self.pending_session.clear();
+            self.undelivered_static.clear();
         }
         let after = self.fingerprint();
         let reused_blocks = before.common_blocks(&after);

@@ -32,6 +32,19 @@ pub enum PrefixChange {
     Session { key: String, text: String },
 }
 
+impl PrefixChange {
+    /// What happens to the change until the compaction that folds it into the prefix: a tool
+    /// waits; instructions and session values travel as a note in the next message.
+    pub fn until_compaction(&self) -> &'static str {
+        match self {
+            Self::Tool(_) => "it waits for compaction",
+            Self::Static(_) | Self::Session { .. } => {
+                "it travels as a note in the next message until compaction"
+            }
+        }
+    }
+}
+
 impl std::fmt::Display for PrefixChange {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -51,8 +64,8 @@ impl std::fmt::Display for PrefixChange {
 ///
 /// The first body built (any `to_*` adapter or [`Conversation::render`]; build from
 /// [`Conversation::preview`] for a body that is not sent) commits the prefix:
-/// from then on, new tools and static blocks wait for [`Conversation::compact`], and a changed
-/// session value travels in history instead of editing the prefix.
+/// from then on, new tools wait for [`Conversation::compact`], and a new static block or a
+/// changed session value travels in history instead of editing the prefix.
 ///
 /// A conversation saves and restores with serde (`serde_json::to_string`, `from_str`), all of
 /// it: tiers, history, changes waiting for compaction and whether the prefix is committed, so
@@ -69,6 +82,9 @@ pub struct Conversation {
     pending_session: BTreeMap<String, String>,
     pending_tools: BTreeMap<String, Tool>,
     pending_static: Vec<String>,
+    /// Static blocks added after commit, not yet attached to a history message.
+    #[serde(default)]
+    undelivered_static: Vec<String>,
     pub(crate) history: Vec<Message>,
     pub(crate) turn_context: Vec<String>,
     committed: AtomicBool,
@@ -90,6 +106,7 @@ impl Clone for Conversation {
             pending_session: self.pending_session.clone(),
             pending_tools: self.pending_tools.clone(),
             pending_static: self.pending_static.clone(),
+            undelivered_static: self.undelivered_static.clone(),
             history: self.history.clone(),
             turn_context: self.turn_context.clone(),
             committed: AtomicBool::new(self.is_committed()),
@@ -121,9 +138,28 @@ impl Conversation {
     /// Adds a static block: instructions that hold across sessions. Blocks render in the
     /// order added; adding the same text twice changes nothing.
     ///
-    /// After the prefix is committed, a new block waits for [`Conversation::compact`]
-    /// ([`Effect::Deferred`], with its cost; refused in strict mode). A timestamp or an id in
-    /// the text is reported ([`Change::volatile`]; refused in strict mode).
+    /// After the prefix is committed, a new block does not edit the prefix (which would
+    /// invalidate the cache, and on Anthropic's preserved-thinking models every thinking block
+    /// sent back): it is shown in the turn tier until the next message is appended, then
+    /// frozen into that message as a note (`Instructions update: …`), the place the providers
+    /// document for an instruction update; [`Conversation::compact`] folds it into the tier.
+    /// The outcome says so ([`Effect::Deferred`], with the cost of that compaction; refused in
+    /// strict mode). A timestamp or an id in the text is reported ([`Change::volatile`];
+    /// refused in strict mode).
+    ///
+    /// ```
+    /// use kvlint_sdk::Conversation;
+    ///
+    /// let mut conversation = Conversation::new();
+    /// conversation.add_static("Be terse.").push_user("Plan the trip.");
+    /// let first = conversation.to_anthropic("claude-opus-5-5");
+    /// conversation.push_assistant("Rome, then Naples.", []);
+    /// conversation.add_static("Answer in French.");
+    /// conversation.push_user("And then?");
+    /// let second = conversation.to_anthropic("claude-opus-5-5");
+    /// assert_eq!(second["system"], first["system"]);
+    /// assert_eq!(second["messages"][2]["content"][1]["text"], "Instructions update:\nAnswer in French.");
+    /// ```
     pub fn add_static(&mut self, text: impl AsRef<str>) -> Change<'_> {
         let text = nfc(text.as_ref());
         if self.static_blocks.contains(&text) || self.pending_static.contains(&text) {
@@ -214,7 +250,10 @@ impl Conversation {
             PrefixChange::Tool(tool) => {
                 self.tools.insert(tool.name().to_owned(), tool);
             }
-            PrefixChange::Static(text) if committed => self.pending_static.push(text),
+            PrefixChange::Static(text) if committed => {
+                self.undelivered_static.push(text.clone());
+                self.pending_static.push(text);
+            }
             PrefixChange::Static(text) => self.static_blocks.push(text),
             PrefixChange::Session { key, text } => {
                 self.session_latest.insert(key.clone(), text.clone());
@@ -381,7 +420,7 @@ impl Conversation {
         Change::new(self, outcome)
     }
 
-    /// Appends a user or tool message, carrying the session updates not yet delivered.
+    /// Appends a user or tool message, carrying the tier updates not yet delivered.
     fn user_side(
         &mut self,
         role: Role,
@@ -393,10 +432,9 @@ impl Conversation {
             return Err(ConversationError::Empty { role: "user" });
         }
         self.drop_sent_turn_context();
-        let notes = std::mem::take(&mut self.pending_session)
-            .iter()
-            .map(|(key, text)| session_update_note(key, text))
-            .collect();
+        let notes = self.undelivered_notes();
+        self.undelivered_static.clear();
+        self.pending_session.clear();
         self.history.push(Message {
             role,
             parts,
@@ -448,15 +486,25 @@ impl Conversation {
         self.turn_context_sent.store(true, Ordering::Relaxed);
     }
 
-    /// The turn tier's text: session updates not yet in history, then the turn context.
+    /// The turn tier's text: tier updates not yet in history, then the turn context.
     pub fn turn_tier(&self) -> Option<String> {
-        let items: Vec<String> = self
+        let mut items = self.undelivered_notes();
+        items.extend(self.turn_context.iter().cloned());
+        (!items.is_empty()).then(|| items.join("\n"))
+    }
+
+    /// The notes that carry the tier changes made after commit and not yet in history:
+    /// instruction updates, then session updates.
+    fn undelivered_notes(&self) -> Vec<String> {
+        let instructions = self
+            .undelivered_static
+            .iter()
+            .map(|text| format!("Instructions update:\n{text}"));
+        let sessions = self
             .pending_session
             .iter()
-            .map(|(key, text)| session_update_note(key, text))
-            .chain(self.turn_context.iter().cloned())
-            .collect();
-        (!items.is_empty()).then(|| items.join("\n"))
+            .map(|(key, text)| format!("Session context update ({key}):\n{text}"));
+        instructions.chain(sessions).collect()
     }
 
     /// A copy to build bodies from without sending them (to log, count or show a prompt before
@@ -485,6 +533,7 @@ impl Conversation {
         let mut stable = self.clone();
         stable.clear_turn_context();
         stable.pending_session.clear();
+        stable.undelivered_static.clear();
         stable
     }
 
@@ -497,8 +546,4 @@ impl Conversation {
     pub fn routing_key(&self) -> String {
         self.fingerprint().key
     }
-}
-
-fn session_update_note(key: &str, text: &str) -> String {
-    format!("Session context update ({key}):\n{text}")
 }
