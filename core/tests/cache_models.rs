@@ -154,3 +154,25 @@ fn deepseek_hits_whole_units_only() {
     assert_eq!(engine.predict(&turn, &[unit(510)]).cached, 500); // the output unit does not
     assert_eq!(engine.predict(&turn, &[unit(499)]).cached, 0); // not even the input unit
 }
+
+/// xAI serves the exactly matching leading tokens once they reach the model's minimum (1,024
+/// in the table), in 128-token blocks; its prices come from the model's row.
+#[test]
+fn xai_hits_the_shared_prefix_in_blocks_above_the_minimum() {
+    let engine: Engine = "xai:grok-4.3".parse().unwrap();
+    let turn = CacheTurn {
+        prompt_tokens: 3000,
+        ..CacheTurn::default()
+    };
+    let shared = |tokens: usize| earlier(2000, tokens, &[]);
+    assert_eq!(engine.predict(&turn, &[shared(1000)]).cached, 0);
+    assert_eq!(engine.predict(&turn, &[shared(1100)]).cached, 1024);
+    assert_eq!(engine.predict(&turn, &[shared(2000)]).cached, 1920);
+    let figures = engine.figures(&turn).unwrap();
+    assert_eq!((figures.input, figures.cached_input), (1.25, 0.20));
+    let request = kvlint_core::Request::from_body(
+        &serde_json::json!({"model": "grok-4.3", "messages": [{"role": "user", "content": "hi"}]}),
+    )
+    .unwrap();
+    assert_eq!(engine.cache_ttl(&request), None);
+}

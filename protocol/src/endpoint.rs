@@ -32,13 +32,16 @@ pub const NOT_PROMPT_PATHS: [&str; 9] = [
 /// `https://api.anthropic.com`), openai-python `src/openai/_client.py` (`OpenAI.__init__`:
 /// `https://api.openai.com/v1`), python-genai `google/genai/_api_client.py` (the Gemini API's
 /// `https://generativelanguage.googleapis.com/`), and DeepSeek's API docs ("Your First API
-/// Call", <https://api-docs.deepseek.com/>: `https://api.deepseek.com`). Bedrock
+/// Call", <https://api-docs.deepseek.com/>: `https://api.deepseek.com`), and xAI's
+/// (<https://docs.x.ai/developers/advanced-api-usage/prompt-caching/maximizing-cache-hits>:
+/// `curl https://api.x.ai/v1/chat/completions`). Bedrock
 /// (`bedrock-runtime.REGION.amazonaws.com`) is not one: no engine model knows its cache.
-pub const HOSTED_API_HOSTS: [(&str, EngineName); 4] = [
+pub const HOSTED_API_HOSTS: [(&str, EngineName); 5] = [
     ("api.anthropic.com", EngineName::Anthropic),
     ("api.openai.com", EngineName::OpenAi),
     ("generativelanguage.googleapis.com", EngineName::Gemini),
     ("api.deepseek.com", EngineName::DeepSeek),
+    ("api.x.ai", EngineName::Xai),
 ];
 
 /// The host of a whole URL (`https://HOST[:port]/…`), lower-cased; `None` for a path.
@@ -126,6 +129,7 @@ mod tests {
                 "https://api.deepseek.com/chat/completions",
                 Some(EngineName::DeepSeek),
             ),
+            ("https://api.x.ai/v1/responses", Some(EngineName::Xai)),
             // Self-hosted engines, gateways and hosts no engine model knows: no provider.
             ("http://localhost:8080/v1/chat/completions", None),
             ("https://openrouter.ai/api/v1/chat/completions", None),

@@ -30,10 +30,11 @@ pub enum EngineName {
     Anthropic,
     Gemini,
     DeepSeek,
+    Xai,
 }
 
 impl EngineName {
-    pub const ALL: [Self; 7] = [
+    pub const ALL: [Self; 8] = [
         Self::Vllm,
         Self::Sglang,
         Self::LlamaCpp,
@@ -41,6 +42,7 @@ impl EngineName {
         Self::Anthropic,
         Self::Gemini,
         Self::DeepSeek,
+        Self::Xai,
     ];
 
     /// The name as written in specs and reports.
@@ -53,6 +55,7 @@ impl EngineName {
             Self::Anthropic => "anthropic",
             Self::Gemini => "gemini",
             Self::DeepSeek => "deepseek",
+            Self::Xai => "xai",
         }
     }
 

@@ -12,7 +12,8 @@ use super::breakpoints::anthropic_breakpoints;
 use kvlint_fleet::cache::{SGLANG_PAGE_SIZE, VLLM_BLOCK_SIZE, llamacpp_hit, sglang_hit, vllm_hit};
 
 use super::hits::{
-    OPENAI_MINIMUM, anthropic_hit, breakpoint_hit, gemini_hit, openai_hit, readable_units,
+    OPENAI_MINIMUM, XAI_BLOCK, anthropic_hit, breakpoint_hit, gemini_hit, openai_hit,
+    readable_units, xai_hit,
 };
 use super::models::{MODELS, ModelFigures};
 use super::turn::{CacheTurn, Earlier, Prediction};
@@ -35,6 +36,8 @@ pub enum Engine {
     Gemini { model: Option<String> },
     /// `deepseek`
     DeepSeek,
+    /// `xai[:MODEL]`
+    Xai { model: Option<String> },
 }
 
 impl Engine {
@@ -48,6 +51,7 @@ impl Engine {
             Self::Anthropic { .. } => EngineName::Anthropic,
             Self::Gemini { .. } => EngineName::Gemini,
             Self::DeepSeek => EngineName::DeepSeek,
+            Self::Xai { .. } => EngineName::Xai,
         }
     }
 
@@ -64,12 +68,13 @@ impl Engine {
             Self::Sglang { page } => format!("{name}:page={page}"),
             Self::LlamaCpp { cache_reuse: 0 } | Self::DeepSeek => name.to_owned(),
             Self::LlamaCpp { cache_reuse } => format!("{name}:cache-reuse={cache_reuse}"),
-            Self::OpenAi { model } | Self::Anthropic { model } | Self::Gemini { model } => {
-                match model {
-                    Some(model) => format!("{name}:{model}"),
-                    None => name.to_owned(),
-                }
-            }
+            Self::OpenAi { model }
+            | Self::Anthropic { model }
+            | Self::Gemini { model }
+            | Self::Xai { model } => match model {
+                Some(model) => format!("{name}:{model}"),
+                None => name.to_owned(),
+            },
         }
     }
 
@@ -97,9 +102,10 @@ impl Engine {
     /// request's.
     pub fn model<'a>(&'a self, turn: &'a CacheTurn) -> Option<&'a str> {
         let named = match self {
-            Self::OpenAi { model } | Self::Anthropic { model } | Self::Gemini { model } => {
-                model.as_deref()
-            }
+            Self::OpenAi { model }
+            | Self::Anthropic { model }
+            | Self::Gemini { model }
+            | Self::Xai { model } => model.as_deref(),
             _ => None,
         };
         named.or(turn.model.as_deref())
@@ -167,6 +173,15 @@ impl Engine {
                 cached: readable_units(earlier),
                 written: 0,
             },
+            Self::Xai { .. } => {
+                let minimum = self
+                    .figures(turn)
+                    .map_or(XAI_BLOCK, |figures| figures.min_cacheable_tokens);
+                Prediction {
+                    cached: xai_hit(n, longest_prompt, minimum),
+                    written: 0,
+                }
+            }
         }
     }
 
@@ -177,7 +192,9 @@ impl Engine {
     /// defaults to `30m`", OpenAI's API reference for `prompt_cache_options`; the GPT-6.2 Sol
     /// page prices a write "for 30 minutes of retention", read 2026-12-07), the in-memory
     /// retention before them ("typically cleared after 5–10 min idle": the shorter bound).
-    /// `None` for self-hosted engines (no expiry: they evict) and APIs that do not say.
+    /// `None` for self-hosted engines (no expiry: they evict) and APIs that do not say (xAI:
+    /// "Cache entries can be evicted at any time due to server load or restarts", its prompt
+    /// caching best practices, read 2026-12-07).
     pub fn cache_ttl(&self, request: &Request) -> Option<Duration> {
         const FIVE_MINUTES: Duration = Duration::from_secs(5 * 60);
         let body = &request.body;
@@ -286,7 +303,7 @@ fn parse_ttl(text: &str) -> Option<Duration> {
 #[diagnostic(
     code(kvlint::engine),
     help(
-        "one of vllm[:block=16][,spec], sglang[:page=1], llamacpp[:cache-reuse=N], openai[:MODEL], anthropic[:MODEL], gemini[:MODEL], deepseek"
+        "one of vllm[:block=16][,spec], sglang[:page=1], llamacpp[:cache-reuse=N], openai[:MODEL], anthropic[:MODEL], gemini[:MODEL], deepseek, xai[:MODEL]"
     )
 )]
 pub struct EngineSpecError {
@@ -326,6 +343,7 @@ impl FromStr for Engine {
                 spec.only(&[])?;
                 Self::DeepSeek
             }
+            EngineName::Xai => Self::Xai { model: spec.rest() },
         };
         Ok(engine)
     }
@@ -360,6 +378,7 @@ mod tests {
             ("openai:gpt-4o", "openai:gpt-4o"),
             ("anthropic", "anthropic"),
             ("deepseek", "deepseek"),
+            ("xai:grok-4.7", "xai:grok-4.7"),
         ] {
             assert_eq!(
                 spec.parse::<Engine>()

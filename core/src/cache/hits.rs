@@ -10,6 +10,9 @@ use super::turn::{CacheTurn, Earlier, Prediction};
 pub const OPENAI_MINIMUM: usize = 1024;
 /// OpenAI before GPT-5.6: hits grow in steps of this many tokens past the minimum.
 pub const OPENAI_INCREMENT: usize = 128;
+/// xAI: hits in blocks of this many tokens, as a third-party guide says (docs.apiyi.com's
+/// Grok prompt-caching guide: "128-token block granularity"); xAI's own pages state no size.
+pub const XAI_BLOCK: usize = 128;
 /// DeepSeek: the historical storage unit; shorter content is not cached.
 pub const DEEPSEEK_UNIT: usize = 64;
 
@@ -32,6 +35,18 @@ pub fn openai_hit(prompt_tokens: usize, matched: usize) -> usize {
         0
     } else {
         OPENAI_MINIMUM + (matched - OPENAI_MINIMUM) / OPENAI_INCREMENT * OPENAI_INCREMENT
+    }
+}
+
+/// xAI: "messages at the beginning that match exactly are served from cache"
+/// (docs.x.ai/developers/advanced-api-usage/prompt-caching, read 2026-12-07), once the prompt
+/// reaches the model's minimum, in whole [`XAI_BLOCK`]s.
+pub fn xai_hit(prompt_tokens: usize, matched: usize, minimum: usize) -> usize {
+    let matched = matched.min(prompt_tokens);
+    if matched < minimum {
+        0
+    } else {
+        matched / XAI_BLOCK * XAI_BLOCK
     }
 }
 

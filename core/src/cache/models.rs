@@ -80,7 +80,7 @@ mod tests {
     fn the_model_table_is_readable_and_dated() {
         assert!(!MODELS.as_of.is_empty());
         assert!(MODELS.models.len() >= 20);
-        for provider in ["openai", "anthropic", "gemini", "deepseek"] {
+        for provider in ["openai", "anthropic", "gemini", "deepseek", "xai"] {
             assert!(
                 MODELS.lookup(provider, "some-future-model").is_some(),
                 "{provider} has a fallback row"

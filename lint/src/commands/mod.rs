@@ -66,13 +66,14 @@ fn has_errors<'a>(
 }
 
 /// The servers `probe` and `proxy` talk to (`--engine-kind`): the engines, and the hosted APIs
-/// whose usage reports cached tokens (OpenAI's, Anthropic's).
-pub const SERVER_KINDS: [EngineName; 5] = [
+/// whose usage reports cached tokens (OpenAI's, Anthropic's, xAI's).
+pub const SERVER_KINDS: [EngineName; 6] = [
     EngineName::LlamaCpp,
     EngineName::Vllm,
     EngineName::Sglang,
     EngineName::OpenAi,
     EngineName::Anthropic,
+    EngineName::Xai,
 ];
 
 /// The argument parser of an engine among `allowed`, by its name

@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use kvlint_core::cache::{MODELS, ModelFigures};
+use kvlint_protocol::EngineName;
 
 use super::Outcome;
 
@@ -12,7 +13,7 @@ pub struct Args {
     /// A model as a request names it (`claude-opus-5-5-20260922`): the row that applies to it.
     /// Without it, every row.
     pub model: Option<String>,
-    /// Only this provider's rows: openai, anthropic, gemini, deepseek.
+    /// Only this provider's rows: openai, anthropic, gemini, deepseek, xai.
     #[arg(long)]
     pub provider: Option<String>,
     /// Output format.
@@ -27,9 +28,13 @@ pub enum Format {
 }
 
 pub fn run(args: Args) -> miette::Result<Outcome> {
+    let hosted = EngineName::ALL
+        .into_iter()
+        .filter(|engine| !engine.is_self_hosted())
+        .map(EngineName::as_str);
     let providers: Vec<&str> = match &args.provider {
         Some(provider) => vec![provider.as_str()],
-        None => vec!["openai", "anthropic", "gemini", "deepseek"],
+        None => hosted.clone().collect(),
     };
     let rows: Vec<&ModelFigures> = match &args.model {
         Some(model) => {
@@ -52,7 +57,7 @@ pub fn run(args: Args) -> miette::Result<Outcome> {
             .collect(),
     };
     if rows.is_empty() {
-        let known = "openai, anthropic, gemini, deepseek";
+        let known = hosted.collect::<Vec<_>>().join(", ");
         return Err(miette::miette!(
             help = format!("the providers in the table: {known}"),
             "no row of the model table applies{}{}",

@@ -117,7 +117,7 @@ pub fn run(args: Args, terminal: Terminal) -> miette::Result<Outcome> {
         };
         let probed = match fleet.as_mut() {
             Some(fleet) => probe::probe_fleet(fleet, &session, model.as_deref()),
-            None if matches!(kind, EngineName::OpenAi | EngineName::Anthropic) => {
+            None if !kind.is_self_hosted() => {
                 probe::probe_hosted(&client, kind, &session, model.as_deref())
             }
             None => probe::probe_session(

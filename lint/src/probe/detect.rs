@@ -57,6 +57,9 @@ impl Client {
                 model: model.map(str::to_owned),
             },
             EngineName::DeepSeek => Engine::DeepSeek,
+            EngineName::Xai => Engine::Xai {
+                model: model.map(str::to_owned),
+            },
         }
     }
 

@@ -1,4 +1,4 @@
-//! Replaying a session against a hosted API (OpenAI, Anthropic), which offers no tokenizer:
+//! Replaying a session against a hosted API (OpenAI, Anthropic, xAI), which offers no tokenizer:
 //! the prediction is kvlint's cache model for that API on its own rendering, the one
 //! `kvlint check` makes (approximate, as the report says).
 
@@ -16,7 +16,9 @@ use kvlint_protocol::EngineName;
 /// The Messages API version the request shapes kvlint reads are documented for.
 const ANTHROPIC_VERSION: &str = "2023-06-01";
 
-/// Replays one session against a hosted API of `kind` (`Openai` or `Anthropic`).
+/// Replays one session against a hosted API of `kind` (`OpenAi`, `Anthropic`, `Xai`; xAI's
+/// chat completions with the session routed to one server by `x-grok-conv-id`, as its prompt
+/// caching guide advises).
 pub fn probe_hosted(
     client: &Client,
     kind: EngineName,
@@ -47,7 +49,14 @@ pub fn probe_hosted(
             if let Some(key) = turn.request.body.get("prompt_cache_key") {
                 body["prompt_cache_key"] = key.clone();
             }
-            ("/v1/chat/completions", body, Vec::new())
+            let headers = match kind {
+                EngineName::Xai => vec![(
+                    kvlint_protocol::key::XAI_CONVERSATION_HEADER,
+                    format!("kvlint-probe-{}", session.path),
+                )],
+                _ => Vec::new(),
+            };
+            ("/v1/chat/completions", body, headers)
         };
         let headers: Vec<(&str, &str)> = headers
             .iter()

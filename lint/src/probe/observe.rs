@@ -55,13 +55,13 @@ pub fn observed_cached(kind: EngineName, response: &Value) -> Result<usize, Stri
     let value = match kind {
         EngineName::LlamaCpp => timings.or(details),
         EngineName::Vllm | EngineName::Sglang => details,
-        EngineName::OpenAi => details.or(responses),
+        EngineName::OpenAi | EngineName::Xai => details.or(responses),
         EngineName::Anthropic => anthropic,
         EngineName::Gemini => gemini,
         EngineName::DeepSeek => deepseek,
     };
     value.map(|value| value as usize).ok_or_else(|| match kind {
-        EngineName::OpenAi => "the response has no `usage.prompt_tokens_details.cached_tokens`".to_owned(),
+        EngineName::OpenAi | EngineName::Xai => "the response has no `usage.prompt_tokens_details.cached_tokens`".to_owned(),
         EngineName::Anthropic => "the response has no `usage.cache_read_input_tokens`".to_owned(),
         EngineName::Gemini => "the response has no `usageMetadata.cachedContentTokenCount`".to_owned(),
         EngineName::DeepSeek => "the response has no `usage.prompt_cache_hit_tokens`".to_owned(),

@@ -227,7 +227,10 @@ impl Predictions {
         let kind = self
             .probe
             .kind
-            .or_else(|| hosted_kind(upstream))
+            .or_else(|| {
+                kvlint_protocol::endpoint::host_of(upstream)
+                    .and_then(|host| kvlint_protocol::endpoint::hosted_api(&host))
+            })
             .unwrap_or_else(|| client.detect());
         let model = client.cache_model(kind, None);
         let known = match client.replica_cache(&model) {
@@ -443,16 +446,6 @@ pub(in crate::proxy) fn engine_client(
 ) -> Client {
     let authorities: Vec<&[u8]> = authorities.iter().map(|der| der.as_ref()).collect();
     Client::trusting(url, ENGINE_TIMEOUT, &authorities)
-}
-
-/// The hosted API an upstream URL points at, by its host.
-fn hosted_kind(url: &str) -> Option<EngineName> {
-    let host = url.parse::<hyper::Uri>().ok()?.host()?.to_ascii_lowercase();
-    match host.as_str() {
-        "api.openai.com" => Some(EngineName::OpenAi),
-        "api.anthropic.com" => Some(EngineName::Anthropic),
-        _ => None,
-    }
 }
 
 /// A replica's name in a log line.
