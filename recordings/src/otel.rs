@@ -246,19 +246,28 @@ fn response(attributes: &Map<String, Value>) -> Option<Value> {
     }
     let count = |keys: &[&str]| keys.iter().find_map(|key| integer(attributes.get(*key)));
     let prompt = count(&["gen_ai.usage.input_tokens", "llm.token_count.prompt"]);
+    // OpenTelemetry's GenAI conventions ("The number of input tokens served from a
+    // provider-managed cache", `model/gen-ai/registry.yaml`, v1.40.0), Sentry's older spelling,
+    // pydantic-ai's own (`usage.py`, `UsageBase.opentelemetry_attributes`, still emitted "for
+    // backwards compat"), OpenInference's.
     let cached = count(&[
         "gen_ai.usage.cache_read.input_tokens",
         "gen_ai.usage.cache_read_input_tokens",
+        "gen_ai.usage.details.cache_read_tokens",
         "llm.token_count.prompt_details.cache_read",
     ]);
-    // OpenTelemetry's GenAI conventions ("The number of input tokens written to a
-    // provider-managed cache", `docs/registry/attributes/gen-ai.md`), Sentry's older spelling,
-    // OpenInference's.
+    // The same for writes ("The number of input tokens written to a provider-managed cache"),
+    // and the name semantic-conventions-genai renamed it to (`cache_write`, PR #440).
     let written = count(&[
         "gen_ai.usage.cache_creation.input_tokens",
+        "gen_ai.usage.cache_write.input_tokens",
         "gen_ai.usage.cache_creation_input_tokens",
+        "gen_ai.usage.details.cache_write_tokens",
         "llm.token_count.prompt_details.cache_write",
     ]);
+    // pydantic-ai sets a cache attribute only when it is not zero: a write without a read is
+    // a read of none.
+    let cached = cached.or(written.map(|_| 0));
     let text = match json_attribute(attributes, "gen_ai.output.messages") {
         Some(Value::Array(messages)) => messages
             .iter()

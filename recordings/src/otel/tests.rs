@@ -187,3 +187,29 @@ fn the_cache_usage_attributes_become_the_response_usage() {
         (Some(5000), 2048, Some(2900))
     );
 }
+
+/// pydantic-ai's spans (`UsageBase.opentelemetry_attributes`): the older `details` names, the
+/// newer `cache_write` name, and a cache read left out when it is zero.
+#[test]
+fn pydantic_ai_s_cache_usage_names_are_read_too() {
+    let usage_of = |attributes: Value| {
+        let response = super::response(attributes.as_object().unwrap()).unwrap();
+        let usage = kvlint_core::cache::reported_usage(&response).unwrap();
+        (
+            usage.prompt_tokens,
+            usage.cached_tokens,
+            usage.cache_write_tokens,
+        )
+    };
+    let details = json!({
+        "gen_ai.usage.input_tokens": 4000,
+        "gen_ai.usage.details.cache_read_tokens": 1024,
+        "gen_ai.usage.details.cache_write_tokens": 512,
+    });
+    assert_eq!(usage_of(details), (Some(4000), 1024, Some(512)));
+    let first_turn = json!({
+        "gen_ai.usage.input_tokens": 3000,
+        "gen_ai.usage.cache_write.input_tokens": 2900,
+    });
+    assert_eq!(usage_of(first_turn), (Some(3000), 0, Some(2900)));
+}
