@@ -1,5 +1,6 @@
 //! The proxy's counters, in the Prometheus text format at `/metrics` (prometheus-client).
 
+use kvlint_core::cache::ReportedUsage;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -23,6 +24,28 @@ fn all_causes() -> impl Iterator<Item = &'static str> {
         .into_iter()
         .chain(kvlint_rules::RULES.iter().map(|rule| rule.meta().name))
 }
+
+/// The usage counters under OpenTelemetry's GenAI attribute names, as Prometheus spells them
+/// (`.` as `_`; a counter's `_total` added), so that a dashboard built on those names reads
+/// the proxy: `gen_ai.usage.input_tokens` ("SHOULD include all types of input tokens,
+/// including cached tokens"), `gen_ai.usage.cache_read.input_tokens` and
+/// `gen_ai.usage.cache_creation.input_tokens` (open-telemetry/semantic-conventions,
+/// `model/gen-ai/registry.yaml`, v1.40.0; read 2026-12-07). Each is summed over the requests,
+/// as the upstream reported them.
+const OTEL_USAGE: [(&str, &str); 3] = [
+    (
+        "gen_ai_usage_input_tokens",
+        "gen_ai.usage.input_tokens summed: input tokens, cached ones included, as the upstream reported them",
+    ),
+    (
+        "gen_ai_usage_cache_read_input_tokens",
+        "gen_ai.usage.cache_read.input_tokens summed: input tokens served from the provider's cache",
+    ),
+    (
+        "gen_ai_usage_cache_creation_input_tokens",
+        "gen_ai.usage.cache_creation.input_tokens summed: input tokens written to the provider's cache",
+    ),
+];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Upstream {
@@ -63,6 +86,9 @@ pub(super) struct Metrics {
     requests: Family<Upstream, Counter>,
     prompt_tokens: Family<Upstream, Counter>,
     cached_tokens: Family<Upstream, Counter>,
+    written_tokens: Family<Upstream, Counter>,
+    /// The same usage under OpenTelemetry's GenAI names: input, cache read, cache creation.
+    otel_usage: [Family<Upstream, Counter>; 3],
     predicted_cached_tokens: Family<Upstream, Counter>,
     lost_tokens: Family<Cause, Counter>,
     findings: Family<Rule, Counter>,
@@ -94,6 +120,16 @@ impl Metrics {
             "Prompt tokens the upstream reported as served from its cache",
             cached_tokens.clone(),
         );
+        let written_tokens = Family::<Upstream, Counter>::default();
+        registry.register(
+            "kvlint_prompt_tokens_cache_written",
+            "Prompt tokens the upstream reported as written to its cache (Anthropic's cache_creation_input_tokens, OpenAI's cache_write_tokens)",
+            written_tokens.clone(),
+        );
+        let otel_usage: [Family<Upstream, Counter>; 3] = Default::default();
+        for ((name, help), family) in OTEL_USAGE.into_iter().zip(&otel_usage) {
+            registry.register(name, help, family.clone());
+        }
         let predicted_cached_tokens = Family::<Upstream, Counter>::default();
         registry.register(
             "kvlint_prompt_tokens_predicted_cached",
@@ -146,9 +182,13 @@ impl Metrics {
                 &requests,
                 &prompt_tokens,
                 &cached_tokens,
+                &written_tokens,
                 &predicted_cached_tokens,
                 &upstream_errors,
-            ] {
+            ]
+            .into_iter()
+            .chain(&otel_usage)
+            {
                 let _created = family.get_or_create(&labels);
             }
             for cause in all_causes() {
@@ -188,6 +228,8 @@ impl Metrics {
             requests,
             prompt_tokens,
             cached_tokens,
+            written_tokens,
+            otel_usage,
             predicted_cached_tokens,
             lost_tokens,
             findings,
@@ -225,23 +267,28 @@ impl Metrics {
         self.upstream_errors.get_or_create(&labels(upstream)).inc();
     }
 
-    pub(super) fn request(
-        &self,
-        upstream: &str,
-        prompt_tokens: Option<usize>,
-        cached_tokens: Option<usize>,
-    ) {
+    /// A request analysed, with the usage its response reported.
+    pub(super) fn request(&self, upstream: &str, usage: Option<ReportedUsage>) {
         let labels = labels(upstream);
         self.requests.get_or_create(&labels).inc();
-        if let Some(prompt_tokens) = prompt_tokens {
-            self.prompt_tokens
-                .get_or_create(&labels)
-                .inc_by(prompt_tokens as u64);
-        }
-        if let Some(cached_tokens) = cached_tokens {
-            self.cached_tokens
-                .get_or_create(&labels)
-                .inc_by(cached_tokens as u64);
+        let Some(usage) = usage else {
+            return;
+        };
+        let [otel_input, otel_read, otel_written] = &self.otel_usage;
+        let counted = [
+            (usage.prompt_tokens, [&self.prompt_tokens, otel_input]),
+            (Some(usage.cached_tokens), [&self.cached_tokens, otel_read]),
+            (
+                usage.cache_write_tokens,
+                [&self.written_tokens, otel_written],
+            ),
+        ];
+        for (tokens, families) in counted {
+            if let Some(tokens) = tokens {
+                for family in families {
+                    family.get_or_create(&labels).inc_by(tokens as u64);
+                }
+            }
         }
     }
 

@@ -153,11 +153,7 @@ impl Analysis {
             }
         }
         // Counted last: a scrape that sees the request sees all it changed.
-        self.metrics.request(
-            &exchange.upstream,
-            usage.and_then(|usage| usage.prompt_tokens),
-            usage.map(|usage| usage.cached_tokens),
-        );
+        self.metrics.request(&exchange.upstream, usage);
     }
 
     /// Checks an accepted turn with its session's guard, which then holds it as the session's

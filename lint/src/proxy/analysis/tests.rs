@@ -156,9 +156,14 @@ fn hosted_turn(upstream: &str, at: Instant, history: usize, usage: Value) -> Exc
 }
 
 fn lost(analysis: &Analysis, upstream: &str, cause: &str) -> u64 {
-    let text = analysis.metrics.encode();
     let series =
         format!("kvlint_prompt_tokens_lost_total{{upstream=\"{upstream}\",cause=\"{cause}\"}} ");
+    counted(analysis, &series)
+}
+
+/// The value of the series whose line starts with `series`.
+fn counted(analysis: &Analysis, series: &str) -> u64 {
+    let text = analysis.metrics.encode();
     text.lines()
         .find_map(|line| line.strip_prefix(&series))
         .and_then(|value| value.trim().parse().ok())
@@ -373,4 +378,26 @@ fn signed_history_altered_on_the_way_back_is_caught_and_its_refusal_counted() {
         )),
         0
     );
+}
+
+/// The usage the API reported is counted under kvlint's names and under OpenTelemetry's
+/// GenAI names: Anthropic's uncached, read and written input tokens add up to the input.
+#[test]
+fn reported_cache_usage_is_counted_under_opentelemetry_s_names() {
+    let start = Instant::now();
+    let mut analysis = hosted(ANTHROPIC, EngineName::Anthropic);
+    let usage = json!({"input_tokens": 12, "cache_read_input_tokens": 1400,
+        "cache_creation_input_tokens": 30, "output_tokens": 5});
+    analysis.observe(&hosted_turn(ANTHROPIC, start, 0, usage));
+    let series = |name: &str| {
+        counted(
+            &analysis,
+            &format!("{name}_total{{upstream=\"{ANTHROPIC}\"}} "),
+        )
+    };
+    assert_eq!(series("gen_ai_usage_input_tokens"), 12 + 1400 + 30);
+    assert_eq!(series("gen_ai_usage_cache_read_input_tokens"), 1400);
+    assert_eq!(series("gen_ai_usage_cache_creation_input_tokens"), 30);
+    assert_eq!(series("kvlint_prompt_tokens_cache_written"), 30);
+    assert_eq!(series("kvlint_prompt_tokens_cached"), 1400);
 }
