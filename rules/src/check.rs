@@ -7,7 +7,7 @@
 
 use std::ops::Range;
 
-use kvlint_core::cache::{Engine, SessionCacheView, TurnCachePrediction, audit_reported};
+use kvlint_core::cache::{Engine, Opening, SessionCacheView, TurnCachePrediction, audit_reported};
 use kvlint_core::diff::{RenderedRequest, TurnDiff, diff_turns};
 use kvlint_core::session::{SessionFile, Turn};
 use kvlint_protocol::engine::EngineName;
@@ -37,6 +37,10 @@ pub struct SessionCheck {
     pub findings: Vec<Diagnostic>,
     /// With an engine: each turn's predicted cache use.
     pub predictions: Option<Vec<TurnCachePrediction>>,
+    /// With a hosted API's engine: what the session's first request leaves in the cache and
+    /// could read there, for the audit of a recording's sessions together
+    /// ([`kvlint_core::cache::audit_cold_starts`]).
+    pub opening: Option<Opening>,
 }
 
 impl SessionCheck {
@@ -205,6 +209,7 @@ fn check(
             view.append(later);
         }
     }
+    let mut opening = None;
     let predictions = engine.zip(cache_view).and_then(|(engine, view)| {
         let first_body = session
             .locate(0, &PartPath::root(), 0)
@@ -248,6 +253,7 @@ fn check(
             }));
         }
         findings.sort_by_key(|finding| finding.turn);
+        opening = view.opening(engine);
         Some(predictions)
     });
     if session
@@ -262,6 +268,7 @@ fn check(
         turns,
         findings,
         predictions,
+        opening,
     })
 }
 

@@ -35,7 +35,7 @@
 //! assert_eq!((span.line, span.column), (2, 55));
 //! ```
 
-use kvlint_core::cache::{BreakpointIssue, IdleIssue, SessionIssue, UsageIssue};
+use kvlint_core::cache::{BreakpointIssue, ColdStartIssue, IdleIssue, SessionIssue, UsageIssue};
 use kvlint_core::prompt_template::VolatilePlacement;
 use kvlint_render::template_check::TemplateBreak;
 use kvlint_request::diagnostic::{Diagnostic, Severity, Span};
@@ -127,6 +127,12 @@ pub enum RuleInput<'a> {
     /// Turns that came after the cache's lifetime, with the place of the first.
     Idle {
         issue: &'a IdleIssue,
+        span: Option<Span>,
+    },
+    /// A session of a recording that starts cold on a prefix an earlier session sent, with
+    /// the place of its first body.
+    Cold {
+        issue: &'a ColdStartIssue,
         span: Option<Span>,
     },
     /// A request whose model appends its `instructions` after the input, uncached (the first
@@ -318,6 +324,9 @@ fn diagnostic(meta: &RuleMeta, finding: Finding, input: &RuleInput<'_>) -> Diagn
             String::new(),
             String::new(),
         ),
+        RuleInput::Cold { issue, span } => {
+            (0, issue.block.clone(), span, String::new(), String::new())
+        }
         RuleInput::UncachedInstructions { turn, span, .. } => (
             turn,
             PartPath::root().key("instructions"),

@@ -12,9 +12,12 @@
 //! `turn` holds the facts every formula reads; `breakpoints` Anthropic's breakpoint
 //! positions and their audit; `models` the per-model figures; `prediction` a whole session's
 //! view and every engine's prediction over it; `session_audit` what only the whole session
-//! shows (prompts under the minimum, no breakpoint, no routing key).
+//! shows (prompts under the minimum, no breakpoint, no routing key); `cold` what only the
+//! sessions of a recording together show (a session that starts cold on a prefix another
+//! session sent).
 
 mod breakpoints;
+mod cold;
 mod engine;
 mod hits;
 mod models;
@@ -27,6 +30,7 @@ pub use breakpoints::{
     ANTHROPIC_LOOKBACK_BLOCKS, ANTHROPIC_MAX_BREAKPOINTS, BreakpointIssue, BreakpointIssueKind,
     audit_breakpoints,
 };
+pub use cold::{ColdCause, ColdStartIssue, Opening, OpeningAudit, audit_cold_starts};
 pub use engine::{Engine, EngineSpecError};
 pub use hits::{
     DEEPSEEK_UNIT, OPENAI_INCREMENT, OPENAI_MINIMUM, anthropic_hit, gemini_hit, openai_hit,

@@ -7,7 +7,7 @@ use kvlint_fleet::cache::llamacpp_reuse;
 use serde_json::Value;
 
 use super::{
-    BreakpointIssue, CacheTurn, Earlier, Engine, ModelFigures, Prediction, ReportedUsage,
+    BreakpointIssue, CacheTurn, Earlier, Engine, ModelFigures, Opening, Prediction, ReportedUsage,
     SessionIssue, audit_breakpoints, audit_session, generated_text, reported_usage,
 };
 use kvlint_render::render::{Rendered, Renderer};
@@ -115,6 +115,16 @@ impl SessionCacheView {
             found.gaps.push(gap);
         }
         issue
+    }
+
+    /// The session's [`Opening`], for the cold-start audit across a recording's sessions
+    /// ([`super::audit_cold_starts`]); `None` for a self-hosted engine or an empty session.
+    pub fn opening(&self, engine: &Engine) -> Option<Opening> {
+        engine.provider()?;
+        let (turn, tokens) = self.cache_turns.first().zip(self.tokens.first())?;
+        let times = self.times.iter().filter_map(|(time, _)| *time).collect();
+        let lifetime = self.times.first().and_then(|(_, lifetime)| *lifetime);
+        Some(Opening::new(engine, turn, &tokens.ids(), times, lifetime))
     }
 
     /// What `engine` serves from cache for each turn, as recorded and as it would be if every

@@ -11,7 +11,7 @@ use super::Outcome;
 use crate::emit::{Output, OutputFormat, Terminal};
 use crate::input::{parse_all, read_input};
 use crate::report::{ErrorReport, Report, SessionReport};
-use crate::workspace::check::{Setup, check_session};
+use crate::workspace::check::{Setup, check_sessions};
 use crate::workspace::config::{Config, Discovery};
 use crate::workspace::discover::{Candidate, looks_like_session, session_files};
 use crate::workspace::render::RenderArgs;
@@ -26,7 +26,7 @@ pub struct Args {
     #[command(flatten)]
     pub render: RenderArgs,
     /// Predict what this engine serves from cache: vllm[:block=16][,spec], sglang[:page=1],
-    /// llamacpp, openai[:MODEL], anthropic[:MODEL], gemini[:MODEL], deepseek. With a chat
+    /// llamacpp, openai[:MODEL], anthropic[:MODEL], gemini[:MODEL], deepseek, xai[:MODEL]. With a chat
     /// template, requests are parsed as this engine parses them (vLLM's parsing unless
     /// llamacpp or sglang is named).
     #[arg(long, value_name = "NAME[:OPTIONS]")]
@@ -182,8 +182,5 @@ pub(crate) fn check_text(
         Ok(sessions) => sessions,
         Err(error) => return vec![Err(error.into())],
     };
-    sessions
-        .iter()
-        .map(|session| check_session(session, config, setup))
-        .collect()
+    check_sessions(&sessions, config, setup)
 }

@@ -14,7 +14,7 @@ use kvlint_request::locate::{LineColumn, Locator};
 use super::actions::shared_ends;
 use super::position::{Encoding, LineIndex};
 use crate::report::ErrorReport;
-use crate::workspace::check::{Setup, check_session, check_template_text};
+use crate::workspace::check::{Setup, check_session, check_sessions, check_template_text};
 use crate::workspace::config::Config;
 use crate::workspace::discover::{is_template, looks_like_session};
 
@@ -224,8 +224,11 @@ impl Analysis {
             }
         };
         let mut analysis = Self::default();
-        for session in &sessions {
-            match check_session(session, config, setup) {
+        for (session, report) in sessions
+            .iter()
+            .zip(check_sessions(&sessions, config, setup))
+        {
+            match report {
                 Ok(report) => analysis.findings.extend(
                     report
                         .findings

@@ -14,8 +14,7 @@ pub mod template;
 use std::path::Path;
 use std::sync::Arc;
 
-use kvlint_core::cache::TurnCachePrediction;
-use kvlint_core::cache::{Engine, MODELS};
+use kvlint_core::cache::{Engine, MODELS, Prediction, TurnCachePrediction};
 use kvlint_core::diff::TurnDiff;
 
 use crate::workspace::config::{Config, ConfigError};
@@ -89,6 +88,13 @@ pub struct SessionReport {
     /// The text findings are placed in (the session file's, or the recording's).
     #[serde(skip)]
     pub source: Arc<str>,
+    /// What the session's first request leaves in a hosted API's cache, for the audit of a
+    /// recording's sessions together (cold starts).
+    #[serde(skip)]
+    pub opening: Option<kvlint_core::cache::Opening>,
+    /// With an engine: each turn's predicted cache use, for [`Self::read_at_opening`].
+    #[serde(skip)]
+    predictions: Option<Vec<TurnCachePrediction>>,
 }
 
 /// The hosted API a session was sent to as its input shows it, when neither an engine nor a
@@ -120,6 +126,30 @@ pub struct TurnReport {
     pub reported_prompt_tokens: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reported_cached_tokens: Option<usize>,
+}
+
+impl TurnReport {
+    fn of(diff: TurnDiff) -> Self {
+        Self {
+            diff,
+            predicted_cached_tokens: None,
+            computed_tokens: None,
+            cache_write_tokens: None,
+            generated_not_reproduced: None,
+            reported_prompt_tokens: None,
+            reported_cached_tokens: None,
+        }
+    }
+
+    /// Takes the turn's predicted cache use.
+    fn predicted(&mut self, prediction: &TurnCachePrediction) {
+        self.predicted_cached_tokens = Some(prediction.recorded.cached);
+        self.computed_tokens = Some(prediction.prompt_tokens - prediction.recorded.cached);
+        self.cache_write_tokens = Some(prediction.recorded.written).filter(|written| *written > 0);
+        self.generated_not_reproduced = prediction.generated_not_reproduced;
+        self.reported_prompt_tokens = prediction.reported.and_then(|usage| usage.prompt_tokens);
+        self.reported_cached_tokens = prediction.reported.map(|usage| usage.cached_tokens);
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -260,6 +290,32 @@ impl Report {
 }
 
 impl SessionReport {
+    /// The session's first request reads what an earlier session of the recording left in
+    /// the cache (`read`, the engine's prediction for it): its turn and the cache summary say
+    /// so.
+    pub fn read_at_opening(&mut self, read: Prediction, engine: &Engine, prefill_tps: Option<f64>) {
+        let Some(predictions) = &mut self.predictions else {
+            return;
+        };
+        let Some(first) = predictions.first_mut() else {
+            return;
+        };
+        first.recorded = read;
+        first.stable = read;
+        if let Some(turn) = self.turns.first_mut() {
+            turn.predicted(first);
+        }
+        self.cache = Some(cache_summary(engine, predictions, prefill_tps));
+    }
+
+    /// Adds findings only the sessions of a recording together show, in turn order, and
+    /// recounts.
+    pub fn add_findings(&mut self, findings: impl IntoIterator<Item = Diagnostic>) {
+        self.findings.extend(findings);
+        self.findings.sort_by_key(|finding| finding.turn);
+        self.summary.findings = SeverityCounts::of(&self.findings);
+    }
+
     /// Applies a configuration's rule levels, ignores and threshold, and recounts.
     pub fn apply_config(&mut self, config: &Config) {
         let findings = std::mem::take(&mut self.findings);
@@ -408,31 +464,21 @@ impl SessionReport {
             .map(|(engine, predictions)| {
                 cache_summary(engine, predictions, options.prefill_tokens_per_second)
             });
-        let predictions = checked.predictions;
+        let opening = checked.opening;
         let turns = checked
             .turns
             .into_iter()
             .enumerate()
             .map(|(index, diff)| {
-                let prediction = predictions
+                let mut turn = TurnReport::of(diff);
+                if let Some(prediction) = checked
+                    .predictions
                     .as_ref()
-                    .and_then(|predictions| predictions.get(index));
-                TurnReport {
-                    diff,
-                    predicted_cached_tokens: prediction.map(|turn| turn.recorded.cached),
-                    computed_tokens: prediction
-                        .map(|turn| turn.prompt_tokens - turn.recorded.cached),
-                    cache_write_tokens: prediction
-                        .map(|turn| turn.recorded.written)
-                        .filter(|written| *written > 0),
-                    generated_not_reproduced: prediction
-                        .and_then(|turn| turn.generated_not_reproduced),
-                    reported_prompt_tokens: prediction
-                        .and_then(|turn| turn.reported?.prompt_tokens),
-                    reported_cached_tokens: prediction
-                        .and_then(|turn| turn.reported)
-                        .map(|usage| usage.cached_tokens),
+                    .and_then(|predictions| predictions.get(index))
+                {
+                    turn.predicted(prediction);
                 }
+                turn
             })
             .collect();
         Ok(Self {
@@ -457,6 +503,8 @@ impl SessionReport {
                 parent: origin.parent,
             }),
             implied_provider,
+            opening,
+            predictions: checked.predictions,
             source: Arc::clone(session.source_text()),
         })
     }

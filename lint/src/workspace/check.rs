@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use chrono::NaiveDateTime;
-use kvlint_core::cache::Engine;
+use kvlint_core::cache::{Engine, Opening, audit_cold_starts};
 use kvlint_core::prompt_template::{
     TemplateSyntax, check_prompt_template, check_template_syntax, ignored_rules,
 };
@@ -15,6 +15,8 @@ use kvlint_render::template::{ChatTemplate, is_chat_template};
 use kvlint_render::template_check::check_template;
 use kvlint_render::tokenize::Tokenizer;
 use kvlint_request::diagnostic::Diagnostic;
+use kvlint_request::locate::Locator;
+use kvlint_request::path::PartPath;
 use kvlint_rules::RuleInput;
 use kvlint_rules::thinking::Account;
 use miette::WrapErr;
@@ -84,6 +86,69 @@ pub(crate) fn anthropic_account(config: &Config) -> miette::Result<Account> {
             config.path.display()
         )
     })
+}
+
+/// Checks the sessions of one file (a recording holds several) under its configuration:
+/// each session, then what only the sessions together show (rule `cold-start`).
+pub(crate) fn check_sessions(
+    sessions: &[SessionFile],
+    config: Option<&Config>,
+    setup: &Setup,
+) -> Vec<Result<SessionReport, ErrorReport>> {
+    let mut reports: Vec<Result<SessionReport, ErrorReport>> = sessions
+        .iter()
+        .map(|session| {
+            SessionReport::new(session, &setup.renderer, &setup.options).map_err(Into::into)
+        })
+        .collect();
+    if let Some(engine) = &setup.options.engine {
+        let prefill_tps = setup.options.prefill_tokens_per_second;
+        add_cold_starts(engine, prefill_tps, sessions, &mut reports);
+    }
+    if let Some(config) = config {
+        for report in reports.iter_mut().flatten() {
+            report.apply_config(config);
+        }
+    }
+    reports
+}
+
+/// What the sessions read from each other's cache entries, and those that start cold on a
+/// prefix an earlier one sent.
+fn add_cold_starts(
+    engine: &Engine,
+    prefill_tps: Option<f64>,
+    sessions: &[SessionFile],
+    reports: &mut [Result<SessionReport, ErrorReport>],
+) {
+    let openings: Vec<Option<Opening>> = reports
+        .iter()
+        .map(|report| {
+            report
+                .as_ref()
+                .ok()
+                .and_then(|report| report.opening.clone())
+        })
+        .collect();
+    let audit = audit_cold_starts(engine, &openings);
+    for (session, read) in audit.reads {
+        if let Some(Ok(report)) = reports.get_mut(session) {
+            report.read_at_opening(read, engine, prefill_tps);
+        }
+    }
+    for issue in audit.cold_starts {
+        let session = &sessions[issue.session];
+        let span = session
+            .locate(0, &PartPath::root(), 0)
+            .map(|start| session.span(start, start + 1));
+        let finding = kvlint_rules::diagnose(&RuleInput::Cold {
+            issue: &issue,
+            span,
+        });
+        if let Some(Ok(report)) = reports.get_mut(issue.session) {
+            report.add_findings(finding);
+        }
+    }
 }
 
 /// Checks one parsed session under its configuration.

@@ -19,6 +19,7 @@ mod lsp_client;
 
 mod architecture;
 mod cli;
+mod cold_start;
 mod config;
 mod corpus;
 mod engine_mode;

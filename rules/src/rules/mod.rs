@@ -37,6 +37,7 @@ register_rules! {
     below_cache_minimum::BelowCacheMinimum,
     instructions_uncached::InstructionsUncached,
     idle_gap::IdleGap,
+    cold_start::ColdStart,
     generation_prompt::GenerationPrompt,
     tools_in_system::ToolsInSystem,
 }

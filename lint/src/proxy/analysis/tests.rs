@@ -165,7 +165,7 @@ fn lost(analysis: &Analysis, upstream: &str, cause: &str) -> u64 {
 fn counted(analysis: &Analysis, series: &str) -> u64 {
     let text = analysis.metrics.encode();
     text.lines()
-        .find_map(|line| line.strip_prefix(&series))
+        .find_map(|line| line.strip_prefix(series))
         .and_then(|value| value.trim().parse().ok())
         .unwrap_or_else(|| panic!("no {series} in {text}"))
 }
