@@ -1,6 +1,8 @@
 //! The proxy's counters, in the Prometheus text format at `/metrics` (prometheus-client).
 
-use kvlint_core::cache::ReportedUsage;
+use std::sync::atomic::AtomicU64;
+
+use kvlint_core::cache::{ModelFigures, ReportedUsage};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -58,6 +60,18 @@ struct Cause {
     cause: String,
 }
 
+/// A miss the session could have avoided (its previous turn had made the tokens reusable:
+/// an application's break, an expiry, another replica, an eviction) or not (tokens sent for
+/// the first time, a prompt under the minimum).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Miss {
+    upstream: String,
+    /// `avoidable` or `unavoidable`.
+    kind: String,
+}
+
+const MISS_KINDS: [&str; 2] = ["avoidable", "unavoidable"];
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct SignedChange {
     upstream: String,
@@ -92,6 +106,8 @@ pub(super) struct Metrics {
     predicted_cached_tokens: Family<Upstream, Counter>,
     lost_tokens: Family<Cause, Counter>,
     findings: Family<Rule, Counter>,
+    missed_tokens: Family<Miss, Counter>,
+    missed_dollars: Family<Miss, Counter<f64, AtomicU64>>,
     signed_changes: Family<SignedChange, Counter>,
     signed_outcomes: Family<SignedOutcome, Counter>,
     not_analysed: Counter,
@@ -148,6 +164,18 @@ impl Metrics {
             "Findings of kvlint's analysis on consecutive requests of a session, by rule",
             findings.clone(),
         );
+        let missed_tokens = Family::<Miss, Counter>::default();
+        registry.register(
+            "kvlint_prompt_tokens_missed",
+            "Prompt tokens the upstream reported computing rather than reading from its cache, by kind: avoidable (the session's previous turn had made them reusable: the lost tokens, whatever the cause but a prompt under the minimum) or unavoidable (the rest: tokens sent for the first time)",
+            missed_tokens.clone(),
+        );
+        let missed_dollars = Family::<Miss, Counter<f64, AtomicU64>>::default();
+        registry.register(
+            "kvlint_prompt_missed_dollars",
+            "What those missed prompt tokens were billed, in USD at the model's prices (a hosted API's model in kvlint's table; written tokens at the write price, the rest at the input price), by kind as kvlint_prompt_tokens_missed",
+            missed_dollars.clone(),
+        );
         let signed_changes = Family::<SignedChange, Counter>::default();
         registry.register(
             "kvlint_signed_history_changed",
@@ -197,6 +225,14 @@ impl Metrics {
                     cause: cause.to_owned(),
                 });
             }
+            for kind in MISS_KINDS {
+                let labels = Miss {
+                    upstream: upstream.clone(),
+                    kind: kind.to_owned(),
+                };
+                let _created = missed_tokens.get_or_create(&labels);
+                let _created = missed_dollars.get_or_create(&labels);
+            }
             for change in ["altered", "dropped", "moved"] {
                 let _created = signed_changes.get_or_create(&SignedChange {
                     upstream: upstream.clone(),
@@ -233,6 +269,8 @@ impl Metrics {
             predicted_cached_tokens,
             lost_tokens,
             findings,
+            missed_tokens,
+            missed_dollars,
             signed_changes,
             signed_outcomes,
             not_analysed,
@@ -267,13 +305,23 @@ impl Metrics {
         self.upstream_errors.get_or_create(&labels(upstream)).inc();
     }
 
-    /// A request analysed, with the usage its response reported.
-    pub(super) fn request(&self, upstream: &str, usage: Option<ReportedUsage>) {
+    /// A request analysed, with the usage its response reported, the prompt tokens it lost
+    /// that its session had made reusable (`avoidable`), and its model's prices when known.
+    pub(super) fn request(
+        &self,
+        upstream: &str,
+        usage: Option<ReportedUsage>,
+        avoidable: usize,
+        figures: Option<&ModelFigures>,
+    ) {
         let labels = labels(upstream);
         self.requests.get_or_create(&labels).inc();
         let Some(usage) = usage else {
             return;
         };
+        if let Some(prompt) = usage.prompt_tokens {
+            self.missed(upstream, prompt, usage, avoidable, figures);
+        }
         let [otel_input, otel_read, otel_written] = &self.otel_usage;
         let counted = [
             (usage.prompt_tokens, [&self.prompt_tokens, otel_input]),
@@ -288,6 +336,40 @@ impl Metrics {
                 for family in families {
                     family.get_or_create(&labels).inc_by(tokens as u64);
                 }
+            }
+        }
+    }
+
+    /// Splits a request's missed prompt tokens into avoidable and unavoidable, in tokens and,
+    /// with the model's prices, in dollars.
+    fn missed(
+        &self,
+        upstream: &str,
+        prompt: usize,
+        usage: ReportedUsage,
+        avoidable: usize,
+        figures: Option<&ModelFigures>,
+    ) {
+        let missed = prompt.saturating_sub(usage.cached_tokens);
+        let avoidable = avoidable.min(missed);
+        let written = usage.cache_write_tokens.unwrap_or(0).min(missed);
+        // Billed: the written tokens at the write price, the rest at the input price.
+        let billed = figures.map(|figures| {
+            (written as f64 * figures.cache_write + (missed - written) as f64 * figures.input)
+                / 1_000_000.0
+        });
+        for (kind, tokens) in MISS_KINDS.into_iter().zip([avoidable, missed - avoidable]) {
+            let labels = Miss {
+                upstream: upstream.to_owned(),
+                kind: kind.to_owned(),
+            };
+            self.missed_tokens
+                .get_or_create(&labels)
+                .inc_by(tokens as u64);
+            if let Some(billed) = billed.filter(|_| missed > 0) {
+                self.missed_dollars
+                    .get_or_create(&labels)
+                    .inc_by(billed * tokens as f64 / missed as f64);
             }
         }
     }

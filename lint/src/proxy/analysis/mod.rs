@@ -88,6 +88,9 @@ pub(super) struct Analysis {
     replica_source: ReplicaSource,
     /// Accepted exchanges analysed so far: each one's request id in the replicas' caches.
     exchanges: u64,
+    /// Prompt tokens of the request being analysed that the session had made reusable and
+    /// the upstream computed again: its avoidable misses.
+    avoidable: usize,
 }
 
 impl Analysis {
@@ -106,6 +109,7 @@ impl Analysis {
             metrics,
             replica_source,
             exchanges: 0,
+            avoidable: 0,
         }
     }
 
@@ -125,6 +129,7 @@ impl Analysis {
             return;
         };
         let replica = self.replica(exchange);
+        self.avoidable = 0;
         let response_text = String::from_utf8_lossy(&exchange.response);
         let response = parse_response(&response_text);
         let usage = response.as_ref().and_then(reported_usage);
@@ -153,7 +158,10 @@ impl Analysis {
             }
         }
         // Counted last: a scrape that sees the request sees all it changed.
-        self.metrics.request(&exchange.upstream, usage);
+        let model = body.get("model").and_then(Value::as_str);
+        let figures = self.predictions.figures(&exchange.upstream, model);
+        self.metrics
+            .request(&exchange.upstream, usage, self.avoidable, figures);
     }
 
     /// Checks an accepted turn with its session's guard, which then holds it as the session's
@@ -174,7 +182,8 @@ impl Analysis {
             Ok(Observed::Retry) | Err(_) => return false,
         };
         for finding in observation.iter() {
-            self.count_break(exchange, finding, observation.prompt_tokens(), usage);
+            self.avoidable +=
+                self.count_break(exchange, finding, observation.prompt_tokens(), usage);
         }
         self.exchanges += 1;
         let Some(Session {
@@ -202,7 +211,10 @@ impl Analysis {
             response,
             usage,
         };
-        self.predictions.predict(previous, &turn, replica.clone());
+        self.avoidable += self
+            .predictions
+            .predict(previous, &turn, replica.clone())
+            .unwrap_or(0);
         true
     }
 
@@ -220,14 +232,14 @@ impl Analysis {
     /// An application's break: counted by its rule, and the tokens it made the upstream
     /// compute again counted as lost with the rule as the cause, in the upstream's tokens
     /// (kvlint's count, out of the `rendered_tokens` of the prompt, scaled by the prompt the
-    /// upstream reported: its tokenizer may differ).
+    /// upstream reported: its tokenizer may differ). Returns those tokens.
     fn count_break(
         &self,
         exchange: &Exchange,
         finding: &Diagnostic,
         rendered_tokens: usize,
         usage: Option<ReportedUsage>,
-    ) {
+    ) -> usize {
         self.metrics.finding(&exchange.upstream, finding.rule);
         let scale = usage
             .and_then(|usage| usage.prompt_tokens)
@@ -236,5 +248,6 @@ impl Analysis {
             });
         let lost = (finding.tokens_lost as f64 * scale).round() as usize;
         self.metrics.lost(&exchange.upstream, finding.rule, lost);
+        lost
     }
 }

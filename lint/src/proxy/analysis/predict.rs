@@ -188,16 +188,18 @@ impl Predictions {
 
     /// Predicts what the upstream served of `turn` and counts what it lost against the
     /// session's `previous` turn, which `turn` then becomes.
+    /// Predicts what the upstream served for `turn`; the tokens the session's previous turn
+    /// had made reusable that the upstream computed again, when it did (counted as lost).
     pub(super) fn predict(
         &mut self,
         previous: &mut PreviousTurn,
         turn: &Turn<'_>,
         replica: Option<String>,
-    ) {
+    ) -> Option<usize> {
         if !self.probe.predict {
-            return;
+            return None;
         }
-        match self.upstream_model(&turn.exchange.upstream).as_deref() {
+        let lost = match self.upstream_model(&turn.exchange.upstream).as_deref() {
             Some(UpstreamModel::SelfHosted {
                 client,
                 kind,
@@ -206,12 +208,31 @@ impl Predictions {
             }) => self.predict_engine(previous, turn, (client, *kind, *engine, *size), replica),
             Some(UpstreamModel::Hosted(model)) => {
                 let current = CacheTurn::new(turn.request, turn.rendered, 0);
-                self.predict_hosted(previous, turn, &current, model);
+                let lost = self.predict_hosted(previous, turn, &current, model);
                 previous.cache_turn = Some(current);
+                lost
             }
-            None => {}
-        }
+            None => None,
+        };
         previous.at = Some(turn.exchange.received);
+        lost
+    }
+
+    /// The prices of the model a request to `upstream` names, for a hosted API (known once
+    /// the upstream's first prompt was predicted).
+    pub(super) fn figures(
+        &self,
+        upstream: &Arc<str>,
+        model: Option<&str>,
+    ) -> Option<&'static kvlint_core::cache::ModelFigures> {
+        let Some(Some(known)) = self.upstreams.get(upstream) else {
+            return None;
+        };
+        let UpstreamModel::Hosted(engine) = known.as_ref() else {
+            return None;
+        };
+        let provider = engine.provider()?;
+        kvlint_core::cache::MODELS.lookup(provider, model.unwrap_or_default())
     }
 
     /// What `upstream` is, found once: the kind given, a hosted API by its host, else a
@@ -256,13 +277,13 @@ impl Predictions {
         turn: &Turn<'_>,
         (client, kind, engine, size): (&Client, EngineName, SimEngine, CacheSize),
         replica: Option<String>,
-    ) {
+    ) -> Option<usize> {
         let chat = match turn.request.format {
             BodyFormat::OpenAiChat => None,
             _ => Some(chat_request(turn.request, None)),
         };
         let Ok(tokens) = engine_tokens(client, kind, chat.as_ref().unwrap_or(turn.body)) else {
-            return;
+            return None;
         };
         let generated = turn
             .response
@@ -282,6 +303,7 @@ impl Predictions {
             .or_insert_with(|| engine.cache(size));
         let predicted = cache.serve(&prompt.prompt()).cached as usize;
         self.metrics.predicted(&turn.exchange.upstream, predicted);
+        let mut lost_tokens = None;
         if let Some(((previous, previous_replica), reported)) =
             previous.prompt.as_ref().zip(turn.usage)
         {
@@ -298,6 +320,7 @@ impl Predictions {
                 });
                 let lost = reusable - reported.cached_tokens;
                 self.metrics.lost(&turn.exchange.upstream, cause, lost);
+                lost_tokens = Some(lost);
                 eprintln!(
                     "kvlint proxy: session {} turn {}: {lost} prompt tokens computed again ({cause}; replica {}, previous turn on {})",
                     turn.session + 1,
@@ -308,6 +331,7 @@ impl Predictions {
             }
         }
         previous.prompt = Some((prompt, replica));
+        lost_tokens
     }
 
     /// A hosted API: predicts the turn's cached tokens with the API's cache model over
@@ -321,10 +345,10 @@ impl Predictions {
         turn: &Turn<'_>,
         current: &CacheTurn,
         model: &kvlint_core::cache::Engine,
-    ) {
+    ) -> Option<usize> {
         let Some(earlier_turn) = previous.cache_turn.as_ref() else {
             self.metrics.predicted(&turn.exchange.upstream, 0);
-            return;
+            return None;
         };
         let common = turn.reused_tokens;
         let earlier = Earlier {
@@ -343,9 +367,7 @@ impl Predictions {
         let in_api_tokens = |count: usize| (count as f64 * scale).round() as usize;
         self.metrics
             .predicted(&turn.exchange.upstream, in_api_tokens(predicted));
-        let Some(reported) = turn.usage else {
-            return;
-        };
+        let reported = turn.usage?;
         let elapsed = previous
             .at
             .map(|at| turn.exchange.received.saturating_duration_since(at));
@@ -361,7 +383,7 @@ impl Predictions {
             elapsed,
             ttl: model.cache_ttl(turn.request),
         }) else {
-            return;
+            return None;
         };
         self.metrics.lost(&turn.exchange.upstream, cause, lost);
         eprintln!(
@@ -373,6 +395,9 @@ impl Predictions {
                 elapsed.as_secs()
             )),
         );
+        // A prompt under the API's minimum is never cached: not a miss the session could
+        // have avoided.
+        (cause != "below_minimum").then_some(lost)
     }
 }
 

@@ -309,6 +309,26 @@ fn an_application_break_is_a_loss_with_its_rule_as_the_cause() {
     let findings =
         "kvlint_findings_total{upstream=\"https://api.openai.com\",rule=\"volatile-timestamp\"} 1";
     assert!(analysis.metrics.encode().contains(findings));
+    // The misses split: the break's tokens are avoidable, the rest of the two prompts (sent
+    // for the first time) not; in dollars at gpt-4o's input price (no write fee).
+    let missed = |kind: &str, name: &str| -> f64 {
+        let series = format!("{name}_total{{upstream=\"{OPENAI}\",kind=\"{kind}\"}} ");
+        let text = analysis.metrics.encode();
+        text.lines()
+            .find_map(|line| line.strip_prefix(&series))
+            .and_then(|value| value.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {series} in {text}"))
+    };
+    let tokens = |kind| missed(kind, "kvlint_prompt_tokens_missed");
+    assert_eq!(tokens("avoidable"), broken as f64);
+    assert_eq!(tokens("unavoidable"), (2 * 1410 - broken) as f64);
+    let price = kvlint_core::cache::MODELS
+        .lookup("openai", "gpt-4o")
+        .unwrap()
+        .input;
+    let dollars = |kind| missed(kind, "kvlint_prompt_missed_dollars");
+    assert!((dollars("avoidable") - broken as f64 * price / 1e6).abs() < 1e-9);
+    assert!((dollars("unavoidable") - (2 * 1410 - broken) as f64 * price / 1e6).abs() < 1e-9);
 }
 
 /// A gateway empties a thinking block's text on the way back: the proxy says the signed history
