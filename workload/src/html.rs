@@ -147,6 +147,7 @@ pub fn workload_html(
         }
         page.push_str("</table>");
     }
+    page.push_str(&misses_table(workloads));
     page.push_str("<div class=\"plots\">");
     type Pick = fn(&WorkloadReport) -> Option<&Distribution>;
     let plots: [(&str, &str, &str, Pick); 6] = [
@@ -243,4 +244,35 @@ fn reuse_by_turn_figure(workloads: &[(&str, &WorkloadReport)]) -> String {
         x_title: "turn of the session (0: the first)",
         marks: &[],
     })
+}
+
+/// The misses of each workload, avoidable or not, in tokens and, priced, in dollars.
+fn misses_table(workloads: &[(&str, &WorkloadReport)]) -> String {
+    let mut table = String::from(
+        "<table id=\"misses\"><tr><th>Misses</th><th>unavoidable (first sent)</th><th>avoidable: breaks</th><th>avoidable: expired</th><th>unavoidable (USD)</th><th>avoidable (USD)</th></tr>",
+    );
+    for (name, report) in workloads {
+        let misses = &report.misses;
+        let usd = |pick: fn(&crate::MissDollars) -> f64| {
+            misses
+                .dollars
+                .as_ref()
+                .map_or("–".to_owned(), |dollars| format!("{:.4}", pick(dollars)))
+        };
+        let expired = match misses.lifetime_seconds {
+            Some(_) => grouped(misses.expired_tokens),
+            None => "–".to_owned(),
+        };
+        let _ = write!(
+            table,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{expired}</td><td>{}</td><td>{}</td></tr>",
+            escape(name),
+            grouped(misses.unavoidable_tokens),
+            grouped(misses.broken_tokens),
+            usd(|dollars| dollars.unavoidable),
+            usd(|dollars| dollars.avoidable),
+        );
+    }
+    table.push_str("</table>");
+    table
 }

@@ -60,5 +60,8 @@ pub use assemble::{
 };
 pub use error::TraceFileError;
 pub use recorded::{RecordingError, recorded_requests};
-pub use report::{FindingCost, Reuse, WorkloadReport, workload_report};
+pub use report::{
+    FindingCost, HostedCache, MissDollars, Misses, Prices, Reuse, WorkloadReport, workload_report,
+    workload_report_on,
+};
 pub use trace::{build_trace, session_identity};

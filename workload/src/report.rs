@@ -34,6 +34,78 @@ pub struct FindingCost {
     pub tokens: u64,
 }
 
+/// A hosted cache the misses are measured against: how long it keeps a prefix after its
+/// last use, and the model's prices (USD per million tokens).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct HostedCache {
+    pub lifetime_seconds: Option<f64>,
+    pub prices: Option<Prices>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Prices {
+    /// `provider/model`, as the price table names it.
+    pub model: String,
+    pub input: f64,
+    pub cached_input: f64,
+    /// The price of a token written to the cache (the input price without a write fee).
+    pub cache_write: f64,
+}
+
+/// The prompt tokens a block cache shared by every request computes, split by whether the
+/// application could have avoided them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Misses {
+    /// Sent by no earlier request (the tail of each prompt, first sessions' prefixes): every
+    /// cache computes them.
+    pub unavoidable_tokens: u64,
+    /// Made reusable by the session's previous request and lost to a break kvlint names (the
+    /// findings' cost, in whole blocks).
+    pub broken_tokens: u64,
+    /// Sent by an earlier request, but longer ago than the cache keeps a prefix (idle gaps,
+    /// sessions that start after the shared prefix expired); only with a lifetime.
+    pub expired_tokens: u64,
+    /// The lifetime the expiries were measured against, in seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lifetime_seconds: Option<f64>,
+    /// The same in USD, with a model's prices.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dollars: Option<MissDollars>,
+}
+
+/// Misses in USD: what the tokens were billed, at the write price (the input price where
+/// writes cost no more).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MissDollars {
+    pub prices: Prices,
+    pub unavoidable: f64,
+    /// Broken and expired tokens.
+    pub avoidable: f64,
+    /// What the avoidable tokens would have cost less read from the cache.
+    pub avoidable_savings: f64,
+}
+
+impl Misses {
+    pub fn avoidable_tokens(&self) -> u64 {
+        self.broken_tokens + self.expired_tokens
+    }
+
+    fn priced(mut self, prices: Option<&Prices>) -> Self {
+        self.dollars = prices.map(|prices| {
+            let write = prices.cache_write.max(prices.input);
+            let usd = |tokens: u64, price: f64| tokens as f64 * price / 1_000_000.0;
+            let avoidable = self.avoidable_tokens();
+            MissDollars {
+                prices: prices.clone(),
+                unavoidable: usd(self.unavoidable_tokens, write),
+                avoidable: usd(avoidable, write),
+                avoidable_savings: usd(avoidable, write - prices.cached_input),
+            }
+        });
+        self
+    }
+}
+
 /// Everything `kvlint workload` says of a workload.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct WorkloadReport {
@@ -58,6 +130,9 @@ pub struct WorkloadReport {
     /// sharing as recorded).
     pub ideal: Reuse,
     pub finding_costs: Vec<FindingCost>,
+    /// The prompt tokens an infinite block cache shared by every request computes (with the
+    /// lifetime given, a cache that lets a prefix go after it), avoidable or not.
+    pub misses: Misses,
     pub input_tokens: Distribution,
     /// Tokens each turn adds after what it shares with its session's previous request.
     pub new_tokens: Distribution,
@@ -75,8 +150,13 @@ pub struct WorkloadReport {
     pub reuse_by_turn: Vec<f64>,
 }
 
-/// Analyses a trace.
+/// Analyses a trace: [`workload_report_on`] an infinite cache, without prices.
 pub fn workload_report(trace: &Trace) -> WorkloadReport {
+    workload_report_on(trace, &HostedCache::default())
+}
+
+/// Analyses a trace, its misses measured against `cache`.
+pub fn workload_report_on(trace: &Trace, cache: &HostedCache) -> WorkloadReport {
     let block = u64::from(trace.block_size);
     let prompt_tokens = trace.input_tokens();
     // Per block hash: the first session that sent it, and whether another did since.
@@ -86,6 +166,12 @@ pub fn workload_report(trace: &Trace) -> WorkloadReport {
     let (mut shared_any, mut shared_any_ideal) = (0u64, 0u64);
     let mut costs: HashMap<u16, (usize, u64)> = HashMap::new();
     let (mut prompt_blocks, mut hit_blocks) = (0u64, 0u64);
+    let mut misses = Misses {
+        lifetime_seconds: cache.lifetime_seconds,
+        ..Misses::default()
+    };
+    // With a lifetime: when each block was last sent (a read or a write keeps it).
+    let mut last_sent: rustc_hash::FxHashMap<u64, f64> = rustc_hash::FxHashMap::default();
     for index in arrival_order(trace) {
         let request = &trace.requests[index];
         let blocks = session_blocks.entry(request.session).or_default();
@@ -113,6 +199,24 @@ pub fn workload_report(trace: &Trace) -> WorkloadReport {
         for hash in blocks.iter() {
             seen.entry(*hash).or_insert((request.session, false));
         }
+        let alive = match (cache.lifetime_seconds, request.time) {
+            (Some(lifetime), Some(now)) => {
+                let alive = blocks
+                    .iter()
+                    .take(from_any as usize)
+                    .take_while(|hash| {
+                        last_sent
+                            .get(*hash)
+                            .is_none_or(|sent| now - sent <= lifetime)
+                    })
+                    .count() as u64;
+                for hash in blocks.iter() {
+                    last_sent.insert(*hash, now);
+                }
+                alive
+            }
+            _ => from_any,
+        };
         prompt_blocks += blocks.len() as u64;
         hit_blocks += from_any;
         let within = u64::from(request.shared_with_previous);
@@ -135,7 +239,12 @@ pub fn workload_report(trace: &Trace) -> WorkloadReport {
         ideal.within_session_tokens += fixed;
         ideal.within_session_block_tokens += fixed / block * block;
         ideal.cross_session_block_tokens += (from_others * block).saturating_sub(fixed);
-        shared_any_ideal += (fixed / block * block).max(from_any * block);
+        let served = within_blocks.max(from_any * block);
+        let served_fixed = (fixed / block * block).max(from_any * block);
+        shared_any_ideal += served_fixed;
+        misses.unavoidable_tokens += u64::from(request.input_tokens).saturating_sub(served_fixed);
+        misses.broken_tokens += served_fixed - served;
+        misses.expired_tokens += served.saturating_sub(alive * block);
     }
     let rate = |shared: u64| {
         if prompt_tokens == 0 {
@@ -218,6 +327,7 @@ pub fn workload_report(trace: &Trace) -> WorkloadReport {
         reuse,
         ideal,
         finding_costs,
+        misses: misses.priced(cache.prices.as_ref()),
         input_tokens: lengths(|request| request.input_tokens),
         new_tokens: lengths(|request| {
             request.input_tokens - request.shared_with_previous.min(request.input_tokens)

@@ -283,8 +283,9 @@ fn cache_control_ttls(body: &Value) -> Vec<String> {
     found
 }
 
-/// `5m`, `1h`, `30m`, `12h`, `24h` (and `in_memory`, which says nothing of a length).
-fn parse_ttl(text: &str) -> Option<Duration> {
+/// A cache lifetime as the APIs write it: `5m`, `1h`, `30m`, `12h`, `24h`, `90s`, `1d` (and
+/// `in_memory`, which says nothing of a length: `None`).
+pub fn parse_ttl(text: &str) -> Option<Duration> {
     let (number, unit) = text.split_at(text.find(|c: char| !c.is_ascii_digit())?);
     let number: u64 = number.parse().ok()?;
     let seconds = match unit {

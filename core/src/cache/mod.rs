@@ -31,7 +31,7 @@ pub use breakpoints::{
     audit_breakpoints,
 };
 pub use cold::{ColdCause, ColdStartIssue, Opening, OpeningAudit, audit_cold_starts};
-pub use engine::{Engine, EngineSpecError};
+pub use engine::{Engine, EngineSpecError, parse_ttl};
 pub use hits::{
     DEEPSEEK_UNIT, OPENAI_INCREMENT, OPENAI_MINIMUM, anthropic_hit, gemini_hit, openai_hit,
 };

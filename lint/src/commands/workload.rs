@@ -11,12 +11,16 @@ mod logs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use kvlint_core::cache::{Engine, MODELS, parse_ttl};
 use kvlint_fleet::Trace;
 use kvlint_protocol::EngineName;
 use kvlint_render::render::Renderer;
+use kvlint_request::request::Request;
 use kvlint_workload::export::{Format, export};
 use kvlint_workload::html::workload_html;
-use kvlint_workload::{InputFile, LoggedSession, TraceSetup, WorkloadInputs, workload_report};
+use kvlint_workload::{
+    HostedCache, InputFile, LoggedSession, Prices, TraceSetup, WorkloadInputs, workload_report_on,
+};
 use miette::{IntoDiagnostic, WrapErr};
 
 pub use self::hashed::TraceFormat;
@@ -78,6 +82,67 @@ pub struct Args {
     /// Benchmark datasets to compare with, as `--dataset` reads them.
     #[arg(long, value_name = "FILE", conflicts_with = "export_benchmark")]
     pub compare_dataset: Vec<PathBuf>,
+    /// Price the misses at a hosted model's prices, named as `--engine` names it
+    /// (`anthropic:claude-sonnet-4-5`, `openai:gpt-5.6`): avoidable and unavoidable misses in
+    /// dollars, and its default cache lifetime for the expiries.
+    #[arg(long, value_name = "PROVIDER:MODEL")]
+    pub priced_as: Option<Engine>,
+    /// How long the cache keeps a prefix after its last use (`5m`, `1h`, `12h`): a prefix sent
+    /// longer ago is a miss, an avoidable one (default: the `--priced-as` model's lifetime;
+    /// without either, none expires).
+    #[arg(long, value_name = "DURATION", value_parser = parse_lifetime)]
+    pub cache_lifetime: Option<f64>,
+}
+
+fn parse_lifetime(text: &str) -> Result<f64, String> {
+    parse_ttl(text)
+        .map(|lifetime| lifetime.as_secs_f64())
+        .filter(|seconds| *seconds > 0.0)
+        .ok_or_else(|| {
+            format!("`{text}` is not a lifetime: a number and s, m, h or d (`5m`, `1h`)")
+        })
+}
+
+/// The hosted cache the misses are measured against: `--cache-lifetime`, and `--priced-as`'s
+/// prices and default lifetime.
+fn hosted_cache(args: &Args) -> miette::Result<HostedCache> {
+    let Some(engine) = &args.priced_as else {
+        return Ok(HostedCache {
+            lifetime_seconds: args.cache_lifetime,
+            prices: None,
+        });
+    };
+    let named = engine.to_string();
+    let (Some(provider), Some(model)) = (
+        engine.provider(),
+        named.split_once(':').map(|(_, model)| model),
+    ) else {
+        return Err(miette::miette!(
+            help = "name a hosted API's model: anthropic:claude-sonnet-4-5, openai:gpt-5.6, gemini:gemini-2.5-flash, xai:grok-4.7",
+            "--priced-as {named}: not a hosted API's model"
+        ));
+    };
+    let figures = MODELS.lookup(provider, model).ok_or_else(|| {
+        miette::miette!(
+            help = "`kvlint models` lists the table",
+            "--priced-as {named}: the price table has no row for it"
+        )
+    })?;
+    // The lifetime the API gives a request to this model that asks for none.
+    let plain = serde_json::json!({"model": model, "messages": [{"role": "user", "content": "."}]});
+    let default_lifetime = Request::from_body(&plain)
+        .ok()
+        .and_then(|request| engine.cache_ttl(&request))
+        .map(|lifetime| lifetime.as_secs_f64());
+    Ok(HostedCache {
+        lifetime_seconds: args.cache_lifetime.or(default_lifetime),
+        prices: Some(Prices {
+            model: format!("{}/{}", figures.provider, model),
+            input: figures.input,
+            cached_input: figures.cached_input,
+            cache_write: figures.cache_write,
+        }),
+    })
 }
 
 /// How sessions become a trace: their rendering, its block size and the trace cache.
@@ -366,7 +431,8 @@ pub fn run(mut args: Args) -> miette::Result<Outcome> {
             exit_code: 0,
         });
     }
-    let report = workload_report(&traced.trace);
+    let cache = hosted_cache(&args)?;
+    let report = workload_report_on(&traced.trace, &cache);
     let compared = compared(&args)?;
     let text = match args.format {
         WorkloadFormat::Human => {
@@ -378,7 +444,7 @@ pub fn run(mut args: Args) -> miette::Result<Outcome> {
             if let Some((name, compared)) = &compared {
                 text.push_str(&format!("\ncompared with {name}:\n"));
                 text.push_str(&human::render_workload(
-                    &workload_report(&compared.trace),
+                    &workload_report_on(&compared.trace, &cache),
                     compared.tracing_seconds,
                 ));
             }
@@ -395,8 +461,8 @@ pub fn run(mut args: Args) -> miette::Result<Outcome> {
         }
         WorkloadFormat::Html => {
             let name = short_names(&[args.sessions.clone(), args.dataset.clone()].concat());
-            let compared =
-                compared.map(|(name, compared)| (name, workload_report(&compared.trace)));
+            let compared = compared
+                .map(|(name, compared)| (name, workload_report_on(&compared.trace, &cache)));
             let mut workloads = vec![(name.as_str(), &report)];
             if let Some((name, report)) = &compared {
                 workloads.push((name.as_str(), report));

@@ -231,3 +231,69 @@ fn workload_json_cached(cache: &str) -> Value {
     assert_eq!(code, 0, "{stderr}");
     serde_json::from_str(&stdout).unwrap()
 }
+
+/// The misses split: every prompt token an infinite shared cache computes is unavoidable
+/// (sent for the first time) or avoidable (a break's, or expired); with a lifetime, a session
+/// that starts 19 minutes after the one whose prefix it shares finds it expired at 5 minutes
+/// and read at 30; priced, the dollars are the tokens at the model's row in `kvlint models`.
+#[test]
+fn misses_split_into_avoidable_and_unavoidable_in_tokens_and_dollars() {
+    let recording = "fixtures/recordings/hand-made/cold-session-after-expiry.har";
+    let misses = |report: &Value, key: &str| report["misses"][key].as_u64().unwrap();
+    let corpus = workload_json(&[CORPUS]);
+    let prompt = corpus["prompt_tokens"].as_u64().unwrap();
+    let served = (corpus["reuse"]["prefix_sharing_rate"].as_f64().unwrap() * prompt as f64).round();
+    assert_eq!(
+        (misses(&corpus, "unavoidable_tokens") + misses(&corpus, "broken_tokens")) as f64,
+        prompt as f64 - served
+    );
+    let broken: u64 = corpus["finding_costs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|cost| cost["tokens"].as_u64().unwrap())
+        .sum();
+    assert!(misses(&corpus, "broken_tokens") > 0);
+    assert!(misses(&corpus, "broken_tokens") <= broken);
+    assert_eq!(misses(&corpus, "expired_tokens"), 0);
+
+    let expired = workload_json(&[recording, "--cache-lifetime", "5m"]);
+    let kept = workload_json(&[recording, "--cache-lifetime", "30m"]);
+    assert_eq!(misses(&kept, "expired_tokens"), 0);
+    // The second session's first request: the tools and system prompt it shares (about
+    // 1,870 tokens, what `check` finds it loses), in whole blocks.
+    let lost = misses(&expired, "expired_tokens");
+    assert!((1800..=1900).contains(&lost), "{lost}");
+    assert_eq!(
+        misses(&expired, "unavoidable_tokens"),
+        misses(&kept, "unavoidable_tokens")
+    );
+
+    // Priced: Anthropic's default lifetime (5 minutes), and the row's prices.
+    let priced = workload_json(&[recording, "--priced-as", "anthropic:claude-sonnet-4-5"]);
+    assert_eq!(priced["misses"]["lifetime_seconds"], 300.0);
+    assert_eq!(misses(&priced, "expired_tokens"), lost);
+    let (_, table, _) = kvlint(&["models", "claude-sonnet-4-5", "--format", "json"]);
+    let table: Value = serde_json::from_str(&table).unwrap();
+    let row = &table["models"][0];
+    let price = |key: &str| row[key].as_f64().unwrap();
+    let write = price("cache_write").max(price("input"));
+    let dollars = &priced["misses"]["dollars"];
+    let close = |value: &Value, expected: f64| (value.as_f64().unwrap() - expected).abs() < 1e-9;
+    assert!(
+        close(&dollars["avoidable"], lost as f64 * write / 1e6),
+        "{dollars}"
+    );
+    assert!(close(
+        &dollars["avoidable_savings"],
+        lost as f64 * (write - price("cached_input")) / 1e6
+    ));
+    assert!(close(
+        &dollars["unavoidable"],
+        misses(&priced, "unavoidable_tokens") as f64 * write / 1e6
+    ));
+    // A self-hosted engine has no prices: a usage error.
+    let (code, _, stderr) = kvlint(&["workload", recording, "--priced-as", "vllm"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("not a hosted API's model"), "{stderr}");
+}

@@ -85,6 +85,7 @@ pub fn render_workload(report: &WorkloadReport, tracing_seconds: Option<f64>) ->
     if !report.finding_costs.is_empty() {
         text.push('\n');
     }
+    text.push_str(&misses_lines(report));
     text.push_str(&distribution_line("input tokens", &report.input_tokens));
     text.push_str(&distribution_line(
         "new tokens per turn",
@@ -116,4 +117,64 @@ pub fn render_workload(report: &WorkloadReport, tracing_seconds: Option<f64>) ->
         ));
     }
     text
+}
+
+/// The misses, avoidable or not, in tokens and, with prices, in dollars.
+fn misses_lines(report: &WorkloadReport) -> String {
+    let misses = &report.misses;
+    let whole = report.prompt_tokens;
+    let dollars =
+        |usd: Option<f64>| usd.map_or(String::new(), |usd| format!("  {}", usd_words(usd)));
+    let priced = misses.dollars.as_ref();
+    let mut text = format!(
+        "  misses: {} tokens unavoidable ({}, sent for the first time){}
+",
+        grouped(misses.unavoidable_tokens),
+        share(misses.unavoidable_tokens, whole),
+        dollars(priced.map(|priced| priced.unavoidable)),
+    );
+    let expired = match misses.lifetime_seconds {
+        Some(lifetime) => format!(
+            ", {} expired (sent more than {} before)",
+            grouped(misses.expired_tokens),
+            lifetime_words(lifetime)
+        ),
+        None => String::new(),
+    };
+    text.push_str(&format!(
+        "          {} tokens avoidable ({}: {} lost to the breaks above{expired}){}
+",
+        grouped(misses.avoidable_tokens()),
+        share(misses.avoidable_tokens(), whole),
+        grouped(misses.broken_tokens),
+        dollars(priced.map(|priced| priced.avoidable)),
+    ));
+    if let Some(priced) = priced {
+        text.push_str(&format!(
+            "          read from the cache instead, the avoidable misses cost {} less ({} prices)\n",
+            usd_words(priced.avoidable_savings),
+            priced.prices.model
+        ));
+    }
+    text.push('\n');
+    text
+}
+
+fn lifetime_words(seconds: f64) -> String {
+    let seconds = seconds.round() as u64;
+    match (seconds / 3600, seconds % 3600 / 60, seconds % 60) {
+        (0, 0, seconds) => format!("{seconds} s"),
+        (0, minutes, 0) => format!("{minutes} min"),
+        (hours, 0, 0) => format!("{hours} h"),
+        _ => format!("{seconds} s"),
+    }
+}
+
+/// Dollars to the cent, or to a hundredth of a cent under one dollar.
+fn usd_words(usd: f64) -> String {
+    if usd >= 1.0 {
+        format!("${usd:.2}")
+    } else {
+        format!("${usd:.4}")
+    }
 }
