@@ -375,16 +375,14 @@ impl Predictions {
         let below_minimum = reported
             .prompt_tokens
             .is_some_and(|prompt| prompt < minimum);
-        let Some((cause, lost)) = hosted_loss(HostedTurn {
+        let (cause, lost) = hosted_loss(HostedTurn {
             predicted: in_api_tokens(predicted),
             shared: in_api_tokens(common),
             reported,
             below_minimum,
             elapsed,
             ttl: model.cache_ttl(turn.request),
-        }) else {
-            return None;
-        };
+        })?;
         self.metrics.lost(&turn.exchange.upstream, cause, lost);
         eprintln!(
             "kvlint proxy: session {} turn {}: about {lost} prompt tokens computed again ({cause}{})",
