@@ -103,6 +103,10 @@ export declare class GuardSessions {
      * names and whose stack it carries (by default, this call's).
      */
     observe(body: string, headers?: [string, string][], retry?: number, sentFrom?: Error): Outcome | undefined;
+    /** Shows the guard of the session `body` belongs to the API's answer to it (its JSON
+     * text): the cache usage it reports is summed in that guard's `reportedUsage`. False when
+     * the session is not kept or nothing was reported. */
+    observeResponse(body: string, response: string, headers?: [string, string][]): boolean;
 }
 /** `rule (turn N, part): message`, a finding a line. */
 export declare function formatFindings(findings: Finding[]): string;
@@ -112,8 +116,10 @@ export type GuardedFetch = typeof fetch & {
 };
 /**
  * A `fetch` that guards every prompt request before sending it with `options.fetch` (by
- * default the global one). `guard`: a Guard, a factory of guards (one per session), or the
- * sessions themselves; by default a warn-mode Guard per session.
+ * default the global one), and shows the session's guard the API's JSON answer (its cache
+ * usage: the guard's `reportedUsage` and `otelAttributes()`; a streamed answer is not read).
+ * `guard`: a Guard, a factory of guards (one per session), or the sessions themselves; by
+ * default a warn-mode Guard per session.
  */
 export declare function guardFetch(guard?: GuardLike | GuardSessions, options?: {
     fetch?: typeof fetch;
@@ -332,6 +338,24 @@ export declare class Guard {
     /** Forgets the session: the next body is a first turn. */
     reset(): void;
     get counters(): Record<string, unknown>;
+    /** Shows the guard the API's answer to the last request (parsed, or its JSON text): the
+     * cache usage it reports is summed in {@link Guard.reportedUsage}. False when it reports
+     * none. A `guardFetch` shows it every JSON answer. */
+    observeResponse(response: object | string): boolean;
+    /** The cache usage the API reported for the answers shown, summed: `responses`,
+     * `inputTokens` (cached ones included), `cacheReadInputTokens`, `cacheCreationInputTokens`. */
+    get reportedUsage(): ReportedUsage;
+    /** The same under OpenTelemetry's GenAI attribute names (`gen_ai.usage.input_tokens`,
+     * `gen_ai.usage.cache_read.input_tokens`, `gen_ai.usage.cache_creation.input_tokens`), to
+     * set on a span or export as counters. */
+    otelAttributes(): Record<string, number>;
+}
+/** The cache usage an API reported, summed over the answers shown to a {@link Guard}. */
+export interface ReportedUsage {
+    responses: number;
+    inputTokens: number;
+    cacheReadInputTokens: number;
+    cacheCreationInputTokens: number;
 }
 /** Checks one session, the request bodies an agent sent, in order, in provider mode (the
  * order hosted APIs cache in, tokenized with `o200k_base`). */

@@ -134,6 +134,16 @@ export class GuardSessions {
     return outcome;
   }
 
+  /** Shows the guard of the session `body` belongs to the API's answer to it (its JSON
+   * text): the cache usage it reports is summed in that guard's `reportedUsage`. False when
+   * the session is not kept or nothing was reported. */
+  observeResponse(body: string, response: string, headers: [string, string][] = []): boolean {
+    // `utf8` answers a view of one shared buffer: the body is copied out before the response
+    // is encoded.
+    const sent = utf8(body).slice();
+    return this.#native.observeResponse(sent, JSON.stringify(headers), utf8(response));
+  }
+
   /** A native call's value: a new session's guard made and handed over first (the call is
    * made again), the dropped sessions' guards forgotten, an error thrown as its class. */
   #answer<T>(call: () => string): T {
@@ -210,8 +220,10 @@ export type GuardedFetch = typeof fetch & { kvlintGuard: GuardSessions };
 
 /**
  * A `fetch` that guards every prompt request before sending it with `options.fetch` (by
- * default the global one). `guard`: a Guard, a factory of guards (one per session), or the
- * sessions themselves; by default a warn-mode Guard per session.
+ * default the global one), and shows the session's guard the API's JSON answer (its cache
+ * usage: the guard's `reportedUsage` and `otelAttributes()`; a streamed answer is not read).
+ * `guard`: a Guard, a factory of guards (one per session), or the sessions themselves; by
+ * default a warn-mode Guard per session.
  */
 export function guardFetch(guard?: GuardLike | GuardSessions, options: { fetch?: typeof fetch } = {}): GuardedFetch {
   const sessions = guard instanceof GuardSessions ? guard : new GuardSessions(guard);
@@ -223,7 +235,15 @@ export function guardFetch(guard?: GuardLike | GuardSessions, options: { fetch?:
     if (sent) {
       sessions.observe(sent.body, sent.headers, sent.retry, sentFrom);
     }
-    return send(input, init);
+    const response = await send(input, init);
+    if (sent && (response.headers.get("content-type") ?? "").includes("json")) {
+      // A copy is read: the application reads the response as it was.
+      const answer = await response.clone().text().catch(() => undefined);
+      if (answer) {
+        sessions.observeResponse(sent.body, answer, sent.headers);
+      }
+    }
+    return response;
   };
   return Object.assign(guarded, { kvlintGuard: sessions }) as GuardedFetch;
 }

@@ -494,6 +494,35 @@ export class Guard {
   get counters(): Record<string, unknown> {
     return camelCased(JSON.parse(this.#native.counters()));
   }
+
+  /** Shows the guard the API's answer to the last request (parsed, or its JSON text): the
+   * cache usage it reports is summed in {@link Guard.reportedUsage}. False when it reports
+   * none. A `guardFetch` shows it every JSON answer. */
+  observeResponse(response: object | string): boolean {
+    return this.#native.observeResponse(utf8(typeof response === "string" ? response : JSON.stringify(response)));
+  }
+
+  /** The cache usage the API reported for the answers shown, summed: `responses`,
+   * `inputTokens` (cached ones included), `cacheReadInputTokens`, `cacheCreationInputTokens`. */
+  get reportedUsage(): ReportedUsage {
+    const { otel: _otel, ...usage } = JSON.parse(this.#native.reportedUsage());
+    return camelCased(usage) as unknown as ReportedUsage;
+  }
+
+  /** The same under OpenTelemetry's GenAI attribute names (`gen_ai.usage.input_tokens`,
+   * `gen_ai.usage.cache_read.input_tokens`, `gen_ai.usage.cache_creation.input_tokens`), to
+   * set on a span or export as counters. */
+  otelAttributes(): Record<string, number> {
+    return JSON.parse(this.#native.reportedUsage()).otel;
+  }
+}
+
+/** The cache usage an API reported, summed over the answers shown to a {@link Guard}. */
+export interface ReportedUsage {
+  responses: number;
+  inputTokens: number;
+  cacheReadInputTokens: number;
+  cacheCreationInputTokens: number;
 }
 
 /** Checks one session, the request bodies an agent sent, in order, in provider mode (the

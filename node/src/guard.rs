@@ -137,4 +137,29 @@ impl NativeGuard {
         counters["costs_by_rule"] = to_value(state.inner.costs_by_rule());
         counters.to_string()
     }
+
+    /// Shows the guard the API's response (its JSON text, as UTF-8 bytes) to the last
+    /// request: whether it reported cache usage, which is summed.
+    #[cfg_attr(not(wasm), napi)]
+    #[cfg_attr(wasm, wasm_bindgen(js_name = observeResponse))]
+    pub fn observe_response(&mut self, response: &[u8]) -> bool {
+        parse_utf8(response, "response")
+            .is_ok_and(|response| locked(&self.state).inner.observe_response(&response))
+    }
+
+    /// The cache usage reported for the responses shown, summed, with the same under
+    /// OpenTelemetry's GenAI names (`otel`).
+    #[cfg_attr(not(wasm), napi)]
+    #[cfg_attr(wasm, wasm_bindgen(js_name = reportedUsage))]
+    pub fn reported_usage(&self) -> String {
+        let usage = locked(&self.state).inner.reported_usage();
+        let mut reported = to_value(&usage);
+        reported["otel"] = usage
+            .otel_attributes()
+            .into_iter()
+            .map(|(name, tokens)| (name.to_owned(), Value::from(tokens)))
+            .collect::<serde_json::Map<_, _>>()
+            .into();
+        reported.to_string()
+    }
 }

@@ -51,6 +51,10 @@ impl SessionGuard for SharedGuard {
     fn reset(&mut self) {
         locked(&self.0).inner.reset();
     }
+
+    fn observe_response(&mut self, response: &Value) -> bool {
+        locked(&self.0).inner.observe_response(response)
+    }
 }
 
 /// The guard handed over for the next new session ([`NativeGuardSessions::adopt`]).
@@ -123,6 +127,24 @@ impl NativeGuardSessions {
             adopted: Arc::default(),
             dropped: Vec::new(),
         }
+    }
+
+    /// Shows the guard of the session `body` (sent with `headers`, `[[name, value], …]`)
+    /// belongs to the API's `response` to it (its JSON text): whether the session is kept and
+    /// the response reported cache usage.
+    #[cfg_attr(not(wasm), napi)]
+    #[cfg_attr(wasm, wasm_bindgen(js_name = observeResponse))]
+    pub fn observe_response(&mut self, body: &[u8], headers: String, response: &[u8]) -> bool {
+        let (Ok(body), Ok(response)) = (parse_utf8(body, "body"), parse_utf8(response, "response"))
+        else {
+            return false;
+        };
+        let Ok(headers) = parse(&headers, "headers").and_then(|headers| {
+            serde_json::from_value::<Vec<(String, String)>>(headers).map_err(|_| needs_pairs())
+        }) else {
+            return false;
+        };
+        self.inner.observe_response(&body, &headers, &response)
     }
 
     /// Hands over the guard of the session the last answer's `NeedsGuard` named.

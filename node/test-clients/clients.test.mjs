@@ -68,6 +68,22 @@ test("the openai client: turns through the guard, and a rewritten prefix refused
   assert.equal(session.counters.turns, 2);
   assert.ok(session.counters.reusedTokens > 0);
   assert.equal(sent.sent.length, 2);
+  // The usage llama-server reported came back to the session's guard with each answer,
+  // summed, and under OpenTelemetry's GenAI names.
+  const cached = [first, second].reduce((sum, answer) => sum + answer.usage.prompt_tokens_details.cached_tokens, 0);
+  const input = first.usage.prompt_tokens + second.usage.prompt_tokens;
+  assert.ok(cached > 0);
+  assert.deepEqual(session.reportedUsage, {
+    responses: 2,
+    inputTokens: input,
+    cacheReadInputTokens: cached,
+    cacheCreationInputTokens: 0,
+  });
+  assert.deepEqual(session.otelAttributes(), {
+    "gen_ai.usage.input_tokens": input,
+    "gen_ai.usage.cache_read.input_tokens": cached,
+    "gen_ai.usage.cache_creation.input_tokens": 0,
+  });
 
   // The time written into the system prompt: refused at the call, on every attempt.
   const body = conversation.toOpenAIChat(MODEL);

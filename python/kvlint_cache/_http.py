@@ -139,6 +139,18 @@ class GuardSessions:
         """The guard of session ``key`` (made when the session is new)."""
         return self._native.guard_for(key)
 
+    def observe_response(
+        self,
+        body: Mapping[str, Any],
+        response: Mapping[str, Any],
+        headers: Mapping[str, str] | None = None,
+    ) -> bool:
+        """Show the guard of the session ``body`` belongs to the API's ``response`` to it:
+        the cache usage it reports is summed in that guard's ``reported_usage`` (and
+        ``otel_attributes()``). False when the session is not kept or nothing was reported."""
+        pairs = [(str(name), str(value)) for name, value in headers.items()] if headers else []
+        return self._native.observe_response(dict(body), dict(response), pairs)
+
     def observe(
         self,
         body: Mapping[str, Any],
@@ -286,7 +298,9 @@ def install_guard(
     passthrough: type | None = None,
 ) -> GuardSessions:
     """Add a request event hook to an ``httpx``/``httpx2`` client (sync or async) that passes
-    the body of every prompt request to its session's guard before it is sent.
+    the body of every prompt request to its session's guard before it is sent, and a response
+    hook that shows the guard the API's JSON answer (its cache usage: the guard's
+    ``reported_usage`` and ``otel_attributes()``; streamed answers are not read).
 
     Request hooks run in ``Client._send_handling_redirects`` right before
     ``_send_single_request``, once per attempt and redirect (httpx2/_client.py and
@@ -310,15 +324,42 @@ def install_guard(
                 raise_past(error, passthrough)
             raise
 
+    def read_usage(response: Any) -> None:
+        body = request_body(response.request, paths)
+        try:
+            answer = json.loads(response.content)
+        except ValueError:
+            return
+        if body is not None and isinstance(answer, dict):
+            sessions.observe_response(body, answer, response.request.headers)
+
+    def answers_json(response: Any) -> bool:
+        # A JSON answer is read whole here (httpx keeps it for the SDK); a stream is not.
+        content_type = response.headers.get("content-type", "")
+        return "json" in content_type and request_body(response.request, paths) is not None
+
     hooks = dict(client.event_hooks)
     if _is_async_client(client):
 
         async def async_observe(request: Any) -> None:
             observe(request)
 
+        async def async_read_usage(response: Any) -> None:
+            if answers_json(response):
+                await response.aread()
+                read_usage(response)
+
         hooks["request"] = [*hooks.get("request", []), async_observe]
+        hooks["response"] = [*hooks.get("response", []), async_read_usage]
     else:
+
+        def sync_read_usage(response: Any) -> None:
+            if answers_json(response):
+                response.read()
+                read_usage(response)
+
         hooks["request"] = [*hooks.get("request", []), observe]
+        hooks["response"] = [*hooks.get("response", []), sync_read_usage]
     client.event_hooks = hooks
     client.kvlint_guard = sessions
     return sessions

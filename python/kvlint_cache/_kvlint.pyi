@@ -263,6 +263,18 @@ class Guard:
         warning findings by rule), ``costs_by_rule`` (dict: info findings by rule, costs by
         design such as the per-turn tail each turn drops; not breaks), ``expected_breaks``
         (announced turns that broke the prefix)."""
+    def observe_response(self, response: Mapping[str, Any]) -> bool:
+        """Show the guard the API's response to the last request: the cache usage it
+        reports is summed in :attr:`reported_usage`. False when it reports none."""
+    @property
+    def reported_usage(self) -> dict[str, int]:
+        """The cache usage the API reported for the responses shown, summed: ``responses``,
+        ``input_tokens`` (cached ones included), ``cache_read_input_tokens``,
+        ``cache_creation_input_tokens``."""
+    def otel_attributes(self) -> dict[str, int]:
+        """The same under OpenTelemetry's GenAI attribute names
+        (``gen_ai.usage.input_tokens``, ``gen_ai.usage.cache_read.input_tokens``,
+        ``gen_ai.usage.cache_creation.input_tokens``)."""
 
 @final
 class GuardSessions:
@@ -289,6 +301,14 @@ class GuardSessions:
         """Observe ``body`` with its session's guard: the outcome and whether it holds a break
         the application did not announce; ``None`` for a retry not observed again. A refusal,
         or a retry of the refused body, raises the guard's error."""
+    def observe_response(
+        self,
+        body: Mapping[str, Any],
+        response: Mapping[str, Any],
+        headers: Sequence[tuple[str, str]] = ...,
+    ) -> bool:
+        """Show the guard of the session ``body`` belongs to the API's ``response`` to it;
+        False when the session is not kept or the response reported no cache usage."""
     def guard_for(self, key: str) -> Guard:
         """The guard of session ``key`` (made when the session is new)."""
     @property

@@ -352,6 +352,33 @@ impl Guard {
         counters.set_item("costs_by_rule", to_python(py, self.inner.costs_by_rule())?)?;
         Ok(counters)
     }
+
+    /// Shows the guard the API's response (a dict) to the last request: the cache usage it
+    /// reports is summed in `reported_usage`. False when it reports none.
+    fn observe_response(&mut self, response: &Bound<'_, PyAny>) -> PyResult<bool> {
+        Ok(self
+            .inner
+            .observe_response(&to_value(response, "response")?))
+    }
+
+    /// The cache usage the API reported for the responses shown, summed: `responses`,
+    /// `input_tokens` (cached ones included), `cache_read_input_tokens`,
+    /// `cache_creation_input_tokens`.
+    #[getter]
+    fn reported_usage<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        to_python(py, &self.inner.reported_usage())
+    }
+
+    /// The same under OpenTelemetry's GenAI attribute names (`gen_ai.usage.input_tokens`,
+    /// `gen_ai.usage.cache_read.input_tokens`, `gen_ai.usage.cache_creation.input_tokens`),
+    /// to set on a span or export as counters.
+    fn otel_attributes(&self) -> std::collections::BTreeMap<&'static str, usize> {
+        self.inner
+            .reported_usage()
+            .otel_attributes()
+            .into_iter()
+            .collect()
+    }
 }
 
 impl Guard {

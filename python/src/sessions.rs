@@ -54,6 +54,14 @@ impl SessionGuard for SharedGuard {
             }
         });
     }
+
+    fn observe_response(&mut self, response: &Value) -> bool {
+        Python::attach(|py| {
+            self.0
+                .try_borrow_mut(py)
+                .is_ok_and(|mut guard| guard.inner.observe_response(response))
+        })
+    }
 }
 
 /// One guard per session key, bounded: `guard` is one Guard for every session, a factory
@@ -141,6 +149,21 @@ impl GuardSessions {
         observed
             .map(|observed| checked(&observed))
             .map_err(|error| error.clone_ref(py))
+    }
+
+    /// Shows the guard of the session `body` (sent with `headers`) belongs to the API's
+    /// `response` to it; False when the session is not kept or the response reported no
+    /// cache usage.
+    #[pyo3(signature = (body, response, headers = Vec::new()))]
+    fn observe_response(
+        &mut self,
+        body: &Bound<'_, PyAny>,
+        response: &Bound<'_, PyAny>,
+        headers: Vec<(String, String)>,
+    ) -> PyResult<bool> {
+        let body = to_value(body, "body")?;
+        let response = to_value(response, "response")?;
+        Ok(self.inner.observe_response(&body, &headers, &response))
     }
 
     /// The guard of session `key` (made when the session is new).

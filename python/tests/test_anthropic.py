@@ -17,7 +17,7 @@ from kvlint_cache.anthropic import guard_http_client
 
 def test_a_tool_loop_through_the_guarded_client_extends_each_turn(llama_server, captured):
     http = guard_http_client(lambda: Guard(mode="error"))
-    http.event_hooks = {"request": [*http.event_hooks["request"], captured]}
+    http.event_hooks = {**http.event_hooks, "request": [*http.event_hooks["request"], captured]}
     client = anthropic.Anthropic(base_url=llama_server.url, api_key="none", http_client=http)
     conversation = Conversation(strict=True)
     conversation.add_static("You are a file agent. Answer in one line.")
@@ -47,7 +47,7 @@ def test_a_tool_loop_through_the_guarded_client_extends_each_turn(llama_server, 
 def test_a_refused_request_reaches_the_caller_unwrapped_and_unretried(llama_server):
     attempts = []
     http = guard_http_client(Guard(mode="error"))
-    http.event_hooks = {"request": [lambda request: attempts.append(request.url.path), *http.event_hooks["request"]]}
+    http.event_hooks = {**http.event_hooks, "request": [lambda request: attempts.append(request.url.path), *http.event_hooks["request"]]}
     client = anthropic.Anthropic(base_url=llama_server.url, api_key="none", http_client=http)  # default retries
     system = "Be terse. Session started 2025-03-04 10:22:{}."
     first = client.messages.create(model=MODEL, max_tokens=4, system=system.format(31),

@@ -21,7 +21,7 @@ from kvlint_cache.openai import guard_http_client
 def client_for(server, guard, captured=None):
     http = guard_http_client(guard)
     if captured is not None:  # after the guard's hook: sees only what is sent
-        http.event_hooks = {"request": [*http.event_hooks["request"], captured]}
+        http.event_hooks = {**http.event_hooks, "request": [*http.event_hooks["request"], captured]}
     return openai.OpenAI(base_url=server.v1, api_key="none", http_client=http, max_retries=0), http
 
 

@@ -16,7 +16,7 @@ from kvlint_cache.openai import guard_http_client
 def client_for(server, guard, captured=None):
     http = guard_http_client(guard)
     if captured is not None:  # after the guard's hook: sees only what is sent
-        http.event_hooks = {"request": [*http.event_hooks["request"], captured]}
+        http.event_hooks = {**http.event_hooks, "request": [*http.event_hooks["request"], captured]}
     return openai.OpenAI(base_url=server.v1, api_key="none", http_client=http, max_retries=0), http
 
 
@@ -63,6 +63,19 @@ def test_a_three_turn_tool_loop_built_by_conversation_extends_each_turn(llama_se
     # (llama-server recomputes the last token of a fully cached prompt).
     for before, after in zip(usages, usages[1:]):
         assert after.prompt_tokens_details.cached_tokens >= before.prompt_tokens - 1
+    # What the engine reported came back to the guard with each answer, summed, and under
+    # OpenTelemetry's GenAI names.
+    guard = sessions.guards[conversation.routing_key]
+    reported = guard.reported_usage
+    assert reported["responses"] == 3
+    assert reported["input_tokens"] == sum(usage.prompt_tokens for usage in usages)
+    cached = sum(usage.prompt_tokens_details.cached_tokens for usage in usages)
+    assert reported["cache_read_input_tokens"] == cached > 0
+    assert guard.otel_attributes() == {
+        "gen_ai.usage.input_tokens": reported["input_tokens"],
+        "gen_ai.usage.cache_read.input_tokens": cached,
+        "gen_ai.usage.cache_creation.input_tokens": 0,
+    }
 
 
 SYSTEM = "You are a terse assistant. Current time: {}."

@@ -265,8 +265,7 @@ fn response(attributes: &Map<String, Value>) -> Option<Value> {
         "gen_ai.usage.details.cache_write_tokens",
         "llm.token_count.prompt_details.cache_write",
     ]);
-    // pydantic-ai sets a cache attribute only when it is not zero: a write without a read is
-    // a read of none.
+    // pydantic-ai leaves a zero out: a write without a read is a read of none.
     let cached = cached.or(written.map(|_| 0));
     let text = match json_attribute(attributes, "gen_ai.output.messages") {
         Some(Value::Array(messages)) => messages

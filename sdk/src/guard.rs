@@ -14,6 +14,8 @@ use serde::Serialize;
 use serde_json::Value;
 use thiserror::Error;
 
+use crate::usage::ReportedUsage;
+
 /// What [`Guard::observe`] does with a break that recomputes cached content (an error
 /// finding).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -227,6 +229,7 @@ pub struct Guard {
     counters: GuardCounters,
     costs_by_rule: BTreeMap<String, usize>,
     account: AnthropicAccount,
+    reported: ReportedUsage,
 }
 
 impl Guard {
@@ -242,6 +245,7 @@ impl Guard {
             counters: GuardCounters::default(),
             costs_by_rule: BTreeMap::new(),
             account: AnthropicAccount::default(),
+            reported: ReportedUsage::default(),
         }
     }
 
@@ -363,6 +367,20 @@ impl Guard {
     /// builds or destructures [`GuardCounters`].)
     pub fn costs_by_rule(&self) -> &BTreeMap<String, usize> {
         &self.costs_by_rule
+    }
+
+    /// Shows the guard the API's response to the last request: the cache usage it reports is
+    /// added to [`Guard::reported_usage`]. `false` when it reports none (a streamed chunk
+    /// without usage, an error). The guarded clients (Python, npm) call it with each JSON
+    /// response.
+    pub fn observe_response(&mut self, response: &Value) -> bool {
+        self.reported.add(response)
+    }
+
+    /// The prompt-cache usage the API reported for the responses shown to the guard, summed;
+    /// [`ReportedUsage::otel_attributes`] names it as OpenTelemetry does.
+    pub fn reported_usage(&self) -> ReportedUsage {
+        self.reported
     }
 
     pub fn mode(&self) -> GuardMode {

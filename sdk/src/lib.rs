@@ -417,6 +417,8 @@ mod import;
 mod render;
 mod sessions;
 mod tool;
+#[cfg(feature = "guard")]
+mod usage;
 
 pub use adapters::ANTHROPIC_DEFAULT_MAX_TOKENS;
 pub use change::{Change, ChangeReport, Effect, VolatileValue};
@@ -434,6 +436,11 @@ pub use kvlint_rules::thinking::Account as AnthropicAccount;
 pub use render::RenderError;
 pub use sessions::{GuardSessions, Observed, ObservedBody, SessionGuard, SessionLimits};
 pub use tool::{Tool, ToolCall, ToolDefinitionError};
+#[cfg(feature = "guard")]
+pub use usage::{
+    OTEL_CACHE_CREATION_INPUT_TOKENS, OTEL_CACHE_READ_INPUT_TOKENS, OTEL_INPUT_TOKENS,
+    ReportedUsage,
+};
 
 // What users of the SDK need from the analysis, so that depending on `kvlint-sdk` alone is
 // enough: the renderer and what it is built from, and the findings.

@@ -24,6 +24,11 @@ pub trait SessionGuard {
     fn expected_breaks(&self) -> usize;
     /// Forgets the previous turn: the next body starts a new session.
     fn reset(&mut self);
+    /// Shows the guard the API's response to the session's last body; whether it reported
+    /// cache usage. Guards that keep no usage ignore it.
+    fn observe_response(&mut self, _response: &Value) -> bool {
+        false
+    }
 }
 
 /// How much a [`GuardSessions`] keeps.
@@ -211,6 +216,20 @@ impl<G: SessionGuard> GuardSessions<G> {
         Ok(Observed::Checked { body, warn })
     }
 
+    /// Shows the guard of the session `body` (sent with `headers`) belongs to the API's
+    /// `response` to it ([`SessionGuard::observe_response`]); `false` when the session is not
+    /// kept or the response reported no cache usage.
+    pub fn observe_response(
+        &mut self,
+        body: &Value,
+        headers: &[(String, String)],
+        response: &Value,
+    ) -> bool {
+        let key = kvlint_protocol::key::session_key_of(body, headers);
+        self.guard_mut(&key)
+            .is_some_and(|guard| guard.observe_response(response))
+    }
+
     /// The guard of session `key`, made the most recently used; a new session (with a guard
     /// from the factory) when it is not kept, the least recently used dropped to make room.
     pub fn guard_for(&mut self, key: &str) -> Result<&mut G, G::Error> {
@@ -317,6 +336,10 @@ impl SessionGuard for crate::Guard {
 
     fn reset(&mut self) {
         crate::Guard::reset(self);
+    }
+
+    fn observe_response(&mut self, response: &Value) -> bool {
+        crate::Guard::observe_response(self, response)
     }
 }
 

@@ -178,7 +178,14 @@ fn models_prints_each_row_with_its_source() {
             );
         }
     }
-    let unknown = kvlint(&["models", "grok-4.6", "--provider", "xai"]);
+    let grok = kvlint(&["models", "grok-4.6", "--provider", "xai"]);
+    assert_eq!(grok.code, 0, "{}", grok.stdout);
+    assert!(
+        grok.stdout.contains("source: https://docs.x.ai/"),
+        "{}",
+        grok.stdout
+    );
+    let unknown = kvlint(&["models", "mistral-large", "--provider", "mistral"]);
     assert_eq!(unknown.code, 2);
     assert!(
         unknown.stdout.contains("no row of the model table"),
