@@ -133,6 +133,32 @@ pub fn reverse_proxy(replica: &Served, folder: &Path) -> Served {
     start_nginx(folder, &upstream_block(&[replica], ""), &server, port)
 }
 
+/// nginx answering every POST with the JSON file `answer` (a recorded response replayed): an
+/// upstream whose answers a test fixes.
+pub fn replayed_answer(answer: &Path, folder: &Path) -> Served {
+    let port = kvlint_fixtures::free_port();
+    let root = answer.parent().unwrap().display();
+    let file = answer.file_name().unwrap().to_string_lossy();
+    // A static file answers a POST with 405: turned into the file itself.
+    let server = format!(
+        "listen 127.0.0.1:{port};\n    location = /health {{ return 200 'ok'; }}\n    \
+         location / {{ root {root}; default_type application/json; try_files /{file} =404; error_page 405 =200 $uri; }}"
+    );
+    start_nginx(folder, "", &server, port)
+}
+
+/// nginx in front of `target` that rewrites `from` into `to` in each JSON response on its way
+/// back (`sub_filter`): a gateway that alters what the API returned.
+pub fn rewriting_gateway(target: &Served, from: &str, to: &str, folder: &Path) -> Served {
+    let port = kvlint_fixtures::free_port();
+    let server = format!(
+        "listen 127.0.0.1:{port};\n    location / {{ proxy_pass http://replicas; proxy_http_version 1.1; \
+         proxy_set_header Accept-Encoding \"\"; sub_filter '{from}' '{to}'; sub_filter_once off; \
+         sub_filter_types application/json; }}"
+    );
+    start_nginx(folder, &upstream_block(&[target], ""), &server, port)
+}
+
 /// The same gateway, but its responses do not say which replica served them.
 pub fn silent_gateway(replicas: &[&Served], balance: &str, folder: &Path) -> Served {
     let port = kvlint_fixtures::free_port();

@@ -123,12 +123,20 @@ pub(super) fn first_change(
             .iter()
             .find_map(|key| item.get(*key).and_then(Value::as_str).map(str::to_owned))
     };
+    let returned_key = |value: &Value| returned.iter().any(|item| key(item) == key(value));
     let mut last_found = None;
-    for &item in &returned {
+    for (order, &item) in returned.iter().enumerate() {
         let found = resent
             .iter()
             .position(|(_, value)| key(value).is_some() && key(value) == key(item));
         let Some(found) = found else {
+            // In its place, a block of its type the response did not return: re-signed.
+            if let Some((place, value)) = resent.get(order)
+                && value.get("type") == item.get("type")
+                && !returned_key(value)
+            {
+                return Some((place.clone(), Change::Altered));
+            }
             let place = resent.first().map_or_else(
                 || format!("{list}[{sent_before}]"),
                 |(place, _)| place.clone(),
@@ -147,7 +155,7 @@ pub(super) fn first_change(
     // A signed item the response did not return, among the ones it did: one re-signed.
     resent
         .iter()
-        .find(|(_, value)| !returned.iter().any(|item| key(item) == key(value)))
+        .find(|(_, value)| !returned_key(value))
         .map(|(place, _)| (place.clone(), Change::Altered))
 }
 
@@ -323,6 +331,12 @@ mod tests {
         emptied[0]["thinking"] = json!("");
         assert_eq!(
             first_change(&previous, &sent(emptied), &returned),
+            Some(("messages[1].content[0]".to_owned(), Change::Altered))
+        );
+        let mut resigned = answer.clone();
+        resigned[0]["signature"] = json!("EqGateway");
+        assert_eq!(
+            first_change(&previous, &sent(resigned), &returned),
             Some(("messages[1].content[0]".to_owned(), Change::Altered))
         );
         let left_out = vec![answer[1].clone(), answer[2].clone()];

@@ -15,6 +15,7 @@ use crate::common;
 use common::{get, metric, proxy_to};
 
 mod fleet;
+mod signed;
 mod upstream;
 
 fn llama_server() -> Served {
