@@ -226,6 +226,21 @@ impl Engine {
         }
     }
 
+    /// The longer lifetime the API sells, and its write price as a multiple of the input
+    /// price: Anthropic's `ttl: "1h"` ("1-hour cache write tokens are 2 times the base input
+    /// tokens price", platform.claude.com prompt caching, pricing; read 2026-12-07), OpenAI's
+    /// `prompt_cache_options.ttl: "12h"` on the breakpoint models (2.5× input, the GPT-6.2 Sol
+    /// page). `None` for the APIs that sell none.
+    pub fn longer_lifetime(&self, figures: &ModelFigures) -> Option<(Duration, f64)> {
+        match self {
+            Self::Anthropic { .. } => Some((Duration::from_secs(3600), 2.0)),
+            Self::OpenAi { .. } if figures.breakpoints => {
+                Some((Duration::from_secs(12 * 3600), 2.5))
+            }
+            _ => None,
+        }
+    }
+
     /// The shortest prompt a hosted API caches, for the model `turn` uses.
     pub fn min_cacheable_tokens(&self, turn: &CacheTurn) -> Option<usize> {
         self.provider()?;

@@ -36,7 +36,9 @@ pub use hits::{
     DEEPSEEK_UNIT, OPENAI_INCREMENT, OPENAI_MINIMUM, anthropic_hit, gemini_hit, openai_hit,
 };
 pub use models::{MODELS, ModelFigures, ModelTable};
-pub use prediction::{IdleIssue, SessionCacheView, TurnCachePrediction};
+pub use prediction::{
+    IdleFixes, IdleIssue, KeepAlive, LongerLifetime, SessionCacheView, TurnCachePrediction,
+};
 pub use reported::{ReportedUsage, UsageIssue, UsageIssueKind, audit_reported, reported_usage};
 pub use session_audit::{SessionIssue, audit_session};
 pub use turn::{CacheTurn, Earlier, Prediction, generated_text};

@@ -112,9 +112,17 @@ impl SessionCacheView {
             found.tokens += expired;
             found.dollars = found.dollars.zip(dollars).map(|(sum, more)| sum + more);
             found.longest_gap = found.longest_gap.max(gap);
-            found.gaps.push(gap);
+            found.gaps.push((gap, expired));
         }
-        issue
+        let mut issue = issue?;
+        if let Some(figures) = predictions.iter().find_map(|prediction| prediction.figures) {
+            let written: usize = predictions
+                .iter()
+                .map(|prediction| prediction.recorded.written)
+                .sum();
+            issue.fixes = Some(IdleFixes::priced(&issue, engine, figures, written));
+        }
+        Some(issue)
     }
 
     /// The session's [`Opening`], for the cold-start audit across a recording's sessions
@@ -262,9 +270,87 @@ pub struct IdleIssue {
     pub dollars: Option<f64>,
     /// How long the API kept the prefix (the first such turn's).
     pub lifetime: Duration,
-    /// Seconds between each such turn and the one before, in turn order.
-    pub gaps: Vec<f64>,
+    /// Seconds between each such turn and the one before, and the prompt tokens it wrote
+    /// again, in turn order.
+    pub gaps: Vec<(f64, usize)>,
     pub longest_gap: f64,
+    /// What each fix would save and cost, at the model's prices.
+    pub fixes: Option<IdleFixes>,
+}
+
+/// The two fixes for idle gaps, priced over the session as recorded.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IdleFixes {
+    /// The longer lifetime the API sells (`None` where it sells none): its length, the gaps
+    /// it covers, what their turns would save reading instead of writing, and what every
+    /// write of the session would cost more.
+    pub longer: Option<LongerLifetime>,
+    /// A small request every `interval` while the session waits, sized from the gaps: it pays
+    /// for itself on gaps up to `up_to_gap` seconds (its reads of the prefix cost less than
+    /// the write they avoid).
+    pub keep_alive: KeepAlive,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct LongerLifetime {
+    pub lifetime: Duration,
+    pub gaps: usize,
+    pub saved: f64,
+    pub extra: f64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct KeepAlive {
+    pub interval: Duration,
+    pub up_to_gap: f64,
+    pub gaps: usize,
+    pub saved: f64,
+    pub cost: f64,
+}
+
+impl IdleFixes {
+    /// Prices both fixes: `written`, the tokens the session's turns wrote to the cache.
+    fn priced(issue: &IdleIssue, engine: &Engine, figures: &ModelFigures, written: usize) -> Self {
+        let write = figures.cache_write.max(figures.input);
+        let per_token = |price: f64| price / 1_000_000.0;
+        // Read instead of written again.
+        let saving = |tokens: usize| tokens as f64 * per_token(write - figures.cached_input);
+        let longer = engine.longer_lifetime(figures).map(|(lifetime, multiple)| {
+            let covered = issue
+                .gaps
+                .iter()
+                .filter(|(gap, _)| *gap <= lifetime.as_secs_f64());
+            LongerLifetime {
+                lifetime,
+                gaps: covered.clone().count(),
+                saved: covered.map(|(_, tokens)| saving(*tokens)).sum(),
+                extra: written as f64 * per_token(multiple * figures.input - write).max(0.0),
+            }
+        });
+        // A ping a little before the lifetime ends reads the prefix at the cached price.
+        let interval = issue
+            .lifetime
+            .saturating_sub(Duration::from_secs(30))
+            .max(Duration::from_secs(60));
+        let pings = |gap: f64| (gap / interval.as_secs_f64()).floor();
+        let pays = |(gap, tokens): &(f64, usize)| {
+            pings(*gap) * *tokens as f64 * per_token(figures.cached_input) < saving(*tokens)
+        };
+        // Worth it while the pings cost less than the write: up to this many of them.
+        let break_even = (write - figures.cached_input) / figures.cached_input.max(f64::EPSILON);
+        let kept: Vec<&(f64, usize)> = issue.gaps.iter().filter(|gap| pays(gap)).collect();
+        let keep_alive = KeepAlive {
+            interval,
+            up_to_gap: (break_even.floor() + 1.0) * interval.as_secs_f64(),
+            gaps: kept.len(),
+            saved: kept.iter().map(|(_, tokens)| saving(*tokens)).sum(),
+            cost: kept
+                .iter()
+                .map(|(gap, tokens)| pings(*gap) * *tokens as f64 * per_token(figures.cached_input))
+                .sum(),
+        };
+        Self { longer, keep_alive }
+    }
 }
 
 /// One turn's predicted cache use.

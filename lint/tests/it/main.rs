@@ -19,7 +19,6 @@ mod lsp_client;
 
 mod architecture;
 mod cli;
-mod cold_start;
 mod config;
 mod corpus;
 mod engine_mode;
@@ -36,6 +35,7 @@ mod live_simulate;
 mod live_vllm;
 mod logs;
 mod lsp;
+mod misses;
 mod otel;
 mod pre_commit;
 mod probe_faults;

@@ -1,4 +1,4 @@
-use kvlint_core::cache::IdleIssue;
+use kvlint_core::cache::{IdleFixes, IdleIssue};
 use kvlint_request::diagnostic::Severity;
 
 use crate::{Finding, Rule, RuleInput, RuleMeta, declare_rule};
@@ -28,7 +28,9 @@ declare_rule! {
     /// `"cache_control": {"type": "ephemeral", "ttl": "1h"}`, writes at 2× the input price
     /// instead of 1.25×; OpenAI `prompt_cache_options.ttl: "12h"`, writes at 2.5×), when the
     /// gaps it covers cost more than the dearer writes; or keep the prefix warm with a small
-    /// request shortly before the lifetime ends while the session waits.
+    /// request shortly before the lifetime ends while the session waits, on the gaps short
+    /// enough that its reads cost less than the write they avoid. The finding prices both
+    /// over the session: what each saves, what it costs, and whether it pays.
     pub struct IdleGap {
         name: "idle-gap",
         code: "KV507",
@@ -47,8 +49,16 @@ impl IdleGap {
         let dollars = issue
             .dollars
             .map_or(String::new(), |dollars| format!(", ${dollars:.2} more"));
-        let within_hour = issue.gaps.iter().filter(|gap| **gap <= 3600.0).count();
-        let keep_alive = (issue.lifetime.as_secs_f64() - 30.0).max(60.0);
+        let help = match &issue.fixes {
+            Some(fixes) => priced_help(fixes),
+            None => {
+                let keep_alive = (issue.lifetime.as_secs_f64() - 30.0).max(60.0);
+                format!(
+                    "a longer lifetime (Anthropic `ttl: \"1h\"`, OpenAI `prompt_cache_options.ttl: \"12h\"`) serves such gaps at a dearer write; or keep the prefix warm with a request every {} while the session waits",
+                    minutes(keep_alive)
+                )
+            }
+        };
         Finding::new(
             Severity::Warning,
             format!(
@@ -57,13 +67,40 @@ impl IdleGap {
                 minutes(issue.longest_gap),
                 issue.tokens
             ),
-            format!(
-                "{within_hour} of these gaps are within an hour: a longer lifetime (Anthropic `ttl: \"1h\"`, OpenAI `prompt_cache_options.ttl: \"12h\"`) serves them at a dearer write; or keep the prefix warm with a request every {} while the session waits",
-                minutes(keep_alive)
-            ),
+            help,
         )
         .with_tokens_lost(issue.tokens)
     }
+}
+
+/// The fixes with what each saves and costs over the session, and which pays.
+fn priced_help(fixes: &IdleFixes) -> String {
+    let keep = &fixes.keep_alive;
+    let verdict = |saved: f64, cost: f64| if saved > cost { "pays for itself" } else { "does not pay" };
+    let mut help = format!(
+        "a request every {} while a session waits keeps the prefix warm; it pays on gaps up to {} ({} of these): ${:.4} saved for ${:.4} of reads",
+        minutes(keep.interval.as_secs_f64()),
+        minutes(keep.up_to_gap),
+        keep.gaps,
+        keep.saved,
+        keep.cost
+    );
+    if let Some(longer) = &fixes.longer {
+        let ttl = if longer.lifetime.as_secs() >= 12 * 3600 {
+            "OpenAI `prompt_cache_options.ttl: \"12h\"`"
+        } else {
+            "Anthropic `\"ttl\": \"1h\"`"
+        };
+        help = format!(
+            "{help}; a {} lifetime ({ttl}) would serve {} of these gaps, ${:.4} saved for ${:.4} more on every write of the session: it {}",
+            minutes(longer.lifetime.as_secs_f64()),
+            longer.gaps,
+            longer.saved,
+            longer.extra,
+            verdict(longer.saved, longer.extra)
+        );
+    }
+    help
 }
 
 /// A duration in seconds as people say it: `6 min 40 s`, `5 min`, `45 s`.
