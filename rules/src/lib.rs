@@ -47,6 +47,7 @@ mod pair;
 mod rules;
 pub mod thinking;
 pub mod volatile;
+pub mod words;
 
 pub use check::{
     CheckedTurn, ImpliedProvider, SessionCheck, check_pair, check_sent_session, check_session,

@@ -1,6 +1,7 @@
 use kvlint_core::cache::{ColdCause, ColdStartIssue};
 use kvlint_request::diagnostic::Severity;
 
+use crate::words::duration;
 use crate::{Finding, Rule, RuleInput, RuleMeta, declare_rule};
 
 declare_rule! {
@@ -63,7 +64,7 @@ impl ColdStart {
                 let keep_alive = (lifetime.as_secs_f64() - 30.0).max(60.0);
                 let mut help = format!(
                     "a longer lifetime (Anthropic `ttl: \"1h\"`, OpenAI `prompt_cache_options.ttl: \"12h\"`) when the sessions it serves pay for the dearer writes, or a request every {} that keeps the shared prefix warm",
-                    seconds(keep_alive)
+                    duration(keep_alive)
                 );
                 if issue.entry_missing {
                     help = format!("{help}; and {breakpoint}");
@@ -71,8 +72,8 @@ impl ColdStart {
                 (
                     format!(
                         "the entry expired: {} after its last use, the cache keeps it {}",
-                        seconds(*gap),
-                        seconds(lifetime.as_secs_f64())
+                        duration(*gap),
+                        duration(lifetime.as_secs_f64())
                     ),
                     help,
                 )
@@ -89,18 +90,6 @@ impl ColdStart {
             help,
         )
         .with_tokens_lost(issue.tokens())
-    }
-}
-
-/// A duration in seconds as people say it: `1 h 20 min`, `6 min 40 s`, `45 s`.
-fn seconds(seconds: f64) -> String {
-    let seconds = seconds.round() as u64;
-    match (seconds / 3600, seconds % 3600 / 60, seconds % 60) {
-        (0, 0, seconds) => format!("{seconds} s"),
-        (0, minutes, 0) => format!("{minutes} min"),
-        (0, minutes, seconds) => format!("{minutes} min {seconds} s"),
-        (hours, 0, _) => format!("{hours} h"),
-        (hours, minutes, _) => format!("{hours} h {minutes} min"),
     }
 }
 

@@ -1,6 +1,7 @@
 use kvlint_core::cache::{IdleFixes, IdleIssue};
 use kvlint_request::diagnostic::Severity;
 
+use crate::words::duration;
 use crate::{Finding, Rule, RuleInput, RuleMeta, declare_rule};
 
 declare_rule! {
@@ -40,7 +41,7 @@ declare_rule! {
 
 impl IdleGap {
     fn finding(issue: &IdleIssue) -> Finding {
-        let lifetime = minutes(issue.lifetime.as_secs_f64());
+        let lifetime = duration(issue.lifetime.as_secs_f64());
         let others = match issue.turns {
             1 => String::new(),
             2 => " and 1 later turn".to_owned(),
@@ -55,7 +56,7 @@ impl IdleGap {
                 let keep_alive = (issue.lifetime.as_secs_f64() - 30.0).max(60.0);
                 format!(
                     "a longer lifetime (Anthropic `ttl: \"1h\"`, OpenAI `prompt_cache_options.ttl: \"12h\"`) serves such gaps at a dearer write; or keep the prefix warm with a request every {} while the session waits",
-                    minutes(keep_alive)
+                    duration(keep_alive)
                 )
             }
         };
@@ -64,7 +65,7 @@ impl IdleGap {
             format!(
                 "turn {}{others} came after the cache's {lifetime} lifetime (longest gap {}): {} prompt tokens written again instead of read{dollars}",
                 issue.turn,
-                minutes(issue.longest_gap),
+                duration(issue.longest_gap),
                 issue.tokens
             ),
             help,
@@ -79,8 +80,8 @@ fn priced_help(fixes: &IdleFixes) -> String {
     let verdict = |saved: f64, cost: f64| if saved > cost { "pays for itself" } else { "does not pay" };
     let mut help = format!(
         "a request every {} while a session waits keeps the prefix warm; it pays on gaps up to {} ({} of these): ${:.4} saved for ${:.4} of reads",
-        minutes(keep.interval.as_secs_f64()),
-        minutes(keep.up_to_gap),
+        duration(keep.interval.as_secs_f64()),
+        duration(keep.up_to_gap),
         keep.gaps,
         keep.saved,
         keep.cost
@@ -93,7 +94,7 @@ fn priced_help(fixes: &IdleFixes) -> String {
         };
         help = format!(
             "{help}; a {} lifetime ({ttl}) would serve {} of these gaps, ${:.4} saved for ${:.4} more on every write of the session: it {}",
-            minutes(longer.lifetime.as_secs_f64()),
+            duration(longer.lifetime.as_secs_f64()),
             longer.gaps,
             longer.saved,
             longer.extra,
@@ -101,16 +102,6 @@ fn priced_help(fixes: &IdleFixes) -> String {
         );
     }
     help
-}
-
-/// A duration in seconds as people say it: `6 min 40 s`, `5 min`, `45 s`.
-fn minutes(seconds: f64) -> String {
-    let seconds = seconds.round() as u64;
-    match (seconds / 60, seconds % 60) {
-        (0, seconds) => format!("{seconds} s"),
-        (minutes, 0) => format!("{minutes} min"),
-        (minutes, seconds) => format!("{minutes} min {seconds} s"),
-    }
 }
 
 impl Rule for IdleGap {

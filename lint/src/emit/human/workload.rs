@@ -137,7 +137,7 @@ fn misses_lines(report: &WorkloadReport) -> String {
         Some(lifetime) => format!(
             ", {} expired (sent more than {} before)",
             grouped(misses.expired_tokens),
-            lifetime_words(lifetime)
+            kvlint_rules::words::duration(lifetime)
         ),
         None => String::new(),
     };
@@ -158,16 +158,6 @@ fn misses_lines(report: &WorkloadReport) -> String {
     }
     text.push('\n');
     text
-}
-
-fn lifetime_words(seconds: f64) -> String {
-    let seconds = seconds.round() as u64;
-    match (seconds / 3600, seconds % 3600 / 60, seconds % 60) {
-        (0, 0, seconds) => format!("{seconds} s"),
-        (0, minutes, 0) => format!("{minutes} min"),
-        (hours, 0, 0) => format!("{hours} h"),
-        _ => format!("{seconds} s"),
-    }
 }
 
 /// Dollars to the cent, or to a hundredth of a cent under one dollar.
