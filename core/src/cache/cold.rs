@@ -210,15 +210,25 @@ fn cold_start(
         .collect();
     let read = engine.predict(turn, &[from_earlier(entries)]);
     let readable = read.cached;
-    // The fix: an entry at the end of the shared prefix, which both sessions write and read
-    // (the same code sends both).
-    let mut fixed = turn.clone();
-    if !fixed.breakpoint_blocks.contains(&block) {
-        fixed.breakpoint_blocks.push(block);
-    }
-    let reachable = engine
-        .predict(&fixed, &[from_earlier(vec![shared_tokens])])
-        .cached;
+    // The fix, where the application places the entries (Anthropic, OpenAI's breakpoint
+    // models): an entry at the end of the shared prefix, which both sessions write and read
+    // (the same code sends both). Elsewhere the API places them: no entry to add.
+    let places_entries = match engine {
+        Engine::Anthropic { .. } => true,
+        Engine::OpenAi { .. } => opening.figures.is_some_and(|figures| figures.breakpoints),
+        _ => false,
+    };
+    let reachable = if places_entries {
+        let mut fixed = turn.clone();
+        if !fixed.breakpoint_blocks.contains(&block) {
+            fixed.breakpoint_blocks.push(block);
+        }
+        engine
+            .predict(&fixed, &[from_earlier(vec![shared_tokens])])
+            .cached
+    } else {
+        readable
+    };
     let (start, lifetime) = (opening.start(), earlier.lifetime);
     let expired = start.zip(lifetime).and_then(|(start, lifetime)| {
         let gap = start - earlier.last_use_before(start)?;
@@ -261,4 +271,95 @@ fn cold_start(
         dollars,
     };
     (read, Some(issue))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    /// An opening of `tokens` ids whose first `shared` are the same in every session, its
+    /// blocks ending at `shared` and at the end, sent at `times`.
+    fn opening(
+        engine: &Engine,
+        session: u32,
+        tokens: usize,
+        shared: usize,
+        times: Vec<f64>,
+    ) -> Option<Opening> {
+        let ids: Vec<u32> = (0..tokens)
+            .map(|index| {
+                if index < shared {
+                    index as u32
+                } else {
+                    100_000 * session + index as u32
+                }
+            })
+            .collect();
+        let turn = CacheTurn {
+            prompt_tokens: tokens,
+            block_ends: vec![shared, tokens],
+            block_paths: vec![
+                PartPath::root().key("system"),
+                PartPath::root().key("messages"),
+            ],
+            model: Some("gpt-4o".into()),
+            ..CacheTurn::default()
+        };
+        let lifetime = Some(Duration::from_secs(300));
+        Some(Opening::new(engine, &turn, &ids, times, lifetime))
+    }
+
+    /// OpenAI places its own entries: a second session within the lifetime reads the shared
+    /// prefix (in its 128-token steps), one after it starts cold (expired), and without times
+    /// nothing can be said to have expired.
+    #[test]
+    fn an_api_that_places_its_entries_starts_cold_only_after_the_lifetime() {
+        let engine: Engine = "openai:gpt-4o".parse().unwrap();
+        let within = [
+            opening(&engine, 1, 3000, 2000, vec![0.0, 60.0]),
+            opening(&engine, 2, 2500, 2000, vec![200.0]),
+        ];
+        let audit = audit_cold_starts(&engine, &within);
+        assert!(audit.cold_starts.is_empty());
+        assert_eq!(audit.reads.len(), 1);
+        assert_eq!((audit.reads[0].0, audit.reads[0].1.cached), (1, 1920));
+
+        let after = [
+            opening(&engine, 1, 3000, 2000, vec![0.0, 60.0]),
+            opening(&engine, 2, 2500, 2000, vec![60.0 + 600.0]),
+        ];
+        let audit = audit_cold_starts(&engine, &after);
+        assert!(audit.reads.is_empty());
+        let [cold] = audit.cold_starts.as_slice() else {
+            panic!("{audit:?}")
+        };
+        assert_eq!(
+            (cold.session, cold.shared_with, cold.tokens()),
+            (1, 0, 1920)
+        );
+        assert!(matches!(cold.cause, ColdCause::Expired { gap, .. } if gap == 600.0));
+        assert!(!cold.while_running && !cold.entry_missing);
+        assert_eq!(cold.block.to_string(), "system");
+
+        let untimed = [
+            opening(&engine, 1, 3000, 2000, Vec::new()),
+            opening(&engine, 2, 2500, 2000, Vec::new()),
+        ];
+        assert!(audit_cold_starts(&engine, &untimed).cold_starts.is_empty());
+    }
+
+    /// Sessions of another model share no cache: their prefixes never match.
+    #[test]
+    fn caches_are_per_model() {
+        let engine: Engine = "openai".parse().unwrap();
+        let mut other = opening(&engine, 2, 2500, 2000, vec![660.0]).unwrap();
+        other.turn.model = Some("gpt-4.1".into());
+        let ids: Vec<u32> = (0..2500).map(|index| index as u32).collect();
+        let other = Opening::new(&engine, &other.turn, &ids, vec![660.0], None);
+        let openings = [opening(&engine, 1, 3000, 2000, vec![0.0]), Some(other)];
+        let audit = audit_cold_starts(&engine, &openings);
+        assert!(audit.cold_starts.is_empty() && audit.reads.is_empty());
+    }
 }
