@@ -67,6 +67,42 @@ pub fn path_of(url: &str) -> &str {
     url.split(['?', '#']).next().unwrap_or_default()
 }
 
+/// The endpoint a request to `url` (a path or a whole URL) caches under: its path, the
+/// streamed variant of an endpoint read as the plain one, as both reach the same model and
+/// the same cache. Bedrock's `…/invoke-with-response-stream` is `…/invoke` and
+/// `…/converse-stream` is `…/converse` (the Bedrock Runtime API reference: `InvokeModel` and
+/// `InvokeModelWithResponseStream`, `Converse` and `ConverseStream`, one model each); Gemini's
+/// `:streamGenerateContent` is `:generateContent` (ai.google.dev's API reference,
+/// `models.streamGenerateContent`: "Generates a streamed response from the model given an
+/// input `GenerateContentRequest`").
+///
+/// ```
+/// use kvlint_protocol::endpoint::cache_endpoint;
+///
+/// assert_eq!(
+///     cache_endpoint("https://bedrock-runtime.us-east-1.amazonaws.com/model/m/invoke-with-response-stream"),
+///     cache_endpoint("https://bedrock-runtime.us-east-1.amazonaws.com/model/m/invoke"),
+/// );
+/// assert_eq!(cache_endpoint("/model/m/converse-stream"), "/model/m/converse");
+/// assert_eq!(
+///     cache_endpoint("/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"),
+///     "/v1beta/models/gemini-2.5-flash:generateContent",
+/// );
+/// ```
+pub fn cache_endpoint(url: &str) -> String {
+    let path = path_of(url);
+    for (streamed, plain) in [
+        ("/invoke-with-response-stream", "/invoke"),
+        ("/converse-stream", "/converse"),
+        (":streamGenerateContent", ":generateContent"),
+    ] {
+        if let Some(stem) = path.strip_suffix(streamed) {
+            return format!("{stem}{plain}");
+        }
+    }
+    path.to_owned()
+}
+
 /// Whether a request to `url` (a path or a whole URL) carries a prompt kvlint reads: it ends
 /// in one of [`PROMPT_PATHS`] (a trailing `/` aside).
 pub fn is_prompt_path(url: &str) -> bool {

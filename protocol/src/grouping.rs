@@ -2,16 +2,22 @@
 //! on recordings, `kvlint workload` (both through the recordings' reader) and the proxy
 //! (request by request) call.
 //!
-//! Sessions are told apart by endpoint, model and session key ([`crate::key`]: the agent's
-//! own session id first). A request joins the session of those whose conversation it
-//! continues — the items after the system prompt or instructions (`messages`, a Responses
-//! `input`, Gemini's `contents`, without the cache markers a client moves each turn), the
+//! Sessions are told apart by endpoint (the streamed and plain variants of one endpoint are
+//! one: [`crate::endpoint::cache_endpoint`]), model and session key ([`crate::key`]: the
+//! agent's own session id first). A request joins the session of those whose conversation it
+//! continues — the items after the system prompt or instructions and before an instruction
+//! re-sent at the end of every request (`messages`, a Responses `input`, Gemini's
+//! `contents`, without the cache markers a client moves each turn), the
 //! session's last one whole (its newest message without the per-turn tail a client drops the
 //! turn after is whole too) and more — whatever happened to the system prompt, the tools or
 //! the instructions: those changes are the session's breaks, which the rules then find. A request that rewrote the history
 //! (compaction, trimming, an edited answer) joins the session it rewrote when it keeps that
 //! session's opening exchange (its first user message and what came after it) under the same
-//! key, and is reported as a rewrite. Anything else starts a session: parallel conversations,
+//! key, and is reported as a rewrite. The same request sent again after it got no answer (a
+//! retry after an error, an overload, a timeout) joins the session it repeats, as a turn that
+//! appends nothing; sent again after an answer, it is a conversation of its own (two chats
+//! opened alike, in parallel). Anything else
+//! starts a session: parallel conversations,
 //! side calls (a title made from the conversation opens another), a conversation sent again
 //! from the start, and sub-agents, whose key is their own ([`crate::key::SUB_AGENT_LINKS`]).
 //!
@@ -47,6 +53,10 @@ struct Open {
 struct Last {
     conversation: Vec<Value>,
     instructions: Value,
+    /// The whole body, for telling a retry: the same request sent again.
+    body: Value,
+    /// Whether it got an answer: a request sent again after one that did not is its retry.
+    answered: bool,
 }
 
 /// What sessions are told apart by before their conversations are compared: the endpoint,
@@ -75,6 +85,10 @@ pub enum Reading {
     /// Its conversation continues the session's while its system prompt, instructions or
     /// tools changed: read as the session's break, not as another agent's session.
     InstructionsChanged,
+    /// The session's last request sent again, the same, after it got no answer: a retry
+    /// (after an error, an overload, a timeout), a turn that appends nothing, not a session
+    /// of its own.
+    Retry,
     /// It rewrote the session's history (same key, same opening exchange): read as a rewrite
     /// of the session, not as a session of its own.
     Rewrite,
@@ -91,6 +105,7 @@ impl Reading {
                 "kept in the session: the conversation goes on under other instructions or tools"
             }
             Self::Rewrite => "read as a rewrite of the history: same key, same opening exchange",
+            Self::Retry => "the same request sent again: a retry",
             Self::SeveralSessions => {
                 "continued more than one session alike: joined the one with the closest instructions, else the earliest"
             }
@@ -111,6 +126,13 @@ pub struct GroupedBy {
     /// The turns (from 0) read one way where another was possible.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub readings: Vec<TurnReading>,
+    /// Turns that sent the request before them again (retries).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub retries: usize,
+}
+
+fn is_zero(count: &usize) -> bool {
+    *count == 0
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -130,7 +152,14 @@ impl GroupedBy {
             }),
             parent_key: carried.parent_session_key(),
             readings: Vec::new(),
+            retries: 0,
         }
+    }
+
+    /// Notes how the session's turn `turn` was read.
+    pub fn read(&mut self, turn: usize, reading: Reading) {
+        self.retries += usize::from(reading == Reading::Retry);
+        self.readings.push(TurnReading { turn, reading });
     }
 
     /// One line for the human output; `None` for a session grouped by continuation alone
@@ -145,6 +174,7 @@ impl GroupedBy {
         };
         for kind in [
             Reading::InstructionsChanged,
+            Reading::Retry,
             Reading::Rewrite,
             Reading::SeveralSessions,
         ] {
@@ -166,15 +196,32 @@ impl GroupedBy {
 
 impl Grouping {
     /// The session `body`, sent to `endpoint` (a path or a URL) with what `carried` holds,
-    /// belongs to.
-    pub fn join(&mut self, endpoint: &str, body: &Value, carried: &Carried) -> Joined {
+    /// belongs to; `answered`: whether it got an answer (not an error, not cut short), which
+    /// tells whether the same body sent again next is its retry.
+    pub fn join(
+        &mut self,
+        endpoint: &str,
+        body: &Value,
+        carried: &Carried,
+        answered: bool,
+    ) -> Joined {
         let conversation = conversation(body);
         let key = Key {
-            endpoint: crate::endpoint::path_of(endpoint).to_owned(),
+            endpoint: crate::endpoint::cache_endpoint(endpoint),
             model: body.get("model").map(Value::to_string).unwrap_or_default(),
             session_key: carried.session_key(),
         };
         let instructions = instructions(body);
+        if let Some(session) = self.retried(&key, body) {
+            if let Some(last) = &mut self.sessions[session].last {
+                last.answered = answered;
+            }
+            return Joined {
+                session,
+                started: false,
+                reading: Some(Reading::Retry),
+            };
+        }
         let exchange = opening_exchange(&conversation);
         // Per candidate: (continues whole, items shared, how alike the instructions are), its
         // index.
@@ -207,6 +254,8 @@ impl Grouping {
         let last = Last {
             conversation,
             instructions,
+            body: body.clone(),
+            answered,
         };
         let Some(&((continues, shared, closeness), session)) = ranked.first() else {
             let session = self.sessions.len();
@@ -245,6 +294,21 @@ impl Grouping {
             started: false,
             reading,
         }
+    }
+
+    /// The latest session under `key` whose last request was `body` and got no answer.
+    fn retried(&self, key: &Key, body: &Value) -> Option<usize> {
+        self.candidates
+            .get(key)?
+            .iter()
+            .rev()
+            .copied()
+            .find(|&index| {
+                self.sessions[index]
+                    .last
+                    .as_ref()
+                    .is_some_and(|last| !last.answered && last.body == *body)
+            })
     }
 
     /// Forgets a session's last request: no later request joins it (the proxy's bound on
@@ -291,16 +355,25 @@ impl Closeness {
 }
 
 /// The conversation a body sends: its `messages`, its Responses `input` or its Gemini
-/// `contents` after the leading system and developer messages, without the cache markers a
+/// `contents` between the leading system and developer messages and the trailing ones (an
+/// instruction a supervisor ends every request with, which the next request sends after the
+/// new items again: the per-turn tail the rules read it as), without the cache markers a
 /// client moves to the newest message each turn, a content of text parts alone read as its
 /// text (the marker on the newest message is what makes a client send parts there).
 fn conversation(body: &Value) -> Vec<Value> {
     match conversation_items(body) {
-        Some(Value::Array(items)) => items
-            .iter()
-            .skip_while(|item| is_instruction(item))
-            .map(|item| text_parts_as_text(without_cache_markers(item)))
-            .collect(),
+        Some(Value::Array(items)) => {
+            let leading = items.iter().take_while(|item| is_instruction(item)).count();
+            let trailing = items[leading..]
+                .iter()
+                .rev()
+                .take_while(|item| is_instruction(item))
+                .count();
+            items[leading..items.len() - trailing]
+                .iter()
+                .map(|item| text_parts_as_text(without_cache_markers(item)))
+                .collect()
+        }
         Some(input @ Value::String(_)) => vec![input.clone()],
         _ => Vec::new(),
     }
@@ -369,12 +442,14 @@ fn is_instruction(item: &Value) -> bool {
 /// and Bedrock's `system`, Responses' `instructions`, Gemini's `systemInstruction`, leading
 /// system and developer messages) and the tools.
 fn instructions(body: &Value) -> Value {
+    // The leading instructions and the trailing ones (re-sent at the end of every request).
     let leading: Vec<Value> = match conversation_items(body) {
-        Some(Value::Array(items)) => items
-            .iter()
-            .take_while(|item| is_instruction(item))
-            .cloned()
-            .collect(),
+        Some(Value::Array(items)) => {
+            let first = items.iter().take_while(|item| is_instruction(item));
+            let rest = &items[first.clone().count()..];
+            let last = rest.iter().rev().take_while(|item| is_instruction(item));
+            first.chain(last).cloned().collect()
+        }
         _ => Vec::new(),
     };
     let fields = [
@@ -431,7 +506,13 @@ mod tests {
     }
 
     fn join(grouping: &mut Grouping, body: &Value) -> (usize, Option<Reading>) {
-        let joined = grouping.join(CHAT, body, &Carried::body(body));
+        let joined = grouping.join(CHAT, body, &Carried::body(body), true);
+        (joined.session, joined.reading)
+    }
+
+    /// Sent, and refused or cut short.
+    fn fail(grouping: &mut Grouping, body: &Value) -> (usize, Option<Reading>) {
+        let joined = grouping.join(CHAT, body, &Carried::body(body), false);
         (joined.session, joined.reading)
     }
 
@@ -465,8 +546,108 @@ mod tests {
         assert_eq!(join(&mut grouping, &trimmed), (0, Some(Reading::Rewrite)));
         // The opening sent again from the start has no exchange yet: a session of its own.
         assert_eq!(join(&mut grouping, &chat("s", &[user("q")])), (1, None));
-        // The same request again is no continuation either.
+        // Answered, the same request again is a conversation of its own (opened alike).
         assert_eq!(join(&mut grouping, &chat("s", &[user("q")])), (2, None));
+    }
+
+    /// An SDK retrying after a 529 sends the same body again: a turn of its session, not a
+    /// session of one request that cuts the conversation.
+    #[test]
+    fn a_request_sent_again_is_a_retry_of_its_session() {
+        let mut grouping = Grouping::default();
+        let first = chat("s", &[user("q")]);
+        let second = chat("s", &[user("q"), said("a"), user("q2")]);
+        join(&mut grouping, &first);
+        join(&mut grouping, &chat("other", &[user("hello")]));
+        assert_eq!(fail(&mut grouping, &second), (0, None));
+        assert_eq!(fail(&mut grouping, &second), (0, Some(Reading::Retry)));
+        assert_eq!(join(&mut grouping, &second), (0, Some(Reading::Retry)));
+        let third = chat(
+            "s",
+            &[user("q"), said("a"), user("q2"), said("b"), user("q3")],
+        );
+        assert_eq!(join(&mut grouping, &third), (0, None));
+        // Answered, sent again: another conversation opened alike (two chats in parallel).
+        assert_eq!(join(&mut grouping, &third), (2, None));
+        let mut grouped = GroupedBy::default();
+        grouped.read(2, Reading::Retry);
+        grouped.read(3, Reading::Retry);
+        assert_eq!(grouped.retries, 2);
+        assert!(
+            grouped
+                .describe()
+                .unwrap()
+                .contains("turns 2, 3 the same request sent again")
+        );
+    }
+
+    /// The streamed and the plain call of one model are one cache: a conversation that goes
+    /// from one to the other stays one session (Bedrock invoke and converse, Gemini).
+    #[test]
+    fn the_streamed_and_plain_endpoints_of_a_model_are_one() {
+        let bedrock = "https://bedrock-runtime.us-east-1.amazonaws.com/model/anthropic.claude-sonnet-4-5-v1:0";
+        for (plain, streamed) in [
+            (
+                format!("{bedrock}/invoke"),
+                format!("{bedrock}/invoke-with-response-stream"),
+            ),
+            (
+                format!("{bedrock}/converse"),
+                format!("{bedrock}/converse-stream"),
+            ),
+            (
+                "/v1beta/models/gemini-2.5-flash:generateContent".to_owned(),
+                "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse".to_owned(),
+            ),
+        ] {
+            let mut grouping = Grouping::default();
+            let first = chat("s", &[user("q")]);
+            let next = chat("s", &[user("q"), said("a"), user("q2")]);
+            assert_eq!(
+                grouping
+                    .join(&plain, &first, &Carried::body(&first), true)
+                    .session,
+                0
+            );
+            let joined = grouping.join(&streamed, &next, &Carried::body(&next), true);
+            assert_eq!((joined.session, joined.started), (0, false), "{streamed}");
+            // Another endpoint is another cache.
+            let elsewhere =
+                grouping.join("/v1/chat/completions", &next, &Carried::body(&next), true);
+            assert!(elsewhere.started);
+        }
+    }
+
+    /// A supervisor that ends every request with the same system message and inserts the new
+    /// items before it continues its session; an unrelated worker call is not joined to it.
+    #[test]
+    fn an_instruction_re_sent_at_the_end_of_every_request_is_set_aside() {
+        let route = json!({"role": "system", "content": "Given the conversation above, who should act next?"});
+        let supervisor = |conversation: &[Value]| {
+            let mut body = chat("You are a supervisor.", conversation);
+            body["messages"].as_array_mut().unwrap().push(route.clone());
+            body
+        };
+        let mut grouping = Grouping::default();
+        assert_eq!(
+            join(&mut grouping, &supervisor(&[user("Plot the GDP.")])),
+            (0, None)
+        );
+        let worker = chat("You are a researcher.", &[user("Plot the GDP.")]);
+        assert_eq!(join(&mut grouping, &worker), (1, None));
+        // It continues the worker's conversation too: the supervisor's own instructions
+        // decide, and the report says there was a choice.
+        let next = supervisor(&[user("Plot the GDP."), said("researcher: found it")]);
+        assert_eq!(
+            join(&mut grouping, &next),
+            (0, Some(Reading::SeveralSessions))
+        );
+        let after = supervisor(&[
+            user("Plot the GDP."),
+            said("researcher: found it"),
+            said("chart: done"),
+        ]);
+        assert_eq!(join(&mut grouping, &after), (0, None));
     }
 
     #[test]
@@ -524,10 +705,10 @@ mod tests {
             headers,
             trace_conversation: None,
         };
-        assert_eq!(grouping.join(CHAT, &body, &carried(&a)).session, 0);
-        assert_eq!(grouping.join(CHAT, &body, &carried(&b)).session, 1);
-        assert_eq!(grouping.join(CHAT, &next, &carried(&b)).session, 1);
-        assert_eq!(grouping.join(CHAT, &next, &carried(&a)).session, 0);
+        assert_eq!(grouping.join(CHAT, &body, &carried(&a), true).session, 0);
+        assert_eq!(grouping.join(CHAT, &body, &carried(&b), true).session, 1);
+        assert_eq!(grouping.join(CHAT, &next, &carried(&b), true).session, 1);
+        assert_eq!(grouping.join(CHAT, &next, &carried(&a), true).session, 0);
         let grouped = GroupedBy::of(&carried(&b));
         assert_eq!(grouped.key.as_deref(), Some("header x-session-id"));
         assert_eq!(grouped.parent_key.as_deref(), Some("ses_a"));

@@ -5,7 +5,7 @@
 //! grouped by [`kvlint_protocol::grouping`], with the keys the recording kept (headers, a
 //! trace's conversation id); a sub-agent's session is linked to the session of its parent.
 
-use kvlint_protocol::grouping::{GroupedBy, Grouping, TurnReading};
+use kvlint_protocol::grouping::{GroupedBy, Grouping};
 use kvlint_protocol::key::Carried;
 use serde_json::Value;
 
@@ -112,7 +112,7 @@ pub(super) fn sessions(interactions: &[Interaction]) -> FoundSessions {
             headers: &headers,
             trace_conversation: interaction.conversation.as_deref(),
         };
-        let joined = grouping.join(&interaction.url, &body, &carried);
+        let joined = grouping.join(&interaction.url, &body, &carried, answered(interaction));
         if joined.started {
             found.sessions.push(Session {
                 interactions: Vec::new(),
@@ -130,10 +130,7 @@ pub(super) fn sessions(interactions: &[Interaction]) -> FoundSessions {
         }
         let session = &mut found.sessions[joined.session];
         if let Some(reading) = joined.reading {
-            session.grouped_by.readings.push(TurnReading {
-                turn: session.bodies.len(),
-                reading,
-            });
+            session.grouped_by.read(session.bodies.len(), reading);
         }
         session.interactions.push(interaction.index);
         session
@@ -164,6 +161,17 @@ pub(super) fn sessions(interactions: &[Interaction]) -> FoundSessions {
     found
 }
 
+/// Whether the interaction's request got an answer: a response recorded that is not an
+/// error (Anthropic's `{"type": "error", …}`, OpenAI's and Gemini's `{"error": {…}}`). A
+/// request sent again after one that got none is its retry.
+fn answered(interaction: &Interaction) -> bool {
+    interaction.response.as_ref().is_some_and(|response| {
+        // The Responses API answers `"error": null` when there is none.
+        response.get("error").is_none_or(Value::is_null)
+            && response.get("type").and_then(Value::as_str) != Some("error")
+    })
+}
+
 /// The body of a prompt, and its text as sent; or why the interaction is not one.
 fn prompt(interaction: &Interaction) -> Result<(Value, Option<String>), String> {
     if let Some(endpoint) = kvlint_protocol::endpoint::not_a_prompt(&interaction.url) {
@@ -189,7 +197,7 @@ fn prompt(interaction: &Interaction) -> Result<(Value, Option<String>), String> 
 
 #[cfg(test)]
 mod tests {
-    use kvlint_protocol::grouping::Reading;
+    use kvlint_protocol::grouping::{Reading, TurnReading};
     use serde_json::json;
 
     use super::*;
@@ -359,5 +367,41 @@ mod tests {
                 reading: Reading::SeveralSessions
             }]
         );
+    }
+
+    /// An SDK retries after Anthropic's 529 (`overloaded_error`) with the same body: one
+    /// session, the retry a turn of it and counted; two chats opened alike and both answered
+    /// are two sessions.
+    #[test]
+    fn a_body_sent_again_after_an_error_is_a_retry_and_after_an_answer_another_chat() {
+        let url = "https://api.anthropic.com/v1/messages";
+        let body = |messages: Value| json!({"model": "claude-sonnet-4-5", "max_tokens": 64, "messages": messages});
+        let first = body(json!([{"role": "user", "content": "Fix the test."}]));
+        let second = body(json!([{"role": "user", "content": "Fix the test."},
+            {"role": "assistant", "content": "Done."}, {"role": "user", "content": "Thanks."}]));
+        let overloaded = json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}});
+        let answer = json!({"type": "message", "content": [{"type": "text", "text": "Done."}]});
+        let sent = |index, body: &Value, response: &Value| Interaction {
+            response: Some(response.clone()),
+            ..interaction(index, url, body.clone())
+        };
+        let found = sessions(&[
+            sent(0, &first, &answer),
+            sent(1, &second, &overloaded),
+            sent(2, &second, &answer),
+        ]);
+        assert_eq!(found.sessions.len(), 1);
+        let session = &found.sessions[0];
+        assert_eq!(session.interactions, [0, 1, 2]);
+        assert_eq!(session.grouped_by.retries, 1);
+        assert_eq!(
+            session.grouped_by.readings,
+            [TurnReading {
+                turn: 2,
+                reading: Reading::Retry
+            }]
+        );
+        let parallel = sessions(&[sent(0, &first, &answer), sent(1, &first, &answer)]);
+        assert_eq!(parallel.sessions.len(), 2);
     }
 }

@@ -96,7 +96,11 @@ impl Analysis {
             headers: &headers,
             trace_conversation: None,
         };
-        self.grouping.join(&exchange.path, body, &carried).session
+        // Answered: a 2xx, whole. The same body sent again after anything else is its retry.
+        let answered = exchange.complete && (200..300).contains(&exchange.status);
+        self.grouping
+            .join(&exchange.path, body, &carried, answered)
+            .session
     }
 
     /// Before session `key` is kept: when as many sessions are kept as allowed, the one the
