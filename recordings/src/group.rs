@@ -3,9 +3,12 @@
 //! A request is a prompt when its body is JSON in a request format kvlint reads and it is not
 //! sent to an endpoint that takes no prompt (embeddings, token counts, compaction). Prompts are
 //! grouped by [`kvlint_protocol::grouping`], with the keys the recording kept (headers, a
-//! trace's conversation id); a sub-agent's session is linked to the session of its parent.
+//! trace's conversation id); a sub-agent's session is linked to the session of its parent, and
+//! so is a session another agent started with a session's history. Read with the whole
+//! recording, such a session whose parent's own agent never came back was that agent under new
+//! instructions: it is folded back into its parent, where the rules find the change.
 
-use kvlint_protocol::grouping::{GroupedBy, Grouping};
+use kvlint_protocol::grouping::{GroupedBy, Grouping, Reading};
 use kvlint_protocol::key::Carried;
 use serde_json::Value;
 
@@ -21,7 +24,7 @@ pub struct FoundSessions {
 }
 
 /// One session: its requests' bodies, in order, and the interactions they came from.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Session {
     pub interactions: Vec<usize>,
     pub bodies: Vec<Value>,
@@ -123,7 +126,7 @@ pub(super) fn sessions(interactions: &[Interaction]) -> FoundSessions {
                 times: Vec::new(),
                 reconstructed: false,
                 grouped_by: GroupedBy::of(&carried),
-                parent: None,
+                parent: joined.parent,
                 key: carried.session_key(),
                 hosts: Vec::new(),
             });
@@ -143,12 +146,15 @@ pub(super) fn sessions(interactions: &[Interaction]) -> FoundSessions {
         session.times.push(interaction.time);
         session.reconstructed |= matches!(interaction.body, Body::Reconstructed(_));
     }
+    found.sessions = folded(std::mem::take(&mut found.sessions), &grouping.unconfirmed());
     // A sub-agent's parent: the first session of the key its requests name.
     let parents: Vec<Option<usize>> = found
         .sessions
         .iter()
         .map(|session| {
-            let parent = session.grouped_by.parent_key.as_ref()?;
+            let Some(parent) = session.grouped_by.parent_key.as_ref() else {
+                return session.parent;
+            };
             found
                 .sessions
                 .iter()
@@ -159,6 +165,118 @@ pub(super) fn sessions(interactions: &[Interaction]) -> FoundSessions {
         session.parent = parent;
     }
     found
+}
+
+/// `sessions` with each of `folds` (session, parent), in order, folded into its parent (or
+/// the session that parent was folded into): its requests among the parent's, in recording
+/// order, its first read as the parent's instructions changing. Parents are renumbered.
+fn folded(sessions: Vec<Session>, folds: &[(usize, usize)]) -> Vec<Session> {
+    let mut into: Vec<usize> = (0..sessions.len()).collect();
+    for &(session, parent) in folds {
+        into[session] = into[parent];
+    }
+    let mut kept: Vec<Option<Session>> = sessions.into_iter().map(Some).collect();
+    for &(session, _) in folds {
+        if let Some(branch) = kept[session].take()
+            && let Some(Some(root)) = kept.get_mut(into[session])
+        {
+            root.absorb(branch);
+        }
+    }
+    let mut renumbered = vec![None; kept.len()];
+    let mut next = 0;
+    for (old, session) in kept.iter().enumerate() {
+        if session.is_some() {
+            renumbered[old] = Some(next);
+            next += 1;
+        }
+    }
+    kept.into_iter()
+        .flatten()
+        .map(|mut session| {
+            session.parent = session.parent.and_then(|parent| renumbered[into[parent]]);
+            session
+        })
+        .collect()
+}
+
+impl Session {
+    /// Takes `other`'s requests among its own, in recording order; `other`'s first is read as
+    /// this session's instructions changing.
+    fn absorb(&mut self, other: Session) {
+        let first = other.interactions.first().copied();
+        let mut turns: Vec<(usize, Turn, Vec<Reading>)> = Vec::new();
+        for (mut session, is_other) in [(std::mem::take(self), false), (other, true)] {
+            let readings = std::mem::take(&mut session.grouped_by.readings);
+            for (turn, entry) in session.take_turns().into_iter().enumerate() {
+                let mut read: Vec<Reading> = readings
+                    .iter()
+                    .filter(|reading| reading.turn == turn)
+                    .map(|reading| reading.reading)
+                    .collect();
+                if is_other && Some(entry.interaction) == first {
+                    read.insert(0, Reading::InstructionsChanged);
+                }
+                turns.push((entry.interaction, entry, read));
+            }
+            if !is_other {
+                *self = session;
+            } else {
+                self.reconstructed |= session.reconstructed;
+            }
+        }
+        turns.sort_by_key(|(interaction, ..)| *interaction);
+        self.grouped_by.retries = 0;
+        for (turn, (_, entry, read)) in turns.into_iter().enumerate() {
+            for reading in read {
+                self.grouped_by.read(turn, reading);
+            }
+            self.push_turn(entry);
+        }
+    }
+
+    fn take_turns(&mut self) -> Vec<Turn> {
+        let interactions = std::mem::take(&mut self.interactions);
+        let mut bodies = std::mem::take(&mut self.bodies).into_iter();
+        let mut sent = std::mem::take(&mut self.sent).into_iter();
+        let mut at = std::mem::take(&mut self.at).into_iter();
+        let mut responses = std::mem::take(&mut self.responses).into_iter();
+        let mut times = std::mem::take(&mut self.times).into_iter();
+        let mut hosts = std::mem::take(&mut self.hosts).into_iter();
+        interactions
+            .into_iter()
+            .map(|interaction| Turn {
+                interaction,
+                body: bodies.next().unwrap_or_default(),
+                sent: sent.next().flatten(),
+                at: at.next().unwrap_or_default(),
+                response: responses.next().flatten(),
+                time: times.next().flatten(),
+                host: hosts.next().flatten(),
+            })
+            .collect()
+    }
+
+    fn push_turn(&mut self, turn: Turn) {
+        self.interactions.push(turn.interaction);
+        self.bodies.push(turn.body);
+        self.sent.push(turn.sent);
+        self.at.push(turn.at);
+        self.responses.push(turn.response);
+        self.times.push(turn.time);
+        self.hosts.push(turn.host);
+    }
+}
+
+/// One request of a session, as [`Session::absorb`] moves it.
+struct Turn {
+    interaction: usize,
+    body: Value,
+    sent: Option<String>,
+    at: Place,
+    response: Option<Value>,
+    time: Option<f64>,
+    host: Option<String>,
 }
 
 /// Whether the interaction's request got an answer: a response recorded that is not an
@@ -197,7 +315,7 @@ fn prompt(interaction: &Interaction) -> Result<(Value, Option<String>), String> 
 
 #[cfg(test)]
 mod tests {
-    use kvlint_protocol::grouping::{Reading, TurnReading};
+    use kvlint_protocol::grouping::TurnReading;
     use serde_json::json;
 
     use super::*;
@@ -403,5 +521,53 @@ mod tests {
         );
         let parallel = sessions(&[sent(0, &first, &answer), sent(1, &first, &answer)]);
         assert_eq!(parallel.sessions.len(), 2);
+    }
+
+    /// A critic handed the writer's essay is another agent when the writer goes on after it
+    /// (two sessions, the critic's linked to the writer's); a system prompt replaced for good
+    /// is the same agent's change (one session, the change read at its turn).
+    #[test]
+    fn another_agent_is_told_from_the_original_agent_coming_back() {
+        let url = "https://api.openai.com/v1/chat/completions";
+        let chat = |system: &str, conversation: Value| {
+            let mut messages = vec![json!({"role": "system", "content": system})];
+            messages.extend(conversation.as_array().unwrap().iter().cloned());
+            json!({"model": "gpt-4o", "messages": messages})
+        };
+        let essay = json!([{"role": "user", "content": "Write about tides."}]);
+        let drafted = json!([{"role": "user", "content": "Write about tides."},
+            {"role": "assistant", "content": "Tides follow the moon."}]);
+        let revised = json!([{"role": "user", "content": "Write about tides."},
+            {"role": "assistant", "content": "Tides follow the moon."},
+            {"role": "user", "content": "Critique: too short."}]);
+        let writer = "You are a writer. Write short essays.";
+        let critic = "You are a harsh critic. List every weakness of the essay you are given.";
+        let requests = [
+            interaction(0, url, chat(writer, essay.clone())),
+            interaction(1, url, chat(critic, drafted.clone())),
+            interaction(2, url, chat(writer, revised.clone())),
+        ];
+        let found = sessions(&requests);
+        let shape: Vec<(Vec<usize>, Option<usize>)> = found
+            .sessions
+            .iter()
+            .map(|session| (session.interactions.clone(), session.parent))
+            .collect();
+        assert_eq!(shape, [(vec![0, 2], None), (vec![1], Some(0))]);
+        // The writer never comes back: the critic's prompt was the writer's own new one.
+        let found = sessions(&requests[..2]);
+        assert_eq!(found.sessions.len(), 1);
+        let session = &found.sessions[0];
+        assert_eq!(
+            (session.interactions.clone(), session.parent),
+            (vec![0, 1], None)
+        );
+        assert_eq!(
+            session.grouped_by.readings,
+            [TurnReading {
+                turn: 1,
+                reading: Reading::InstructionsChanged
+            }]
+        );
     }
 }

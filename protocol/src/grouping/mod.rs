@@ -21,6 +21,17 @@
 //! side calls (a title made from the conversation opens another), a conversation sent again
 //! from the start, and sub-agents, whose key is their own ([`crate::key::SUB_AGENT_LINKS`]).
 //!
+//! Another agent is told from what follows. A request that continues a session under wholly
+//! other instructions (a critic handed the writer's essay, a worker handed the supervisor's
+//! conversation) starts a session of its own, linked to the one whose history it carries
+//! ([`Joined::parent`]), and does not replace that session's last request: the original
+//! agent's next request still continues its own. When that agent does come back, the other
+//! request was another agent's ([`Grouping::unconfirmed`] no longer lists it); when it never
+//! does, it was the same agent under new instructions, and a reader of the whole recording
+//! folds it back into its parent as that session's break. A session key (a session header,
+//! `prompt_cache_key`, `metadata.user_id`) keeps a request in its key's session whatever its
+//! instructions.
+//!
 //! Where two readings were possible the choice is kept as a [`Reading`] of the turn: a turn
 //! that continued its session with other instructions (not another agent), a rewrite (not a
 //! new session), or a turn that continued several sessions alike (the one whose instructions
@@ -47,6 +58,9 @@ struct Open {
     key: Key,
     /// `None` once forgotten: no later request joins it.
     last: Option<Last>,
+    /// The session whose history its first request carried under other instructions, until
+    /// that session's own agent continues (then `None`: another agent's, confirmed).
+    branch_of: Option<usize>,
 }
 
 #[derive(Clone, Debug)]
@@ -76,6 +90,9 @@ pub struct Joined {
     /// Whether the request started the session.
     pub started: bool,
     pub reading: Option<Reading>,
+    /// For a session started by a request that carries another session's history under
+    /// other instructions: that session.
+    pub parent: Option<usize>,
 }
 
 /// A choice between two readings of a turn, said in the reports.
@@ -220,12 +237,13 @@ impl Grouping {
                 session,
                 started: false,
                 reading: Some(Reading::Retry),
+                parent: None,
             };
         }
         let exchange = opening_exchange(&conversation);
-        // Per candidate: (continues whole, items shared, how alike the instructions are), its
-        // index.
-        let mut ranked: Vec<((bool, usize, Closeness), usize)> = self
+        // Per candidate: (continues whole, the same agent's, items shared, how alike the
+        // instructions are), its index.
+        let mut ranked: Vec<((bool, bool, usize, Closeness), usize)> = self
             .candidates
             .get(&key)
             .into_iter()
@@ -245,7 +263,8 @@ impl Grouping {
                 // both out, and a log without session keys has thousands of candidates.
                 (continues || rewrites).then(|| {
                     let closeness = Closeness::of(&last.instructions, &instructions);
-                    ((continues, shared, closeness), index)
+                    let same_agent = closeness != Closeness::Other;
+                    ((continues, same_agent, shared, closeness), index)
                 })
             })
             .collect();
@@ -257,25 +276,42 @@ impl Grouping {
             body: body.clone(),
             answered,
         };
-        let Some(&((continues, shared, closeness), session)) = ranked.first() else {
+        let best = ranked.first().copied();
+        // Another agent handed the session's history: a session of its own, linked.
+        let handed = best.filter(|((continues, same_agent, ..), _)| {
+            *continues && !*same_agent && key.session_key.is_none()
+        });
+        let Some(((continues, _, shared, closeness), session)) = best.filter(|_| handed.is_none())
+        else {
             let session = self.sessions.len();
             self.candidates
                 .entry(key.clone())
                 .or_default()
                 .push(session);
+            let parent = handed.map(|(_, parent)| parent);
             self.sessions.push(Open {
                 key,
                 last: Some(last),
+                branch_of: parent,
             });
             return Joined {
                 session,
                 started: true,
                 reading: None,
+                parent,
             };
         };
+        // The session's own agent continues: the sessions handed its history were others'.
+        if closeness != Closeness::Other {
+            for open in &mut self.sessions {
+                if open.branch_of == Some(session) {
+                    open.branch_of = None;
+                }
+            }
+        }
         let alike = ranked
             .iter()
-            .filter(|((other_continues, other_shared, _), _)| {
+            .filter(|((other_continues, _, other_shared, _), _)| {
                 (*other_continues, *other_shared) == (continues, shared)
             })
             .count();
@@ -293,7 +329,19 @@ impl Grouping {
             session,
             started: false,
             reading,
+            parent: None,
         }
+    }
+
+    /// The sessions started by a request handed another session's history under other
+    /// instructions whose parent's own agent never continued after: (session, parent), in
+    /// order. Read with the whole recording, each was the same agent under new instructions.
+    pub fn unconfirmed(&self) -> Vec<(usize, usize)> {
+        self.sessions
+            .iter()
+            .enumerate()
+            .filter_map(|(session, open)| Some((session, open.branch_of?)))
+            .collect()
     }
 
     /// The latest session under `key` whose last request was `body` and got no answer.
@@ -484,233 +532,4 @@ fn without_cache_markers(value: &Value) -> Value {
 }
 
 #[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-
-    const CHAT: &str = "/v1/chat/completions";
-
-    fn user(text: &str) -> Value {
-        json!({"role": "user", "content": text})
-    }
-
-    fn said(text: &str) -> Value {
-        json!({"role": "assistant", "content": text})
-    }
-
-    fn chat(system: &str, conversation: &[Value]) -> Value {
-        let mut messages = vec![json!({"role": "system", "content": system})];
-        messages.extend_from_slice(conversation);
-        json!({"model": "m", "messages": messages})
-    }
-
-    fn join(grouping: &mut Grouping, body: &Value) -> (usize, Option<Reading>) {
-        let joined = grouping.join(CHAT, body, &Carried::body(body), true);
-        (joined.session, joined.reading)
-    }
-
-    /// Sent, and refused or cut short.
-    fn fail(grouping: &mut Grouping, body: &Value) -> (usize, Option<Reading>) {
-        let joined = grouping.join(CHAT, body, &Carried::body(body), false);
-        (joined.session, joined.reading)
-    }
-
-    #[test]
-    fn a_changed_system_prompt_or_tool_list_stays_in_its_session() {
-        let mut grouping = Grouping::default();
-        let first = chat("You are the primary assistant.", &[user("q")]);
-        assert_eq!(join(&mut grouping, &first), (0, None));
-        // The hand-off: another system prompt and tools on the same history.
-        let mut handed_off = chat(
-            "You are the flight assistant.",
-            &[user("q"), said("a"), user("q2")],
-        );
-        handed_off["tools"] = json!([{"type": "function", "function": {"name": "f"}}]);
-        assert_eq!(
-            join(&mut grouping, &handed_off),
-            (0, Some(Reading::InstructionsChanged))
-        );
-        // A side call opening another conversation is a session of its own.
-        let title = chat("Make a title.", &[user("Title for: q")]);
-        assert_eq!(join(&mut grouping, &title), (1, None));
-    }
-
-    #[test]
-    fn a_rewrite_keeping_the_opening_exchange_is_read_as_one() {
-        let mut grouping = Grouping::default();
-        let long = [user("q"), said("a"), user("q2"), said("b"), user("q3")];
-        join(&mut grouping, &chat("s", &long));
-        // Trimmed in the middle, the opening exchange kept: the same session, a rewrite.
-        let trimmed = chat("s", &[user("q"), said("a"), user("q4")]);
-        assert_eq!(join(&mut grouping, &trimmed), (0, Some(Reading::Rewrite)));
-        // The opening sent again from the start has no exchange yet: a session of its own.
-        assert_eq!(join(&mut grouping, &chat("s", &[user("q")])), (1, None));
-        // Answered, the same request again is a conversation of its own (opened alike).
-        assert_eq!(join(&mut grouping, &chat("s", &[user("q")])), (2, None));
-    }
-
-    /// An SDK retrying after a 529 sends the same body again: a turn of its session, not a
-    /// session of one request that cuts the conversation.
-    #[test]
-    fn a_request_sent_again_is_a_retry_of_its_session() {
-        let mut grouping = Grouping::default();
-        let first = chat("s", &[user("q")]);
-        let second = chat("s", &[user("q"), said("a"), user("q2")]);
-        join(&mut grouping, &first);
-        join(&mut grouping, &chat("other", &[user("hello")]));
-        assert_eq!(fail(&mut grouping, &second), (0, None));
-        assert_eq!(fail(&mut grouping, &second), (0, Some(Reading::Retry)));
-        assert_eq!(join(&mut grouping, &second), (0, Some(Reading::Retry)));
-        let third = chat(
-            "s",
-            &[user("q"), said("a"), user("q2"), said("b"), user("q3")],
-        );
-        assert_eq!(join(&mut grouping, &third), (0, None));
-        // Answered, sent again: another conversation opened alike (two chats in parallel).
-        assert_eq!(join(&mut grouping, &third), (2, None));
-        let mut grouped = GroupedBy::default();
-        grouped.read(2, Reading::Retry);
-        grouped.read(3, Reading::Retry);
-        assert_eq!(grouped.retries, 2);
-        assert!(
-            grouped
-                .describe()
-                .unwrap()
-                .contains("turns 2, 3 the same request sent again")
-        );
-    }
-
-    /// The streamed and the plain call of one model are one cache: a conversation that goes
-    /// from one to the other stays one session (Bedrock invoke and converse, Gemini).
-    #[test]
-    fn the_streamed_and_plain_endpoints_of_a_model_are_one() {
-        let bedrock = "https://bedrock-runtime.us-east-1.amazonaws.com/model/anthropic.claude-sonnet-4-5-v1:0";
-        for (plain, streamed) in [
-            (
-                format!("{bedrock}/invoke"),
-                format!("{bedrock}/invoke-with-response-stream"),
-            ),
-            (
-                format!("{bedrock}/converse"),
-                format!("{bedrock}/converse-stream"),
-            ),
-            (
-                "/v1beta/models/gemini-2.5-flash:generateContent".to_owned(),
-                "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse".to_owned(),
-            ),
-        ] {
-            let mut grouping = Grouping::default();
-            let first = chat("s", &[user("q")]);
-            let next = chat("s", &[user("q"), said("a"), user("q2")]);
-            assert_eq!(
-                grouping
-                    .join(&plain, &first, &Carried::body(&first), true)
-                    .session,
-                0
-            );
-            let joined = grouping.join(&streamed, &next, &Carried::body(&next), true);
-            assert_eq!((joined.session, joined.started), (0, false), "{streamed}");
-            // Another endpoint is another cache.
-            let elsewhere =
-                grouping.join("/v1/chat/completions", &next, &Carried::body(&next), true);
-            assert!(elsewhere.started);
-        }
-    }
-
-    /// A supervisor that ends every request with the same system message and inserts the new
-    /// items before it continues its session; an unrelated worker call is not joined to it.
-    #[test]
-    fn an_instruction_re_sent_at_the_end_of_every_request_is_set_aside() {
-        let route = json!({"role": "system", "content": "Given the conversation above, who should act next?"});
-        let supervisor = |conversation: &[Value]| {
-            let mut body = chat("You are a supervisor.", conversation);
-            body["messages"].as_array_mut().unwrap().push(route.clone());
-            body
-        };
-        let mut grouping = Grouping::default();
-        assert_eq!(
-            join(&mut grouping, &supervisor(&[user("Plot the GDP.")])),
-            (0, None)
-        );
-        let worker = chat("You are a researcher.", &[user("Plot the GDP.")]);
-        assert_eq!(join(&mut grouping, &worker), (1, None));
-        // It continues the worker's conversation too: the supervisor's own instructions
-        // decide, and the report says there was a choice.
-        let next = supervisor(&[user("Plot the GDP."), said("researcher: found it")]);
-        assert_eq!(
-            join(&mut grouping, &next),
-            (0, Some(Reading::SeveralSessions))
-        );
-        let after = supervisor(&[
-            user("Plot the GDP."),
-            said("researcher: found it"),
-            said("chart: done"),
-        ]);
-        assert_eq!(join(&mut grouping, &after), (0, None));
-    }
-
-    #[test]
-    fn of_two_sessions_continued_alike_the_one_with_its_instructions_is_chosen() {
-        let mut grouping = Grouping::default();
-        join(&mut grouping, &chat("supervisor", &[user("q")]));
-        join(&mut grouping, &chat("worker", &[user("q")]));
-        let next = [user("q"), said("a"), user("q2")];
-        assert_eq!(
-            join(&mut grouping, &chat("supervisor", &next)),
-            (0, Some(Reading::SeveralSessions))
-        );
-        // Forgotten, a session is no candidate.
-        grouping.forget(0);
-        let further = [user("q"), said("a"), user("q2"), said("b"), user("q3")];
-        assert_eq!(
-            join(&mut grouping, &chat("supervisor", &further)),
-            (1, Some(Reading::InstructionsChanged))
-        );
-    }
-
-    /// A client that marks the newest message for the cache sends it as text parts, then as
-    /// a string once the marker moved on: the same message.
-    #[test]
-    fn a_message_sent_as_text_parts_then_as_a_string_is_the_same() {
-        let mut grouping = Grouping::default();
-        let marked = json!({"role": "user", "content": [
-            {"type": "text", "text": "q", "cache_control": {"type": "ephemeral"}}]});
-        join(&mut grouping, &chat("s", &[marked]));
-        let next = chat("s", &[user("q"), said("a"), user("q2")]);
-        assert_eq!(join(&mut grouping, &next), (0, None));
-    }
-
-    /// The SDK's turn tier: a per-turn tail on the newest message, dropped the turn after.
-    #[test]
-    fn a_turn_that_dropped_the_newest_message_s_tail_continues_its_session() {
-        let mut grouping = Grouping::default();
-        join(&mut grouping, &chat("s", &[user("Fix it. Time: 10:00")]));
-        let next = [user("Fix it."), said("a"), user("Time: 10:01")];
-        assert_eq!(join(&mut grouping, &chat("s", &next)), (0, None));
-        // A message that is not the newest one's start is another conversation.
-        let other = [user("Fix that."), said("a"), user("Time: 10:02")];
-        assert_eq!(join(&mut grouping, &chat("s", &other)), (1, None));
-    }
-
-    #[test]
-    fn different_keys_are_different_sessions() {
-        let mut grouping = Grouping::default();
-        let body = chat("s", &[user("q")]);
-        let next = chat("s", &[user("q"), said("a"), user("q2")]);
-        let a = [("x-session-id", "ses_a")];
-        let b = [("x-session-id", "ses_b"), ("x-parent-session-id", "ses_a")];
-        let carried = |headers| Carried {
-            body: None,
-            headers,
-            trace_conversation: None,
-        };
-        assert_eq!(grouping.join(CHAT, &body, &carried(&a), true).session, 0);
-        assert_eq!(grouping.join(CHAT, &body, &carried(&b), true).session, 1);
-        assert_eq!(grouping.join(CHAT, &next, &carried(&b), true).session, 1);
-        assert_eq!(grouping.join(CHAT, &next, &carried(&a), true).session, 0);
-        let grouped = GroupedBy::of(&carried(&b));
-        assert_eq!(grouped.key.as_deref(), Some("header x-session-id"));
-        assert_eq!(grouped.parent_key.as_deref(), Some("ses_a"));
-    }
-}
+mod tests;

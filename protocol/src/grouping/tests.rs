@@ -1,0 +1,249 @@
+//! The grouping's readings, one pattern each.
+use serde_json::json;
+
+use super::*;
+
+const CHAT: &str = "/v1/chat/completions";
+
+fn user(text: &str) -> Value {
+    json!({"role": "user", "content": text})
+}
+
+fn said(text: &str) -> Value {
+    json!({"role": "assistant", "content": text})
+}
+
+fn chat(system: &str, conversation: &[Value]) -> Value {
+    let mut messages = vec![json!({"role": "system", "content": system})];
+    messages.extend_from_slice(conversation);
+    json!({"model": "m", "messages": messages})
+}
+
+fn join(grouping: &mut Grouping, body: &Value) -> (usize, Option<Reading>) {
+    let joined = grouping.join(CHAT, body, &Carried::body(body), true);
+    (joined.session, joined.reading)
+}
+
+/// Sent, and refused or cut short.
+fn fail(grouping: &mut Grouping, body: &Value) -> (usize, Option<Reading>) {
+    let joined = grouping.join(CHAT, body, &Carried::body(body), false);
+    (joined.session, joined.reading)
+}
+
+/// A request that carries a session's history under wholly other instructions starts a
+/// session of its own, linked; the original agent coming back shows it was another
+/// agent's, and never coming back that it was the same agent under new instructions.
+#[test]
+fn a_hand_off_to_other_instructions_is_told_from_what_follows() {
+    let mut grouping = Grouping::default();
+    let first = chat("You are the primary assistant.", &[user("q")]);
+    assert_eq!(join(&mut grouping, &first), (0, None));
+    // The hand-off: another system prompt and tools on the same history.
+    let mut handed_off = chat(
+        "You are the flight assistant.",
+        &[user("q"), said("a"), user("q2")],
+    );
+    handed_off["tools"] = json!([{"type": "function", "function": {"name": "f"}}]);
+    let joined = grouping.join(CHAT, &handed_off, &Carried::body(&handed_off), true);
+    assert_eq!(
+        (joined.session, joined.started, joined.parent),
+        (1, true, Some(0))
+    );
+    // A side call opening another conversation is a session of its own, unlinked.
+    let title = chat("Make a title.", &[user("Title for: q")]);
+    assert_eq!(join(&mut grouping, &title), (2, None));
+    // The primary assistant has not come back yet: the hand-off may be its own change.
+    assert_eq!(grouping.unconfirmed(), [(1, 0)]);
+    let back = chat(
+        "You are the primary assistant.",
+        &[user("q"), said("a"), user("q2"), said("booked")],
+    );
+    assert_eq!(join(&mut grouping, &back), (0, None));
+    assert!(grouping.unconfirmed().is_empty());
+    // The flight assistant's next request is its own session's.
+    let mut again = chat(
+        "You are the flight assistant.",
+        &[user("q"), said("a"), user("q2"), said("booked"), user("q3")],
+    );
+    again["tools"] = handed_off["tools"].clone();
+    assert_eq!(join(&mut grouping, &again).0, 1);
+}
+
+#[test]
+fn a_rewrite_keeping_the_opening_exchange_is_read_as_one() {
+    let mut grouping = Grouping::default();
+    let long = [user("q"), said("a"), user("q2"), said("b"), user("q3")];
+    join(&mut grouping, &chat("s", &long));
+    // Trimmed in the middle, the opening exchange kept: the same session, a rewrite.
+    let trimmed = chat("s", &[user("q"), said("a"), user("q4")]);
+    assert_eq!(join(&mut grouping, &trimmed), (0, Some(Reading::Rewrite)));
+    // The opening sent again from the start has no exchange yet: a session of its own.
+    assert_eq!(join(&mut grouping, &chat("s", &[user("q")])), (1, None));
+    // Answered, the same request again is a conversation of its own (opened alike).
+    assert_eq!(join(&mut grouping, &chat("s", &[user("q")])), (2, None));
+}
+
+/// An SDK retrying after a 529 sends the same body again: a turn of its session, not a
+/// session of one request that cuts the conversation.
+#[test]
+fn a_request_sent_again_is_a_retry_of_its_session() {
+    let mut grouping = Grouping::default();
+    let first = chat("s", &[user("q")]);
+    let second = chat("s", &[user("q"), said("a"), user("q2")]);
+    join(&mut grouping, &first);
+    join(&mut grouping, &chat("other", &[user("hello")]));
+    assert_eq!(fail(&mut grouping, &second), (0, None));
+    assert_eq!(fail(&mut grouping, &second), (0, Some(Reading::Retry)));
+    assert_eq!(join(&mut grouping, &second), (0, Some(Reading::Retry)));
+    let third = chat(
+        "s",
+        &[user("q"), said("a"), user("q2"), said("b"), user("q3")],
+    );
+    assert_eq!(join(&mut grouping, &third), (0, None));
+    // Answered, sent again: another conversation opened alike (two chats in parallel).
+    assert_eq!(join(&mut grouping, &third), (2, None));
+    let mut grouped = GroupedBy::default();
+    grouped.read(2, Reading::Retry);
+    grouped.read(3, Reading::Retry);
+    assert_eq!(grouped.retries, 2);
+    assert!(
+        grouped
+            .describe()
+            .unwrap()
+            .contains("turns 2, 3 the same request sent again")
+    );
+}
+
+/// The streamed and the plain call of one model are one cache: a conversation that goes
+/// from one to the other stays one session (Bedrock invoke and converse, Gemini).
+#[test]
+fn the_streamed_and_plain_endpoints_of_a_model_are_one() {
+    let bedrock =
+        "https://bedrock-runtime.us-east-1.amazonaws.com/model/anthropic.claude-sonnet-4-5-v1:0";
+    for (plain, streamed) in [
+        (
+            format!("{bedrock}/invoke"),
+            format!("{bedrock}/invoke-with-response-stream"),
+        ),
+        (
+            format!("{bedrock}/converse"),
+            format!("{bedrock}/converse-stream"),
+        ),
+        (
+            "/v1beta/models/gemini-2.5-flash:generateContent".to_owned(),
+            "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse".to_owned(),
+        ),
+    ] {
+        let mut grouping = Grouping::default();
+        let first = chat("s", &[user("q")]);
+        let next = chat("s", &[user("q"), said("a"), user("q2")]);
+        assert_eq!(
+            grouping
+                .join(&plain, &first, &Carried::body(&first), true)
+                .session,
+            0
+        );
+        let joined = grouping.join(&streamed, &next, &Carried::body(&next), true);
+        assert_eq!((joined.session, joined.started), (0, false), "{streamed}");
+        // Another endpoint is another cache.
+        let elsewhere = grouping.join("/v1/chat/completions", &next, &Carried::body(&next), true);
+        assert!(elsewhere.started);
+    }
+}
+
+/// A supervisor that ends every request with the same system message and inserts the new
+/// items before it continues its session; an unrelated worker call is not joined to it.
+#[test]
+fn an_instruction_re_sent_at_the_end_of_every_request_is_set_aside() {
+    let route =
+        json!({"role": "system", "content": "Given the conversation above, who should act next?"});
+    let supervisor = |conversation: &[Value]| {
+        let mut body = chat("You are a supervisor.", conversation);
+        body["messages"].as_array_mut().unwrap().push(route.clone());
+        body
+    };
+    let mut grouping = Grouping::default();
+    assert_eq!(
+        join(&mut grouping, &supervisor(&[user("Plot the GDP.")])),
+        (0, None)
+    );
+    let worker = chat("You are a researcher.", &[user("Plot the GDP.")]);
+    assert_eq!(join(&mut grouping, &worker), (1, None));
+    // It continues the worker's conversation too: the supervisor's own instructions
+    // decide, and the report says there was a choice.
+    let next = supervisor(&[user("Plot the GDP."), said("researcher: found it")]);
+    assert_eq!(
+        join(&mut grouping, &next),
+        (0, Some(Reading::SeveralSessions))
+    );
+    let after = supervisor(&[
+        user("Plot the GDP."),
+        said("researcher: found it"),
+        said("chart: done"),
+    ]);
+    assert_eq!(join(&mut grouping, &after), (0, None));
+}
+
+#[test]
+fn of_two_sessions_continued_alike_the_one_with_its_instructions_is_chosen() {
+    let mut grouping = Grouping::default();
+    join(&mut grouping, &chat("supervisor", &[user("q")]));
+    join(&mut grouping, &chat("worker", &[user("q")]));
+    let next = [user("q"), said("a"), user("q2")];
+    assert_eq!(
+        join(&mut grouping, &chat("supervisor", &next)),
+        (0, Some(Reading::SeveralSessions))
+    );
+    // Forgotten, a session is no candidate.
+    grouping.forget(0);
+    let further = [user("q"), said("a"), user("q2"), said("b"), user("q3")];
+    assert_eq!(
+        join(&mut grouping, &chat("supervisor", &further)),
+        (1, Some(Reading::InstructionsChanged))
+    );
+}
+
+/// A client that marks the newest message for the cache sends it as text parts, then as
+/// a string once the marker moved on: the same message.
+#[test]
+fn a_message_sent_as_text_parts_then_as_a_string_is_the_same() {
+    let mut grouping = Grouping::default();
+    let marked = json!({"role": "user", "content": [
+        {"type": "text", "text": "q", "cache_control": {"type": "ephemeral"}}]});
+    join(&mut grouping, &chat("s", &[marked]));
+    let next = chat("s", &[user("q"), said("a"), user("q2")]);
+    assert_eq!(join(&mut grouping, &next), (0, None));
+}
+
+/// The SDK's turn tier: a per-turn tail on the newest message, dropped the turn after.
+#[test]
+fn a_turn_that_dropped_the_newest_message_s_tail_continues_its_session() {
+    let mut grouping = Grouping::default();
+    join(&mut grouping, &chat("s", &[user("Fix it. Time: 10:00")]));
+    let next = [user("Fix it."), said("a"), user("Time: 10:01")];
+    assert_eq!(join(&mut grouping, &chat("s", &next)), (0, None));
+    // A message that is not the newest one's start is another conversation.
+    let other = [user("Fix that."), said("a"), user("Time: 10:02")];
+    assert_eq!(join(&mut grouping, &chat("s", &other)), (1, None));
+}
+
+#[test]
+fn different_keys_are_different_sessions() {
+    let mut grouping = Grouping::default();
+    let body = chat("s", &[user("q")]);
+    let next = chat("s", &[user("q"), said("a"), user("q2")]);
+    let a = [("x-session-id", "ses_a")];
+    let b = [("x-session-id", "ses_b"), ("x-parent-session-id", "ses_a")];
+    let carried = |headers| Carried {
+        body: None,
+        headers,
+        trace_conversation: None,
+    };
+    assert_eq!(grouping.join(CHAT, &body, &carried(&a), true).session, 0);
+    assert_eq!(grouping.join(CHAT, &body, &carried(&b), true).session, 1);
+    assert_eq!(grouping.join(CHAT, &next, &carried(&b), true).session, 1);
+    assert_eq!(grouping.join(CHAT, &next, &carried(&a), true).session, 0);
+    let grouped = GroupedBy::of(&carried(&b));
+    assert_eq!(grouped.key.as_deref(), Some("header x-session-id"));
+    assert_eq!(grouped.parent_key.as_deref(), Some("ses_a"));
+}
