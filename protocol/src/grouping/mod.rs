@@ -67,8 +67,6 @@ struct Open {
 struct Last {
     conversation: Vec<Value>,
     instructions: Value,
-    /// The whole body, for telling a retry: the same request sent again.
-    body: Value,
     /// Whether it got an answer: a request sent again after one that did not is its retry.
     answered: bool,
 }
@@ -229,7 +227,7 @@ impl Grouping {
             session_key: carried.session_key(),
         };
         let instructions = instructions(body);
-        if let Some(session) = self.retried(&key, body) {
+        if let Some(session) = self.retried(&key, &conversation, &instructions) {
             if let Some(last) = &mut self.sessions[session].last {
                 last.answered = answered;
             }
@@ -273,7 +271,6 @@ impl Grouping {
         let last = Last {
             conversation,
             instructions,
-            body: body.clone(),
             answered,
         };
         let best = ranked.first().copied();
@@ -344,18 +341,21 @@ impl Grouping {
             .collect()
     }
 
-    /// The latest session under `key` whose last request was `body` and got no answer.
-    fn retried(&self, key: &Key, body: &Value) -> Option<usize> {
+    /// The latest session under `key` whose last request got no answer and sent the same
+    /// conversation under the same instructions (the cache markers aside): the request sent
+    /// again.
+    fn retried(&self, key: &Key, conversation: &[Value], instructions: &Value) -> Option<usize> {
         self.candidates
             .get(key)?
             .iter()
             .rev()
             .copied()
             .find(|&index| {
-                self.sessions[index]
-                    .last
-                    .as_ref()
-                    .is_some_and(|last| !last.answered && last.body == *body)
+                self.sessions[index].last.as_ref().is_some_and(|last| {
+                    !last.answered
+                        && last.conversation == conversation
+                        && last.instructions == *instructions
+                })
             })
     }
 
