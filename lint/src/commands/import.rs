@@ -9,7 +9,9 @@ use kvlint_request::error::InputError;
 
 use super::Outcome;
 use crate::emit::{self, Output, OutputFormat, OutputKind, Terminal};
-use crate::report::import::{ImportReport, ImportedRecording, ImportedSession, SkippedInteraction};
+use crate::report::import::{
+    ImportReport, ImportedRecording, ImportedSession, Placement, SkippedInteraction,
+};
 use crate::report::{ErrorReport, REPORT_VERSION};
 
 #[derive(Debug, clap::Args)]
@@ -24,6 +26,10 @@ pub struct Args {
     /// Replace session files already in the folder.
     #[arg(long)]
     pub force: bool,
+    /// Say, for each interaction, which session and turn it went to and why (a new
+    /// conversation, another agent handed a session's history, a retry, a rewrite, …).
+    #[arg(long)]
+    pub explain: bool,
     #[arg(long, value_enum, default_value = "human")]
     pub format: OutputFormat,
 }
@@ -74,7 +80,7 @@ pub fn run(args: Args, terminal: Terminal) -> miette::Result<Outcome> {
             })
             .find(|stem| stems.insert(stem.clone()))
             .unwrap_or_default();
-        match import(path, &stem, &args.out, args.force) {
+        match import(path, &stem, &args.out, args.force, args.explain) {
             Ok(imported) => report.recordings.push(imported),
             Err(error) => report.errors.push(ErrorReport::new(display, error)),
         }
@@ -93,6 +99,7 @@ fn import(
     stem: &str,
     out: &Path,
     force: bool,
+    explain: bool,
 ) -> Result<ImportedRecording, ImportError> {
     let display = path.display().to_string();
     let bytes = std::fs::read(path).map_err(|source| io_error(path, source))?;
@@ -123,11 +130,17 @@ fn import(
             parent: session.parent.map(|parent| parent + 1),
         });
     }
+    let placements = if explain {
+        placements(&sessions, &found.skipped)
+    } else {
+        Vec::new()
+    };
     Ok(ImportedRecording {
         path: display,
         container: recording.container.as_str(),
         interactions: recording.interactions.len(),
         sessions,
+        placements,
         skipped: found
             .skipped
             .into_iter()
@@ -137,6 +150,35 @@ fn import(
             })
             .collect(),
     })
+}
+
+/// Every interaction, in order: the session (numbered from 1) and turn it went to and why, or
+/// why it was passed over.
+fn placements(sessions: &[ImportedSession], skipped: &[(usize, String)]) -> Vec<Placement> {
+    let mut placed: Vec<Placement> = sessions
+        .iter()
+        .enumerate()
+        .flat_map(|(number, session)| {
+            session
+                .interactions
+                .iter()
+                .enumerate()
+                .map(move |(turn, interaction)| Placement {
+                    interaction: *interaction,
+                    session: Some(number + 1),
+                    turn: Some(turn),
+                    why: session.grouped_by.explain(turn, session.parent),
+                })
+        })
+        .chain(skipped.iter().map(|(interaction, reason)| Placement {
+            interaction: *interaction,
+            session: None,
+            turn: None,
+            why: reason.clone(),
+        }))
+        .collect();
+    placed.sort_by_key(|placement| placement.interaction);
+    placed
 }
 
 /// A session file ([`Session::jsonl`]), written to a temporary file first, then moved into

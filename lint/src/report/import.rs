@@ -21,6 +21,21 @@ pub struct ImportedRecording {
     pub sessions: Vec<ImportedSession>,
     /// Interactions that are not prompts, and why.
     pub skipped: Vec<SkippedInteraction>,
+    /// With `--explain`: every interaction, in order, with the session and turn it went to
+    /// and why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub placements: Vec<Placement>,
+}
+
+/// Where one interaction went, and why.
+#[derive(Debug, Serialize)]
+pub struct Placement {
+    pub interaction: usize,
+    /// The session's number (from 1), `None` when passed over.
+    pub session: Option<usize>,
+    /// Its turn in the session (from 0).
+    pub turn: Option<usize>,
+    pub why: String,
 }
 
 #[derive(Debug, Serialize)]

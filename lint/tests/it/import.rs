@@ -15,7 +15,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-fn recordings() -> PathBuf {
+pub(crate) fn recordings() -> PathBuf {
     kvlint_fixtures::repository().join("fixtures/recordings")
 }
 
@@ -117,7 +117,7 @@ const EXPECTED: [(&str, &str, &[&[usize]]); 16] = [
     ),
 ];
 
-fn kvlint(args: &[&str], out: &Path) -> (i32, String, String) {
+pub(crate) fn kvlint(args: &[&str], out: &Path) -> (i32, String, String) {
     let mut args = args.to_vec();
     args.extend(["--out", out.to_str().unwrap()]);
     let run = kvlint_fixtures::run_kvlint(env!("CARGO_BIN_EXE_kvlint"), &args);
@@ -125,7 +125,7 @@ fn kvlint(args: &[&str], out: &Path) -> (i32, String, String) {
 }
 
 /// `kvlint import --format json --force PATH --out OUT`, which must succeed: its JSON report.
-fn imported_json(path: &Path, out: &Path) -> Value {
+pub(crate) fn imported_json(path: &Path, out: &Path) -> Value {
     let (code, stdout, stderr) = kvlint(
         &[
             "import",
@@ -141,7 +141,7 @@ fn imported_json(path: &Path, out: &Path) -> Value {
 }
 
 /// `kvlint COMMAND --format json FILES…`: its exit code and JSON report.
-fn json_of(command: &str, files: &[PathBuf]) -> (i32, Value) {
+pub(crate) fn json_of(command: &str, files: &[PathBuf]) -> (i32, Value) {
     let mut args = vec![command, "--format", "json"];
     args.extend(files.iter().map(|file| file.to_str().unwrap()));
     let run = kvlint_fixtures::run_kvlint(env!("CARGO_BIN_EXE_kvlint"), &args);
@@ -403,195 +403,4 @@ fn check_finds_the_recordings_of_a_folder() {
             "{made_here}"
         );
     }
-}
-
-/// A session is kept whole across its breaks: a system prompt re-rendered from state or
-/// replaced, and a hand-off after which the first agent never comes back, each a finding of
-/// the one session at its turn, the reading said in `grouped_by`. An agent handed the history
-/// is a session of its own when the first one comes back (`EXPECTED`'s customer support):
-/// its breaks are its own. The turns and causes are written from reading the cassettes
-/// (INDEX.json's notes; the tools and system prompt of each request), not from kvlint's output.
-#[test]
-fn sessions_are_kept_whole_across_their_breaks() {
-    // (file, the session, its breaks: turn, rule, part)
-    type Breaks = (
-        &'static str,
-        usize,
-        &'static [(usize, &'static str, &'static str)],
-    );
-    let cases: [Breaks; 5] = [
-        (
-            "langgraph-customer-support.msgpack.zlib",
-            0,
-            &[
-                // The primary assistant's system prompt re-rendered with the flights the
-                // flight assistant cancelled (`<Flights>[]</Flights>`).
-                (4, "prefix-edit", "system"),
-                // The excursion assistant, after which the primary never comes back: its
-                // tools first in Anthropic's order.
-                (10, "tool-set-change", "tools[0]"),
-            ],
-        ),
-        (
-            "langgraph-customer-support.msgpack.zlib",
-            1,
-            // The flight assistant's system prompt re-rendered with the flight list.
-            &[(6, "prefix-edit", "system")],
-        ),
-        (
-            "ruby-llm-anthropic-system-replaced.yml",
-            0,
-            &[(1, "prefix-edit", "system[0].text")],
-        ),
-        (
-            "ruby-llm-openai-system-replaced.yml",
-            0,
-            &[(1, "prefix-edit", "instructions")],
-        ),
-        (
-            "ruby-llm-gemini-system-replaced.yml",
-            0,
-            &[(1, "prefix-edit", "systemInstruction.parts[0].text")],
-        ),
-    ];
-    for (file, session, breaks) in cases {
-        let (code, report) = json_of("check", &[recordings().join(file)]);
-        assert_eq!(code, 1, "{file}: {report}");
-        let session = &report["sessions"][session];
-        // The breaks between turns (a finding at turn 0 speaks of the session as a whole).
-        let found: Vec<(u64, &str, &str)> = session["findings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|finding| finding["turn"] != 0)
-            .map(|finding| {
-                (
-                    finding["turn"].as_u64().unwrap(),
-                    finding["rule"].as_str().unwrap(),
-                    finding["part"].as_str().unwrap(),
-                )
-            })
-            .collect();
-        let expected: Vec<(u64, &str, &str)> = breaks
-            .iter()
-            .map(|(turn, rule, part)| (*turn as u64, *rule, *part))
-            .collect();
-        assert_eq!(found, expected, "{file}");
-        // Each break's turn is said to have been kept in the session on purpose.
-        let readings: Vec<(u64, &str)> = session["source"]["grouped_by"]["readings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|reading| {
-                (
-                    reading["turn"].as_u64().unwrap(),
-                    reading["reading"].as_str().unwrap(),
-                )
-            })
-            .collect();
-        let kept: Vec<(u64, &str)> = expected
-            .iter()
-            .map(|(turn, ..)| (*turn, "instructions-changed"))
-            .collect();
-        assert_eq!(readings, kept, "{file}");
-    }
-    // The human output says so in one line per session.
-    let run = kvlint_fixtures::run_kvlint(
-        env!("CARGO_BIN_EXE_kvlint"),
-        &[
-            "check",
-            recordings()
-                .join("ruby-llm-anthropic-system-replaced.yml")
-                .to_str()
-                .unwrap(),
-        ],
-    );
-    assert!(
-        run.stdout.contains(
-            "turn 1 kept in the session: the conversation goes on under other instructions or tools"
-        ),
-        "{}",
-        run.stdout
-    );
-}
-
-/// The agents' own session ids decide the session, recorded headers counting (a cassette's,
-/// a HAR file's, a trace's `http.request.header.*`), and a sub-agent's session is linked to
-/// its parent's, in `import`'s report and `check`'s.
-#[test]
-fn sub_agent_sessions_are_linked_to_their_parent() {
-    // (file, per session: interactions, key source, parent session)
-    type Expected = (
-        &'static str,
-        &'static [(&'static [usize], &'static str, Option<u64>)],
-    );
-    let cases: [Expected; 3] = [
-        (
-            "hand-made/claude-code-sub-agent.yaml",
-            &[
-                (&[0, 3], "header x-claude-code-session-id", None),
-                (&[1, 2], "header x-claude-code-session-id", Some(1)),
-                // The title side call: another model, another opening.
-                (&[4], "header x-claude-code-session-id", None),
-            ],
-        ),
-        (
-            "hand-made/opencode-sub-agent.har",
-            &[
-                (&[0, 3], "header x-session-id", None),
-                (&[1, 2], "header x-session-id", Some(1)),
-            ],
-        ),
-        (
-            "hand-made/dynamo-sub-agent.otlp.json",
-            &[
-                (&[0, 3], "header X-Dynamo-Session-ID", None),
-                (&[1, 2], "header X-Dynamo-Session-ID", Some(1)),
-            ],
-        ),
-    ];
-    let out = std::env::temp_dir().join(format!("kvlint-import-agents-{}", std::process::id()));
-    for (file, expected) in cases {
-        let path = recordings().join(file);
-        let report = imported_json(&path, &out);
-        let (_, checked) = json_of("check", std::slice::from_ref(&path));
-        let imported = report["recordings"][0]["sessions"].as_array().unwrap();
-        let checked = checked["sessions"].as_array().unwrap();
-        assert_eq!(imported.len(), expected.len(), "{file}: {report}");
-        assert_eq!(checked.len(), expected.len(), "{file}");
-        for ((session, source), (interactions, key, parent)) in
-            imported.iter().zip(checked).zip(expected)
-        {
-            assert_eq!(
-                session["interactions"],
-                serde_json::json!(interactions),
-                "{file}"
-            );
-            assert_eq!(session["grouped_by"]["key"], *key, "{file}");
-            assert_eq!(session["parent"].as_u64(), *parent, "{file}");
-            assert_eq!(source["source"]["parent"].as_u64(), *parent, "{file}");
-        }
-    }
-    // The human output names the parent.
-    let run = kvlint_fixtures::run_kvlint(
-        env!("CARGO_BIN_EXE_kvlint"),
-        &[
-            "import",
-            "--force",
-            "--out",
-            out.to_str().unwrap(),
-            recordings()
-                .join("hand-made/opencode-sub-agent.har")
-                .to_str()
-                .unwrap(),
-        ],
-    );
-    assert!(
-        run.stdout.contains(
-            "grouped by its session key (header x-session-id) and continuation; a sub-agent of session 1"
-        ),
-        "{}",
-        run.stdout
-    );
-    let _ = std::fs::remove_dir_all(&out);
 }

@@ -17,6 +17,7 @@ mod common;
 #[path = "../lsp_client/mod.rs"]
 mod lsp_client;
 
+mod agents;
 mod architecture;
 mod cli;
 mod config;

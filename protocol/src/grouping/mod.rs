@@ -177,6 +177,35 @@ impl GroupedBy {
         self.readings.push(TurnReading { turn, reading });
     }
 
+    /// How the session came from session `parent` (its number, as the reports give it): a
+    /// sub-agent its key names, else another agent handed that session's history.
+    pub fn describe_parent(&self, parent: usize) -> String {
+        match self.parent_key {
+            Some(_) => format!("a sub-agent of session {parent}"),
+            None => format!("another agent, handed the history of session {parent}"),
+        }
+    }
+
+    /// Why turn `turn` of the session is where it is, in words: how the session started
+    /// (`parent`, the number of the session it came from), or how the turn was read.
+    pub fn explain(&self, turn: usize, parent: Option<usize>) -> String {
+        let read: Vec<&str> = self
+            .readings
+            .iter()
+            .filter(|reading| reading.turn == turn)
+            .map(|reading| reading.reading.describe())
+            .collect();
+        match (turn, parent) {
+            (0, Some(parent)) => format!("starts the session: {}", self.describe_parent(parent)),
+            (0, None) => match &self.key {
+                Some(key) => format!("starts the session: a new session key ({key})"),
+                None => "starts the session: a conversation no earlier session holds".to_owned(),
+            },
+            _ if read.is_empty() => "continues the session's conversation".to_owned(),
+            _ => read.join("; "),
+        }
+    }
+
     /// One line for the human output; `None` for a session grouped by continuation alone
     /// with no reading to tell.
     pub fn describe(&self) -> Option<String> {

@@ -44,18 +44,32 @@ pub fn render_import(report: &ImportReport, terminal: Terminal) -> String {
             let grouped = session.grouped_by.describe();
             let parent = session
                 .parent
-                .map(|parent| format!("a sub-agent of session {parent}"));
+                .map(|parent| session.grouped_by.describe_parent(parent));
             let line: Vec<String> = grouped.into_iter().chain(parent).collect();
             if !line.is_empty() {
                 let _ = writeln!(out, "    {}", printable(&line.join("; ")));
             }
         }
-        for skipped in &recording.skipped {
+        if recording.placements.is_empty() {
+            for skipped in &recording.skipped {
+                let _ = writeln!(
+                    out,
+                    "  interaction {} passed over: {}",
+                    skipped.interaction,
+                    printable(&skipped.reason)
+                );
+            }
+        }
+        for placed in &recording.placements {
+            let place = match (placed.session, placed.turn) {
+                (Some(session), Some(turn)) => format!("session {session}, turn {turn}"),
+                _ => "passed over".to_owned(),
+            };
             let _ = writeln!(
                 out,
-                "  interaction {} passed over: {}",
-                skipped.interaction,
-                printable(&skipped.reason)
+                "  interaction {} → {place}: {}",
+                placed.interaction,
+                printable(&placed.why)
             );
         }
     }

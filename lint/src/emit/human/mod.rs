@@ -232,7 +232,7 @@ fn session_line(session: &SessionReport) -> String {
                 .chain(
                     found
                         .parent
-                        .map(|parent| format!("a sub-agent of session {parent}")),
+                        .map(|parent| found.grouped_by.describe_parent(parent)),
                 )
                 .map(|part| format!("; {part}"))
                 .collect();
