@@ -47,6 +47,9 @@ use crate::key::{Carried, KeySource};
 /// The sessions seen so far, each with its last request's conversation.
 #[derive(Clone, Debug, Default)]
 pub struct Grouping {
+    /// Live traffic, request by request ([`Grouping::live`]): what follows is not known, so a
+    /// request handed a session's history under other instructions stays in that session.
+    live: bool,
     sessions: Vec<Open>,
     /// Per key, the sessions not forgotten, in the order first seen: a request is compared
     /// with these alone, however many sessions were seen before.
@@ -239,6 +242,17 @@ impl GroupedBy {
 }
 
 impl Grouping {
+    /// The grouping of live traffic (the proxy's): no request that follows is known, so a
+    /// request handed a session's history under other instructions is read as that session's
+    /// instructions changing (its break is found at once), not as another agent's session
+    /// that only a later request could confirm.
+    pub fn live() -> Self {
+        Self {
+            live: true,
+            ..Self::default()
+        }
+    }
+
     /// The session `body`, sent to `endpoint` (a path or a URL) with what `carried` holds,
     /// belongs to; `answered`: whether it got an answer (not an error, not cut short), which
     /// tells whether the same body sent again next is its retry.
@@ -305,7 +319,7 @@ impl Grouping {
         let best = ranked.first().copied();
         // Another agent handed the session's history: a session of its own, linked.
         let handed = best.filter(|((continues, same_agent, ..), _)| {
-            *continues && !*same_agent && key.session_key.is_none()
+            !self.live && *continues && !*same_agent && key.session_key.is_none()
         });
         let Some(((continues, _, shared, closeness), session)) = best.filter(|_| handed.is_none())
         else {

@@ -247,3 +247,23 @@ fn different_keys_are_different_sessions() {
     assert_eq!(grouped.key.as_deref(), Some("header x-session-id"));
     assert_eq!(grouped.parent_key.as_deref(), Some("ses_a"));
 }
+
+/// Live, nothing that follows is known: a hand-off stays in the session as its instructions
+/// changing, so the break is found at once.
+#[test]
+fn live_a_hand_off_is_read_as_the_session_s_instructions_changing() {
+    let mut grouping = Grouping::live();
+    join(
+        &mut grouping,
+        &chat("You are the primary assistant.", &[user("q")]),
+    );
+    let handed = chat(
+        "You are the flight assistant.",
+        &[user("q"), said("a"), user("q2")],
+    );
+    assert_eq!(
+        join(&mut grouping, &handed),
+        (0, Some(Reading::InstructionsChanged))
+    );
+    assert!(grouping.unconfirmed().is_empty());
+}

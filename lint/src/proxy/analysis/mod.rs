@@ -103,7 +103,7 @@ impl Analysis {
     ) -> Self {
         Self {
             sessions: sessions::kept(),
-            grouping: Default::default(),
+            grouping: kvlint_protocol::grouping::Grouping::live(),
             predictions: Predictions::new(engine_probe, Arc::clone(&metrics)),
             recorder: Recorder::new(record, redact),
             metrics,
