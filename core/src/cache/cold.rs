@@ -244,10 +244,9 @@ fn cold_start(
         ColdCause::Expired { .. } => 0,
         ColdCause::NoEntry => readable,
     };
-    let dollars = opening.figures.map(|figures| {
-        let write = figures.cache_write.max(figures.input);
-        (reachable - cached) as f64 * (write - figures.cached_input) / 1_000_000.0
-    });
+    let dollars = opening
+        .figures
+        .map(|figures| figures.rewrite_dollars(reachable - cached));
     let while_running =
         start.is_some_and(|start| earlier.times.last().is_some_and(|last| *last > start));
     let read = match cause {

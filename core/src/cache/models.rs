@@ -44,6 +44,18 @@ impl ModelFigures {
             + prediction.written as f64 * self.cache_write)
             / 1_000_000.0
     }
+
+    /// What a token costs written to the cache: the write price, or the input price where
+    /// writes cost no more.
+    pub fn write_price(&self) -> f64 {
+        self.cache_write.max(self.input)
+    }
+
+    /// What `tokens` cost more written again than read from the cache, in USD: a miss the
+    /// cache could have served.
+    pub fn rewrite_dollars(&self, tokens: usize) -> f64 {
+        tokens as f64 * (self.write_price() - self.cached_input) / 1_000_000.0
+    }
 }
 
 /// The dated table of model figures.

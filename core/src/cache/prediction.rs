@@ -96,12 +96,10 @@ impl SessionCacheView {
             if gap <= lifetime.as_secs_f64() || expired == 0 {
                 continue;
             }
-            // Written again at the write price (the input price without a write fee) instead
-            // of read at the cached one.
-            let dollars = prediction.figures.map(|figures| {
-                let write = figures.cache_write.max(figures.input);
-                expired as f64 * (write - figures.cached_input) / 1_000_000.0
-            });
+            // Written again instead of read.
+            let dollars = prediction
+                .figures
+                .map(|figures| figures.rewrite_dollars(expired));
             let found = issue.get_or_insert(IdleIssue {
                 turn: index,
                 lifetime,
@@ -311,10 +309,10 @@ pub struct KeepAlive {
 impl IdleFixes {
     /// Prices both fixes: `written`, the tokens the session's turns wrote to the cache.
     fn priced(issue: &IdleIssue, engine: &Engine, figures: &ModelFigures, written: usize) -> Self {
-        let write = figures.cache_write.max(figures.input);
+        let write = figures.write_price();
         let per_token = |price: f64| price / 1_000_000.0;
         // Read instead of written again.
-        let saving = |tokens: usize| tokens as f64 * per_token(write - figures.cached_input);
+        let saving = |tokens: usize| figures.rewrite_dollars(tokens);
         let longer = engine.longer_lifetime(figures).map(|(lifetime, multiple)| {
             let covered = issue
                 .gaps

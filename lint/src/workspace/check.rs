@@ -121,13 +121,14 @@ fn add_cold_starts(
     sessions: &[SessionFile],
     reports: &mut [Result<SessionReport, ErrorReport>],
 ) {
+    // Taken: the audit is their only reader.
     let openings: Vec<Option<Opening>> = reports
-        .iter()
+        .iter_mut()
         .map(|report| {
             report
-                .as_ref()
+                .as_mut()
                 .ok()
-                .and_then(|report| report.opening.clone())
+                .and_then(|report| report.opening.take())
         })
         .collect();
     let audit = audit_cold_starts(engine, &openings);
