@@ -88,9 +88,6 @@ pub(super) struct Analysis {
     replica_source: ReplicaSource,
     /// Accepted exchanges analysed so far: each one's request id in the replicas' caches.
     exchanges: u64,
-    /// Prompt tokens of the request being analysed that the session had made reusable and
-    /// the upstream computed again: its avoidable misses.
-    avoidable: usize,
 }
 
 impl Analysis {
@@ -109,7 +106,6 @@ impl Analysis {
             metrics,
             replica_source,
             exchanges: 0,
-            avoidable: 0,
         }
     }
 
@@ -129,7 +125,6 @@ impl Analysis {
             return;
         };
         let replica = self.replica(exchange);
-        self.avoidable = 0;
         let response_text = String::from_utf8_lossy(&exchange.response);
         let response = parse_response(&response_text);
         let usage = response.as_ref().and_then(reported_usage);
@@ -137,10 +132,14 @@ impl Analysis {
         self.check_signed_history(index, exchange, &body, (response.as_ref(), &response_text));
         let accepted = exchange.complete && (200..300).contains(&exchange.status);
         // Recorded when `kvlint check` can read it back: a request kvlint reads.
-        let readable = if accepted {
-            self.check(index, exchange, &body, (response.as_ref(), usage), &replica)
+        let (readable, avoidable) = if accepted {
+            let checked = self.check(index, exchange, &body, (response.as_ref(), usage), &replica);
+            (checked.is_some(), checked.unwrap_or(0))
         } else {
-            self.recorder.is_on() && Request::from_body(&body).is_ok()
+            (
+                self.recorder.is_on() && Request::from_body(&body).is_ok(),
+                0,
+            )
         };
         if readable && self.recorder.is_on() {
             let served_by = replica.filter(|name| !name.is_empty());
@@ -161,12 +160,13 @@ impl Analysis {
         let model = body.get("model").and_then(Value::as_str);
         let figures = self.predictions.figures(&exchange.upstream, model);
         self.metrics
-            .request(&exchange.upstream, usage, self.avoidable, figures);
+            .request(&exchange.upstream, usage, avoidable, figures);
     }
 
     /// Checks an accepted turn with its session's guard, which then holds it as the session's
-    /// previous turn; counts its break and predicts what the upstream served. `false` when the
-    /// guard cannot read the body.
+    /// previous turn; counts its break and predicts what the upstream served. Returns the
+    /// prompt tokens the session had made reusable that the upstream computed again (its
+    /// avoidable misses); `None` when the guard cannot read the body.
     fn check(
         &mut self,
         index: usize,
@@ -174,17 +174,17 @@ impl Analysis {
         body: &Value,
         (response, usage): (Option<&Value>, Option<ReportedUsage>),
         replica: &Option<String>,
-    ) -> bool {
+    ) -> Option<usize> {
         let key = sessions::key(index);
         self.make_room(&key);
         let observation = match self.sessions.observe_as(key.clone(), body.clone(), 0) {
             Ok(Observed::Checked { body, .. }) => body.outcome.clone(),
-            Ok(Observed::Retry) | Err(_) => return false,
+            Ok(Observed::Retry) | Err(_) => return None,
         };
-        for finding in observation.iter() {
-            self.avoidable +=
-                self.count_break(exchange, finding, observation.prompt_tokens(), usage);
-        }
+        let broken: usize = observation
+            .iter()
+            .map(|finding| self.count_break(exchange, finding, observation.prompt_tokens(), usage))
+            .sum();
         self.exchanges += 1;
         let Some(Session {
             guard,
@@ -193,11 +193,11 @@ impl Analysis {
             ..
         }) = self.sessions.guard_mut(&key)
         else {
-            return true;
+            return Some(broken);
         };
         *answer = response.map(signed::answer).unwrap_or_default();
         let Some(accepted) = guard.last_accepted() else {
-            return true;
+            return Some(broken);
         };
         let turn = Turn {
             exchange,
@@ -211,11 +211,8 @@ impl Analysis {
             response,
             usage,
         };
-        self.avoidable += self
-            .predictions
-            .predict(previous, &turn, replica.clone())
-            .unwrap_or(0);
-        true
+        let lost = self.predictions.predict(previous, &turn, replica.clone());
+        Some(broken + lost.unwrap_or(0))
     }
 
     /// The replica that served `exchange`: `None` when it cannot be told.
