@@ -75,9 +75,11 @@ export interface ObservedBody {
     outcome: Outcome;
 }
 /**
- * One {@link Guard} per session key: kvlint's multiplexer (the Rust SDK's `GuardSessions`,
- * through the native module), which owns the session key, the first-turn reset, the announced
- * breaks, the retry rule and the bounds; this class holds the application's Guard objects.
+ * One {@link Guard} per session: kvlint's multiplexer (the Rust SDK's `GuardSessions`,
+ * through the native module), which tells the sessions apart as a recording's are grouped (the
+ * session key a body carries, then the conversation it continues: two users of one agent whose
+ * bodies carry no id are two sessions), and owns the first-turn reset, the announced breaks,
+ * the retry rule and the bounds; this class holds the application's Guard objects.
  */
 export declare class GuardSessions {
     #private;

@@ -77,6 +77,8 @@ pub struct NativeGuardSessions {
     adopted: Adopted,
     /// Sessions dropped by the bounds since [`Self::take_dropped`] was last called.
     dropped: Vec<String>,
+    /// The body that asked for a guard (`NeedsGuard`), and where it was placed.
+    pending: Option<(Value, kvlint_sdk::Placed)>,
 }
 
 /// `count` as a bound: `Infinity` (or any count past `usize`) is no bound.
@@ -112,6 +114,7 @@ impl NativeGuardSessions {
             inner,
             adopted,
             dropped: Vec::new(),
+            pending: None,
         }
     }
 
@@ -126,6 +129,7 @@ impl NativeGuardSessions {
             ),
             adopted: Arc::default(),
             dropped: Vec::new(),
+            pending: None,
         }
     }
 
@@ -178,15 +182,41 @@ impl NativeGuardSessions {
             Ok(headers) => headers,
             Err(failure) => return answer(Err(failure)),
         };
-        let key = kvlint_protocol::key::session_key_of(&body, &headers);
         let oldest = self.oldest();
-        let observed = match self.inner.observe_as(key.clone(), body, retry) {
+        let observed = if retry > 0 {
+            self.inner.observe(body, &headers, retry)
+        } else {
+            // The session of a body asked again after its guard was handed over is the one
+            // it was placed in.
+            let placed = match self.pending.take() {
+                Some((pending, placed)) if pending == body => placed,
+                _ => {
+                    let pairs: Vec<(&str, &str)> = headers
+                        .iter()
+                        .map(|(name, value)| (name.as_str(), value.as_str()))
+                        .collect();
+                    self.inner.place("", &body, &pairs, true)
+                }
+            };
+            match self.inner.observe_as(placed.key.clone(), body.clone(), 0) {
+                Err(failure) if failure.kind == "NeedsGuard" => {
+                    let asked = needs_guard(&placed.key);
+                    self.pending = Some((body, placed));
+                    Err(asked)
+                }
+                Err(failure) => {
+                    self.inner.retract(&placed);
+                    Err(failure)
+                }
+                observed => observed,
+            }
+        };
+        let observed = match observed {
             Ok(Observed::Checked { body, warn }) => Ok((
-                json!({"key": key, "findings": body.outcome, "warn": warn}),
+                json!({"key": body.key, "findings": body.outcome, "warn": warn}),
                 Vec::new(),
             )),
             Ok(Observed::Retry) => Ok((Value::Null, Vec::new())),
-            Err(failure) if failure.kind == "NeedsGuard" => Err(needs_guard(&key)),
             Err(failure) => Err(failure),
         };
         self.note_dropped(oldest);

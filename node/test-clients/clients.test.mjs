@@ -95,6 +95,38 @@ test("the openai client: turns through the guard, and a rewritten prefix refused
   assert.equal(sent.sent.length, 2, "the refused body and its retries were never sent");
 });
 
+test("the openai client: two users of one agent, interleaved, are two sessions and neither is refused", async () => {
+  const fetch = guardFetch(() => new Guard({ mode: "error" }));
+  const client = new OpenAI({ baseURL: `${llama().url}/v1`, apiKey: "none", fetch, maxRetries: 0 });
+  // The same agent (its instructions, its tools, the prefix key they make) and no user id.
+  const users = ["Why does the parser test fail?", "Add a --verbose flag to the CLI."].map((question) => {
+    const conversation = new Conversation();
+    conversation.addStatic(RULES);
+    conversation.addTool(readFile());
+    conversation.pushUser(question);
+    return conversation;
+  });
+  for (const next of ["Go on.", "And the tests?"]) {
+    for (const conversation of users) {
+      const answer = await client.chat.completions.create({ ...conversation.toOpenAIChat(MODEL), max_tokens: 4 });
+      conversation.pushOpenAIResponse(answer);
+      conversation.pushUser(next);
+    }
+  }
+  for (const conversation of users) {
+    await client.chat.completions.create({ ...conversation.toOpenAIChat(MODEL), max_tokens: 4 });
+  }
+  const guards = [...fetch.kvlintGuard.guards.values()];
+  assert.equal(guards.length, 2);
+  assert.deepEqual(
+    guards.map((guard) => [guard.counters.turns, guard.counters.refusedTurns]),
+    [
+      [3, 0],
+      [3, 0],
+    ],
+  );
+});
+
 test("the anthropic client, streaming and not: the wire bytes are what the guard saw", async () => {
   const sent = countingFetch();
   const fetch = guardFetch(new Guard({ mode: "error" }), { fetch: sent });

@@ -83,8 +83,8 @@ def session_key(body: Mapping[str, Any], headers: Mapping[str, str] | None = Non
     ``x-kvlint-routing-key`` or ``X-SMG-Routing-Key`` header); ``""`` when none is set.
 
     The prefix key a :class:`Conversation` sends covers its tools and instructions, which every
-    session of an application shares: requests that carry only that key are one session to
-    the guard. Give each session its own id, or its own guard, when one client runs several.
+    session of an application shares: :class:`GuardSessions` tells the sessions under one key
+    apart by the conversation each body continues (a second one is kept as ``key#N``).
     """
     pairs = [(str(name), str(value)) for name, value in headers.items()] if headers else []
     return _kvlint.session_key(body, pairs)
@@ -100,12 +100,14 @@ def starts_session(body: Mapping[str, Any]) -> bool:
 
 
 class GuardSessions:
-    """One :class:`Guard` per session key, bounded so that a long-running client's memory
-    stays flat: kvlint's multiplexer (the SDK's ``GuardSessions``, through the native module).
+    """One :class:`Guard` per session, bounded so that a long-running client's memory
+    stays flat: kvlint's multiplexer (the SDK's ``GuardSessions``, through the native module),
+    which tells sessions apart as a recording's requests are grouped: by :func:`session_key`,
+    then by the conversation each body continues.
 
     ``guard`` is either one Guard, used for every request (an application that runs one
     session per client), or a factory such as ``lambda: Guard(mode="error")``, called once per
-    session key (:func:`session_key`). ``None`` is ``Guard`` (warn mode) as a factory.
+    session. ``None`` is ``Guard`` (warn mode) as a factory.
     ``max_sessions`` guards are kept, the least recently used dropped first (a dropped
     session's next request starts a new guard, which reads it as a first turn); the latest
     ``keep_bodies`` bodies are kept in :attr:`observed`.

@@ -17,10 +17,11 @@ raised by the hook is none of these: it reaches the caller unchanged, and is not
 (``SyncAPIClient.__init__``: ``is_httpx2_sync_client`` / ``is_legacy_httpx_sync_client``).
 
 Sessions: ``guard`` is one Guard for every request, or a factory called once per session,
-keyed as :func:`kvlint_cache._http.session_key` says: a per-user id the body carries
-(``metadata.user_id``, ``user``, ``safety_identifier``), else the prefix key
-(``prompt_cache_key``, which ``Conversation.to_openai_chat`` sets, or the
-``x-kvlint-routing-key`` header).
+told apart as a recording's requests are grouped: by the key the body carries
+(:func:`kvlint_cache._http.session_key`: a per-user id such as ``metadata.user_id``, ``user``,
+``safety_identifier``, else the prefix key ``prompt_cache_key``, which
+``Conversation.to_openai_chat`` sets, or the ``x-kvlint-routing-key`` header), then by the
+conversation it continues, so that two users of one agent without ids are two sessions.
 """
 
 from __future__ import annotations

@@ -147,3 +147,24 @@ def test_the_async_client_is_guarded_too(llama_server):
             await client.chat.completions.create(**timestamped("10:22:48", *NEXT_TURN), max_tokens=4)
 
     asyncio.run(run())
+
+
+def test_two_users_of_one_agent_interleaved_are_two_sessions_and_neither_is_refused(llama_server):
+    """The same agent (instructions, tools and the prefix key they make), no user id: the
+    guard per session tells the two conversations apart as a recording's are grouped."""
+    client, http = client_for(llama_server, lambda: Guard(mode="error"))
+    users = []
+    for question in ("Why does the parser test fail?", "Add a --verbose flag to the CLI."):
+        conversation = Conversation()
+        conversation.add_static("You are a file agent. Answer in one line.")
+        conversation.add_tool(READ_FILE)
+        conversation.push_user(question)
+        users.append(conversation)
+    for follow_up in ("Go on.", "And the tests?", None):
+        for conversation in users:
+            response = client.chat.completions.create(**conversation.to_openai_chat(MODEL), max_tokens=4)
+            if follow_up is not None:
+                conversation.push_openai_response(response.model_dump(exclude_none=True))
+                conversation.push_user(follow_up)
+    guards = list(http.kvlint_guard.guards.values())
+    assert [(g.counters["turns"], g.counters["refused_turns"]) for g in guards] == [(3, 0), (3, 0)]

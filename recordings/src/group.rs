@@ -8,7 +8,7 @@
 //! recording, such a session whose parent's own agent never came back was that agent under new
 //! instructions: it is folded back into its parent, where the rules find the change.
 
-use kvlint_protocol::grouping::{GroupedBy, Grouping, Reading};
+use kvlint_protocol::grouping::{GroupedBy, Grouping, Reading, RequestKind};
 use kvlint_protocol::key::Carried;
 use serde_json::Value;
 
@@ -135,6 +135,7 @@ pub(super) fn sessions(interactions: &[Interaction]) -> FoundSessions {
         if let Some(reading) = joined.reading {
             session.grouped_by.read(session.bodies.len(), reading);
         }
+        session.grouped_by.kinds.push(joined.kind);
         session.interactions.push(interaction.index);
         session
             .hosts
@@ -147,6 +148,9 @@ pub(super) fn sessions(interactions: &[Interaction]) -> FoundSessions {
         session.reconstructed |= matches!(interaction.body, Body::Reconstructed(_));
     }
     found.sessions = folded(std::mem::take(&mut found.sessions), &grouping.unconfirmed());
+    for session in &mut found.sessions {
+        session.grouped_by.went_on();
+    }
     // A sub-agent's parent: the first session of the key its requests name.
     let parents: Vec<Option<usize>> = found
         .sessions
@@ -208,7 +212,7 @@ impl Session {
         let mut turns: Vec<(usize, Turn, Vec<Reading>)> = Vec::new();
         for (mut session, is_other) in [(std::mem::take(self), false), (other, true)] {
             let readings = std::mem::take(&mut session.grouped_by.readings);
-            for (turn, entry) in session.take_turns().into_iter().enumerate() {
+            for (turn, mut entry) in session.take_turns().into_iter().enumerate() {
                 let mut read: Vec<Reading> = readings
                     .iter()
                     .filter(|reading| reading.turn == turn)
@@ -216,6 +220,8 @@ impl Session {
                     .collect();
                 if is_other && Some(entry.interaction) == first {
                     read.insert(0, Reading::InstructionsChanged);
+                    // The agent's own turn, no longer another agent's first.
+                    entry.kind = RequestKind::MainTurn;
                 }
                 turns.push((entry.interaction, entry, read));
             }
@@ -227,6 +233,7 @@ impl Session {
         }
         turns.sort_by_key(|(interaction, ..)| *interaction);
         self.grouped_by.retries = 0;
+        self.grouped_by.kinds.clear();
         for (turn, (_, entry, read)) in turns.into_iter().enumerate() {
             for reading in read {
                 self.grouped_by.read(turn, reading);
@@ -243,6 +250,7 @@ impl Session {
         let mut responses = std::mem::take(&mut self.responses).into_iter();
         let mut times = std::mem::take(&mut self.times).into_iter();
         let mut hosts = std::mem::take(&mut self.hosts).into_iter();
+        let mut kinds = std::mem::take(&mut self.grouped_by.kinds).into_iter();
         interactions
             .into_iter()
             .map(|interaction| Turn {
@@ -253,6 +261,7 @@ impl Session {
                 response: responses.next().flatten(),
                 time: times.next().flatten(),
                 host: hosts.next().flatten(),
+                kind: kinds.next().unwrap_or(RequestKind::MainTurn),
             })
             .collect()
     }
@@ -265,6 +274,7 @@ impl Session {
         self.responses.push(turn.response);
         self.times.push(turn.time);
         self.hosts.push(turn.host);
+        self.grouped_by.kinds.push(turn.kind);
     }
 }
 
@@ -277,6 +287,7 @@ struct Turn {
     response: Option<Value>,
     time: Option<f64>,
     host: Option<String>,
+    kind: RequestKind,
 }
 
 /// Whether the interaction's request got an answer: a response recorded that is not an
@@ -421,7 +432,7 @@ mod tests {
             interaction(7, chat, body(vec![user("a")])),
             // Another agent on conversation a (its own instructions), then the same agent
             // again with a timestamp changed in its instructions: one session (it continues
-            // this one and the opening sent again alike; the latest is chosen).
+            // this one and the opening sent again; its own instructions decide).
             interaction(
                 10,
                 chat,
@@ -478,13 +489,17 @@ mod tests {
                 reading: Reading::Rewrite
             }]
         );
+        // Its own session's instructions alike (the time moved), the other's wholly other:
+        // no guess, its instructions changing.
         assert_eq!(
             readings[4],
             [TurnReading {
                 turn: 1,
-                reading: Reading::SeveralSessions
+                reading: Reading::InstructionsChanged
             }]
         );
+        // Handed the opening alone, linked to the session that sent it.
+        assert_eq!(found.sessions[4].parent, Some(3));
     }
 
     /// An SDK retries after Anthropic's 529 (`overloaded_error`) with the same body: one

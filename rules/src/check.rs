@@ -407,13 +407,12 @@ pub fn visit_turns<E: From<InputError>>(
             request: &turn.request,
             rendered: &rendered,
         };
-        let (diff, findings) = check_pair(
+        let (diff, findings) = check_turn(
             previous_side,
             current,
             index,
-            renderer.tokenizer(),
-            session,
-            account,
+            (renderer.tokenizer(), session, account),
+            session.compacted_at(index),
         );
         visit(CheckedTurn {
             turn: &turn,
@@ -443,6 +442,24 @@ pub fn check_pair(
     locator: &dyn Locator,
     account: Account,
 ) -> (TurnDiff, Vec<Diagnostic>) {
+    check_turn(
+        previous,
+        current,
+        index,
+        (tokenizer, locator, account),
+        false,
+    )
+}
+
+/// [`check_pair`] for a turn of a session; `compacted`: the grouping read the turn as the
+/// session's compaction, which its break is then named as.
+fn check_turn(
+    previous: Option<RenderedRequest<'_>>,
+    current: RenderedRequest<'_>,
+    index: usize,
+    (tokenizer, locator, account): (&Tokenizer, &dyn Locator, Account),
+    compacted: bool,
+) -> (TurnDiff, Vec<Diagnostic>) {
     let diff = diff_turns(previous, current, index, tokenizer, locator);
     let place = |path: &PartPath| {
         locator
@@ -452,14 +469,19 @@ pub fn check_pair(
     let mut findings = Vec::new();
     if let Some(previous) = previous {
         findings.extend(diff.first_divergence.as_ref().and_then(|divergence| {
-            diagnose(&RuleInput::TurnPair(&TurnPair {
+            let pair = TurnPair {
                 index,
                 previous: previous.request,
                 current: current.request,
                 previous_rendered: previous.rendered,
                 current_rendered: current.rendered,
                 divergence,
-            }))
+            };
+            diagnose(&if compacted {
+                RuleInput::Compaction(&pair)
+            } else {
+                RuleInput::TurnPair(&pair)
+            })
         }));
         findings.extend(
             replayed_thinking(

@@ -96,6 +96,9 @@ impl RuleMeta {
 pub enum RuleInput<'a> {
     /// Two consecutive recorded turns where the later one does not extend the earlier.
     TurnPair(&'a TurnPair<'a>),
+    /// Two consecutive turns of a session the grouping read as its compaction (its history
+    /// summarized, its end kept): the break is the compaction, whatever part it starts in.
+    Compaction(&'a TurnPair<'a>),
     /// A break the chat-template check found in a model's template.
     TemplateBreak(&'a TemplateBreak),
     /// A variable of an application prompt template that changes every turn and renders
@@ -262,7 +265,7 @@ pub fn diagnose(input: &RuleInput<'_>) -> Option<Diagnostic> {
 fn diagnostic(meta: &RuleMeta, finding: Finding, input: &RuleInput<'_>) -> Diagnostic {
     let template = || PartPath::root().key("template");
     let (turn, part, span, previous_window, current_window) = match *input {
-        RuleInput::TurnPair(pair) => {
+        RuleInput::TurnPair(pair) | RuleInput::Compaction(pair) => {
             let divergence = pair.divergence;
             (
                 pair.index,

@@ -434,7 +434,7 @@ pub use guard::{Guard, GuardCounters, GuardError, GuardMode, Observation};
 pub use kvlint_rules::thinking::Account as AnthropicAccount;
 #[cfg(feature = "guard")]
 pub use render::RenderError;
-pub use sessions::{GuardSessions, Observed, ObservedBody, SessionGuard, SessionLimits};
+pub use sessions::{GuardSessions, Observed, ObservedBody, Placed, SessionGuard, SessionLimits};
 pub use tool::{Tool, ToolCall, ToolDefinitionError};
 #[cfg(feature = "guard")]
 pub use usage::{

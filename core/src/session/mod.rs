@@ -166,6 +166,13 @@ impl SessionFile {
         Self::parse_keeping(path, text, KEPT_TURNS_BUDGET)
     }
 
+    /// Whether the grouping of its recording read turn `turn` as the session's compaction.
+    pub fn compacted_at(&self, turn: usize) -> bool {
+        self.origin
+            .as_ref()
+            .is_some_and(|origin| origin.grouped_by.compacted_at(turn))
+    }
+
     /// How many turns the session has.
     pub fn len(&self) -> usize {
         self.turns.len()

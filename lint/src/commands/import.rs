@@ -167,6 +167,7 @@ fn placements(sessions: &[ImportedSession], skipped: &[(usize, String)]) -> Vec<
                     interaction: *interaction,
                     session: Some(number + 1),
                     turn: Some(turn),
+                    kind: Some(session.grouped_by.kind(turn)),
                     why: session.grouped_by.explain(turn, session.parent),
                 })
         })
@@ -174,6 +175,7 @@ fn placements(sessions: &[ImportedSession], skipped: &[(usize, String)]) -> Vec<
             interaction: *interaction,
             session: None,
             turn: None,
+            kind: None,
             why: reason.clone(),
         }))
         .collect();

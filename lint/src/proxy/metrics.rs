@@ -3,6 +3,7 @@
 use std::sync::atomic::AtomicU64;
 
 use kvlint_core::cache::{ModelFigures, ReportedUsage};
+use kvlint_protocol::grouping::RequestKind;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -72,6 +73,13 @@ struct Miss {
 
 const MISS_KINDS: [&str; 2] = ["avoidable", "unavoidable"];
 
+/// What a request was to its application ([`RequestKind`]), per upstream.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Kind {
+    upstream: String,
+    kind: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct SignedChange {
     upstream: String,
@@ -98,6 +106,8 @@ pub(super) struct Metrics {
     registry: Registry,
     upstreams: Vec<String>,
     requests: Family<Upstream, Counter>,
+    request_kinds: Family<Kind, Counter>,
+    prompt_tokens_by_kind: Family<Kind, Counter>,
     prompt_tokens: Family<Upstream, Counter>,
     cached_tokens: Family<Upstream, Counter>,
     written_tokens: Family<Upstream, Counter>,
@@ -151,6 +161,18 @@ impl Metrics {
             "kvlint_prompt_tokens_predicted_cached",
             "Prompt tokens kvlint predicts the engine serves from cache (its cache model over the engine's own tokens and what each replica was sent)",
             predicted_cached_tokens.clone(),
+        );
+        let request_kinds = Family::<Kind, Counter>::default();
+        registry.register(
+            "kvlint_request_kinds",
+            "Prompt requests analysed, by what each was to its application as the grouping reads it: main-turn, tool-round-trip, retry, side-call (a summary, a title asked of a session's history), sub-agent (the first request of an agent handed a session's history or named its sub-agent), compaction",
+            request_kinds.clone(),
+        );
+        let prompt_tokens_by_kind = Family::<Kind, Counter>::default();
+        registry.register(
+            "kvlint_prompt_tokens_by_kind",
+            "Prompt tokens the upstream reported, by the request's kind as kvlint_request_kinds: what each kind costs",
+            prompt_tokens_by_kind.clone(),
         );
         let lost_tokens = Family::<Cause, Counter>::default();
         registry.register(
@@ -225,6 +247,14 @@ impl Metrics {
                     cause: cause.to_owned(),
                 });
             }
+            for kind in RequestKind::ALL {
+                let labels = Kind {
+                    upstream: upstream.clone(),
+                    kind: kind.as_str().to_owned(),
+                };
+                let _created = request_kinds.get_or_create(&labels);
+                let _created = prompt_tokens_by_kind.get_or_create(&labels);
+            }
             for kind in MISS_KINDS {
                 let labels = Miss {
                     upstream: upstream.clone(),
@@ -262,6 +292,8 @@ impl Metrics {
             registry,
             upstreams,
             requests,
+            request_kinds,
+            prompt_tokens_by_kind,
             prompt_tokens,
             cached_tokens,
             written_tokens,
@@ -309,16 +341,26 @@ impl Metrics {
     /// that its session had made reusable (`avoidable`), and its model's prices when known.
     pub(super) fn request(
         &self,
-        upstream: &str,
+        (upstream, kind): (&str, RequestKind),
         usage: Option<ReportedUsage>,
         avoidable: usize,
         figures: Option<&ModelFigures>,
     ) {
         let labels = labels(upstream);
         self.requests.get_or_create(&labels).inc();
+        let kind = Kind {
+            upstream: upstream.to_owned(),
+            kind: kind.as_str().to_owned(),
+        };
+        self.request_kinds.get_or_create(&kind).inc();
         let Some(usage) = usage else {
             return;
         };
+        if let Some(prompt) = usage.prompt_tokens {
+            self.prompt_tokens_by_kind
+                .get_or_create(&kind)
+                .inc_by(prompt as u64);
+        }
         if let Some(prompt) = usage.prompt_tokens {
             self.missed(upstream, prompt, usage, avoidable, figures);
         }

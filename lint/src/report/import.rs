@@ -35,6 +35,10 @@ pub struct Placement {
     pub session: Option<usize>,
     /// Its turn in the session (from 0).
     pub turn: Option<usize>,
+    /// What the request was (`main-turn`, `tool-round-trip`, `retry`, `side-call`,
+    /// `sub-agent`, `compaction`), `None` when passed over.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<kvlint_protocol::grouping::RequestKind>,
     pub why: String,
 }
 

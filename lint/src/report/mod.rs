@@ -308,6 +308,27 @@ impl SessionReport {
         self.cache = Some(cache_summary(engine, predictions, prefill_tps));
     }
 
+    /// A recording's session whose first request read from the cache while nothing the
+    /// recording sent before explains it (the prediction, what earlier sessions left
+    /// included, is no read): a warm hit from a request the recording never saw, its kind
+    /// says so.
+    pub fn name_warm_hit(&mut self) {
+        let Some(turn) = self.turns.first() else {
+            return;
+        };
+        let warm = turn
+            .reported_cached_tokens
+            .zip(turn.predicted_cached_tokens)
+            .is_some_and(|(reported, predicted)| reported > 0 && predicted == 0);
+        let first = self
+            .recording
+            .as_mut()
+            .and_then(|recording| recording.grouped_by.kinds.first_mut());
+        if let (true, Some(kind)) = (warm, first) {
+            *kind = kvlint_protocol::grouping::RequestKind::WarmHit;
+        }
+    }
+
     /// Adds findings only the sessions of a recording together show, in turn order, and
     /// recounts.
     pub fn add_findings(&mut self, findings: impl IntoIterator<Item = Diagnostic>) {

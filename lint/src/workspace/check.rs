@@ -104,6 +104,9 @@ pub(crate) fn check_sessions(
     if let Some(engine) = &setup.options.engine {
         let prefill_tps = setup.options.prefill_tokens_per_second;
         add_cold_starts(engine, prefill_tps, sessions, &mut reports);
+        for report in reports.iter_mut().flatten() {
+            report.name_warm_hit();
+        }
     }
     if let Some(config) = config {
         for report in reports.iter_mut().flatten() {

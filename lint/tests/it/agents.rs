@@ -257,8 +257,99 @@ fn explain_says_where_each_interaction_went_and_why() {
         &out,
     );
     assert!(
-        human.contains("interaction 5 → session 3, turn 0: starts the session"),
+        human.contains("interaction 5 → session 3, turn 0 (sub-agent): starts the session"),
         "{human}"
     );
     std::fs::remove_dir_all(&out).ok();
+}
+
+/// One recording per pattern multi-agent apps make, each built after a public example
+/// (`scripts/make-agent-fixtures.py`; the example named in INDEX.json): a Bedrock app that
+/// switches to streaming, retries after an overload and an error between two customers'
+/// conversations, a writer/critic loop, a supervisor ending every request with its routing
+/// instruction and its workers, a summarizing memory. The truth (`EXPECTED.json`: each
+/// session's exact requests, its parent, its retries, each request's kind) was written as the
+/// files were built, not read off kvlint. `check` finds every session whole, with no break but
+/// the compaction, reported as the history rewrite it is.
+#[test]
+fn each_multi_agent_pattern_is_grouped_as_its_app_made_it() {
+    let agents = recordings().join("agents");
+    let expected: Value =
+        serde_json::from_str(&std::fs::read_to_string(agents.join("EXPECTED.json")).unwrap())
+            .unwrap();
+    for (file, truth) in expected["files"].as_object().unwrap() {
+        let (code, report) = json_of("check", &[agents.join(file)]);
+        let sessions = report["sessions"].as_array().unwrap();
+        let expected_sessions = truth["sessions"].as_array().unwrap();
+        let found: Vec<Value> = sessions
+            .iter()
+            .map(|session| {
+                let source = &session["source"];
+                serde_json::json!({
+                    "entries": source["interactions"],
+                    // The reports number sessions from 1.
+                    "parent": source["parent"].as_u64().map(|parent| parent - 1),
+                    "retries": source["grouped_by"]["retries"].as_u64().unwrap_or(0),
+                })
+            })
+            .collect();
+        let wanted: Vec<Value> = expected_sessions
+            .iter()
+            .map(|session| {
+                serde_json::json!({
+                    "entries": session["entries"],
+                    "parent": session["parent"],
+                    "retries": session["retries"],
+                })
+            })
+            .collect();
+        assert_eq!(found, wanted, "{file}");
+        // Each request's kind, in the recording's order.
+        let mut kinds = vec![Value::Null; truth["kinds"].as_array().unwrap().len()];
+        for session in sessions {
+            let source = &session["source"];
+            for (entry, kind) in source["interactions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .zip(source["grouped_by"]["kinds"].as_array().unwrap())
+            {
+                kinds[entry.as_u64().unwrap() as usize] = kind.clone();
+            }
+        }
+        assert_eq!(Value::Array(kinds), truth["kinds"], "{file}");
+        // No break between turns but the compaction's.
+        let breaks: Vec<(u64, &str)> = sessions
+            .iter()
+            .flat_map(|session| session["findings"].as_array().unwrap())
+            .filter(|finding| finding["turn"] != 0 && finding["severity"] == "error")
+            .map(|finding| {
+                (
+                    finding["turn"].as_u64().unwrap(),
+                    finding["rule"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        let compactions: Vec<(u64, &str)> = truth["kinds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .enumerate()
+            .filter(|(_, kind)| *kind == "compaction")
+            .map(|(entry, _)| {
+                let session = expected_sessions
+                    .iter()
+                    .find_map(|session| {
+                        let entries = session["entries"].as_array()?;
+                        entries
+                            .iter()
+                            .position(|at| at.as_u64() == Some(entry as u64))
+                    })
+                    .unwrap();
+                (session as u64, "history-rewrite")
+            })
+            .collect();
+        assert_eq!(breaks, compactions, "{file}: {report}");
+        assert_eq!(code, u8::from(!breaks.is_empty()) as i32, "{file}");
+    }
 }

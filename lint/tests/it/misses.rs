@@ -166,3 +166,39 @@ fn the_fixes_for_idle_gaps_are_priced_as_by_hand() {
             .contains(&format!("${:.2} more", saved))
     );
 }
+
+/// A session whose first request the API served from cache though nothing the recording sent
+/// before put it there is named a warm hit (another process, an earlier run warmed it); one
+/// that reads what an earlier session of the recording left is not. The recording is
+/// `warm-second-session.har` with its first answer reporting a read.
+#[test]
+fn a_first_request_read_from_cache_the_recording_never_filled_is_a_warm_hit() {
+    let source =
+        kvlint_fixtures::repository().join("fixtures/recordings/hand-made/warm-second-session.har");
+    let mut har: Value = serde_json::from_str(&std::fs::read_to_string(source).unwrap()).unwrap();
+    har["log"]["entries"][0]["response"]["content"]["text"] = Value::String(
+        serde_json::json!({"type": "message", "role": "assistant", "content": [],
+            "usage": {"input_tokens": 40, "cache_read_input_tokens": 1800,
+                "cache_creation_input_tokens": 0, "output_tokens": 5}})
+        .to_string(),
+    );
+    let dir = std::env::temp_dir().join(format!("kvlint-warm-hit-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("warm-first.har");
+    std::fs::write(&path, har.to_string()).unwrap();
+    let report = check(path.to_str().unwrap());
+    let kinds: Vec<&Value> = report["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|session| &session["source"]["grouped_by"]["kinds"][0])
+        .collect();
+    assert_eq!(kinds, ["warm-hit", "main-turn"]);
+    // Without the read, the same first request is a main turn.
+    let plain = check("fixtures/recordings/hand-made/warm-second-session.har");
+    assert_eq!(
+        plain["sessions"][0]["source"]["grouped_by"]["kinds"][0],
+        "main-turn"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,6 +1,6 @@
 //! Which session a request belongs to: the one grouping that `kvlint import`, `kvlint check`
-//! on recordings, `kvlint workload` (both through the recordings' reader) and the proxy
-//! (request by request) call.
+//! on recordings, `kvlint workload` (both through the recordings' reader), the proxy and the
+//! guarded clients (request by request, through the SDK's `GuardSessions`) call.
 //!
 //! Sessions are told apart by endpoint (the streamed and plain variants of one endpoint are
 //! one: [`crate::endpoint::cache_endpoint`]), model and session key ([`crate::key`]: the
@@ -10,50 +10,71 @@
 //! `contents`, without the cache markers a client moves each turn), the
 //! session's last one whole (its newest message without the per-turn tail a client drops the
 //! turn after is whole too) and more — whatever happened to the system prompt, the tools or
-//! the instructions: those changes are the session's breaks, which the rules then find. A request that rewrote the history
-//! (compaction, trimming, an edited answer) joins the session it rewrote when it keeps that
-//! session's opening exchange (its first user message and what came after it) under the same
-//! key, and is reported as a rewrite. The same request sent again after it got no answer (a
-//! retry after an error, an overload, a timeout) joins the session it repeats, as a turn that
-//! appends nothing; sent again after an answer, it is a conversation of its own (two chats
-//! opened alike, in parallel). Anything else
-//! starts a session: parallel conversations,
-//! side calls (a title made from the conversation opens another), a conversation sent again
-//! from the start, and sub-agents, whose key is their own ([`crate::key::SUB_AGENT_LINKS`]).
+//! the instructions: those changes are the session's breaks, which the rules then find (so is
+//! its conversation, an exchange at least, sent again under other instructions: a prompt
+//! rebuilt with a new clock). A
+//! request that rewrote the history (trimming, an edited answer) joins the session it rewrote
+//! when it keeps that session's opening exchange (its first user message and what came after
+//! it) under the same key, and is reported as a rewrite. A compacted request, one that starts
+//! (after at most one new item) with the end of a session's conversation from one of its last
+//! user messages, the rest summarized in its instructions or that new item, joins the session
+//! it compacted as a compaction, the history rewrite the rules then report. The same request
+//! sent again after it got no answer (a retry after an error, an overload, a timeout) joins
+//! the session it repeats, as a turn that appends nothing; sent again after an answer, it is a
+//! conversation of its own (two chats opened alike, in parallel). Anything else starts a
+//! session: parallel conversations, side calls (a title made from the conversation opens
+//! another), a conversation sent again from the start, and sub-agents, whose key is their own
+//! ([`crate::key::SUB_AGENT_LINKS`]).
 //!
-//! Another agent is told from what follows. A request that continues a session under wholly
-//! other instructions (a critic handed the writer's essay, a worker handed the supervisor's
-//! conversation) starts a session of its own, linked to the one whose history it carries
-//! ([`Joined::parent`]), and does not replace that session's last request: the original
-//! agent's next request still continues its own. When that agent does come back, the other
-//! request was another agent's ([`Grouping::unconfirmed`] no longer lists it); when it never
-//! does, it was the same agent under new instructions, and a reader of the whole recording
-//! folds it back into its parent as that session's break. A session key (a session header,
+//! Another agent is told from what follows. A request that continues or rewrites a session
+//! under wholly other instructions (a critic handed the writer's essay, a worker handed the
+//! supervisor's conversation, a summarizer without tools) starts a session of its own, linked
+//! to the one whose history it carries ([`Joined::parent`]), and does not replace that
+//! session's last request: the original agent's next request still continues its own. When
+//! that agent does come back, the other request was another agent's
+//! ([`Grouping::unconfirmed`] no longer lists it); when it never does, it was the same agent
+//! under new instructions, and a reader of the whole recording folds it back into its parent
+//! as that session's break. Live traffic cannot wait for what follows: there a session handed
+//! under wholly new instructions stays another agent's. A session key (a session header,
 //! `prompt_cache_key`, `metadata.user_id`) keeps a request in its key's session whatever its
 //! instructions.
 //!
 //! Where two readings were possible the choice is kept as a [`Reading`] of the turn: a turn
-//! that continued its session with other instructions (not another agent), a rewrite (not a
-//! new session), or a turn that continued several sessions alike (the one whose instructions
-//! are most like its own, else the earliest, was chosen).
+//! that continued its session with other instructions (not another agent), a rewrite or a
+//! compaction (not a new session), a retry, or a turn that continued several sessions alike
+//! (the one whose instructions are most like its own, else the earliest, was chosen). Each
+//! request's [`RequestKind`] says what it was: a main turn, a tool round trip, a retry, a
+//! side call, a sub-agent's first request, a compaction.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
-use serde::Serialize;
 use serde_json::Value;
 
-use crate::key::{Carried, KeySource};
+use crate::key::Carried;
+
+mod conversation;
+mod report;
+
+use conversation::{
+    conversation, ending_users, instructions, keeps_end_of, offers_tools, opening_exchange,
+    opening_users, returns_tool_results, tail_dropped,
+};
+pub use report::{GroupedBy, Reading, RequestKind, TurnReading};
 
 /// The sessions seen so far, each with its last request's conversation.
 #[derive(Clone, Debug, Default)]
 pub struct Grouping {
-    /// Live traffic, request by request ([`Grouping::live`]): what follows is not known, so a
-    /// request handed a session's history under other instructions stays in that session.
-    live: bool,
     sessions: Vec<Open>,
     /// Per key, the sessions not forgotten, in the order first seen: a request is compared
     /// with these alone, however many sessions were seen before.
     candidates: HashMap<Key, Vec<usize>>,
+    /// The sessions not forgotten by the user messages their conversation ends with
+    /// ([`conversation::ending_users`]): where a compacted conversation finds the session
+    /// whose end it kept without comparing it with every session.
+    ends: HashMap<u64, BTreeSet<usize>>,
+    /// The session the last request joined and the request it replaced as that session's
+    /// last (`None`: it started the session), for [`Grouping::retract`].
+    replaced: Option<(usize, Option<Last>)>,
 }
 
 #[derive(Clone, Debug)]
@@ -72,6 +93,8 @@ struct Last {
     instructions: Value,
     /// Whether it got an answer: a request sent again after one that did not is its retry.
     answered: bool,
+    /// Its entries in [`Grouping::ends`].
+    ends: Vec<u64>,
 }
 
 /// What sessions are told apart by before their conversations are compared: the endpoint,
@@ -83,8 +106,8 @@ struct Key {
     session_key: Option<String>,
 }
 
-/// Where a request went: its session (an index, in the order sessions were first seen), and
-/// the reading chosen where another was possible.
+/// Where a request went: its session (an index, in the order sessions were first seen), the
+/// reading chosen where another was possible, and what the request was.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Joined {
     pub session: usize,
@@ -94,165 +117,27 @@ pub struct Joined {
     /// For a session started by a request that carries another session's history under
     /// other instructions: that session.
     pub parent: Option<usize>,
+    pub kind: RequestKind,
 }
 
-/// A choice between two readings of a turn, said in the reports.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Reading {
-    /// Its conversation continues the session's while its system prompt, instructions or
-    /// tools changed: read as the session's break, not as another agent's session.
-    InstructionsChanged,
-    /// The session's last request sent again, the same, after it got no answer: a retry
-    /// (after an error, an overload, a timeout), a turn that appends nothing, not a session
-    /// of its own.
-    Retry,
-    /// It rewrote the session's history (same key, same opening exchange): read as a rewrite
-    /// of the session, not as a session of its own.
-    Rewrite,
-    /// It continued several sessions alike: joined the one whose instructions are most like
-    /// its own, else the earliest.
-    SeveralSessions,
+/// How a request's conversation goes on from a session's last one, the closest first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Fit {
+    /// It starts with the session's end, the rest summarized.
+    Compacts,
+    /// It keeps the session's opening exchange and changes what came after.
+    Rewrites,
+    /// It sends the session's conversation again under other instructions.
+    Repeats,
+    /// It is the session's conversation and more.
+    Continues,
 }
 
-impl Reading {
-    /// The reading in words, for the human output.
-    pub fn describe(self) -> &'static str {
-        match self {
-            Self::InstructionsChanged => {
-                "kept in the session: the conversation goes on under other instructions or tools"
-            }
-            Self::Rewrite => "read as a rewrite of the history: same key, same opening exchange",
-            Self::Retry => "the same request sent again: a retry",
-            Self::SeveralSessions => {
-                "continued more than one session alike: joined the one with the closest instructions, else the earliest"
-            }
-        }
-    }
-}
-
-/// How a session was told apart, for the reports: the key it carried and where from, the
-/// session it was spawned by, and the readings chosen for its turns.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct GroupedBy {
-    /// Where its session key was read from (`header x-claude-code-session-id`,
-    /// `body /metadata/user_id`, `trace conversation`); `None`: by continuation alone.
-    pub key: Option<String>,
-    /// The session key of the session that spawned it (a sub-agent's parent).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub parent_key: Option<String>,
-    /// The turns (from 0) read one way where another was possible.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub readings: Vec<TurnReading>,
-    /// Turns that sent the request before them again (retries).
-    #[serde(skip_serializing_if = "is_zero")]
-    pub retries: usize,
-}
-
-fn is_zero(count: &usize) -> bool {
-    *count == 0
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub struct TurnReading {
-    pub turn: usize,
-    pub reading: Reading,
-}
-
-impl GroupedBy {
-    /// The session's first request's keys.
-    pub fn of(carried: &Carried) -> Self {
-        Self {
-            key: carried.session_source().map(|(source, _)| match source {
-                KeySource::Header(name) => format!("header {name}"),
-                KeySource::TraceConversation => "trace conversation".to_owned(),
-                KeySource::Body(pointer) => format!("body {pointer}"),
-            }),
-            parent_key: carried.parent_session_key(),
-            readings: Vec::new(),
-            retries: 0,
-        }
-    }
-
-    /// Notes how the session's turn `turn` was read.
-    pub fn read(&mut self, turn: usize, reading: Reading) {
-        self.retries += usize::from(reading == Reading::Retry);
-        self.readings.push(TurnReading { turn, reading });
-    }
-
-    /// How the session came from session `parent` (its number, as the reports give it): a
-    /// sub-agent its key names, else another agent handed that session's history.
-    pub fn describe_parent(&self, parent: usize) -> String {
-        match self.parent_key {
-            Some(_) => format!("a sub-agent of session {parent}"),
-            None => format!("another agent, handed the history of session {parent}"),
-        }
-    }
-
-    /// Why turn `turn` of the session is where it is, in words: how the session started
-    /// (`parent`, the number of the session it came from), or how the turn was read.
-    pub fn explain(&self, turn: usize, parent: Option<usize>) -> String {
-        let read: Vec<&str> = self
-            .readings
-            .iter()
-            .filter(|reading| reading.turn == turn)
-            .map(|reading| reading.reading.describe())
-            .collect();
-        match (turn, parent) {
-            (0, Some(parent)) => format!("starts the session: {}", self.describe_parent(parent)),
-            (0, None) => match &self.key {
-                Some(key) => format!("starts the session: a new session key ({key})"),
-                None => "starts the session: a conversation no earlier session holds".to_owned(),
-            },
-            _ if read.is_empty() => "continues the session's conversation".to_owned(),
-            _ => read.join("; "),
-        }
-    }
-
-    /// One line for the human output; `None` for a session grouped by continuation alone
-    /// with no reading to tell.
-    pub fn describe(&self) -> Option<String> {
-        if self.key.is_none() && self.readings.is_empty() {
-            return None;
-        }
-        let mut line = match &self.key {
-            Some(key) => format!("grouped by its session key ({key}) and continuation"),
-            None => "grouped by continuation".to_owned(),
-        };
-        for kind in [
-            Reading::InstructionsChanged,
-            Reading::Retry,
-            Reading::Rewrite,
-            Reading::SeveralSessions,
-        ] {
-            let turns: Vec<String> = self
-                .readings
-                .iter()
-                .filter(|reading| reading.reading == kind)
-                .map(|reading| reading.turn.to_string())
-                .collect();
-            match turns.as_slice() {
-                [] => {}
-                [turn] => line.push_str(&format!("; turn {turn} {}", kind.describe())),
-                _ => line.push_str(&format!("; turns {} {}", turns.join(", "), kind.describe())),
-            }
-        }
-        Some(line)
-    }
-}
+/// A candidate's rank: how it fits, whether it is the same agent's, the items shared, and how
+/// alike the instructions are.
+type Rank = (Fit, bool, usize, Closeness);
 
 impl Grouping {
-    /// The grouping of live traffic (the proxy's): no request that follows is known, so a
-    /// request handed a session's history under other instructions is read as that session's
-    /// instructions changing (its break is found at once), not as another agent's session
-    /// that only a later request could confirm.
-    pub fn live() -> Self {
-        Self {
-            live: true,
-            ..Self::default()
-        }
-    }
-
     /// The session `body`, sent to `endpoint` (a path or a URL) with what `carried` holds,
     /// belongs to; `answered`: whether it got an answer (not an error, not cut short), which
     /// tells whether the same body sent again next is its retry.
@@ -270,6 +155,7 @@ impl Grouping {
             session_key: carried.session_key(),
         };
         let instructions = instructions(body);
+        self.replaced = None;
         if let Some(session) = self.retried(&key, &conversation, &instructions) {
             if let Some(last) = &mut self.sessions[session].last {
                 last.answered = answered;
@@ -279,66 +165,51 @@ impl Grouping {
                 started: false,
                 reading: Some(Reading::Retry),
                 parent: None,
+                kind: RequestKind::Retry,
             };
         }
-        let exchange = opening_exchange(&conversation);
-        // Per candidate: (continues whole, the same agent's, items shared, how alike the
-        // instructions are), its index.
-        let mut ranked: Vec<((bool, bool, usize, Closeness), usize)> = self
-            .candidates
-            .get(&key)
-            .into_iter()
-            .flatten()
-            .filter_map(|&index| {
-                let last = self.sessions[index].last.as_ref()?;
-                let shared = crate::common_prefix_len(&last.conversation, &conversation);
-                let continues = conversation.len() > last.conversation.len()
-                    && (shared == last.conversation.len()
-                        || shared + 1 == last.conversation.len()
-                            && tail_dropped(&last.conversation[shared], &conversation[shared]));
-                let rewrites = !continues
-                    && conversation != last.conversation
-                    && exchange.is_some()
-                    && exchange == opening_exchange(&last.conversation);
-                // Only for a candidate it joins: comparing instructions that differ writes
-                // both out, and a log without session keys has thousands of candidates.
-                (continues || rewrites).then(|| {
-                    let closeness = Closeness::of(&last.instructions, &instructions);
-                    let same_agent = closeness != Closeness::Other;
-                    ((continues, same_agent, shared, closeness), index)
-                })
-            })
-            .collect();
+        let mut ranked = self.continued(&key, &conversation, &instructions);
+        if ranked.is_empty() {
+            ranked = self.compacted(&key, &conversation, &instructions);
+        }
         // The best first; of equals, the earliest (parallel requests answered in order).
         ranked.sort_by_key(|(rank, index)| (std::cmp::Reverse(*rank), *index));
-        let last = Last {
-            conversation,
-            instructions,
-            answered,
-        };
         let best = ranked.first().copied();
         // Another agent handed the session's history: a session of its own, linked.
-        let handed = best.filter(|((continues, same_agent, ..), _)| {
-            !self.live && *continues && !*same_agent && key.session_key.is_none()
+        let handed = best.filter(|((fit, same_agent, ..), _)| {
+            *fit != Fit::Compacts && !*same_agent && key.session_key.is_none()
         });
-        let Some(((continues, _, shared, closeness), session)) = best.filter(|_| handed.is_none())
-        else {
+        let Some(((fit, _, shared, closeness), session)) = best.filter(|_| handed.is_none()) else {
+            let parent = handed.map(|(_, parent)| parent);
+            // Handed the history with tools, another agent; without, a side call (until its
+            // session goes on: [`RequestKind::SideCall`]).
+            let kind = match handed {
+                Some(_) if offers_tools(body) => RequestKind::SubAgent,
+                Some(_) => RequestKind::SideCall,
+                None if carried.parent_session_key().is_some() => RequestKind::SubAgent,
+                None => RequestKind::MainTurn,
+            };
             let session = self.sessions.len();
             self.candidates
                 .entry(key.clone())
                 .or_default()
                 .push(session);
-            let parent = handed.map(|(_, parent)| parent);
+            // Handed a conversation, it may be the same agent's until its parent goes on; handed
+            // an opening message alone, it is linked, never folded back.
+            let handed_conversation =
+                handed.is_some_and(|((fit, ..), _)| fit != Fit::Repeats || conversation.len() > 1);
             self.sessions.push(Open {
                 key,
-                last: Some(last),
-                branch_of: parent,
+                last: None,
+                branch_of: parent.filter(|_| handed_conversation),
             });
+            self.keep_last(session, conversation, instructions, answered);
             return Joined {
                 session,
                 started: true,
                 reading: None,
                 parent,
+                kind,
             };
         };
         // The session's own agent continues: the sessions handed its history were others'.
@@ -349,27 +220,191 @@ impl Grouping {
                 }
             }
         }
+        // A guess only between sessions that could each be this agent's.
         let alike = ranked
             .iter()
-            .filter(|((other_continues, _, other_shared, _), _)| {
-                (*other_continues, *other_shared) == (continues, shared)
+            .filter(|((other_fit, same_agent, other_shared, _), _)| {
+                *same_agent && (*other_fit, *other_shared) == (fit, shared)
             })
             .count();
-        let reading = if !continues {
-            Some(Reading::Rewrite)
-        } else if alike > 1 {
-            Some(Reading::SeveralSessions)
-        } else if closeness != Closeness::Same {
-            Some(Reading::InstructionsChanged)
-        } else {
-            None
+        let (reading, kind) = match fit {
+            Fit::Compacts => (Some(Reading::Compaction), RequestKind::Compaction),
+            Fit::Rewrites => (Some(Reading::Rewrite), RequestKind::Compaction),
+            Fit::Repeats => (Some(Reading::InstructionsChanged), RequestKind::MainTurn),
+            Fit::Continues => {
+                let reading = if alike > 1 {
+                    Some(Reading::SeveralSessions)
+                } else if closeness != Closeness::Same {
+                    Some(Reading::InstructionsChanged)
+                } else {
+                    None
+                };
+                let before = self.sessions[session]
+                    .last
+                    .as_ref()
+                    .map_or(0, |last| last.conversation.len());
+                let appended = conversation.get(before..).unwrap_or_default();
+                let kind = if returns_tool_results(appended) {
+                    RequestKind::ToolRoundTrip
+                } else {
+                    RequestKind::MainTurn
+                };
+                (reading, kind)
+            }
         };
-        self.sessions[session].last = Some(last);
+        self.keep_last(session, conversation, instructions, answered);
         Joined {
             session,
             started: false,
             reading,
             parent: None,
+            kind,
+        }
+    }
+
+    /// The sessions under `key` whose last conversation `conversation` continues, or whose
+    /// opening exchange it keeps while changing the rest, ranked.
+    fn continued(
+        &self,
+        key: &Key,
+        conversation: &[Value],
+        instructions: &Value,
+    ) -> Vec<(Rank, usize)> {
+        let exchange = opening_exchange(conversation);
+        self.candidates
+            .get(key)
+            .into_iter()
+            .flatten()
+            .filter_map(|&index| {
+                let last = self.sessions[index].last.as_ref()?;
+                let shared = crate::common_prefix_len(&last.conversation, conversation);
+                let continues = conversation.len() > last.conversation.len()
+                    && (shared == last.conversation.len()
+                        || shared + 1 == last.conversation.len()
+                            && tail_dropped(&last.conversation[shared], &conversation[shared]));
+                let same = shared == last.conversation.len() && shared == conversation.len();
+                let fit = if continues {
+                    Fit::Continues
+                } else if same && !conversation.is_empty() && last.instructions != *instructions {
+                    Fit::Repeats
+                } else if !same
+                    && exchange.is_some()
+                    && exchange == opening_exchange(&last.conversation)
+                {
+                    Fit::Rewrites
+                } else {
+                    return None;
+                };
+                // Only for a candidate it joins: comparing instructions that differ writes
+                // both out, and a log without session keys has thousands of candidates.
+                let closeness = Closeness::of(&last.instructions, instructions);
+                let same_agent = closeness != Closeness::Other;
+                // An opening message alone, sent again under instructions alike, is another
+                // conversation opened alike; under wholly other ones, another agent handed it.
+                if fit == Fit::Repeats && exchange.is_none() && same_agent {
+                    return None;
+                }
+                Some(((fit, same_agent, shared, closeness), index))
+            })
+            .collect()
+    }
+
+    /// The sessions under `key` whose end `conversation` starts with after a summary of the
+    /// rest ([`conversation::keeps_end_of`]), the latest first, ranked.
+    fn compacted(
+        &self,
+        key: &Key,
+        conversation: &[Value],
+        instructions: &Value,
+    ) -> Vec<(Rank, usize)> {
+        // The latest sessions that end alike: enough for any compaction, few however many
+        // sessions end with the same message.
+        const LATEST: usize = 64;
+        let mut found: Vec<(Rank, usize)> = Vec::new();
+        for hash in opening_users(conversation) {
+            for &index in self
+                .ends
+                .get(&hash)
+                .into_iter()
+                .flatten()
+                .rev()
+                .take(LATEST)
+            {
+                let open = &self.sessions[index];
+                let Some(last) = open.last.as_ref().filter(|_| open.key == *key) else {
+                    continue;
+                };
+                if found.iter().all(|(_, seen)| *seen != index)
+                    && keeps_end_of(&last.conversation, conversation)
+                {
+                    let closeness = Closeness::of(&last.instructions, instructions);
+                    let rank = (Fit::Compacts, closeness != Closeness::Other, 0, closeness);
+                    found.push((rank, index));
+                }
+            }
+        }
+        found
+    }
+
+    /// Keeps `conversation` as session `session`'s last, in the index of how sessions end.
+    fn keep_last(
+        &mut self,
+        session: usize,
+        conversation: Vec<Value>,
+        instructions: Value,
+        answered: bool,
+    ) {
+        self.drop_ends(session);
+        let ends = ending_users(&conversation);
+        let last = Last {
+            conversation,
+            instructions,
+            answered,
+            ends,
+        };
+        self.index_ends(session, &last);
+        let replaced = self.sessions[session].last.replace(last);
+        self.replaced = Some((session, replaced));
+    }
+
+    fn index_ends(&mut self, session: usize, last: &Last) {
+        for hash in &last.ends {
+            self.ends.entry(*hash).or_default().insert(session);
+        }
+    }
+
+    /// Takes back the request joined last (a guard refused it: it was never sent): its
+    /// session's last request is the one before it again, and a session it started is
+    /// forgotten.
+    pub fn retract(&mut self) {
+        let Some((session, replaced)) = self.replaced.take() else {
+            return;
+        };
+        match replaced {
+            Some(last) => {
+                self.drop_ends(session);
+                self.index_ends(session, &last);
+                self.sessions[session].last = Some(last);
+            }
+            None => self.forget(session),
+        }
+    }
+
+    fn drop_ends(&mut self, session: usize) {
+        let Some(last) = self
+            .sessions
+            .get(session)
+            .and_then(|open| open.last.as_ref())
+        else {
+            return;
+        };
+        for hash in &last.ends {
+            if let Some(sessions) = self.ends.get_mut(hash) {
+                sessions.remove(&session);
+                if sessions.is_empty() {
+                    self.ends.remove(hash);
+                }
+            }
         }
     }
 
@@ -405,6 +440,7 @@ impl Grouping {
     /// Forgets a session's last request: no later request joins it (the proxy's bound on
     /// memory).
     pub fn forget(&mut self, session: usize) {
+        self.drop_ends(session);
         if let Some(open) = self.sessions.get_mut(session) {
             open.last = None;
             if let Some(candidates) = self.candidates.get_mut(&open.key) {
@@ -442,135 +478,6 @@ impl Closeness {
         } else {
             Self::Other
         }
-    }
-}
-
-/// The conversation a body sends: its `messages`, its Responses `input` or its Gemini
-/// `contents` between the leading system and developer messages and the trailing ones (an
-/// instruction a supervisor ends every request with, which the next request sends after the
-/// new items again: the per-turn tail the rules read it as), without the cache markers a
-/// client moves to the newest message each turn, a content of text parts alone read as its
-/// text (the marker on the newest message is what makes a client send parts there).
-fn conversation(body: &Value) -> Vec<Value> {
-    match conversation_items(body) {
-        Some(Value::Array(items)) => {
-            let leading = items.iter().take_while(|item| is_instruction(item)).count();
-            let trailing = items[leading..]
-                .iter()
-                .rev()
-                .take_while(|item| is_instruction(item))
-                .count();
-            items[leading..items.len() - trailing]
-                .iter()
-                .map(|item| text_parts_as_text(without_cache_markers(item)))
-                .collect()
-        }
-        Some(input @ Value::String(_)) => vec![input.clone()],
-        _ => Vec::new(),
-    }
-}
-
-fn conversation_items(body: &Value) -> Option<&Value> {
-    ["messages", "input", "contents"]
-        .iter()
-        .find_map(|key| body.get(*key))
-}
-
-/// A message whose content is text parts alone (`[{"type": "text", "text": …}]`), with its
-/// content as their text.
-fn text_parts_as_text(mut item: Value) -> Value {
-    let text = item
-        .get("content")
-        .and_then(Value::as_array)
-        .and_then(|parts| {
-            parts
-                .iter()
-                .map(|part| {
-                    let part = part.as_object()?;
-                    let plain =
-                        part.len() == 2 && part.get("type").and_then(Value::as_str) == Some("text");
-                    plain.then(|| part.get("text")?.as_str()).flatten()
-                })
-                .collect::<Option<String>>()
-        });
-    if let (Some(text), Some(object)) = (text, item.as_object_mut()) {
-        object.insert("content".to_owned(), Value::String(text));
-    }
-    item
-}
-
-/// Whether `later` is `earlier` without the text it ended with: the per-turn tail a client
-/// adds to the newest message and drops the turn after (the SDK's turn tier, a reminder).
-fn tail_dropped(earlier: &Value, later: &Value) -> bool {
-    let text = |item: &Value| item.get("content")?.as_str().map(str::to_owned);
-    earlier.get("role") == later.get("role")
-        && match (text(earlier), text(later)) {
-            (Some(earlier), Some(later)) => {
-                !later.is_empty() && earlier.len() > later.len() && earlier.starts_with(&later)
-            }
-            _ => false,
-        }
-}
-
-/// The first user message and what followed it, when something did.
-fn opening_exchange(conversation: &[Value]) -> Option<&[Value]> {
-    let user = conversation.iter().position(is_user)?;
-    conversation.get(user..user + 2)
-}
-
-fn is_user(item: &Value) -> bool {
-    item.is_string() || item.get("role").and_then(Value::as_str) == Some("user")
-}
-
-fn is_instruction(item: &Value) -> bool {
-    matches!(
-        item.get("role").and_then(Value::as_str),
-        Some("system" | "developer")
-    )
-}
-
-/// What a body sends before its conversation: the system prompt or instructions (Anthropic's
-/// and Bedrock's `system`, Responses' `instructions`, Gemini's `systemInstruction`, leading
-/// system and developer messages) and the tools.
-fn instructions(body: &Value) -> Value {
-    // The leading instructions and the trailing ones (re-sent at the end of every request).
-    let leading: Vec<Value> = match conversation_items(body) {
-        Some(Value::Array(items)) => {
-            let first = items.iter().take_while(|item| is_instruction(item));
-            let rest = &items[first.clone().count()..];
-            let last = rest.iter().rev().take_while(|item| is_instruction(item));
-            first.chain(last).cloned().collect()
-        }
-        _ => Vec::new(),
-    };
-    let fields = [
-        "system",
-        "instructions",
-        "systemInstruction",
-        "system_instruction",
-        "tools",
-        "toolConfig",
-    ]
-    .map(|key| body.get(key).cloned().unwrap_or(Value::Null));
-    without_cache_markers(&Value::Array(
-        fields.into_iter().chain([Value::Array(leading)]).collect(),
-    ))
-}
-
-/// A value without `cache_control` and `prompt_cache_breakpoint` keys, at any depth.
-fn without_cache_markers(value: &Value) -> Value {
-    match value {
-        Value::Object(object) => Value::Object(
-            object
-                .iter()
-                .filter(|(key, _)| {
-                    !matches!(key.as_str(), "cache_control" | "prompt_cache_breakpoint")
-                })
-                .map(|(key, value)| (key.clone(), without_cache_markers(value)))
-                .collect(),
-        ),
-        Value::Array(items) => Value::Array(items.iter().map(without_cache_markers).collect()),
-        other => other.clone(),
     }
 }
 

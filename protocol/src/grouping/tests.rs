@@ -77,6 +77,14 @@ fn a_rewrite_keeping_the_opening_exchange_is_read_as_one() {
     // Trimmed in the middle, the opening exchange kept: the same session, a rewrite.
     let trimmed = chat("s", &[user("q"), said("a"), user("q4")]);
     assert_eq!(join(&mut grouping, &trimmed), (0, Some(Reading::Rewrite)));
+    // Under instructions rebuilt (a clock), the same conversation is the session's break.
+    assert_eq!(
+        join(
+            &mut grouping,
+            &chat("s2", &trimmed["messages"].as_array().unwrap()[1..])
+        ),
+        (0, Some(Reading::InstructionsChanged))
+    );
     // The opening sent again from the start has no exchange yet: a session of its own.
     assert_eq!(join(&mut grouping, &chat("s", &[user("q")])), (1, None));
     // Answered, the same request again is a conversation of its own (opened alike).
@@ -170,12 +178,9 @@ fn an_instruction_re_sent_at_the_end_of_every_request_is_set_aside() {
     let worker = chat("You are a researcher.", &[user("Plot the GDP.")]);
     assert_eq!(join(&mut grouping, &worker), (1, None));
     // It continues the worker's conversation too: the supervisor's own instructions
-    // decide, and the report says there was a choice.
+    // decide, no guess (the worker's are wholly other).
     let next = supervisor(&[user("Plot the GDP."), said("researcher: found it")]);
-    assert_eq!(
-        join(&mut grouping, &next),
-        (0, Some(Reading::SeveralSessions))
-    );
+    assert_eq!(join(&mut grouping, &next), (0, None));
     let after = supervisor(&[
         user("Plot the GDP."),
         said("researcher: found it"),
@@ -248,22 +253,120 @@ fn different_keys_are_different_sessions() {
     assert_eq!(grouped.parent_key.as_deref(), Some("ses_a"));
 }
 
-/// Live, nothing that follows is known: a hand-off stays in the session as its instructions
-/// changing, so the break is found at once.
+/// A summarizer without tools on a session's history is a side call of its own; the agent's
+/// compacted request (a summary, then the session's last user message) is the session's
+/// compaction, and the summarizer is confirmed another agent's.
 #[test]
-fn live_a_hand_off_is_read_as_the_session_s_instructions_changing() {
-    let mut grouping = Grouping::live();
-    join(
-        &mut grouping,
-        &chat("You are the primary assistant.", &[user("q")]),
+fn a_summary_is_a_side_call_and_the_compacted_request_the_session_s_compaction() {
+    let tools = json!([{"type": "function", "function": {
+        "name": "search", "description": "Searches the web. ".repeat(40)}}]);
+    let agent = |system: &str, conversation: &[Value]| {
+        let mut body = chat(system, conversation);
+        body["tools"] = tools.clone();
+        body
+    };
+    let mut grouping = Grouping::default();
+    let turns = [user("q1"), said("a1"), user("q2"), said("a2"), user("q3")];
+    let first = grouping.join(
+        CHAT,
+        &agent("agent", &turns[..1]),
+        &Carried::body(&json!({})),
+        true,
     );
-    let handed = chat(
-        "You are the flight assistant.",
-        &[user("q"), said("a"), user("q2")],
+    assert_eq!((first.session, first.kind), (0, RequestKind::MainTurn));
+    join(&mut grouping, &agent("agent", &turns[..3]));
+    join(&mut grouping, &agent("agent", &turns));
+    // The opening exchange kept, the last user message replaced, no tools.
+    let summary = chat(
+        "You summarize conversations.",
+        &[
+            user("q1"),
+            said("a1"),
+            user("q2"),
+            said("a2"),
+            user("Summarize the above."),
+        ],
     );
+    let side = grouping.join(CHAT, &summary, &Carried::body(&summary), true);
     assert_eq!(
-        join(&mut grouping, &handed),
-        (0, Some(Reading::InstructionsChanged))
+        (side.session, side.started, side.parent, side.kind),
+        (1, true, Some(0), RequestKind::SideCall)
+    );
+    let compacted = agent(
+        "agent\nSummary of the conversation earlier: q1, q2.",
+        &[user("q3"), said("a3"), user("q4")],
+    );
+    let joined = grouping.join(CHAT, &compacted, &Carried::body(&compacted), true);
+    assert_eq!(
+        (joined.session, joined.reading, joined.kind),
+        (0, Some(Reading::Compaction), RequestKind::Compaction)
     );
     assert!(grouping.unconfirmed().is_empty());
+    let next = agent(
+        "agent\nSummary of the conversation earlier: q1, q2.",
+        &[user("q3"), said("a3"), user("q4"), said("a4"), user("q5")],
+    );
+    assert_eq!(join(&mut grouping, &next), (0, None));
+}
+
+/// LangGraph's summary node asks the agent's own model for the summary (the conversation
+/// and one more user message), then sends the summary as a system message with the last two
+/// messages kept: a compaction of the session whose summary request is dropped.
+#[test]
+fn a_compaction_that_drops_the_summary_request_is_the_session_s() {
+    let mut grouping = Grouping::default();
+    let plain = |conversation: &[Value]| json!({"model": "m", "messages": conversation});
+    let talk = [
+        user("hi, I'm Bob"),
+        said("Hi Bob"),
+        user("I like the Celtics"),
+        said("Nice"),
+    ];
+    join(&mut grouping, &plain(&talk[..1]));
+    join(&mut grouping, &plain(&talk[..3]));
+    let mut asked = talk.to_vec();
+    asked.push(user("Create a summary of the conversation above:"));
+    assert_eq!(join(&mut grouping, &plain(&asked)), (0, None));
+    let mut compacted = vec![json!({"role": "system",
+        "content": "Summary of conversation earlier: Bob likes the Celtics."})];
+    compacted.extend_from_slice(&talk[2..]);
+    compacted.push(user("Who is their best player?"));
+    assert_eq!(
+        join(&mut grouping, &plain(&compacted)),
+        (0, Some(Reading::Compaction))
+    );
+    // A new conversation that opens with the same words is not a compaction.
+    assert_eq!(
+        join(&mut grouping, &plain(&[user("I like the Celtics")])).0,
+        1
+    );
+}
+
+/// Each request's kind: a turn that sends back tool results is a round trip, in every
+/// format's way of sending them.
+#[test]
+fn a_turn_that_sends_back_tool_results_is_a_tool_round_trip() {
+    let called = json!({"role": "assistant", "tool_calls": [{"id": "c1", "type": "function",
+        "function": {"name": "search", "arguments": "{}"}}]});
+    for result in [
+        json!({"role": "tool", "tool_call_id": "c1", "content": "found"}),
+        json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1",
+            "content": "found"}]}),
+        json!({"role": "user", "content": [{"toolResult": {"toolUseId": "c1",
+            "content": [{"text": "found"}]}}]}),
+        json!({"role": "user", "parts": [{"functionResponse": {"name": "search",
+            "response": {}}}]}),
+    ] {
+        let mut grouping = Grouping::default();
+        join(&mut grouping, &chat("s", &[user("q")]));
+        let next = chat("s", &[user("q"), called.clone(), result.clone()]);
+        let joined = grouping.join(CHAT, &next, &Carried::body(&next), true);
+        assert_eq!(joined.kind, RequestKind::ToolRoundTrip, "{result}");
+        let after = chat(
+            "s",
+            &[user("q"), called.clone(), result, said("a"), user("q2")],
+        );
+        let joined = grouping.join(CHAT, &after, &Carried::body(&after), true);
+        assert_eq!(joined.kind, RequestKind::MainTurn);
+    }
 }

@@ -7,7 +7,9 @@ use crate::{Finding, Rule, RuleInput, RuleMeta, TurnPair, declare_rule};
 declare_rule! {
     /// ## What it does
     /// Finds an earlier message that is not sent again exactly as before: edited, dropped,
-    /// truncated, whitespace- or Unicode-normalized, or with its reasoning removed.
+    /// truncated, whitespace- or Unicode-normalized, or with its reasoning removed; and a
+    /// session compacted (its history replaced by a summary, its end kept), as the grouping
+    /// of a recording reads it.
     ///
     /// ## Why is this bad?
     /// The conversation is the longest part of an agent's prompt. Rewriting message 5 of 80
@@ -41,6 +43,13 @@ impl Rule for HistoryRewrite {
     fn check(&self, input: &RuleInput<'_>) -> Option<Finding> {
         let (message, help) = match *input {
             RuleInput::TurnPair(pair) => return rewritten_history(pair),
+            RuleInput::Compaction(pair) => {
+                return Some(Finding::of_pair(
+                    pair,
+                    "the session was compacted: its history replaced by a summary",
+                    "compact rarely and in large steps so the cost is paid once, and put the summary after what stays (tools, system prompt) so that those stay cached",
+                ));
+            }
             RuleInput::TemplateBreak(found) => match found.kind {
                 TemplateBreakKind::ReasoningDropped => (
                     "the template drops the reasoning of earlier assistant turns once a new turn exists: history is rewritten every turn",

@@ -45,7 +45,11 @@ pub fn render_import(report: &ImportReport, terminal: Terminal) -> String {
             let parent = session
                 .parent
                 .map(|parent| session.grouped_by.describe_parent(parent));
-            let line: Vec<String> = grouped.into_iter().chain(parent).collect();
+            let line: Vec<String> = grouped
+                .into_iter()
+                .chain(parent)
+                .chain(session.grouped_by.tally())
+                .collect();
             if !line.is_empty() {
                 let _ = writeln!(out, "    {}", printable(&line.join("; ")));
             }
@@ -61,8 +65,10 @@ pub fn render_import(report: &ImportReport, terminal: Terminal) -> String {
             }
         }
         for placed in &recording.placements {
-            let place = match (placed.session, placed.turn) {
-                (Some(session), Some(turn)) => format!("session {session}, turn {turn}"),
+            let place = match (placed.session, placed.turn, placed.kind) {
+                (Some(session), Some(turn), Some(kind)) => {
+                    format!("session {session}, turn {turn} ({})", kind.as_str())
+                }
                 _ => "passed over".to_owned(),
             };
             let _ = writeln!(

@@ -234,6 +234,7 @@ fn session_line(session: &SessionReport) -> String {
                         .parent
                         .map(|parent| found.grouped_by.describe_parent(parent)),
                 )
+                .chain(found.grouped_by.tally())
                 .map(|part| format!("; {part}"))
                 .collect();
             format!(

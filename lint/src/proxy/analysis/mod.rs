@@ -39,7 +39,7 @@ use kvlint_core::response::parse_response;
 use kvlint_protocol::EngineName;
 use kvlint_request::diagnostic::Diagnostic;
 use kvlint_request::request::Request;
-use kvlint_sdk::{GuardSessions, Observed};
+use kvlint_sdk::{GuardSessions, Observed, Placed};
 use rustls::pki_types::CertificateDer;
 use serde_json::Value;
 
@@ -78,10 +78,8 @@ pub(super) enum ReplicaSource {
 }
 
 pub(super) struct Analysis {
-    /// The sessions kept, under their index in `grouping` ([`sessions::key`]).
+    /// The sessions kept, and which session each request belongs to.
     sessions: GuardSessions<Session>,
-    /// Which session each request belongs to.
-    grouping: kvlint_protocol::grouping::Grouping,
     predictions: Predictions,
     recorder: Recorder,
     metrics: Arc<Metrics>,
@@ -100,7 +98,6 @@ impl Analysis {
     ) -> Self {
         Self {
             sessions: sessions::kept(),
-            grouping: kvlint_protocol::grouping::Grouping::live(),
             predictions: Predictions::new(engine_probe, Arc::clone(&metrics)),
             recorder: Recorder::new(record, redact),
             metrics,
@@ -128,12 +125,23 @@ impl Analysis {
         let response_text = String::from_utf8_lossy(&exchange.response);
         let response = parse_response(&response_text);
         let usage = response.as_ref().and_then(reported_usage);
-        let index = self.session_for(exchange, &body);
-        self.check_signed_history(index, exchange, &body, (response.as_ref(), &response_text));
+        let placed = self.session_for(exchange, &body);
+        self.check_signed_history(
+            &placed,
+            exchange,
+            &body,
+            (response.as_ref(), &response_text),
+        );
         let accepted = exchange.complete && (200..300).contains(&exchange.status);
         // Recorded when `kvlint check` can read it back: a request kvlint reads.
         let (readable, avoidable) = if accepted {
-            let checked = self.check(index, exchange, &body, (response.as_ref(), usage), &replica);
+            let checked = self.check(
+                &placed,
+                exchange,
+                &body,
+                (response.as_ref(), usage),
+                &replica,
+            );
             (checked.is_some(), checked.unwrap_or(0))
         } else {
             (
@@ -143,12 +151,10 @@ impl Analysis {
         };
         if readable && self.recorder.is_on() {
             let served_by = replica.filter(|name| !name.is_empty());
-            let key = sessions::key(index);
-            self.make_room(&key);
-            if let Ok(session) = self.sessions.guard_for(&key) {
+            if let Ok(session) = self.sessions.guard_for(&placed.key) {
                 self.recorder.record(
                     &mut session.record,
-                    index,
+                    placed.joined.session,
                     &body,
                     (response, &response_text),
                     exchange,
@@ -159,8 +165,12 @@ impl Analysis {
         // Counted last: a scrape that sees the request sees all it changed.
         let model = body.get("model").and_then(Value::as_str);
         let figures = self.predictions.figures(&exchange.upstream, model);
-        self.metrics
-            .request(&exchange.upstream, usage, avoidable, figures);
+        self.metrics.request(
+            (&exchange.upstream, placed.joined.kind),
+            usage,
+            avoidable,
+            figures,
+        );
     }
 
     /// Checks an accepted turn with its session's guard, which then holds it as the session's
@@ -169,14 +179,13 @@ impl Analysis {
     /// avoidable misses); `None` when the guard cannot read the body.
     fn check(
         &mut self,
-        index: usize,
+        placed: &Placed,
         exchange: &Exchange,
         body: &Value,
         (response, usage): (Option<&Value>, Option<ReportedUsage>),
         replica: &Option<String>,
     ) -> Option<usize> {
-        let key = sessions::key(index);
-        self.make_room(&key);
+        let key = &placed.key;
         let observation = match self.sessions.observe_as(key.clone(), body.clone(), 0) {
             Ok(Observed::Checked { body, .. }) => body.outcome.clone(),
             Ok(Observed::Retry) | Err(_) => return None,
@@ -191,7 +200,7 @@ impl Analysis {
             previous,
             answer,
             ..
-        }) = self.sessions.guard_mut(&key)
+        }) = self.sessions.guard_mut(key)
         else {
             return Some(broken);
         };
@@ -201,7 +210,7 @@ impl Analysis {
         };
         let turn = Turn {
             exchange,
-            session: index,
+            session: placed.joined.session,
             number: guard.counters().turns.saturating_sub(1),
             id: self.exchanges as usize,
             body,

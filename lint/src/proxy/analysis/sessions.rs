@@ -2,9 +2,9 @@
 //! kept: the SDK's [`GuardSessions`], one guard per session, bounded so that memory stays
 //! flat however many sessions pass.
 
-use kvlint_protocol::key::Carried;
 use kvlint_sdk::{
-    Guard, GuardError, GuardMode, GuardSessions, Observation, Renderer, SessionGuard, SessionLimits,
+    Guard, GuardError, GuardMode, GuardSessions, Observation, Placed, Renderer, SessionGuard,
+    SessionLimits,
 };
 use serde_json::Value;
 
@@ -79,43 +79,16 @@ pub(super) fn kept() -> GuardSessions<Session> {
     )
 }
 
-/// The key session `index` (of the grouping) is kept under.
-pub(super) fn key(index: usize) -> String {
-    index.to_string()
-}
-
 impl Analysis {
-    /// The session a request belongs to, as a recording's requests are grouped
-    /// ([`kvlint_protocol::grouping`]): the agent's session id and the other session keys
+    /// The session a request belongs to, as a recording's requests are grouped (through the
+    /// sessions' [`GuardSessions::place`]): the agent's session id and the other session keys
     /// first ([`kvlint_protocol::key::SESSION_KEY`]), then which session's conversation it
     /// continues.
-    pub(super) fn session_for(&mut self, exchange: &Exchange, body: &Value) -> usize {
+    pub(super) fn session_for(&mut self, exchange: &Exchange, body: &Value) -> Placed {
         let headers = crate::proxy::forward::header_pairs(&exchange.request_headers);
-        let carried = Carried {
-            body: Some(body),
-            headers: &headers,
-            trace_conversation: None,
-        };
         // Answered: a 2xx, whole. The same body sent again after anything else is its retry.
         let answered = exchange.complete && (200..300).contains(&exchange.status);
-        self.grouping
-            .join(&exchange.path, body, &carried, answered)
-            .session
-    }
-
-    /// Before session `key` is kept: when as many sessions are kept as allowed, the one the
-    /// sessions drop for it (the least recently used) is forgotten by the grouping too, so
-    /// that its next request starts a new session.
-    pub(super) fn make_room(&mut self, key: &str) {
-        if self.sessions.contains(key) || self.sessions.len() < self.sessions.limits().sessions {
-            return;
-        }
-        if let Some(index) = self
-            .sessions
-            .least_recently_used()
-            .and_then(|oldest| oldest.parse().ok())
-        {
-            self.grouping.forget(index);
-        }
+        self.sessions
+            .place(&exchange.path, body, &headers, answered)
     }
 }

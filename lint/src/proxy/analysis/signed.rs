@@ -16,10 +16,10 @@ use kvlint_protocol::thinking::{ThinkingModel, is_thinking_block};
 use kvlint_render::render::Renderer;
 use kvlint_request::request::Request;
 use kvlint_rules::thinking::{Account, ThinkingOutcome, replayed_reasoning, replayed_thinking};
+use kvlint_sdk::Placed;
 use serde_json::Value;
 
 use super::Analysis;
-use super::sessions::key;
 use crate::proxy::Exchange;
 
 /// What happened to a returned item on its way back.
@@ -199,12 +199,13 @@ impl Analysis {
     /// with it, counted (and a change said on stderr).
     pub(super) fn check_signed_history(
         &self,
-        index: usize,
+        placed: &Placed,
         exchange: &Exchange,
         body: &Value,
         (response, response_text): (Option<&Value>, &str),
     ) {
-        let Some(session) = self.sessions.guard(&key(index)) else {
+        let index = placed.joined.session;
+        let Some(session) = self.sessions.guard(&placed.key) else {
             return;
         };
         let Some(previous) = session.guard.last_accepted() else {

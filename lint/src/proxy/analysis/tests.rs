@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use hyper::header::HeaderMap;
 use serde_json::json;
 
-use super::sessions::{LIVE_SESSIONS, key};
+use super::sessions::LIVE_SESSIONS;
 use super::*;
 
 /// An analysis of traffic to a hosted API (no engine to ask for tokens).
@@ -22,6 +22,11 @@ fn hosted_analysis(record: Option<PathBuf>) -> Analysis {
 }
 
 const UPSTREAM: &str = "https://api.openai.com";
+
+/// The key the sessions keep session `index` of the grouping under (no session key).
+fn key(index: usize) -> String {
+    format!("#{index}")
+}
 
 fn first_turn(session: usize) -> Exchange {
     let body = json!({"model": "m", "messages": [
@@ -55,7 +60,7 @@ fn memory_stays_bounded_however_many_sessions_pass() {
     // The most recent ones are kept, the oldest forgotten.
     assert_eq!(analysis.sessions.len(), LIVE_SESSIONS);
     assert!(!analysis.sessions.contains(&key(99)));
-    assert_eq!(analysis.sessions.least_recently_used(), Some("100"));
+    assert_eq!(analysis.sessions.least_recently_used(), Some("#100"));
     // A request looks among the sessions still kept only: the next turn of a forgotten
     // session starts a new one, a kept session's joins it.
     let next_turn = |session: usize| {

@@ -14,6 +14,7 @@ use crate::common;
 
 use common::{get, metric, proxy_to};
 
+mod agents;
 mod fleet;
 mod signed;
 mod upstream;

@@ -4,6 +4,8 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
+use kvlint_protocol::grouping::{Grouping, Joined};
+use kvlint_protocol::key::Carried;
 use serde_json::Value;
 
 /// What [`GuardSessions`] needs of a session's guard. [`crate::Guard`] is one; a language
@@ -79,6 +81,14 @@ struct Session<G> {
     used: u64,
 }
 
+/// Where [`GuardSessions::place`] put a body: the key its session's guard is kept under, and
+/// the grouping's reading of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Placed {
+    pub key: String,
+    pub joined: Joined,
+}
+
 /// Where a session's guard comes from.
 enum Guards<G: SessionGuard> {
     /// One guard for every request: an application that runs one session per client.
@@ -87,8 +97,13 @@ enum Guards<G: SessionGuard> {
     PerSession(Box<dyn FnMut() -> Result<G, G::Error> + Send + Sync>),
 }
 
-/// One [`SessionGuard`] per session key ([`kvlint_protocol::key::session_key_of`]: a per-user
-/// or per-session id the body carries, else its prefix key), bounded by [`SessionLimits`].
+/// One [`SessionGuard`] per session, bounded by [`SessionLimits`]. A body's session is found
+/// as a recording's requests are grouped ([`kvlint_protocol::grouping`]): by the session key
+/// it carries ([`kvlint_protocol::key::session_key_of`]: a per-user or per-session id, else its
+/// prefix key), then by the conversation it continues, so that two users of one agent whose
+/// bodies carry no id (or only the prefix key every session shares) are two sessions. A
+/// session is kept under its key; a second conversation under one key under the key and its
+/// number in the grouping (`key#3`); a session without a key under that number alone (`#3`).
 ///
 /// For each body: a retry (the client's attempt number above 0) of a body the session's
 /// guard refused is refused again, and of any other body is not observed again; a body that
@@ -134,6 +149,11 @@ pub struct GuardSessions<G: SessionGuard> {
     recency: BTreeMap<u64, String>,
     clock: u64,
     observed: VecDeque<ObservedBody<G::Outcome>>,
+    /// Which session a body belongs to.
+    grouping: Grouping,
+    /// The grouping's sessions named so far, by name, and the names by session.
+    named: HashMap<String, usize>,
+    names: HashMap<usize, String>,
 }
 
 impl<G: SessionGuard> GuardSessions<G> {
@@ -163,19 +183,106 @@ impl<G: SessionGuard> GuardSessions<G> {
             recency: BTreeMap::new(),
             clock: 0,
             observed: VecDeque::new(),
+            grouping: Grouping::default(),
+            named: HashMap::new(),
+            names: HashMap::new(),
         }
     }
 
     /// Observes `body`, sent with `headers` (name, value) as the client's attempt `retry`
-    /// (0 the first), with its session's guard. A refusal is the guard's error.
+    /// (0 the first), with its session's guard ([`GuardSessions::place`]). A refusal is the
+    /// guard's error.
     pub fn observe(
         &mut self,
         body: Value,
         headers: &[(String, String)],
         retry: u32,
     ) -> Result<Observed<'_, G::Outcome>, G::Error> {
-        let key = kvlint_protocol::key::session_key_of(&body, headers);
-        self.observe_as(key, body, retry)
+        if retry > 0 {
+            // Sent again by the client: refused again when its session's guard refused it.
+            return match self.refused.values().find(|(refused, _)| *refused == body) {
+                Some((_, error)) => Err(error.clone()),
+                None => Ok(Observed::Retry),
+            };
+        }
+        let headers: Vec<(&str, &str)> = headers
+            .iter()
+            .map(|(name, value)| (name.as_str(), value.as_str()))
+            .collect();
+        let placed = self.place("", &body, &headers, true);
+        match self.check(placed.key.clone(), body) {
+            Ok(warn) => Ok(self.last_observed(warn)),
+            Err(refused) => {
+                self.retract(&placed);
+                Err(refused)
+            }
+        }
+    }
+
+    /// Takes back the body placed last ([`GuardSessions::place`]), refused: it was never
+    /// sent, so its session's last request is the one before it again.
+    pub fn retract(&mut self, placed: &Placed) {
+        self.grouping.retract();
+        if placed.joined.started {
+            self.forget_name(&placed.key);
+        }
+    }
+
+    /// The session `body`, sent to `endpoint` (a path or a URL; `""` when the bodies alone are
+    /// seen) with `headers`, belongs to, through the one grouping; `answered`: whether it got
+    /// an answer (the same body sent again after none is its retry).
+    pub fn place(
+        &mut self,
+        endpoint: &str,
+        body: &Value,
+        headers: &[(&str, &str)],
+        answered: bool,
+    ) -> Placed {
+        let carried = Carried {
+            body: Some(body),
+            headers,
+            trace_conversation: None,
+        };
+        let joined = self.grouping.join(endpoint, body, &carried, answered);
+        let key = match self.names.get(&joined.session) {
+            Some(name) => name.clone(),
+            None => {
+                let name = match carried.session_key() {
+                    Some(key) if !self.named.contains_key(&key) => key,
+                    key => format!("{}#{}", key.unwrap_or_default(), joined.session),
+                };
+                self.forget_unkept();
+                self.named.insert(name.clone(), joined.session);
+                self.names.insert(joined.session, name.clone());
+                name
+            }
+        };
+        Placed { key, joined }
+    }
+
+    /// Past twice as many names as sessions kept, forgets the grouping's sessions that have
+    /// no guard kept (placed, never observed): memory stays flat.
+    fn forget_unkept(&mut self) {
+        if self.names.len() < self.limits.sessions.saturating_mul(2) {
+            return;
+        }
+        let unkept: Vec<String> = self
+            .named
+            .keys()
+            .filter(|name| !self.sessions.contains_key(*name))
+            .cloned()
+            .collect();
+        for name in unkept {
+            self.forget_name(&name);
+        }
+    }
+
+    /// Forgets the grouping's session named `name`: its next body starts a new session.
+    fn forget_name(&mut self, name: &str) {
+        if let Some(session) = self.named.remove(name) {
+            self.names.remove(&session);
+            self.grouping.forget(session);
+        }
     }
 
     /// [`GuardSessions::observe`] with the session key given.
@@ -191,6 +298,13 @@ impl<G: SessionGuard> GuardSessions<G> {
                 _ => Ok(Observed::Retry),
             };
         }
+        let warn = self.check(key, body)?;
+        Ok(self.last_observed(warn))
+    }
+
+    /// Checks `body` with session `key`'s guard and keeps it among the latest: whether to
+    /// warn.
+    fn check(&mut self, key: String, body: Value) -> Result<bool, G::Error> {
         let opens = kvlint_protocol::key::opens_conversation(&body);
         let guard = self.guard_for(&key)?;
         if opens && !guard.is_break_expected() {
@@ -211,9 +325,13 @@ impl<G: SessionGuard> GuardSessions<G> {
         while self.observed.len() > self.limits.bodies {
             self.observed.pop_front();
         }
-        // At least one body is kept: the one just observed is the last.
+        Ok(warn)
+    }
+
+    /// The body just observed (at least one is kept: it is the last).
+    fn last_observed(&self, warn: bool) -> Observed<'_, G::Outcome> {
         let body = &self.observed[self.observed.len() - 1];
-        Ok(Observed::Checked { body, warn })
+        Observed::Checked { body, warn }
     }
 
     /// Shows the guard of the session `body` (sent with `headers`) belongs to the API's
@@ -225,7 +343,16 @@ impl<G: SessionGuard> GuardSessions<G> {
         headers: &[(String, String)],
         response: &Value,
     ) -> bool {
-        let key = kvlint_protocol::key::session_key_of(body, headers);
+        // The session that observed the body last; a body it never observed, by its key.
+        let key = self
+            .observed
+            .iter()
+            .rev()
+            .find(|observed| observed.body == *body)
+            .map_or_else(
+                || kvlint_protocol::key::session_key_of(body, headers),
+                |observed| observed.key.clone(),
+            );
         self.guard_mut(&key)
             .is_some_and(|guard| guard.observe_response(response))
     }
@@ -240,6 +367,7 @@ impl<G: SessionGuard> GuardSessions<G> {
                 };
                 self.sessions.remove(&oldest);
                 self.refused.remove(&oldest);
+                self.forget_name(&oldest);
             }
         }
         self.clock += 1;
@@ -344,114 +472,4 @@ impl SessionGuard for crate::Guard {
 }
 
 #[cfg(all(test, feature = "guard"))]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-
-    use std::sync::Arc;
-
-    use serde_json::json;
-
-    use super::*;
-    use crate::{Guard, GuardMode, Renderer};
-
-    fn sessions(mode: GuardMode, limits: SessionLimits) -> GuardSessions<Guard> {
-        GuardSessions::per_session(move || Ok(Guard::new(Renderer::provider(), mode)), limits)
-    }
-
-    /// A turn of `user`'s session: a system prompt holding `stamp`, then `turns` exchanges.
-    fn turn(user: &str, stamp: &str, turns: usize) -> Value {
-        let mut messages = vec![json!({"role": "system", "content": format!("Run {stamp}.")})];
-        for index in 0..turns {
-            if index > 0 {
-                messages.push(json!({"role": "assistant", "content": format!("Answer {index}")}));
-            }
-            messages.push(json!({"role": "user", "content": format!("Question {index}")}));
-        }
-        json!({"model": "m", "user": user, "messages": messages})
-    }
-
-    fn warned(observed: Result<Observed<'_, crate::Observation>, Arc<crate::GuardError>>) -> bool {
-        matches!(observed, Ok(Observed::Checked { warn: true, .. }))
-    }
-
-    #[test]
-    fn the_least_recently_used_session_is_dropped_and_starts_over() {
-        let limits = SessionLimits {
-            sessions: 2,
-            bodies: 3,
-        };
-        let mut sessions = sessions(GuardMode::Warn, limits);
-        for user in ["a", "b"] {
-            sessions.observe(turn(user, "1", 2), &[], 0).unwrap();
-        }
-        // `a` is used again, so `b` is the least recently used when `c` comes.
-        assert!(!warned(sessions.observe(turn("a", "1", 3), &[], 0)));
-        sessions.observe(turn("c", "1", 2), &[], 0).unwrap();
-        assert_eq!(sessions.len(), 2);
-        assert!(sessions.guard("b").is_none());
-        assert!(!sessions.contains("b") && sessions.contains("c"));
-        assert_eq!(sessions.least_recently_used(), Some("a"));
-        let kept: Vec<&str> = sessions.guards().map(|(key, _)| key).collect();
-        assert_eq!(kept, ["a", "c"]);
-        // `b`'s next body has nothing to be compared with: no break, though its stamp moved.
-        assert!(!warned(sessions.observe(turn("b", "2", 3), &[], 0)));
-        // `a`, kept, is compared: its stamp moved.
-        assert!(sessions.guard("a").is_none());
-        sessions.observe(turn("a", "1", 3), &[], 0).unwrap();
-        assert!(warned(sessions.observe(turn("a", "2", 4), &[], 0)));
-        // The latest bodies only.
-        let observed: Vec<&str> = sessions.observed().map(|body| body.key.as_str()).collect();
-        assert_eq!(observed, ["b", "a", "a"]);
-    }
-
-    #[test]
-    fn a_retry_of_a_refused_body_is_refused_again_and_of_an_accepted_one_not_observed() {
-        let mut sessions = sessions(GuardMode::Error, SessionLimits::default());
-        sessions.observe(turn("a", "1", 2), &[], 0).unwrap();
-        let refused = turn("a", "2", 3);
-        let first = sessions.observe(refused.clone(), &[], 0).unwrap_err();
-        let again = sessions.observe(refused.clone(), &[], 1).unwrap_err();
-        assert!(Arc::ptr_eq(&first, &again));
-        let counters = sessions.guard("a").unwrap().counters().clone();
-        assert_eq!((counters.turns, counters.refused_turns), (2, 1));
-        // Another body on a retry: not observed.
-        let other = sessions.observe(turn("a", "1", 3), &[], 2).unwrap();
-        assert!(matches!(other, Observed::Retry));
-        assert_eq!(sessions.guard("a").unwrap().counters().turns, 2);
-        // Accepted after the refusal: a retry of the refused body is no longer refused.
-        sessions.observe(turn("a", "1", 3), &[], 0).unwrap();
-        assert!(matches!(
-            sessions.observe(refused, &[], 1).unwrap(),
-            Observed::Retry
-        ));
-    }
-
-    #[test]
-    fn a_body_that_opens_a_conversation_starts_over_unless_a_break_was_announced() {
-        let mut sessions = sessions(GuardMode::Warn, SessionLimits::default());
-        sessions.observe(turn("a", "1", 3), &[], 0).unwrap();
-        // A new conversation under the same key: not a rewrite of the last.
-        assert!(!warned(sessions.observe(turn("a", "2", 1), &[], 0)));
-        assert_eq!(sessions.guard("a").unwrap().counters().expected_breaks, 0);
-        // Announced (a compaction down to one message): the same session's break, no warning.
-        sessions.observe(turn("a", "2", 3), &[], 0).unwrap();
-        sessions.guard_mut("a").unwrap().expect_break();
-        assert!(!warned(sessions.observe(turn("a", "3", 1), &[], 0)));
-        assert_eq!(sessions.guard("a").unwrap().counters().expected_breaks, 1);
-    }
-
-    #[test]
-    fn one_guard_serves_every_session_and_the_bounds_hold() {
-        let guard = Guard::new(Renderer::provider(), GuardMode::Warn);
-        let limits = SessionLimits {
-            sessions: 1,
-            bodies: 1,
-        };
-        let mut sessions = GuardSessions::single(guard, limits);
-        sessions.observe(turn("a", "1", 2), &[], 0).unwrap();
-        sessions.observe(turn("b", "1", 3), &[], 0).unwrap();
-        assert_eq!(sessions.len(), 1);
-        assert_eq!(sessions.observed().len(), 1);
-        assert_eq!(sessions.guard("anyone").unwrap().counters().turns, 2);
-    }
-}
+mod tests;
