@@ -269,8 +269,8 @@ fn explain_says_where_each_interaction_went_and_why() {
 /// conversations, a writer/critic loop, a supervisor ending every request with its routing
 /// instruction and its workers, a summarizing memory. The truth (`EXPECTED.json`: each
 /// session's exact requests, its parent, its retries, each request's kind) was written as the
-/// files were built, not read off kvlint. `check` finds every session whole, with no break but
-/// the compaction, reported as the history rewrite it is.
+/// files were built, not read off kvlint. `check` finds every session whole (`workload` the
+/// same sessions), with no break but the compaction, reported as the history rewrite it is.
 #[test]
 fn each_multi_agent_pattern_is_grouped_as_its_app_made_it() {
     let agents = recordings().join("agents");
@@ -304,6 +304,9 @@ fn each_multi_agent_pattern_is_grouped_as_its_app_made_it() {
             })
             .collect();
         assert_eq!(found, wanted, "{file}");
+        // `workload` reads the same sessions.
+        let (_, workload) = json_of("workload", &[agents.join(file)]);
+        assert_eq!(workload["sessions"], wanted.len(), "{file}");
         // Each request's kind, in the recording's order.
         let mut kinds = vec![Value::Null; truth["kinds"].as_array().unwrap().len()];
         for session in sessions {

@@ -157,38 +157,6 @@ pub(super) fn keeps_end_of(earlier: &[Value], conversation: &[Value]) -> bool {
     })
 }
 
-/// Items from the end of a conversation among which a compaction's kept end starts.
-const KEPT_END: usize = 4;
-
-/// The hashes of the user messages a compaction of `conversation` may keep first: those
-/// among its last items.
-pub(super) fn ending_users(conversation: &[Value]) -> Vec<u64> {
-    let start = conversation.len().saturating_sub(KEPT_END);
-    conversation[start..]
-        .iter()
-        .filter(|item| is_user(item))
-        .map(item_hash)
-        .collect()
-}
-
-/// The hashes of the user messages a compacted conversation may start with (after at most
-/// one new item).
-pub(super) fn opening_users(conversation: &[Value]) -> Vec<u64> {
-    conversation
-        .iter()
-        .take(2)
-        .filter(|item| is_user(item))
-        .map(item_hash)
-        .collect()
-}
-
-fn item_hash(item: &Value) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut hasher = std::hash::DefaultHasher::new();
-    item.to_string().hash(&mut hasher);
-    hasher.finish()
-}
-
 /// Whether the items a turn appends send back tool results and no message of a user's.
 pub(super) fn returns_tool_results(appended: &[Value]) -> bool {
     appended.iter().any(is_tool_result)

@@ -37,7 +37,14 @@
 //! as that session's break. Live traffic cannot wait for what follows: there a session handed
 //! under wholly new instructions stays another agent's. A session key (a session header,
 //! `prompt_cache_key`, `metadata.user_id`) keeps a request in its key's session whatever its
-//! instructions.
+//! instructions; a session keeps what each of its agents last sent, so that a worker's request
+//! under the supervisor's key never replaces the supervisor's, whose next request continues
+//! its own.
+//!
+//! The grouping reads the whole recording in one pass and stays linear: a request is compared
+//! only with the sessions its conversation could join, found by hash (`index.rs`: how a
+//! conversation opens, what its one message is without a per-turn tail, the user messages it
+//! ends with), however many sessions were seen before.
 //!
 //! Where two readings were possible the choice is kept as a [`Reading`] of the turn: a turn
 //! that continued its session with other instructions (not another agent), a rewrite or a
@@ -46,42 +53,45 @@
 //! request's [`RequestKind`] says what it was: a main turn, a tool round trip, a retry, a
 //! side call, a sub-agent's first request, a compaction.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 use serde_json::Value;
 
 use crate::key::Carried;
 
 mod conversation;
+mod index;
 mod report;
 
 use conversation::{
-    conversation, ending_users, instructions, keeps_end_of, offers_tools, opening_exchange,
-    opening_users, returns_tool_results, tail_dropped,
+    conversation, instructions, keeps_end_of, offers_tools, opening_exchange, returns_tool_results,
+    tail_dropped,
 };
+use index::{Entries, Index};
 pub use report::{GroupedBy, Reading, RequestKind, TurnReading};
 
 /// The sessions seen so far, each with its last request's conversation.
 #[derive(Clone, Debug, Default)]
 pub struct Grouping {
     sessions: Vec<Open>,
-    /// Per key, the sessions not forgotten, in the order first seen: a request is compared
-    /// with these alone, however many sessions were seen before.
-    candidates: HashMap<Key, Vec<usize>>,
-    /// The sessions not forgotten by the user messages their conversation ends with
-    /// ([`conversation::ending_users`]): where a compacted conversation finds the session
-    /// whose end it kept without comparing it with every session.
-    ends: HashMap<u64, BTreeSet<usize>>,
-    /// The session the last request joined and the request it replaced as that session's
-    /// last (`None`: it started the session), for [`Grouping::retract`].
-    replaced: Option<(usize, Option<Last>)>,
+    /// The sessions not forgotten, by how their last conversation opens, by what its one
+    /// message would be without a per-turn tail, and by the user messages it ends with
+    /// ([`index`]): a request is compared with those it may join alone, however many
+    /// sessions were seen before.
+    openings: Index,
+    tails: Index,
+    ends: Index,
+    /// The session the last request joined and how to take it back ([`Grouping::retract`]).
+    replaced: Option<(usize, Undo)>,
 }
 
 #[derive(Clone, Debug)]
 struct Open {
     key: Key,
-    /// `None` once forgotten: no later request joins it.
-    last: Option<Last>,
+    /// What each of its agents (its instructions, or instructions alike) last sent, in the
+    /// order they first did, [`AGENTS`] at most: one agent's request never replaces another's.
+    /// None once forgotten: no later request joins it.
+    agents: Vec<Last>,
     /// The session whose history its first request carried under other instructions, until
     /// that session's own agent continues (then `None`: another agent's, confirmed).
     branch_of: Option<usize>,
@@ -93,8 +103,67 @@ struct Last {
     instructions: Value,
     /// Whether it got an answer: a request sent again after one that did not is its retry.
     answered: bool,
-    /// Its entries in [`Grouping::ends`].
-    ends: Vec<u64>,
+    /// Its entries in the indexes.
+    entries: Entries,
+}
+
+impl Last {
+    fn new(key_hash: u64, conversation: Vec<Value>, instructions: Value, answered: bool) -> Self {
+        Self {
+            entries: Entries::of(key_hash, &conversation),
+            conversation,
+            instructions,
+            answered,
+        }
+    }
+}
+
+/// How a request (its `conversation`, its opening `exchange`, its `instructions`) goes on from
+/// what an agent last sent, ranked; `None` when it does not.
+fn fit(
+    last: &Last,
+    conversation: &[Value],
+    exchange: Option<&[Value]>,
+    instructions: &Value,
+) -> Option<Rank> {
+    let shared = crate::common_prefix_len(&last.conversation, conversation);
+    let continues = conversation.len() > last.conversation.len()
+        && (shared == last.conversation.len()
+            || shared + 1 == last.conversation.len()
+                && tail_dropped(&last.conversation[shared], &conversation[shared]));
+    let same = shared == last.conversation.len() && shared == conversation.len();
+    let fit = if continues {
+        Fit::Continues
+    } else if same && !conversation.is_empty() && last.instructions != *instructions {
+        Fit::Repeats
+    } else if !same && exchange.is_some() && exchange == opening_exchange(&last.conversation) {
+        Fit::Rewrites
+    } else {
+        return None;
+    };
+    // Only for a candidate it joins: comparing instructions that differ writes both out.
+    let closeness = Closeness::of(&last.instructions, instructions);
+    let same_agent = closeness != Closeness::Other;
+    // An opening message alone, sent again under instructions alike, is another conversation
+    // opened alike; under wholly other ones, another agent handed it.
+    if fit == Fit::Repeats && exchange.is_none() && same_agent {
+        return None;
+    }
+    Some((fit, same_agent, shared, closeness))
+}
+
+/// Agents of one session whose last requests are kept (a session key shared by a supervisor
+/// and its workers); past this many, the one that sent first is forgotten.
+const AGENTS: usize = 4;
+
+/// How a session's agents were before the last request joined it.
+#[derive(Clone, Debug)]
+enum Undo {
+    /// It replaced what agent `at` last sent.
+    Replaced { at: usize, previous: Last },
+    /// It was another agent's first (the session's, when it started it), the oldest agent
+    /// dropped for it.
+    Added { dropped: Option<Last> },
 }
 
 /// What sessions are told apart by before their conversations are compared: the endpoint,
@@ -137,6 +206,10 @@ enum Fit {
 /// alike the instructions are.
 type Rank = (Fit, bool, usize, Closeness);
 
+/// A session a request may join: its rank, the session, and the agent of the session whose
+/// last request it was compared with.
+type Candidate = (Rank, usize, usize);
+
 impl Grouping {
     /// The session `body`, sent to `endpoint` (a path or a URL) with what `carried` holds,
     /// belongs to; `answered`: whether it got an answer (not an error, not cut short), which
@@ -155,9 +228,10 @@ impl Grouping {
             session_key: carried.session_key(),
         };
         let instructions = instructions(body);
+        let key_hash = index::key_hash(&key);
         self.replaced = None;
-        if let Some(session) = self.retried(&key, &conversation, &instructions) {
-            if let Some(last) = &mut self.sessions[session].last {
+        if let Some((session, agent)) = self.retried(&key, key_hash, &conversation, &instructions) {
+            if let Some(last) = self.sessions[session].agents.get_mut(agent) {
                 last.answered = answered;
             }
             return Joined {
@@ -168,19 +242,21 @@ impl Grouping {
                 kind: RequestKind::Retry,
             };
         }
-        let mut ranked = self.continued(&key, &conversation, &instructions);
+        let mut ranked = self.continued(&key, key_hash, &conversation, &instructions);
         if ranked.is_empty() {
-            ranked = self.compacted(&key, &conversation, &instructions);
+            ranked = self.compacted(&key, key_hash, &conversation, &instructions);
         }
         // The best first; of equals, the earliest (parallel requests answered in order).
-        ranked.sort_by_key(|(rank, index)| (std::cmp::Reverse(*rank), *index));
+        ranked.sort_by_key(|(rank, index, _)| (std::cmp::Reverse(*rank), *index));
         let best = ranked.first().copied();
         // Another agent handed the session's history: a session of its own, linked.
-        let handed = best.filter(|((fit, same_agent, ..), _)| {
+        let handed = best.filter(|((fit, same_agent, ..), ..)| {
             *fit != Fit::Compacts && !*same_agent && key.session_key.is_none()
         });
-        let Some(((fit, _, shared, closeness), session)) = best.filter(|_| handed.is_none()) else {
-            let parent = handed.map(|(_, parent)| parent);
+        let Some(((fit, same_agent, shared, closeness), session, agent)) =
+            best.filter(|_| handed.is_none())
+        else {
+            let parent = handed.map(|(_, parent, _)| parent);
             // Handed the history with tools, another agent; without, a side call (until its
             // session goes on: [`RequestKind::SideCall`]).
             let kind = match handed {
@@ -190,20 +266,17 @@ impl Grouping {
                 None => RequestKind::MainTurn,
             };
             let session = self.sessions.len();
-            self.candidates
-                .entry(key.clone())
-                .or_default()
-                .push(session);
             // Handed a conversation, it may be the same agent's until its parent goes on; handed
             // an opening message alone, it is linked, never folded back.
             let handed_conversation =
-                handed.is_some_and(|((fit, ..), _)| fit != Fit::Repeats || conversation.len() > 1);
+                handed.is_some_and(|((fit, ..), ..)| fit != Fit::Repeats || conversation.len() > 1);
             self.sessions.push(Open {
                 key,
-                last: None,
+                agents: Vec::new(),
                 branch_of: parent.filter(|_| handed_conversation),
             });
-            self.keep_last(session, conversation, instructions, answered);
+            let last = Last::new(key_hash, conversation, instructions, answered);
+            self.keep_last(session, None, last);
             return Joined {
                 session,
                 started: true,
@@ -223,7 +296,7 @@ impl Grouping {
         // A guess only between sessions that could each be this agent's.
         let alike = ranked
             .iter()
-            .filter(|((other_fit, same_agent, other_shared, _), _)| {
+            .filter(|((other_fit, same_agent, other_shared, _), ..)| {
                 *same_agent && (*other_fit, *other_shared) == (fit, shared)
             })
             .count();
@@ -240,8 +313,8 @@ impl Grouping {
                     None
                 };
                 let before = self.sessions[session]
-                    .last
-                    .as_ref()
+                    .agents
+                    .get(agent)
                     .map_or(0, |last| last.conversation.len());
                 let appended = conversation.get(before..).unwrap_or_default();
                 let kind = if returns_tool_results(appended) {
@@ -252,7 +325,10 @@ impl Grouping {
                 (reading, kind)
             }
         };
-        self.keep_last(session, conversation, instructions, answered);
+        // The same agent's request replaces its last; another's (under the session's key) is
+        // kept beside it.
+        let last = Last::new(key_hash, conversation, instructions, answered);
+        self.keep_last(session, same_agent.then_some(agent), last);
         Joined {
             session,
             started: false,
@@ -267,44 +343,41 @@ impl Grouping {
     fn continued(
         &self,
         key: &Key,
+        key_hash: u64,
         conversation: &[Value],
         instructions: &Value,
-    ) -> Vec<(Rank, usize)> {
+    ) -> Vec<Candidate> {
         let exchange = opening_exchange(conversation);
-        self.candidates
-            .get(key)
+        // Those that open alike, those that have no conversation yet, and a one-message
+        // conversation this one's first message is without its per-turn tail.
+        let mut candidates: BTreeSet<usize> = self
+            .openings
+            .get(index::opening(key_hash, conversation))
+            .chain(self.openings.get(index::opening(key_hash, &[])))
+            .collect();
+        if conversation.len() > 1
+            && let Some(kept) = index::kept(key_hash, conversation)
+        {
+            candidates.extend(self.tails.get(kept));
+        }
+        candidates
             .into_iter()
-            .flatten()
-            .filter_map(|&index| {
-                let last = self.sessions[index].last.as_ref()?;
-                let shared = crate::common_prefix_len(&last.conversation, conversation);
-                let continues = conversation.len() > last.conversation.len()
-                    && (shared == last.conversation.len()
-                        || shared + 1 == last.conversation.len()
-                            && tail_dropped(&last.conversation[shared], &conversation[shared]));
-                let same = shared == last.conversation.len() && shared == conversation.len();
-                let fit = if continues {
-                    Fit::Continues
-                } else if same && !conversation.is_empty() && last.instructions != *instructions {
-                    Fit::Repeats
-                } else if !same
-                    && exchange.is_some()
-                    && exchange == opening_exchange(&last.conversation)
-                {
-                    Fit::Rewrites
-                } else {
-                    return None;
-                };
-                // Only for a candidate it joins: comparing instructions that differ writes
-                // both out, and a log without session keys has thousands of candidates.
-                let closeness = Closeness::of(&last.instructions, instructions);
-                let same_agent = closeness != Closeness::Other;
-                // An opening message alone, sent again under instructions alike, is another
-                // conversation opened alike; under wholly other ones, another agent handed it.
-                if fit == Fit::Repeats && exchange.is_none() && same_agent {
+            .filter_map(|index| {
+                let open = &self.sessions[index];
+                if open.key != *key {
                     return None;
                 }
-                Some(((fit, same_agent, shared, closeness), index))
+                open.agents
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(agent, last)| {
+                        Some((
+                            fit(last, conversation, exchange, instructions)?,
+                            index,
+                            agent,
+                        ))
+                    })
+                    .max_by_key(|(rank, ..)| *rank)
             })
             .collect()
     }
@@ -314,95 +387,94 @@ impl Grouping {
     fn compacted(
         &self,
         key: &Key,
+        key_hash: u64,
         conversation: &[Value],
         instructions: &Value,
-    ) -> Vec<(Rank, usize)> {
+    ) -> Vec<Candidate> {
         // The latest sessions that end alike: enough for any compaction, few however many
         // sessions end with the same message.
         const LATEST: usize = 64;
-        let mut found: Vec<(Rank, usize)> = Vec::new();
-        for hash in opening_users(conversation) {
-            for &index in self
-                .ends
-                .get(&hash)
-                .into_iter()
-                .flatten()
-                .rev()
-                .take(LATEST)
-            {
+        let mut found: Vec<Candidate> = Vec::new();
+        for hash in index::opening_users(key_hash, conversation) {
+            for index in self.ends.get(hash).rev().take(LATEST) {
                 let open = &self.sessions[index];
-                let Some(last) = open.last.as_ref().filter(|_| open.key == *key) else {
+                if open.key != *key || found.iter().any(|(_, seen, _)| *seen == index) {
                     continue;
-                };
-                if found.iter().all(|(_, seen)| *seen != index)
-                    && keeps_end_of(&last.conversation, conversation)
-                {
-                    let closeness = Closeness::of(&last.instructions, instructions);
-                    let rank = (Fit::Compacts, closeness != Closeness::Other, 0, closeness);
-                    found.push((rank, index));
+                }
+                for (agent, last) in open.agents.iter().enumerate() {
+                    if keeps_end_of(&last.conversation, conversation) {
+                        let closeness = Closeness::of(&last.instructions, instructions);
+                        let rank = (Fit::Compacts, closeness != Closeness::Other, 0, closeness);
+                        found.push((rank, index, agent));
+                        break;
+                    }
                 }
             }
         }
         found
     }
 
-    /// Keeps `conversation` as session `session`'s last, in the index of how sessions end.
-    fn keep_last(
-        &mut self,
-        session: usize,
-        conversation: Vec<Value>,
-        instructions: Value,
-        answered: bool,
-    ) {
-        self.drop_ends(session);
-        let ends = ending_users(&conversation);
-        let last = Last {
-            conversation,
-            instructions,
-            answered,
-            ends,
-        };
-        self.index_ends(session, &last);
-        let replaced = self.sessions[session].last.replace(last);
-        self.replaced = Some((session, replaced));
-    }
-
-    fn index_ends(&mut self, session: usize, last: &Last) {
-        for hash in &last.ends {
-            self.ends.entry(*hash).or_default().insert(session);
-        }
-    }
-
-    /// Takes back the request joined last (a guard refused it: it was never sent): its
-    /// session's last request is the one before it again, and a session it started is
-    /// forgotten.
-    pub fn retract(&mut self) {
-        let Some((session, replaced)) = self.replaced.take() else {
-            return;
-        };
-        match replaced {
-            Some(last) => {
-                self.drop_ends(session);
-                self.index_ends(session, &last);
-                self.sessions[session].last = Some(last);
+    /// Keeps `last` as what agent `agent` of session `session` last sent (`None`: another
+    /// agent's first), in the indexes.
+    fn keep_last(&mut self, session: usize, agent: Option<usize>, last: Last) {
+        self.unindex(session);
+        let agents = &mut self.sessions[session].agents;
+        let undo = match agent.filter(|at| *at < agents.len()) {
+            Some(at) => Undo::Replaced {
+                at,
+                previous: std::mem::replace(&mut agents[at], last),
+            },
+            None => {
+                agents.push(last);
+                let dropped = (agents.len() > AGENTS).then(|| agents.remove(0));
+                Undo::Added { dropped }
             }
-            None => self.forget(session),
-        }
+        };
+        self.index(session);
+        self.replaced = Some((session, undo));
     }
 
-    fn drop_ends(&mut self, session: usize) {
-        let Some(last) = self
-            .sessions
-            .get(session)
-            .and_then(|open| open.last.as_ref())
-        else {
+    /// Takes back the request joined last (a guard refused it: it was never sent): what its
+    /// agent sent before is that agent's last again, and a session it started is forgotten.
+    pub fn retract(&mut self) {
+        let Some((session, undo)) = self.replaced.take() else {
             return;
         };
-        for hash in &last.ends {
-            if let Some(sessions) = self.ends.get_mut(hash) {
-                sessions.remove(&session);
-                if sessions.is_empty() {
-                    self.ends.remove(hash);
+        self.unindex(session);
+        let agents = &mut self.sessions[session].agents;
+        match undo {
+            Undo::Replaced { at, previous } => agents[at] = previous,
+            Undo::Added { dropped } => {
+                agents.pop();
+                if let Some(dropped) = dropped {
+                    agents.insert(0, dropped);
+                }
+            }
+        }
+        self.index(session);
+    }
+
+    /// Session `session`'s agents' last requests into the indexes, or out of them.
+    fn index(&mut self, session: usize) {
+        self.reindex(session, true);
+    }
+
+    fn unindex(&mut self, session: usize) {
+        self.reindex(session, false);
+    }
+
+    fn reindex(&mut self, session: usize, into: bool) {
+        for last in &self.sessions[session].agents {
+            let entries = &last.entries;
+            for (hashes, index) in [
+                (&entries.opening[..], &mut self.openings),
+                (&entries.tails[..], &mut self.tails),
+                (&entries.ends[..], &mut self.ends),
+            ] {
+                if into {
+                    index.insert(session, hashes);
+                } else {
+                    index.remove(session, hashes);
                 }
             }
         }
@@ -419,36 +491,36 @@ impl Grouping {
             .collect()
     }
 
-    /// The latest session under `key` whose last request got no answer and sent the same
-    /// conversation under the same instructions (the cache markers aside): the request sent
-    /// again.
-    fn retried(&self, key: &Key, conversation: &[Value], instructions: &Value) -> Option<usize> {
-        self.candidates
-            .get(key)?
-            .iter()
+    /// The latest session under `key`, and its agent, whose last request got no answer and
+    /// sent the same conversation under the same instructions (the cache markers aside): the
+    /// request sent again.
+    fn retried(
+        &self,
+        key: &Key,
+        key_hash: u64,
+        conversation: &[Value],
+        instructions: &Value,
+    ) -> Option<(usize, usize)> {
+        self.openings
+            .get(index::opening(key_hash, conversation))
             .rev()
-            .copied()
-            .find(|&index| {
-                self.sessions[index].last.as_ref().is_some_and(|last| {
+            .find_map(|index| {
+                let open = &self.sessions[index];
+                let agent = open.agents.iter().position(|last| {
                     !last.answered
                         && last.conversation == conversation
                         && last.instructions == *instructions
-                })
+                })?;
+                (open.key == *key).then_some((index, agent))
             })
     }
 
     /// Forgets a session's last request: no later request joins it (the proxy's bound on
     /// memory).
     pub fn forget(&mut self, session: usize) {
-        self.drop_ends(session);
-        if let Some(open) = self.sessions.get_mut(session) {
-            open.last = None;
-            if let Some(candidates) = self.candidates.get_mut(&open.key) {
-                candidates.retain(|candidate| *candidate != session);
-                if candidates.is_empty() {
-                    self.candidates.remove(&open.key);
-                }
-            }
+        if session < self.sessions.len() {
+            self.unindex(session);
+            self.sessions[session].agents.clear();
         }
     }
 }

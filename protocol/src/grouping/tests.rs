@@ -370,3 +370,40 @@ fn a_turn_that_sends_back_tool_results_is_a_tool_round_trip() {
         assert_eq!(joined.kind, RequestKind::MainTurn);
     }
 }
+
+/// Under one session key (a supervisor and its worker sharing the application's user id),
+/// each agent's last request is kept: the worker's turn does not replace the supervisor's, so
+/// the supervisor's next request still continues its own and the session is not cut.
+#[test]
+fn under_one_key_each_agent_s_last_request_is_kept() {
+    let mut grouping = Grouping::default();
+    let keyed = |system: &str, conversation: &[Value]| {
+        let mut body = chat(system, conversation);
+        body["user"] = json!("user-42");
+        body
+    };
+    let join_keyed = |grouping: &mut Grouping, body: &Value| {
+        let joined = grouping.join(CHAT, body, &Carried::body(body), true);
+        (joined.session, joined.reading)
+    };
+    let supervisor = "You are a supervisor. Route the request to a worker, or finish.";
+    let worker = "You are a researcher with a web search tool; answer with sources.";
+    assert_eq!(
+        join_keyed(&mut grouping, &keyed(supervisor, &[user("q")])),
+        (0, None)
+    );
+    // The worker carries the conversation and adds its own answer, under the same key.
+    let handed = keyed(worker, &[user("q"), said("research this")]);
+    assert_eq!(
+        join_keyed(&mut grouping, &handed),
+        (0, Some(Reading::InstructionsChanged))
+    );
+    // The supervisor continues its own last request, not the worker's: the same session.
+    let back = keyed(
+        supervisor,
+        &[user("q"), said("route: researcher"), user("found")],
+    );
+    assert_eq!(join_keyed(&mut grouping, &back), (0, None));
+    let again = keyed(worker, &[user("q"), said("research this"), said("more")]);
+    assert_eq!(join_keyed(&mut grouping, &again).0, 0);
+}
