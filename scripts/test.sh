@@ -10,7 +10,9 @@
 # a request, paired with a direct one, is 2 ms or more; the fleet one when tracing costs over
 # 5x tokenizing only the turns' new messages, both on one thread, or a simulation point 35x a
 # baseline replay of the same trace; the language server one when re-analysing a 200-turn
-# session after an edit takes 100 ms at the median), then the editors' tests (the language
+# session after an edit takes 100 ms at the median; the grouping one when grouping a capture of
+# 36,000 interleaved sessions is over 1.2x the grouping before, against reading the capture),
+# then the editors' tests (the language
 # server under real clients, the VS Code extension), the npm package's (then its guard's
 # bench, which fails when Guard.observe's p99 at 50k prompt tokens is 2 ms or more) and the
 # Python package's and the distributed recipes'. Each phase's time is printed as it ends and listed before the
@@ -80,6 +82,10 @@ cargo bench -p kvlint-rules --bench session_memory --locked
 phase_done bench-session-memory
 cargo bench -p kvlint --bench templates --locked
 phase_done bench-templates
+# Grouping a HAR capture of 36,000 interleaved sessions of one agent against reading it: at
+# most 1.2x the ratio of the grouping before it read whole recordings.
+cargo bench -p kvlint-recordings --bench grouping --locked
+phase_done bench-grouping
 # The latency kvlint proxy adds in front of llama-server, per request paired with a direct
 # one (the differences' median under 2 ms; their tail, the engine's own spread, reported).
 cargo bench -p kvlint --bench proxy_latency --locked

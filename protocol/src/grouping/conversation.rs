@@ -34,8 +34,8 @@ fn conversation_items(body: &Value) -> Option<&Value> {
         .find_map(|key| body.get(*key))
 }
 
-/// A message whose content is text parts alone (`[{"type": "text", "text": …}]`), with its
-/// content as their text.
+/// A message whose content is text parts alone (`[{"type": "text", "text": …}]`, a Responses
+/// `input_text`), with its content as their text.
 fn text_parts_as_text(mut item: Value) -> Value {
     let text = item
         .get("content")
@@ -45,8 +45,11 @@ fn text_parts_as_text(mut item: Value) -> Value {
                 .iter()
                 .map(|part| {
                     let part = part.as_object()?;
-                    let plain =
-                        part.len() == 2 && part.get("type").and_then(Value::as_str) == Some("text");
+                    let plain = part.len() == 2
+                        && matches!(
+                            part.get("type").and_then(Value::as_str),
+                            Some("text" | "input_text")
+                        );
                     plain.then(|| part.get("text")?.as_str()).flatten()
                 })
                 .collect::<Option<String>>()

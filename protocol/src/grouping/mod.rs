@@ -53,7 +53,7 @@
 //! request's [`RequestKind`] says what it was: a main turn, a tool round trip, a retry, a
 //! side call, a sub-agent's first request, a compaction.
 
-use std::collections::BTreeSet;
+use std::collections::HashMap;
 
 use serde_json::Value;
 
@@ -81,6 +81,9 @@ pub struct Grouping {
     openings: Index,
     tails: Index,
     ends: Index,
+    /// Per session, the sessions started by a request handed its history under other
+    /// instructions that its own agent has not confirmed yet (by continuing).
+    branches: HashMap<usize, Vec<usize>>,
     /// The session the last request joined and how to take it back ([`Grouping::retract`]).
     replaced: Option<(usize, Undo)>,
 }
@@ -270,10 +273,14 @@ impl Grouping {
             // an opening message alone, it is linked, never folded back.
             let handed_conversation =
                 handed.is_some_and(|((fit, ..), ..)| fit != Fit::Repeats || conversation.len() > 1);
+            let branch_of = parent.filter(|_| handed_conversation);
+            if let Some(parent) = branch_of {
+                self.branches.entry(parent).or_default().push(session);
+            }
             self.sessions.push(Open {
                 key,
                 agents: Vec::new(),
-                branch_of: parent.filter(|_| handed_conversation),
+                branch_of,
             });
             let last = Last::new(key_hash, conversation, instructions, answered);
             self.keep_last(session, None, last);
@@ -287,10 +294,8 @@ impl Grouping {
         };
         // The session's own agent continues: the sessions handed its history were others'.
         if closeness != Closeness::Other {
-            for open in &mut self.sessions {
-                if open.branch_of == Some(session) {
-                    open.branch_of = None;
-                }
+            for branch in self.branches.remove(&session).unwrap_or_default() {
+                self.sessions[branch].branch_of = None;
             }
         }
         // A guess only between sessions that could each be this agent's.
@@ -348,38 +353,43 @@ impl Grouping {
         instructions: &Value,
     ) -> Vec<Candidate> {
         let exchange = opening_exchange(conversation);
-        // Those that open alike, those that have no conversation yet, and a one-message
+        let ranked = |candidates: &mut Vec<usize>| -> Vec<Candidate> {
+            candidates.sort_unstable();
+            candidates.dedup();
+            candidates
+                .iter()
+                .filter_map(|&index| {
+                    let open = &self.sessions[index];
+                    if open.key != *key {
+                        return None;
+                    }
+                    open.agents
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(agent, last)| {
+                            let rank = fit(last, conversation, exchange, instructions)?;
+                            Some((rank, index, agent))
+                        })
+                        .max_by_key(|(rank, ..)| *rank)
+                })
+                .collect()
+        };
+        // Those that open alike and those that have no conversation yet; else a one-message
         // conversation this one's first message is without its per-turn tail.
-        let mut candidates: BTreeSet<usize> = self
+        let mut opening: Vec<usize> = self
             .openings
             .get(index::opening(key_hash, conversation))
             .chain(self.openings.get(index::opening(key_hash, &[])))
             .collect();
-        if conversation.len() > 1
+        let found = ranked(&mut opening);
+        if found.is_empty()
+            && conversation.len() > 1
             && let Some(kept) = index::kept(key_hash, conversation)
         {
-            candidates.extend(self.tails.get(kept));
+            // The latest: enough for a turn that follows, few however many sessions open alike.
+            return ranked(&mut self.tails.get(kept).rev().take(64).collect());
         }
-        candidates
-            .into_iter()
-            .filter_map(|index| {
-                let open = &self.sessions[index];
-                if open.key != *key {
-                    return None;
-                }
-                open.agents
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(agent, last)| {
-                        Some((
-                            fit(last, conversation, exchange, instructions)?,
-                            index,
-                            agent,
-                        ))
-                    })
-                    .max_by_key(|(rank, ..)| *rank)
-            })
-            .collect()
+        found
     }
 
     /// The sessions under `key` whose end `conversation` starts with after a summary of the
@@ -417,20 +427,22 @@ impl Grouping {
     /// Keeps `last` as what agent `agent` of session `session` last sent (`None`: another
     /// agent's first), in the indexes.
     fn keep_last(&mut self, session: usize, agent: Option<usize>, last: Last) {
-        self.unindex(session);
+        let came = last.entries.clone();
         let agents = &mut self.sessions[session].agents;
-        let undo = match agent.filter(|at| *at < agents.len()) {
-            Some(at) => Undo::Replaced {
-                at,
-                previous: std::mem::replace(&mut agents[at], last),
-            },
+        let (undo, gone) = match agent.filter(|at| *at < agents.len()) {
+            Some(at) => {
+                let previous = std::mem::replace(&mut agents[at], last);
+                let gone = previous.entries.clone();
+                (Undo::Replaced { at, previous }, Some(gone))
+            }
             None => {
                 agents.push(last);
                 let dropped = (agents.len() > AGENTS).then(|| agents.remove(0));
-                Undo::Added { dropped }
+                let gone = dropped.as_ref().map(|dropped| dropped.entries.clone());
+                (Undo::Added { dropped }, gone)
             }
         };
-        self.index(session);
+        self.reindex(session, gone.as_ref(), Some(&came));
         self.replaced = Some((session, undo));
     }
 
@@ -440,43 +452,52 @@ impl Grouping {
         let Some((session, undo)) = self.replaced.take() else {
             return;
         };
-        self.unindex(session);
         let agents = &mut self.sessions[session].agents;
-        match undo {
-            Undo::Replaced { at, previous } => agents[at] = previous,
+        let (gone, came) = match undo {
+            Undo::Replaced { at, previous } => {
+                let came = previous.entries.clone();
+                let gone = std::mem::replace(&mut agents[at], previous).entries;
+                (Some(gone), Some(came))
+            }
             Undo::Added { dropped } => {
-                agents.pop();
-                if let Some(dropped) = dropped {
+                let gone = agents.pop().map(|last| last.entries);
+                let came = dropped.map(|dropped| {
+                    let entries = dropped.entries.clone();
                     agents.insert(0, dropped);
-                }
+                    entries
+                });
+                (gone, came)
             }
-        }
-        self.index(session);
+        };
+        self.reindex(session, gone.as_ref(), came.as_ref());
     }
 
-    /// Session `session`'s agents' last requests into the indexes, or out of them.
-    fn index(&mut self, session: usize) {
-        self.reindex(session, true);
-    }
-
-    fn unindex(&mut self, session: usize) {
-        self.reindex(session, false);
-    }
-
-    fn reindex(&mut self, session: usize, into: bool) {
-        for last in &self.sessions[session].agents {
-            let entries = &last.entries;
-            for (hashes, index) in [
-                (&entries.opening[..], &mut self.openings),
-                (&entries.tails[..], &mut self.tails),
-                (&entries.ends[..], &mut self.ends),
-            ] {
-                if into {
-                    index.insert(session, hashes);
-                } else {
-                    index.remove(session, hashes);
-                }
-            }
+    /// The indexes after one of session `session`'s agents' last requests changed: the hashes
+    /// it `gone` had that no agent of the session still has are taken out, those it `came`
+    /// with put in (most are the same: a turn opens as the one before).
+    fn reindex(&mut self, session: usize, gone: Option<&Entries>, came: Option<&Entries>) {
+        let agents = &self.sessions[session].agents;
+        let indexes = [&mut self.openings, &mut self.tails, &mut self.ends];
+        for (kind, index) in indexes.into_iter().enumerate() {
+            let before = gone.map_or(&[][..], |entries| entries.by_index()[kind]);
+            let after = came.map_or(&[][..], |entries| entries.by_index()[kind]);
+            let left: Vec<u64> = before
+                .iter()
+                .copied()
+                .filter(|hash| {
+                    !after.contains(hash)
+                        && !agents
+                            .iter()
+                            .any(|last| last.entries.by_index()[kind].contains(hash))
+                })
+                .collect();
+            index.remove(session, &left);
+            let new: Vec<u64> = after
+                .iter()
+                .copied()
+                .filter(|hash| !before.contains(hash))
+                .collect();
+            index.insert(session, &new);
         }
     }
 
@@ -519,8 +540,10 @@ impl Grouping {
     /// memory).
     pub fn forget(&mut self, session: usize) {
         if session < self.sessions.len() {
-            self.unindex(session);
-            self.sessions[session].agents.clear();
+            let agents = std::mem::take(&mut self.sessions[session].agents);
+            for last in agents {
+                self.reindex(session, Some(&last.entries), None);
+            }
         }
     }
 }

@@ -227,9 +227,20 @@ fn a_turn_that_dropped_the_newest_message_s_tail_continues_its_session() {
     join(&mut grouping, &chat("s", &[user("Fix it. Time: 10:00")]));
     let next = [user("Fix it."), said("a"), user("Time: 10:01")];
     assert_eq!(join(&mut grouping, &chat("s", &next)), (0, None));
+    // The tail sent as a text part of its own, joined without a space.
+    let parts = json!({"role": "user", "content": [
+        {"type": "text", "text": "The parser test fails. Fix it."},
+        {"type": "text", "text": "Current time: 10:00"}]});
+    join(&mut grouping, &chat("s", &[parts]));
+    let next = [
+        user("The parser test fails. Fix it."),
+        said("a"),
+        user("Time: 10:01"),
+    ];
+    assert_eq!(join(&mut grouping, &chat("s", &next)).0, 1);
     // A message that is not the newest one's start is another conversation.
     let other = [user("Fix that."), said("a"), user("Time: 10:02")];
-    assert_eq!(join(&mut grouping, &chat("s", &other)), (1, None));
+    assert_eq!(join(&mut grouping, &chat("s", &other)), (2, None));
 }
 
 #[test]

@@ -247,7 +247,16 @@ impl<G: SessionGuard> GuardSessions<G> {
         let key = match self.names.get(&joined.session) {
             Some(name) => name.clone(),
             None => {
-                let name = match carried.session_key() {
+                let session_key = carried.session_key();
+                // A conversation that starts under a key whose session announced a break (a
+                // compaction down to one message) is that session's break: its guard reads it.
+                if let Some(key) = &session_key
+                    && joined.started
+                    && self.guard(key).is_some_and(G::is_break_expected)
+                {
+                    self.forget_name(key);
+                }
+                let name = match session_key {
                     Some(key) if !self.named.contains_key(&key) => key,
                     key => format!("{}#{}", key.unwrap_or_default(), joined.session),
                 };

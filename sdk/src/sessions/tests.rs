@@ -87,6 +87,14 @@ fn a_body_that_opens_a_conversation_starts_over_unless_a_break_was_announced() {
     // A new conversation under the same key: a session of its own, numbered.
     let observed = sessions.observe(turn("a", "2", 1), &[], 0).unwrap();
     assert!(matches!(observed, Observed::Checked { body, warn: false } if body.key == "a#1"));
+    // Announced (a compaction down to one message): the key's session's break.
+    sessions.guard_mut("a").unwrap().expect_break();
+    let observed = sessions.observe(turn("a", "3", 1), &[], 0).unwrap();
+    assert!(matches!(observed, Observed::Checked { body, warn: false } if body.key == "a"));
+    assert_eq!(sessions.guard("a").unwrap().counters().expected_breaks, 1);
+    // Its next turn continues it.
+    assert!(!warned(sessions.observe(turn("a", "3", 2), &[], 0)));
+    assert_eq!(sessions.guard("a").unwrap().counters().turns, 3);
     // Under a key the application names: a new conversation resets the guard, unless a
     // break was announced (a compaction down to one message), the session's break.
     let key = || "chat".to_owned();
