@@ -82,7 +82,8 @@ pub struct Grouping {
     tails: Index,
     ends: Index,
     /// Per session, the sessions started by a request handed its history under other
-    /// instructions that its own agent has not confirmed yet (by continuing).
+    /// instructions, until its own agent continues (then they were another agent's,
+    /// confirmed) or, unconfirmed, a reader of the whole recording folds them back.
     branches: HashMap<usize, Vec<usize>>,
     /// The session the last request joined and how to take it back ([`Grouping::retract`]).
     replaced: Option<(usize, Undo)>,
@@ -95,9 +96,6 @@ struct Open {
     /// order they first did, [`AGENTS`] at most: one agent's request never replaces another's.
     /// None once forgotten: no later request joins it.
     agents: Vec<Last>,
-    /// The session whose history its first request carried under other instructions, until
-    /// that session's own agent continues (then `None`: another agent's, confirmed).
-    branch_of: Option<usize>,
 }
 
 #[derive(Clone, Debug)]
@@ -273,14 +271,12 @@ impl Grouping {
             // an opening message alone, it is linked, never folded back.
             let handed_conversation =
                 handed.is_some_and(|((fit, ..), ..)| fit != Fit::Repeats || conversation.len() > 1);
-            let branch_of = parent.filter(|_| handed_conversation);
-            if let Some(parent) = branch_of {
+            if let Some(parent) = parent.filter(|_| handed_conversation) {
                 self.branches.entry(parent).or_default().push(session);
             }
             self.sessions.push(Open {
                 key,
                 agents: Vec::new(),
-                branch_of,
             });
             let last = Last::new(key_hash, conversation, instructions, answered);
             self.keep_last(session, None, last);
@@ -294,9 +290,7 @@ impl Grouping {
         };
         // The session's own agent continues: the sessions handed its history were others'.
         if closeness != Closeness::Other {
-            for branch in self.branches.remove(&session).unwrap_or_default() {
-                self.sessions[branch].branch_of = None;
-            }
+            self.branches.remove(&session);
         }
         // A guess only between sessions that could each be this agent's.
         let alike = ranked
@@ -505,11 +499,13 @@ impl Grouping {
     /// instructions whose parent's own agent never continued after: (session, parent), in
     /// order. Read with the whole recording, each was the same agent under new instructions.
     pub fn unconfirmed(&self) -> Vec<(usize, usize)> {
-        self.sessions
+        let mut unconfirmed: Vec<(usize, usize)> = self
+            .branches
             .iter()
-            .enumerate()
-            .filter_map(|(session, open)| Some((session, open.branch_of?)))
-            .collect()
+            .flat_map(|(parent, branches)| branches.iter().map(|branch| (*branch, *parent)))
+            .collect();
+        unconfirmed.sort_unstable();
+        unconfirmed
     }
 
     /// The latest session under `key`, and its agent, whose last request got no answer and

@@ -6,14 +6,14 @@
 
 use serde_json::Value;
 
-use super::{llama_server, proxy, wait_for_requests, walk};
-use crate::common::{get, metric};
+use super::{llama_server, proxy, recorded_requests, wait_for_requests};
+use crate::common::metric;
 
 /// The OpenAI bodies of a writer/critic loop and a supervisor with its workers
 /// (`fixtures/recordings/agents/`), sent in their recordings' order, one after the other on
 /// one kept-alive connection to a real llama-server: each agent's requests are recorded as
-/// one session (`EXPECTED.json`'s, request for request), no break is counted but those
-/// `kvlint check` finds in the recordings, and the kinds add up to the recordings' own.
+/// one session (`EXPECTED.json`'s, request for request), no break is counted but the
+/// supervisor's per-turn tail, and the kinds add up to the recordings' own.
 #[test]
 fn interleaved_agents_without_keys_are_told_apart_live() {
     let engine = llama_server();
@@ -73,19 +73,14 @@ fn interleaved_agents_without_keys_are_told_apart_live() {
         ));
     }
     let metrics = wait_for_requests(&format!("http://127.0.0.1:{metrics_port}/metrics"), sent);
-    let metrics_text = get(&format!("http://127.0.0.1:{metrics_port}/metrics"));
     drop(proxy);
     // Each recorded session's requests, by their messages.
-    let mut recorded: Vec<Vec<Value>> = walk(&record)
-        .iter()
-        .map(|file| {
-            std::fs::read_to_string(file)
-                .unwrap()
-                .lines()
-                .map(|line| {
-                    let exchange: Value = serde_json::from_str(line).unwrap();
-                    exchange["request"]["messages"].clone()
-                })
+    let mut recorded: Vec<Vec<Value>> = recorded_requests(&record)
+        .into_iter()
+        .map(|requests| {
+            requests
+                .into_iter()
+                .map(|request| request["messages"].clone())
                 .collect()
         })
         .collect();
@@ -93,22 +88,24 @@ fn interleaved_agents_without_keys_are_told_apart_live() {
     recorded.sort_by_key(key);
     wanted_sessions.sort_by_key(key);
     assert_eq!(recorded, wanted_sessions);
-    // No agent's request read as a break of another's session: the findings between turns
-    // are those `kvlint check` gives the recordings (the supervisor's per-turn tail, info).
-    let mut between_turns = 0;
-    for file in ["writer-critic.har", "supervisor-trailing-instruction.har"] {
-        let (_, report) = crate::import::json_of("check", &[agents.join(file)]);
-        between_turns += report["sessions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .flat_map(|session| session["findings"].as_array().unwrap())
-            .filter(|finding| finding["turn"] != 0)
-            .count();
-    }
+    // No agent's request read as a break of another's session. The one finding left is by
+    // construction: the supervisor re-sends its routing instruction after the new items, a
+    // per-turn tail (info) on each of its turns after the first.
+    let supervisor = expected["files"]["supervisor-trailing-instruction.har"]["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|session| session["label"] == "supervisor")
+        .unwrap();
+    let tails = supervisor["entries"].as_array().unwrap().len() - 1;
+    let series = format!(
+        "kvlint_findings_total{{upstream=\"{}\",rule=\"history-rewrite\"}}",
+        engine.url
+    );
+    assert_eq!(metric(&metrics, &series), tails as f64, "{metrics}");
     assert_eq!(
         metric(&metrics, "kvlint_findings_total"),
-        between_turns as f64,
+        tails as f64,
         "{metrics}"
     );
     for kind in ["main-turn", "sub-agent", "tool-round-trip", "side-call"] {
@@ -117,11 +114,7 @@ fn interleaved_agents_without_keys_are_told_apart_live() {
             "kvlint_request_kinds_total{{upstream=\"{}\",kind=\"{kind}\"}}",
             engine.url
         );
-        assert_eq!(
-            metric(&metrics_text, &series),
-            count as f64,
-            "{kind}: {metrics_text}"
-        );
+        assert_eq!(metric(&metrics, &series), count as f64, "{kind}: {metrics}");
     }
     std::fs::remove_dir_all(&record).ok();
 }

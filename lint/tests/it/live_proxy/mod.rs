@@ -220,6 +220,20 @@ fn wait_for_requests(metrics_url: &str, requests: usize) -> String {
     }
 }
 
+/// The requests the proxy's `--record` wrote to `record`, per session file.
+fn recorded_requests(record: &Path) -> Vec<Vec<Value>> {
+    walk(record)
+        .iter()
+        .map(|file| {
+            std::fs::read_to_string(file)
+                .unwrap()
+                .lines()
+                .map(|line| serde_json::from_str::<Value>(line).unwrap()["request"].take())
+                .collect()
+        })
+        .collect()
+}
+
 fn walk(folder: &Path) -> Vec<std::path::PathBuf> {
     let mut files = Vec::new();
     for entry in std::fs::read_dir(folder).unwrap() {
@@ -294,15 +308,13 @@ fn two_agents_interleaved_on_one_connection_are_told_apart_by_their_session_ids(
     wait_for_requests(&format!("http://127.0.0.1:{metrics_port}/metrics"), 6);
     drop(proxy);
     // Each recorded session's requests, by their last user message and system prompt.
-    let mut sessions: Vec<Vec<(String, String)>> = walk(&record)
+    let mut sessions: Vec<Vec<(String, String)>> = recorded_requests(&record)
         .iter()
-        .map(|file| {
-            std::fs::read_to_string(file)
-                .unwrap()
-                .lines()
-                .map(|line| {
-                    let exchange: Value = serde_json::from_str(line).unwrap();
-                    let messages = exchange["request"]["messages"].as_array().unwrap();
+        .map(|requests| {
+            requests
+                .iter()
+                .map(|request| {
+                    let messages = request["messages"].as_array().unwrap();
                     let text = |message: &Value| message["content"].as_str().unwrap().to_owned();
                     (text(&messages[0]), text(messages.last().unwrap()))
                 })
